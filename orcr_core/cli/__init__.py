@@ -1,0 +1,1 @@
+"""orcr command line."""

@@ -1,0 +1,274 @@
+"""Configuration: one TOML file, defaults, validation, comment-keeping edits.
+
+Keys are dotted (``concurrency.max``). Every known key has a validator; a
+section listed in ``OPEN_SECTIONS`` accepts any ``[a-z0-9_]+`` key (any
+provider name is a valid ``[concurrency]`` key). A bad value is refused with the
+key, the value and what is allowed, before anything is written.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orcr_core import dirs
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "concurrency": {"max": 25},
+    "timings": {
+        "max_starting": "2m",
+        "reconcile_every": "30s",
+        "gc_after": "24h",
+        "stop_grace": "10s",
+        "prompt_confirm": "3s",
+        "poll_every": "250ms",
+    },
+    "events": {"retention": 100_000},
+    "driver": {"name": "auto"},
+    "herdr": {"session": "orcr", "binary": "herdr", "socket": ""},
+    "tmux": {"socket": "orcr", "binary": "tmux"},
+}
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+NAME = re.compile(r"[a-z0-9_]+")
+
+
+class ConfigError(ValueError):
+    """A bad key or value; the message names the key, the value and what is allowed."""
+
+
+def parse_duration(value: Any, key: str = "duration") -> float:
+    """``"2m"`` -> 120.0; ``"1h30m"``, ``"250ms"``, plain numbers (seconds) too."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{key} = {value!r} is not a duration; use e.g. 30s, 2m, 1h30m")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ConfigError(f"{key} = {value!r} is negative; use a duration >= 0")
+        return float(value)
+    text = str(value).strip()
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(text):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if not text or pos != len(text):
+        raise ConfigError(
+            f"{key} = {value!r} is not a duration; use a number of seconds or units "
+            "ms, s, m, h, d (e.g. 30s, 2m, 1h30m)"
+        )
+    return total
+
+
+def _positive_int(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key} = {value!r} is not allowed; use a whole number >= 1")
+    return value
+
+
+def _duration(key: str, value: Any) -> Any:
+    parse_duration(value, key)
+    return value
+
+
+def _string(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{key} = {value!r} is not allowed; use a string")
+    return value
+
+
+def _name(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not NAME.fullmatch(value):
+        raise ConfigError(f"{key} = {value!r} is not allowed; use a name of [a-z0-9_]+")
+    return value
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} = {value!r} is not allowed; use true or false")
+    return value
+
+
+def _argv(key: str, value: Any) -> list:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or not value:
+        raise ConfigError(f"{key} = {value!r} is not allowed; use a non-empty list of strings")
+    return value
+
+
+def _str_list(key: str, value: Any) -> list:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{key} = {value!r} is not allowed; use a list of strings")
+    return value
+
+
+VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
+    "concurrency.*": _positive_int,
+    "timings.max_starting": _duration,
+    "timings.reconcile_every": _duration,
+    "timings.gc_after": _duration,
+    "timings.stop_grace": _duration,
+    "timings.prompt_confirm": _duration,
+    "timings.poll_every": _duration,
+    "events.retention": _positive_int,
+    "driver.name": _name,
+    "herdr.session": _string,
+    "herdr.binary": _string,
+    "herdr.socket": _string,
+    "tmux.socket": _string,
+    "tmux.binary": _string,
+    "providers.*.argv": _argv,
+    "providers.*.model": _string,
+    "providers.*.extra_args": _str_list,
+    "providers.*.allow_unpinned": _bool,
+    "providers.*.home": _string,
+}
+
+
+def _validator(key: str) -> Callable[[str, Any], Any]:
+    if key in VALIDATORS:
+        return VALIDATORS[key]
+    parts = key.split(".")
+    for pattern, fn in VALIDATORS.items():
+        pparts = pattern.split(".")
+        if len(pparts) == len(parts) and all(
+            p == k or (p == "*" and NAME.fullmatch(k)) for p, k in zip(pparts, parts, strict=True)
+        ):
+            return fn
+    known = ", ".join(sorted(VALIDATORS))
+    raise ConfigError(f"unknown config key {key!r}; known keys: {known}")
+
+
+def _flatten(doc: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in doc.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def validate(doc: dict) -> None:
+    """Check every key of a whole document; raise ConfigError on the first bad one."""
+    for key, value in _flatten(doc).items():
+        _validator(key)(key, value)
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _plain(obj: Any) -> Any:
+    """tomlkit containers to plain dicts/lists."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    if hasattr(obj, "unwrap"):
+        return obj.unwrap()
+    return obj
+
+
+@dataclass
+class Config:
+    """The effective configuration: defaults merged with the user's file."""
+
+    data: dict
+    path: Path
+
+    def get(self, key: str, default: Any = None) -> Any:
+        node: Any = self.data
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def section(self, name: str) -> dict:
+        return dict(self.data.get(name, {}))
+
+    def duration(self, key: str) -> float:
+        return parse_duration(self.get(key), key)
+
+    def cap(self, provider: str | None = None) -> int | None:
+        """The global cap, or a provider's cap (None when it has none)."""
+        if provider is None:
+            return int(self.get("concurrency.max"))
+        if provider == "max":
+            return None
+        value = self.get(f"concurrency.{provider}")
+        return int(value) if value is not None else None
+
+    def provider_options(self, name: str) -> dict:
+        return dict(self.get(f"providers.{name}", {}) or {})
+
+    @property
+    def data_dir(self) -> Path:
+        return dirs.data_dir()
+
+
+def load(path: Path | None = None) -> Config:
+    """Read and validate the config file (a missing file means all defaults)."""
+    path = path or dirs.config_path()
+    user: dict = {}
+    if path.exists():
+        import tomlkit
+
+        try:
+            user = _plain(tomlkit.parse(path.read_text()))
+        except Exception as exc:  # tomlkit raises its own ParseError family
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+        validate(user)
+    return Config(_merge(DEFAULTS, user), path)
+
+
+def coerce(text: str) -> Any:
+    """A value typed on the command line: TOML literal if it parses, else a string."""
+    import tomlkit
+
+    try:
+        return _plain(tomlkit.parse(f"v = {text}")["v"])
+    except Exception:
+        return text
+
+
+def set_value(key: str, raw: str, path: Path | None = None) -> Any:
+    """Edit one key with tomlkit, keep comments, validate the whole file, write atomically."""
+    import tomlkit
+
+    path = path or dirs.config_path()
+    value = coerce(raw)
+    _validator(key)(key, value)
+    doc = tomlkit.parse(path.read_text()) if path.exists() else tomlkit.document()
+    parts = key.split(".")
+    node = doc
+    for part in parts[:-1]:
+        if part not in node:
+            node[part] = tomlkit.table()
+        node = node[part]
+        if not isinstance(node, dict):
+            raise ConfigError(f"{key}: {part!r} is a value, not a table")
+    node[parts[-1]] = value
+    validate(_plain(doc))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config-", suffix=".toml")
+    with os.fdopen(fd, "w") as f:
+        f.write(tomlkit.dumps(doc))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return value

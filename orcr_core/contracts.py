@@ -1,0 +1,231 @@
+"""The two plugin contracts: a multiplexer driver and a provider adapter.
+
+Both are plain classes with documented methods (``typing.Protocol`` for type
+checkers); plugins need not inherit from anything. Data crossing the contract
+is carried by the small frozen dataclasses below, so the core never sees a
+multiplexer's or a provider's private shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+class DriverError(Exception):
+    """A multiplexer call failed. ``code`` is a short stable word.
+
+    ``retryable`` says whether the multiplexer may answer later (it is down,
+    restarting): a retryable error never frees a name or fails a row on its own.
+    """
+
+    def __init__(self, message: str, code: str = "driver_error", retryable: bool = False):
+        super().__init__(message)
+        self.code = code
+        self.retryable = retryable
+
+
+class ProviderError(Exception):
+    """A provider adapter refused (unsupported version, unreadable transcript)."""
+
+    def __init__(self, message: str, code: str = "provider_error"):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class SessionPointer:
+    """The provider's native session id, as the multiplexer or orcr knows it.
+
+    ``source`` is who reported it (``herdr:claude``, ``orcr``), ``kind`` is
+    ``id`` or ``path``.
+    """
+
+    source: str
+    kind: str
+    value: str
+
+
+@dataclass(frozen=True)
+class PaneRef:
+    """Where an agent runs. Ids are the multiplexer's own strings."""
+
+    workspace_id: str
+    tab_id: str
+    pane_id: str
+
+
+@dataclass(frozen=True)
+class PaneInfo:
+    """One pane as a driver's ``snapshot()`` reports it.
+
+    ``label`` is the agent's full orcr path for panes orcr started (the
+    recovery anchor); ``None`` for unlabelled panes. ``agent`` is the
+    multiplexer's detected agent kind (``claude``, ``codex``) or ``None`` for a
+    plain shell; ``agent_status`` is the multiplexer's own idea of its state
+    (``idle|working|blocked|done|unknown``), a hint only.
+    """
+
+    pane_id: str
+    workspace_id: str
+    tab_id: str
+    label: str | None = None
+    agent: str | None = None
+    agent_status: str = "unknown"
+    agent_session: SessionPointer | None = None
+    session: str | None = None  # the multiplexer session (herdr session / tmux socket)
+    terminal_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StartSpec:
+    """Everything a driver needs to start one agent in a new tab.
+
+    ``argv`` is executed directly, never through a shell. ``env`` holds
+    ``ORCR_ID``, ``ORCR_PATH`` and ``ORCR_LAUNCH_TOKEN`` at least.
+    """
+
+    workspace_id: str
+    label: str  # the agent's full path
+    cwd: str
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Driver(Protocol):
+    """A terminal multiplexer orcr can start agents in.
+
+    Every method may raise :class:`DriverError`. Methods are called from
+    worker threads; a driver must be safe to call from several at once.
+    """
+
+    name: str
+
+    def handshake(self) -> dict[str, Any]:
+        """Check the multiplexer answers and speaks a supported protocol.
+
+        Returns facts for ``orcr server status`` (``version``, ``protocol``).
+        An unsupported protocol raises ``DriverError`` naming the version needed.
+        """
+
+    def ensure_session(self) -> None:
+        """Make sure orcr's own multiplexer session/server runs (start it if not)."""
+
+    def ensure_workspace(self, level1: str) -> str:
+        """Return the id of the workspace for a level-1 path segment.
+
+        Found again by its label after any restart, never by a remembered id;
+        created when missing.
+        """
+
+    def start(self, spec: StartSpec) -> PaneRef:
+        """Start ``spec.argv`` in a new tab whose single pane is labelled ``spec.label``."""
+
+    def session_pointer(self, pane: PaneRef) -> SessionPointer | None:
+        """The provider's native session as the multiplexer reports it, or None yet."""
+
+    def send_prompt(self, pane: PaneRef, text: str) -> None:
+        """Deliver a prompt by the two-call rule: the text, >= 300 ms, then Enter."""
+
+    def send_keys(self, pane: PaneRef, keys: list[str]) -> None:
+        """Send logical key names (``enter``, ``escape``, ``ctrl+c``)."""
+
+    def read(self, pane: PaneRef) -> str:
+        """The pane's visible screen as text (a passive read)."""
+
+    def close(self, pane: PaneRef) -> None:
+        """Close the pane. Closing a pane that is already gone is not an error."""
+
+    def snapshot(self) -> list[PaneInfo]:
+        """Every pane in orcr's own session. The truth for reconciliation."""
+
+    def agent_status(self, pane: PaneRef) -> str | None:
+        """The multiplexer's agent state for a pane, or None when it has none."""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What a provider needs to build an agent's argv."""
+
+    uuid: str
+    path: str
+    cwd: str
+    data_dir: str  # the agent's own data dir (launch.json lives here)
+    options: dict[str, Any] = field(default_factory=dict)  # [providers.<name>] config
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One agent turn as read from a transcript.
+
+    ``status`` is ``completed``, ``interrupted``, ``errored`` or ``open``;
+    ``final_text`` is the final answer of a completed turn, else None.
+    """
+
+    status: str
+    final_text: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnState:
+    """What a transcript says so far.
+
+    ``state`` is ``working`` (a turn is open), ``idle`` (the last turn ended),
+    ``blocked`` (a permission prompt is showing) or ``unknown`` (nothing yet).
+    ``version`` is the provider version found in the transcript, or None.
+    """
+
+    state: str
+    turns: tuple[Turn, ...] = ()
+    version: str | None = None
+
+    @property
+    def final_text(self) -> str | None:
+        for turn in reversed(self.turns):
+            if turn.status != "open":
+                return turn.final_text
+        return None
+
+
+@runtime_checkable
+class TranscriptReader(Protocol):
+    """An incremental reader over one transcript file.
+
+    ``poll()`` reads what was appended since the last call (an unchanged file
+    costs one ``stat``; a partial last line waits for the rest) and returns the
+    whole :class:`TurnState` so far.
+    """
+
+    def poll(self) -> TurnState: ...
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A provider adapter: how to launch an agent CLI and read its transcript."""
+
+    name: str
+    #: A PEP 440 specifier of the provider versions this adapter was checked
+    #: against, e.g. ``">=2.1.38,<2.2"``; empty for "any".
+    supported_versions: str
+    #: False for providers with no transcript (turns follow the multiplexer).
+    has_transcript: bool
+
+    def launch_argv(self, spec: LaunchSpec) -> list[str]:
+        """The argv that starts the agent TUI (executed without a shell)."""
+
+    def launch_session(self, spec: LaunchSpec) -> SessionPointer | None:
+        """A session pointer orcr chose up front (Claude's ``--session-id``), or None."""
+
+    def locate_transcript(self, pointer: SessionPointer, spec: LaunchSpec) -> str | None:
+        """The transcript path for a session pointer, or None while it does not exist yet."""
+
+    def open_reader(self, path: str) -> TranscriptReader:
+        """An incremental reader for a transcript path."""
+
+    def check_version(self, version: str | None, options: dict[str, Any]) -> str | None:
+        """Refuse (raise :class:`ProviderError`) a version outside the pinned range.
+
+        With ``options["allow_unpinned"]`` true, return a warning string instead.
+        Returns None when the version is covered.
+        """

@@ -1,0 +1,57 @@
+"""Where orcr keeps things. Import-light: the CLI's client path uses this.
+
+``ORCR_HOME`` moves config, data and the socket under one directory (tests and
+several side-by-side instances rely on it). Otherwise platformdirs decides.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _home() -> Path | None:
+    value = os.environ.get("ORCR_HOME")
+    return Path(value).expanduser().resolve() if value else None
+
+
+def config_path() -> Path:
+    home = _home()
+    if home:
+        return home / "config.toml"
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("orcr", appauthor=False)) / "config.toml"
+
+
+def data_dir() -> Path:
+    home = _home()
+    if home:
+        return home
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("orcr", appauthor=False))
+
+
+def store_path() -> Path:
+    return data_dir() / "store.db"
+
+
+def agents_dir() -> Path:
+    return data_dir() / "agents"
+
+
+def run_dir() -> Path:
+    """The 0700 directory holding the socket and the server lock."""
+    return data_dir() / "run"
+
+
+def socket_path() -> Path:
+    return run_dir() / "orcr.sock"
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) and make it 0700: the socket is the user's alone."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path

@@ -1,0 +1,1 @@
+"""orcr's bundled codex plugin."""

@@ -1,0 +1,1 @@
+"""orcr's bundled providers plugin."""

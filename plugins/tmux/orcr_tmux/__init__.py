@@ -1,0 +1,1 @@
+"""orcr's bundled tmux plugin."""
