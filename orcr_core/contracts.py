@@ -75,6 +75,9 @@ class PaneInfo:
     agent_session: SessionPointer | None = None
     session: str | None = None  # the multiplexer session (herdr session / tmux socket)
     terminal_id: str | None = None
+    #: the pane's process has exited but the pane is kept (tmux remain-on-exit);
+    #: orcr ends the agent with exit_reason ``exited`` and closes the pane
+    dead: bool = False
 
 
 @dataclass(frozen=True)

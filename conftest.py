@@ -1,0 +1,149 @@
+"""Shared fixtures: a private ORCR_HOME, a real server process, the real CLI.
+
+Every test that touches orcr state gets its own ``ORCR_HOME`` under a short
+/tmp directory (AF_UNIX paths are limited to 107 bytes), so nothing reads or
+writes the user's real config, store or socket.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+TEST_PLUGINS = ROOT / "tests" / "plugins"
+
+
+def shared_dir() -> Path:
+    """The read-only ``shared/`` folder beside the repository (ORCR_SHARED overrides)."""
+    if os.environ.get("ORCR_SHARED"):
+        return Path(os.environ["ORCR_SHARED"])
+    for parent in [ROOT, *ROOT.parents]:
+        cand = parent.parent / "shared"
+        if (cand / "DESIGN.md").exists():
+            return cand
+        cand = parent / "shared"
+        if (cand / "DESIGN.md").exists():
+            return cand
+    raise RuntimeError("cannot find the shared/ folder; set ORCR_SHARED")
+
+
+class OrcrHome:
+    """A private orcr installation: env, config, server process, CLI runner."""
+
+    def __init__(self, path: Path, env: dict):
+        self.path = path
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def socket(self) -> Path:
+        return self.path / "run" / "orcr.sock"
+
+    def config(self, text: str) -> None:
+        (self.path / "config.toml").write_text(text)
+
+    def start_server(self, extra_env: dict | None = None, wait: bool = True) -> subprocess.Popen:
+        env = dict(self.env, **(extra_env or {}))
+        log = open(self.path / "server.out", "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "orcr_core.server"],
+            env=env, stdout=log, stderr=log, start_new_session=True,
+        )
+        log.close()
+        if wait:
+            self.wait_socket()
+        return self.proc
+
+    def wait_socket(self, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"server exited {self.proc.returncode}: {self.server_log()}")
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(str(self.socket))
+                return
+            except OSError:
+                time.sleep(0.02)
+            finally:
+                s.close()
+        raise TimeoutError(f"server socket did not appear: {self.server_log()}")
+
+    def server_log(self) -> str:
+        p = self.path / "server.out"
+        return p.read_text()[-4000:] if p.exists() else ""
+
+    def kill_server(self) -> None:
+        """SIGKILL: no cleanup at all, as in a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop_server(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill_server()
+
+    def run(self, *args, input: str | None = None, check: bool = False, timeout: float = 60,
+            env: dict | None = None) -> subprocess.CompletedProcess:
+        res = subprocess.run(
+            [sys.executable, "-m", "orcr_core.cli", *args], env=dict(self.env, **(env or {})),
+            input=input, capture_output=True, text=True, timeout=timeout,
+        )
+        if check and res.returncode != 0:
+            raise AssertionError(f"orcr {' '.join(args)} exited {res.returncode}: {res.stderr}")
+        return res
+
+    def sdk(self):
+        from orcr_core.client import Client
+        from orcr_core.sdk import Orcr
+
+        return Orcr(Client(self.socket, autostart=False))
+
+
+@pytest.fixture
+def short_tmp():
+    d = Path(tempfile.mkdtemp(prefix="orcr-", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def orcr_home(short_tmp, monkeypatch):
+    """A private ORCR_HOME using the test driver; the server is started by the test."""
+    home = short_tmp / "h"
+    home.mkdir()
+    env = dict(os.environ)
+    env.update(
+        ORCR_HOME=str(home),
+        ORCR_PLUGIN_MODULES="orcr_test_driver",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(TEST_PLUGINS), env.get("PYTHONPATH")])),
+    )
+    for var in ("ORCR_PATH", "ORCR_FAULT", "ORCR_LOAD_PLUGINS", "TMUX", "HERDR_SOCKET_PATH"):
+        env.pop(var, None)
+    monkeypatch.setenv("ORCR_HOME", str(home))
+    monkeypatch.delenv("ORCR_PATH", raising=False)
+    h = OrcrHome(home, env)
+    h.config('[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\nprompt_confirm = "200ms"\n')
+    yield h
+    h.stop_server()
+    h.kill_server()
+
+
+@pytest.fixture
+def server(orcr_home):
+    orcr_home.start_server()
+    return orcr_home

@@ -1,0 +1,3 @@
+from orcr_core.cli import main
+
+main()

@@ -1,0 +1,234 @@
+"""``orcr agent``: run, ls, get, wait, send, read, kill, attach."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import os
+import sys
+import time
+
+import click
+
+from orcr_core.cli.errors import ExitCode, OrcrCliError
+
+
+def _sdk():
+    from orcr_core.sdk import Orcr
+
+    return Orcr()
+
+
+def _duration(ctx, param, value):
+    if value is None:
+        return None
+    from orcr_core.config import ConfigError, parse_duration
+
+    try:
+        seconds = parse_duration(value, param.name)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if seconds <= 0:
+        raise click.BadParameter(f"{value!r} must be longer than 0s")
+    return seconds
+
+
+def _default_provider() -> str:
+    from orcr_core.config import ConfigError, load
+
+    try:
+        return load().get("agent.provider", "claude")
+    except ConfigError:
+        return "claude"
+
+
+@click.group()
+def agent():
+    """Run and manage agents."""
+
+
+@agent.command(name="run", context_settings={"ignore_unknown_options": True})
+@click.option("--provider", "-p", help="Provider adapter (default: [agent] provider, else claude).")
+@click.option("--path", "path_", metavar="PATH", help="Agent path, relative to $ORCR_PATH.")
+@click.option("--name", metavar="NAME", help="Last path segment only (one segment).")
+@click.option("--cwd", type=click.Path(file_okay=False, exists=True), help="Working directory.")
+@click.option("--timeout", callback=_duration, help="End the agent if a turn runs longer (30m, 2h).")
+@click.option("--prompt", "prompt_opt", metavar="TEXT", help="The first prompt (for --provider command).")
+@click.option("--json", "json_", is_flag=True, help="Print the admission as JSON.")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def agent_run(provider, path_, name, cwd, timeout, prompt_opt, json_, args):
+    """Admit an agent and print ``<path> <uuid>`` at once.
+
+    ARGS is the first prompt ('-' reads it from stdin). For --provider command,
+    ARGS is the argv to run (after --), and --prompt gives a first prompt.
+    The agent waits in the FIFO queue until both caps have room; this command
+    never waits for a slot.
+    """
+    provider = provider or _default_provider()
+    argv = None
+    if provider == "command":
+        argv = list(args) or None
+        prompt = prompt_opt
+    else:
+        if len(args) > 1:
+            raise click.UsageError(
+                f"give the prompt as one argument (quote it); got {len(args)}: {' '.join(args)[:60]!r}"
+            )
+        prompt = args[0] if args else prompt_opt
+        if prompt == "-":
+            prompt = sys.stdin.read()
+    with _sdk() as orcr:
+        res = orcr.run(
+            prompt, provider=provider, path=path_, name=name, cwd=cwd, timeout=timeout, argv=argv
+        )
+    if json_:
+        click.echo(jsonlib.dumps(res))
+    else:
+        click.echo(f"{res['path']} {res['uuid']}")
+
+
+def _age(iso: str | None) -> str:
+    if not iso:
+        return "-"
+    from datetime import datetime
+
+    secs = time.time() - datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{int(secs // size)}{unit}"
+    return f"{int(secs)}s"
+
+
+def _table(rows: list[dict]) -> None:
+    cols = ("PATH", "STATUS", "PROVIDER", "AGE", "UUID")
+    data = []
+    for a in rows:
+        status = a["status"] + (f" ({a['exit_reason']})" if a["exit_reason"] else "")
+        data.append((a["path"], status, a["provider"], _age(a["created_at"]), a["uuid"]))
+    widths = [max([len(c)] + [len(r[i]) for r in data]) for i, c in enumerate(cols)]
+    for r in [cols, *data]:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+
+
+@agent.command(name="ls")
+@click.argument("prefix", required=False)
+@click.option("--all", "all_", is_flag=True, help="Include ended agents.")
+@click.option("--json", "json_", is_flag=True, help="JSON rows.")
+def agent_ls(prefix, all_, json_):
+    """List active agents (under PREFIX, a path)."""
+    with _sdk() as orcr:
+        rows = orcr.list(prefix=prefix, all=all_)
+    if json_:
+        click.echo(jsonlib.dumps(rows, indent=2))
+    elif rows:
+        _table(rows)
+
+
+@agent.command(name="get")
+@click.argument("target")
+@click.option("--json", "json_", is_flag=True)
+def agent_get(target, json_):
+    """Show one agent (PATH or UUID)."""
+    with _sdk() as orcr:
+        a = orcr.get(target)
+    if json_:
+        click.echo(jsonlib.dumps(a, indent=2))
+        return
+    for k, v in a.items():
+        if v not in (None, False):
+            click.echo(f"{k}: {v if not isinstance(v, dict) else jsonlib.dumps(v)}")
+
+
+@agent.command(name="kill")
+@click.argument("target")
+@click.option("--json", "json_", is_flag=True)
+def agent_kill(target, json_):
+    """Kill agents by PATH, UUID or GLOB (``review/*``, ``nightly/**``).
+
+    Queued agents end ``canceled``; starting ones are canceled between pipeline
+    steps; working and idle ones end ``killed``.
+    """
+    with _sdk() as orcr:
+        res = orcr.kill(target)
+    if json_:
+        click.echo(jsonlib.dumps(res, indent=2))
+        return
+    for r in res:
+        click.echo(f"{r['path']} {r['result']}")
+
+
+@agent.command(name="wait")
+@click.argument("target")
+@click.option("--until", type=click.Choice(["idle", "ended"]), default="idle", show_default=True)
+@click.option("--timeout", callback=_duration, help="Give up after this long (exit 4).")
+@click.option("--json", "json_", is_flag=True)
+def agent_wait(target, until, timeout, json_):
+    """Wait until the agent's turn ends (idle) or it ends.
+
+    Exits 4 on timeout and 5 when the agent ends badly (failed, timeout, lost,
+    canceled). On a terminal, shows the status and elapsed time while waiting.
+    """
+    from orcr_core.sdk import AgentEnded, WaitTimeout
+
+    tty = sys.stderr.isatty()
+    start = time.monotonic()
+
+    def progress(a):
+        if tty:
+            click.echo(f"\r{a['path']}: {a['status']} {time.monotonic() - start:5.1f}s ", nl=False, err=True)
+
+    try:
+        with _sdk() as orcr:
+            a = orcr.wait(target, until=until, timeout=timeout, on_change=progress)
+    except WaitTimeout as exc:
+        raise OrcrCliError(str(exc), ExitCode.TIMEOUT) from None
+    except AgentEnded as exc:
+        raise OrcrCliError(str(exc), ExitCode.AGENT_FAILED) from None
+    finally:
+        if tty:
+            click.echo("", err=True)
+    if json_:
+        click.echo(jsonlib.dumps(a))
+    else:
+        click.echo(f"{a['path']} {a['status']}" + (f" {a['exit_reason']}" if a.get("exit_reason") else ""))
+
+
+@agent.command(name="send")
+@click.argument("target")
+@click.argument("prompt")
+@click.option("--timeout", callback=_duration, help="End the agent if this turn runs longer.")
+def agent_send(target, prompt, timeout):
+    """Start the agent's next turn with PROMPT ('-' reads stdin). Needs an idle agent."""
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    with _sdk() as orcr:
+        a = orcr.send(target, prompt, timeout=timeout)
+    click.echo(f"{a['path']} {a['status']} turn {a['turn']}")
+
+
+@agent.command(name="read")
+@click.argument("target")
+@click.option("--json", "json_", is_flag=True)
+def agent_read(target, json_):
+    """Print the last turn's final answer, from the provider's transcript."""
+    with _sdk() as orcr:
+        r = orcr.read(target)
+    if json_:
+        click.echo(jsonlib.dumps(r))
+        return
+    if r.get("text") is not None:
+        click.echo(r["text"])
+    elif r.get("screen") is not None:
+        click.echo(r["screen"])
+    else:
+        raise OrcrCliError(f"agent {r['path']} has no final answer yet (status {r['status']})")
+
+
+@agent.command(name="attach")
+@click.argument("target")
+def agent_attach(target):
+    """Focus the agent's pane and print how to attach a terminal to it."""
+    with _sdk() as orcr:
+        r = orcr.client.call("agent.attach", target=target)
+    click.echo(r["hint"])
+    if r.get("command") and sys.stdin.isatty() and sys.stdout.isatty():
+        os.execvp(r["command"][0], r["command"])

@@ -1,0 +1,50 @@
+"""Exit codes and error printing for the CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from enum import IntEnum
+
+import click
+
+
+class ExitCode(IntEnum):
+    """orcr's exit codes (documented in docs/cli.md)."""
+
+    OK = 0
+    ERROR = 1  #: an expected failure: the message says what and how to fix it
+    USAGE = 2  #: bad invocation (click's own code)
+    NOT_FOUND = 3  #: no such agent
+    TIMEOUT = 4  #: ``agent wait --timeout`` elapsed
+    AGENT_FAILED = 5  #: the waited-for agent ended badly (failed, timeout, lost, canceled)
+    NO_SERVER = 6  #: the server could not be reached or started
+
+
+class OrcrCliError(click.ClickException):
+    def __init__(self, message: str, code: int = ExitCode.ERROR):
+        super().__init__(message)
+        self.exit_code = int(code)
+
+
+CODE_MAP = {
+    "not_found": ExitCode.NOT_FOUND,
+    "wait_timeout": ExitCode.TIMEOUT,
+    "agent_ended": ExitCode.AGENT_FAILED,
+    "server_not_running": ExitCode.NO_SERVER,
+    "server_start_failed": ExitCode.NO_SERVER,
+    "connection_closed": ExitCode.NO_SERVER,
+}
+
+
+@contextlib.contextmanager
+def handle_errors():
+    from orcr_core.client import ServerError
+
+    try:
+        yield
+    except ServerError as exc:
+        click.echo(f"Error: {exc.message} [{exc.code}]", err=True)
+        sys.exit(int(CODE_MAP.get(exc.code, ExitCode.ERROR)))
+    except BrokenPipeError:
+        sys.exit(ExitCode.ERROR)

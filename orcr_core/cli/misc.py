@@ -1,0 +1,99 @@
+"""``orcr plugins``, ``orcr install``, ``orcr uninstall``, ``orcr provider parse``."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import sys
+from runpy import run_module
+
+import click
+
+from orcr_core.cli.errors import OrcrCliError
+
+
+@click.command(name="plugins")
+@click.option("--json", "json_", is_flag=True, help="JSON rows (the default output is JSON too).")
+def plugins_list(json_):
+    """List loaded plugins with their versions, hooks, drivers and providers."""
+    from orcr_core.plugins import PluginError, build_registry, describe, get_plugin_manager
+
+    try:
+        pm = get_plugin_manager()
+        reg = build_registry(pm)
+    except PluginError as exc:
+        raise OrcrCliError(str(exc)) from None
+    rows = describe(pm)
+    for row in rows:
+        row["drivers"] = sorted(n for (k, n), p in reg.owners.items() if k == "driver" and p == row["name"])
+        row["providers"] = sorted(n for (k, n), p in reg.owners.items() if k == "provider" and p == row["name"])
+    click.echo(jsonlib.dumps(rows, indent=2))
+
+
+def _pip(args: list[str]) -> None:
+    sys.argv = ["pip", *args]
+    try:
+        run_module("pip", run_name="__main__")
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            raise OrcrCliError(f"pip {' '.join(args)} failed (exit {exc.code})") from None
+
+
+@click.command(name="install")
+@click.argument("packages", nargs=-1, required=True)
+@click.option("-U", "--upgrade", is_flag=True)
+@click.option("-e", "--editable", help="Install an editable plugin from a local path.")
+def install(packages, upgrade, editable):
+    """Install plugin PACKAGES into orcr's own environment (pip)."""
+    args = ["install", *(["--upgrade"] if upgrade else []), *packages]
+    if editable:
+        args += ["--editable", editable]
+    _pip(args)
+
+
+@click.command(name="uninstall")
+@click.argument("packages", nargs=-1, required=True)
+@click.option("-y", "--yes", is_flag=True)
+def uninstall(packages, yes):
+    """Uninstall plugin PACKAGES from orcr's environment."""
+    _pip(["uninstall", *packages, *(["-y"] if yes else [])])
+
+
+@click.group(name="provider")
+def provider():
+    """Provider adapters."""
+
+
+@provider.command(name="parse")
+@click.argument("name")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "json_", is_flag=True)
+def provider_parse(name, file, json_):
+    """Print what provider NAME's adapter reads from transcript FILE.
+
+    The tool to reach for when an adapter misreads your transcripts.
+    """
+    from orcr_core.plugins import build_registry, get_plugin_manager
+
+    reg = build_registry(get_plugin_manager())
+    p = reg.providers.get(name)
+    if p is None:
+        raise OrcrCliError(f"unknown provider {name!r}; installed: {', '.join(sorted(reg.providers))}")
+    if not getattr(p, "has_transcript", False):
+        raise OrcrCliError(f"provider {name!r} has no transcript to parse")
+    state = p.open_reader(file).poll()
+    out = {
+        "provider": name,
+        "version": state.version,
+        "state": state.state,
+        "turns": [{"status": t.status, "final_text": t.final_text} for t in state.turns],
+    }
+    if json_:
+        click.echo(jsonlib.dumps(out, indent=2))
+        return
+    click.echo(f"{name} {state.version or '?'}: {state.state}, {len(state.turns)} turn(s)")
+    for i, t in enumerate(state.turns, 1):
+        text = (t.final_text or "").replace("\n", " ")
+        click.echo(f"  {i}. {t.status}" + (f": {text[:100]}" if text else ""))
+
+
+COMMANDS = [plugins_list, install, uninstall, provider]

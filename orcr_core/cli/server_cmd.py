@@ -1,0 +1,85 @@
+"""``orcr server``: start, stop, status."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import time
+
+import click
+
+from orcr_core.cli.errors import ExitCode, OrcrCliError
+
+
+@click.group()
+def server():
+    """The orcr server (started on demand by any command that needs it)."""
+
+
+@server.command(name="start")
+@click.option("--foreground", is_flag=True, help="Run in this process (for supervisors).")
+def server_start(foreground):
+    """Start the server; returns once its socket answers."""
+    if foreground:
+        from orcr_core.server.app import main_foreground
+
+        raise SystemExit(main_foreground())
+    from orcr_core.client import Client
+
+    with Client() as c:
+        info = c.server_info
+    click.echo(f"orcr server {info['pid']} running (protocol {info['protocol']})")
+
+
+@server.command(name="stop")
+def server_stop():
+    """Stop the server. Agents keep running in their panes."""
+    from orcr_core import dirs
+    from orcr_core.client import Client, ServerError
+
+    try:
+        with Client(autostart=False) as c:
+            pid = c.call("server.stop")["pid"]
+    except ServerError as exc:
+        if exc.code == "server_not_running":
+            click.echo("orcr server is not running")
+            return
+        raise
+    deadline = time.monotonic() + 10
+    while dirs.socket_path().exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    click.echo(f"orcr server {pid} stopped")
+
+
+def _print_status(s: dict) -> None:
+    click.echo(f"pid {s['pid']}  version {s['version']}  protocol {s['protocol']}  up {s['uptime']:.0f}s")
+    click.echo(f"store {s['store']} (schema {s['schema_version']})")
+    drv = s["driver"]
+    click.echo(f"driver {drv['name'] or '-'}" + (f"  ERROR: {drv['error']}" if drv["error"] else ""))
+    click.echo(f"queue {s['queue_depth']} queued  live {s['live']}/{s['caps']['max']}")
+    for name, p in s["providers"].items():
+        cap = p["cap"] if p["cap"] is not None else "-"
+        click.echo(f"  {name}: {p['live']}/{cap}")
+    d = s["drift"]
+    click.echo(
+        f"drift lost {d['lost']}  repaired {d['repaired']}  orphan agent panes "
+        f"{d['orphan_agent_panes']}  unmarked panes {d['unmarked_panes']}"
+    )
+
+
+@server.command(name="status")
+@click.option("--json", "json_", is_flag=True)
+def server_status(json_):
+    """Pid, version, store, queue depth, live agents against caps, drift counters."""
+    from orcr_core.client import Client, ServerError
+
+    try:
+        with Client(autostart=False) as c:
+            s = c.call("server.status")
+    except ServerError as exc:
+        if exc.code == "server_not_running":
+            raise OrcrCliError(str(exc), ExitCode.NO_SERVER) from None
+        raise
+    if json_:
+        click.echo(jsonlib.dumps(s, indent=2))
+    else:
+        _print_status(s)

@@ -1,0 +1,150 @@
+"""The socket client shared by the CLI and the SDK.
+
+Import-light on purpose: this is the CLI's client path, so it imports neither
+peewee, pluggy nor croniter (tests/test_client_imports.py checks).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from orcr_core import dirs
+from orcr_core.protocol import PROTOCOL_VERSION, LineReader, ProtocolError, encode
+
+START_TIMEOUT = 15.0
+
+
+class ServerError(Exception):
+    """An error reply from the server, or no server at all."""
+
+    def __init__(self, code: str, message: str, cause: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.cause = cause
+
+
+def _spawn_server() -> None:
+    run = dirs.ensure_private_dir(dirs.run_dir())
+    log = open(run / "server.log", "ab")
+    subprocess.Popen(
+        [sys.executable, "-m", "orcr_core.server"],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+        close_fds=True,
+    )
+    log.close()
+
+
+class Client:
+    """One persistent connection. ``autostart`` starts a server when none runs."""
+
+    def __init__(self, socket_path: Path | None = None, autostart: bool = True):
+        self.path = socket_path or dirs.socket_path()
+        self.autostart = autostart
+        self._ids = itertools.count(1)
+        self.sock: socket.socket | None = None
+        self.server_info: dict = {}
+
+    def _connect_once(self) -> socket.socket:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(str(self.path))
+        except OSError:
+            s.close()
+            raise
+        return s
+
+    def connect(self) -> Client:
+        if self.sock is not None:
+            return self
+        try:
+            self.sock = self._connect_once()
+        except (FileNotFoundError, ConnectionRefusedError):
+            if not self.autostart:
+                raise ServerError(
+                    "server_not_running", f"no orcr server at {self.path}; start one: orcr server start"
+                ) from None
+            _spawn_server()
+            deadline = time.monotonic() + START_TIMEOUT
+            while True:
+                try:
+                    self.sock = self._connect_once()
+                    break
+                except (FileNotFoundError, ConnectionRefusedError):
+                    if time.monotonic() > deadline:
+                        log = dirs.run_dir() / "server.log"
+                        raise ServerError(
+                            "server_start_failed",
+                            f"the orcr server did not start within {START_TIMEOUT:.0f}s; see {log}",
+                        ) from None
+                    time.sleep(0.02)
+        self.reader = LineReader(self.sock)
+        self.server_info = self.call("hello", protocol=PROTOCOL_VERSION)
+        return self
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def __enter__(self) -> Client:
+        return self.connect()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def send(self, method: str, **params) -> int:
+        rid = next(self._ids)
+        self.sock.sendall(encode({"id": rid, "method": method, "params": params}))
+        return rid
+
+    def recv(self) -> dict:
+        try:
+            line = self.reader.readline()
+        except ProtocolError as exc:
+            raise ServerError(exc.code, exc.message) from None
+        if line is None:
+            raise ServerError("connection_closed", "the orcr server closed the connection")
+        return json.loads(line)
+
+    def call(self, method: str, **params):
+        if self.sock is None:
+            self.connect()
+        rid = self.send(method, **params)
+        msg = self.recv()
+        if msg.get("id") != rid:
+            raise ServerError("protocol_error", f"reply id {msg.get('id')} for request {rid}")
+        if "error" in msg:
+            e = msg["error"]
+            raise ServerError(e.get("code", "error"), e.get("message", ""), e.get("cause"))
+        return msg.get("result")
+
+    def stream(self, method: str, **params) -> tuple[dict, Iterator[dict]]:
+        """Open a stream (``watch.open``): the first reply, then an event iterator."""
+        first = self.call(method, **params)
+
+        def events() -> Iterator[dict]:
+            while True:
+                msg = self.recv()
+                if "error" in msg:
+                    e = msg["error"]
+                    raise ServerError(e.get("code", "error"), e.get("message", ""), e.get("cause"))
+                if "event" in msg:
+                    yield msg["event"]
+
+        return first, events()
+
+
+def scope_from_env() -> str | None:
+    return os.environ.get("ORCR_PATH") or None

@@ -1,0 +1,76 @@
+"""The one place where agent status transitions are written.
+
+Every transition is checked against the status model (DESIGN.md §4) and writes
+its event row in the caller's transaction. Callers open ``db.atomic("IMMEDIATE")``
+at their top; these helpers never open transactions of their own.
+"""
+
+from __future__ import annotations
+
+import time
+
+from orcr_core import events
+from orcr_core.store.models import EXIT_REASONS, Agent
+
+#: from-status -> statuses it may move to
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "queued": ("starting", "ended"),
+    "starting": ("working", "idle", "ended"),
+    "working": ("idle", "lost", "ended"),
+    "idle": ("working", "lost", "ended"),
+    "lost": ("working", "idle", "ended"),
+    "ended": (),
+}
+
+
+class IllegalTransition(Exception):
+    code = "illegal_transition"
+
+
+def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) -> bool:
+    """Move ``agent`` to ``to`` if it is still in the status it was read in.
+
+    The UPDATE is guarded by the old status, so a concurrent writer that got
+    there first makes this a no-op (returns False) rather than a lost update.
+    """
+    frm = agent.status
+    if to not in TRANSITIONS[frm]:
+        raise IllegalTransition(f"agent {agent.path}: {frm} -> {to} is not a legal transition")
+    if to == "ended" and exit_reason not in EXIT_REASONS:
+        raise IllegalTransition(f"ended needs an exit_reason in {EXIT_REASONS}, got {exit_reason!r}")
+    now = time.time()
+    fields: dict = {"status": to}
+    if to == "ended":
+        fields.update(exit_reason=exit_reason, ended_at=now)
+        if data.get("error"):
+            fields["error"] = data["error"]
+    elif to == "starting":
+        fields.update(started_at=now, last_progress_at=now)
+    elif to == "working":
+        fields.update(turn_started_at=now, idle_since=None)
+    elif to == "idle":
+        fields.update(idle_since=now)
+    n = (
+        Agent.update(**fields)
+        .where((Agent.id == agent.id) & (Agent.status == frm))
+        .execute()
+    )
+    if not n:
+        return False
+    for k, v in fields.items():
+        setattr(agent, k, v)
+    payload = {"from": frm, "to": to, "path": agent.path, "provider": agent.provider}
+    if exit_reason:
+        payload["exit_reason"] = exit_reason
+    payload.update(data)
+    events.emit("agent.status", agent.uuid, **payload)
+    return True
+
+
+def update(agent: Agent, event_kind: str | None = None, **fields) -> None:
+    """Record non-status facts (pane ids, session pointer) with an optional event."""
+    Agent.update(**fields).where(Agent.id == agent.id).execute()
+    for k, v in fields.items():
+        setattr(agent, k, v)
+    if event_kind:
+        events.emit(event_kind, agent.uuid, path=agent.path, **fields)

@@ -1,0 +1,322 @@
+"""The spawn pipeline: durable state before every side effect.
+
+Each step records what it will do (a ``*_requested`` event) before the
+multiplexer call and what happened (``*_applied`` plus the ids) right after,
+and checks ``cancel_requested`` before and after every call. Steps are
+idempotent against what the row already records, so recovery after a crash
+resumes a pipeline instead of repeating it: a recorded pane is never started
+twice, and a prompt the transcript already shows is never typed twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from orcr_core import events, faults, lifecycle
+from orcr_core.contracts import DriverError, LaunchSpec, PaneRef, ProviderError, StartSpec
+from orcr_core.store.models import Agent, db
+
+log = logging.getLogger("orcr.pipeline")
+
+READY_WAIT = 10.0  # seconds to wait for a new TUI to draw before typing into it
+DELIVERY_ATTEMPTS = 3
+
+
+class Canceled(Exception):
+    pass
+
+
+def pane_of(agent: Agent) -> PaneRef | None:
+    if not agent.pane_id:
+        return None
+    return PaneRef(agent.workspace_id or "", agent.tab_id or "", agent.pane_id)
+
+
+def launch_info(server, agent: Agent) -> dict:
+    with open(server.agents_dir / agent.uuid / "launch.json") as f:
+        return json.load(f)
+
+
+def launch_spec(server, agent: Agent, launch: dict | None = None) -> LaunchSpec:
+    launch = launch or launch_info(server, agent)
+    options = server.config.provider_options(agent.provider)
+    if launch.get("argv"):
+        options["argv"] = list(launch["argv"])
+    return LaunchSpec(
+        uuid=agent.uuid,
+        path=agent.path,
+        cwd=agent.cwd,
+        data_dir=str(server.agents_dir / agent.uuid),
+        options=options,
+    )
+
+
+def _fresh(agent: Agent) -> Agent:
+    return Agent.get_by_id(agent.id)
+
+
+def _check(agent: Agent) -> Agent:
+    """Re-read the row; raise Canceled if it was canceled or ended meanwhile."""
+    agent = _fresh(agent)
+    if agent.status != "starting" or agent.cancel_requested:
+        raise Canceled()
+    return agent
+
+
+def _progress(agent: Agent, kind: str, **fields) -> None:
+    """Record a progress marker (resets the stuck-start guard) and its event."""
+    fields["last_progress_at"] = time.time()
+    lifecycle.update(agent, kind, **fields)
+
+
+def run(server, uuid: str) -> None:
+    """Take one promoted (``starting``) agent to ``working``."""
+    agent = Agent.get(Agent.uuid == uuid)
+    if agent.status != "starting":
+        return
+    try:
+        _run(server, agent)
+    except Canceled:
+        finish_cancel(server, agent)
+    except (DriverError, ProviderError, OSError) as exc:
+        if isinstance(exc, DriverError) and exc.retryable:
+            log.warning("agent %s: multiplexer unavailable (%s); will retry", agent.path, exc)
+            return  # the monitor resumes the pipeline; the stuck-start guard bounds it
+        fail(server, agent, f"{type(exc).__name__}: {exc}")
+    finally:
+        server.notify()
+
+
+def _run(server, agent: Agent) -> None:
+    driver = server.driver
+    if driver is None:
+        raise DriverError("no multiplexer driver available", retryable=True)
+    provider = server.registry.providers[agent.provider]
+    launch = launch_info(server, agent)
+    spec = launch_spec(server, agent, launch)
+
+    if not agent.workspace_id:
+        agent = _check(agent)
+        faults.point("before_workspace")
+        ws = driver.ensure_workspace(agent.path.split("/", 1)[0])
+        with db.atomic("IMMEDIATE"):
+            agent = _check(agent)
+            _progress(agent, "pane.workspace_applied", workspace_id=ws)
+
+    if not agent.pane_id:
+        agent = _check(agent)
+        argv = provider.launch_argv(spec)
+        env = {
+            "ORCR_ID": agent.uuid,
+            "ORCR_PATH": agent.path,
+            "ORCR_LAUNCH_TOKEN": agent.launch_token,
+        }
+        with db.atomic("IMMEDIATE"):
+            events.emit("pane.start_requested", agent.uuid, path=agent.path, argv=argv)
+        faults.point("before_start")
+        ref = driver.start(StartSpec(agent.workspace_id, agent.path, agent.cwd, tuple(argv), env))
+        faults.point("after_start")
+        with db.atomic("IMMEDIATE"):
+            current = _fresh(agent)
+            if current.status != "starting":
+                late = True  # the guard or a cancel ended it while start() ran
+            else:
+                late = False
+                agent = current
+                _progress(agent, "pane.start_applied", tab_id=ref.tab_id, pane_id=ref.pane_id)
+                pointer = provider.launch_session(spec)
+                if pointer is not None:
+                    lifecycle.update(
+                        agent,
+                        "agent.session",
+                        agent_session_source=pointer.source,
+                        agent_session_kind=pointer.kind,
+                        agent_session_value=pointer.value,
+                    )
+        if late:
+            close_pane(server, current, ref, "late pane of an ended start")
+            return
+        faults.point("after_pane_recorded")
+        agent = _check(agent)
+
+    prompt = launch.get("prompt")
+    pane = pane_of(agent)
+    if prompt:
+        if agent.turn == 0 and not _turns_since(server, agent, 0):
+            _wait_ready(driver, pane)
+            agent = _check(agent)
+            with db.atomic("IMMEDIATE"):
+                events.emit("prompt.requested", agent.uuid, path=agent.path, turn=1)
+            faults.point("before_prompt")
+            confirmed = deliver(server, agent, prompt, turns_before=0)
+            faults.point("after_prompt")
+        else:
+            confirmed = True
+        with db.atomic("IMMEDIATE"):
+            agent = _check(agent)
+            lifecycle.update(agent, None, turn=1)
+            events.emit("prompt.applied", agent.uuid, path=agent.path, turn=1, confirmed=confirmed)
+            lifecycle.transition(agent, "working")
+    else:
+        with db.atomic("IMMEDIATE"):
+            agent = _check(agent)
+            lifecycle.transition(agent, "idle", reason="no prompt")
+
+
+def _wait_ready(driver, pane: PaneRef) -> None:
+    deadline = time.monotonic() + READY_WAIT
+    while time.monotonic() < deadline:
+        try:
+            if driver.read(pane).strip():
+                time.sleep(0.15)
+                return
+        except DriverError:
+            pass
+        time.sleep(0.05)
+
+
+def _turns_since(server, agent: Agent, turns_before: int) -> bool | None:
+    """Did a new turn start? None when nothing can tell (no transcript, no status)."""
+    from orcr_core import monitor
+
+    state = monitor.read_transcript(server, agent)
+    if state is not None:
+        return len(state.turns) > turns_before
+    provider = server.registry.providers.get(agent.provider)
+    if provider is not None and provider.has_transcript:
+        return False  # the transcript does not exist yet: no turn has started
+    status = server.driver.agent_status(pane_of(agent)) if agent.pane_id else None
+    if status is None:
+        return None
+    return status == "working"
+
+
+def deliver(server, agent: Agent, text: str, turns_before: int) -> bool:
+    """Two-call delivery, then confirm the turn started; press Enter again if not.
+
+    A prompt that sat unsubmitted (Enter swallowed by a TUI that was not ready)
+    gets another Enter. An extra Enter on an empty composer is harmless.
+    """
+    driver = server.driver
+    pane = pane_of(agent)
+    driver.send_prompt(pane, text)
+    confirm = server.config.duration("timings.prompt_confirm")
+    for attempt in range(DELIVERY_ATTEMPTS):
+        deadline = time.monotonic() + confirm
+        while True:
+            started = _turns_since(server, agent, turns_before)
+            if started is None or started:
+                return True
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        if attempt < DELIVERY_ATTEMPTS - 1:
+            with db.atomic("IMMEDIATE"):
+                events.emit("prompt.resubmit", agent.uuid, path=agent.path, attempt=attempt + 1)
+            driver.send_keys(pane, ["enter"])
+    return False
+
+
+def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> None:
+    """``agent send``: idle -> working now, deliver in the background."""
+    with db.atomic("IMMEDIATE"):
+        agent = _fresh(agent)
+        turns_before = agent.turn
+        fields = {"turn": agent.turn + 1}
+        if timeout is not None:
+            fields["timeout"] = float(timeout)
+        lifecycle.update(agent, None, **fields)
+        events.emit("prompt.requested", agent.uuid, path=agent.path, turn=agent.turn)
+        lifecycle.transition(agent, "working")
+
+    def _deliver(server, uuid):
+        a = Agent.get(Agent.uuid == uuid)
+        ok = deliver(server, a, prompt, turns_before)
+        with db.atomic("IMMEDIATE"):
+            events.emit("prompt.applied", uuid, path=a.path, turn=a.turn, confirmed=ok)
+
+    server.start_pipeline(agent.uuid, _deliver)
+
+
+def close_pane(server, agent: Agent, pane: PaneRef | None, why: str) -> None:
+    """Intent/applied pair around a pane close."""
+    if pane is None or server.driver is None:
+        return
+    with db.atomic("IMMEDIATE"):
+        events.emit("pane.close_requested", agent.uuid, path=agent.path, pane_id=pane.pane_id, why=why)
+    server.driver.close(pane)
+    with db.atomic("IMMEDIATE"):
+        events.emit("pane.close_applied", agent.uuid, path=agent.path, pane_id=pane.pane_id)
+
+
+def finish_cancel(server, agent: Agent) -> None:
+    """A canceled start: close its pane if one exists, end the row ``canceled``."""
+    agent = _fresh(agent)
+    if agent.status != "starting":
+        return
+    try:
+        close_pane(server, agent, pane_of(agent), "canceled while starting")
+    except DriverError as exc:
+        if exc.retryable:
+            return  # keep the intent; the monitor finishes it when the multiplexer answers
+    with db.atomic("IMMEDIATE"):
+        agent = _fresh(agent)
+        if agent.status == "starting":
+            lifecycle.transition(agent, "ended", "canceled")
+
+
+def fail(server, agent: Agent, error: str) -> None:
+    agent = _fresh(agent)
+    if agent.status != "starting":
+        return
+    try:
+        close_pane(server, agent, pane_of(agent), "start failed")
+    except DriverError:
+        pass
+    with db.atomic("IMMEDIATE"):
+        agent = _fresh(agent)
+        if agent.status == "starting":
+            lifecycle.transition(agent, "ended", "failed", error=error)
+
+
+def end(server, agent: Agent, reason: str, error: str | None = None) -> bool:
+    """End a live agent: close its pane (intent/applied), then the row. False if the
+    multiplexer could not be reached (the intent stays; the monitor retries)."""
+    try:
+        close_pane(server, agent, pane_of(agent), reason)
+    except DriverError as exc:
+        if exc.retryable:
+            return False
+    with db.atomic("IMMEDIATE"):
+        agent = _fresh(agent)
+        if agent.status == "ended":
+            return True
+        data = {"error": error} if error else {}
+        lifecycle.transition(agent, "ended", reason, **data)
+    server.notify()
+    return True
+
+
+def request_kill(server, agent: Agent) -> dict:
+    """``agent kill``: queued -> canceled; starting -> cancel_requested; live -> killed."""
+    with db.atomic("IMMEDIATE"):
+        agent = _fresh(agent)
+        if agent.status == "ended":
+            return {"result": "already_ended", "exit_reason": agent.exit_reason}
+        if agent.status == "queued":
+            lifecycle.transition(agent, "ended", "canceled")
+            return {"result": "canceled"}
+        lifecycle.update(agent, "agent.kill_requested", cancel_requested=True)
+    if agent.status == "starting":
+        if not server.pipeline_active(agent.uuid):
+            finish_cancel(server, agent)
+            agent = _fresh(agent)
+            if agent.status == "ended":
+                return {"result": "canceled"}
+        return {"result": "cancel_requested"}
+    reason = "lost" if agent.status == "lost" else "killed"
+    if end(server, agent, reason):
+        return {"result": reason}
+    return {"result": "kill_requested"}

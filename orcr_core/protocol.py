@@ -1,0 +1,64 @@
+"""The orcr socket protocol, shared by server and client. Import-light.
+
+Newline-delimited JSON over a Unix socket. Requests ``{id, method, params}``;
+replies ``{id, result}`` or ``{id, error: {code, message, cause?}}``; streamed
+events ``{id, event}`` under the id of the ``watch.open`` / ``events.subscribe``
+that opened the stream. The first request on a connection must be
+``hello {protocol}``. Unknown fields are ignored. A frame longer than
+``MAX_FRAME`` bytes is refused and the connection closed (the server keeps
+serving everyone else).
+"""
+
+from __future__ import annotations
+
+import json
+
+PROTOCOL_VERSION = 1
+SUPPORTED = (1,)
+MAX_FRAME = 4 * 1024 * 1024
+
+
+class ProtocolError(Exception):
+    """An error reply: ``code`` is stable, ``message`` is for people."""
+
+    def __init__(self, code: str, message: str, cause: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.cause = cause
+
+    def to_dict(self) -> dict:
+        err = {"code": self.code, "message": self.message}
+        if self.cause:
+            err["cause"] = self.cause
+        return err
+
+
+def encode(obj: dict) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+
+
+class LineReader:
+    """Reads ``\\n``-terminated frames from a socket, refusing oversized ones."""
+
+    def __init__(self, sock, max_frame: int = MAX_FRAME):
+        self.sock = sock
+        self.buf = bytearray()
+        self.max_frame = max_frame
+
+    def readline(self) -> bytes | None:
+        """One frame without its newline; None at EOF. Raises ProtocolError if too big."""
+        while True:
+            i = self.buf.find(b"\n")
+            if i >= 0:
+                line = bytes(self.buf[:i])
+                del self.buf[: i + 1]
+                return line
+            if len(self.buf) > self.max_frame:
+                raise ProtocolError(
+                    "frame_too_large", f"frame over {self.max_frame} bytes refused; connection closed"
+                )
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buf += chunk

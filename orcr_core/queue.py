@@ -1,0 +1,206 @@
+"""Admission and FIFO promotion under the global and per-provider caps.
+
+Both are single ``BEGIN IMMEDIATE`` transactions: the write lock is taken at
+BEGIN, so the capacity recount and the status change see the same world and a
+concurrent writer waits inside the busy timeout instead of failing mid-way.
+
+Promotion order: rows are taken by ``queue_seq``. A row whose provider is at
+its own cap is passed over (its provider is full, not the machine), but a row
+never overtakes an earlier row that could take the same slot: within a
+provider the order is strictly FIFO, and a freed global slot goes to the
+oldest queued row whose provider has room.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import time
+import uuid as uuidlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from peewee import IntegrityError, fn
+
+from orcr_core import events, lifecycle, paths
+from orcr_core.config import Config
+from orcr_core.store.models import ACTIVE, LIVE, Agent, db
+
+MAX_PROMPT = 1024 * 1024
+MAX_QUEUE = 10_000
+
+
+class AdmissionError(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class RunSpec:
+    provider: str
+    cwd: str
+    prompt: str | None = None
+    path: str | None = None  # relative to scope
+    name: str | None = None  # last segment, relative to scope
+    scope: str | None = None  # ORCR_PATH of the caller
+    timeout: float | None = None
+    argv: list[str] | None = None  # command provider: the agent's argv
+
+
+def _resolve_path(spec: RunSpec) -> tuple[str | None, str | None]:
+    """(full path or None for auto-name, scope) after grammar checks."""
+    if spec.scope:
+        paths.validate(spec.scope, "ORCR_PATH scope")
+    if spec.path and spec.name:
+        raise AdmissionError("invalid_params", "give --path or --name, not both")
+    rel = spec.path or spec.name
+    if spec.name and "/" in spec.name:
+        raise AdmissionError("invalid_path", f"--name {spec.name!r} is one segment; use --path for a path")
+    if rel is None:
+        return None, spec.scope
+    full = paths.join(spec.scope, rel)
+    try:
+        paths.validate(full)
+    except paths.PathError as exc:
+        raise AdmissionError("invalid_path", str(exc)) from None
+    return full, spec.scope
+
+
+def validate_spec(spec: RunSpec, providers: dict) -> None:
+    if spec.provider not in providers:
+        installed = ", ".join(sorted(providers)) or "none"
+        raise AdmissionError(
+            "unknown_provider",
+            f"unknown provider {spec.provider!r}; installed providers: {installed} "
+            "(orcr plugins lists them; orcr install adds more)",
+        )
+    if spec.prompt is not None and len(spec.prompt.encode()) > MAX_PROMPT:
+        raise AdmissionError("prompt_too_large", f"the prompt is over {MAX_PROMPT} bytes")
+    if spec.timeout is not None and not (0 < spec.timeout <= 7 * 86400):
+        raise AdmissionError("invalid_timeout", f"timeout {spec.timeout}s must be >0 and <= 7 days")
+    if not os.path.isabs(spec.cwd) or not os.path.isdir(spec.cwd):
+        raise AdmissionError("invalid_cwd", f"cwd {spec.cwd!r} is not an existing absolute directory")
+    if spec.argv is not None and (not spec.argv or not all(isinstance(a, str) for a in spec.argv)):
+        raise AdmissionError("invalid_params", "argv must be a non-empty list of strings")
+
+
+def _auto_name(scope: str | None, provider: str) -> str:
+    prefix = paths.join(scope, provider + "_")
+    taken = {
+        r.path
+        for r in Agent.select(Agent.path).where(
+            Agent.path.startswith(prefix) & Agent.status.in_(ACTIVE)
+        )
+    }
+    n = 1
+    while f"{prefix}{n}" in taken:
+        n += 1
+    return f"{prefix}{n}"
+
+
+def _write_launch(data_dir: Path, payload: dict) -> None:
+    data_dir.mkdir(parents=True, exist_ok=False, mode=0o700)
+    target = data_dir / "launch.json"
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(payload, f)
+
+
+def admit(spec: RunSpec, providers: dict, agents_dir: Path) -> Agent:
+    """Validate, write launch.json, insert the queued row. Returns the row."""
+    validate_spec(spec, providers)
+    full, scope = _resolve_path(spec)
+    uuid = str(uuidlib.uuid4())
+    data_dir = agents_dir / uuid
+    token = secrets.token_hex(16)
+    now = time.time()
+    try:
+        with db.atomic("IMMEDIATE"):
+            depth = Agent.select().where(Agent.status == "queued").count()
+            if depth >= MAX_QUEUE:
+                raise AdmissionError("queue_full", f"the queue holds {depth} agents, the limit")
+            path = full or _auto_name(scope, spec.provider)
+            seq = (Agent.select(fn.MAX(Agent.queue_seq)).scalar() or 0) + 1
+            _write_launch(
+                data_dir,
+                {
+                    "uuid": uuid,
+                    "path": path,
+                    "provider": spec.provider,
+                    "cwd": spec.cwd,
+                    "prompt": spec.prompt,
+                    "timeout": spec.timeout,
+                    "argv": spec.argv,
+                    "launch_token": token,
+                    "created_at": now,
+                },
+            )
+            agent = Agent.create(
+                uuid=uuid,
+                path=path,
+                name=path.rsplit("/", 1)[-1],
+                provider=spec.provider,
+                status="queued",
+                queue_seq=seq,
+                cwd=spec.cwd,
+                launch_token=token,
+                timeout=spec.timeout,
+                created_at=now,
+            )
+            events.emit("agent.queued", uuid, path=path, provider=spec.provider, queue_seq=seq)
+    except IntegrityError:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        raise AdmissionError(
+            "path_in_use", f"path {full!r} is in use by an active agent; pick another --path or kill it"
+        ) from None
+    except BaseException:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        raise
+    return agent
+
+
+def live_counts() -> dict[str, int]:
+    rows = (
+        Agent.select(Agent.provider, fn.COUNT(Agent.id).alias("n"))
+        .where(Agent.status.in_(LIVE) & (Agent.managed == True))  # noqa: E712
+        .group_by(Agent.provider)
+        .tuples()
+    )
+    return dict(rows)
+
+
+def promote(config: Config, limit: int = 64) -> list[Agent]:
+    """Promote queued rows FIFO while both caps have room. One transaction."""
+    promoted: list[Agent] = []
+    with db.atomic("IMMEDIATE"):
+        counts = live_counts()
+        free = config.cap() - sum(counts.values())
+        if free <= 0:
+            return promoted
+        full: set[str] = set()
+        query = (
+            Agent.select()
+            .where((Agent.status == "queued") & (Agent.managed == True))  # noqa: E712
+            .order_by(Agent.queue_seq)
+        )
+        for agent in query.iterator():
+            if free <= 0 or len(promoted) >= limit:
+                break
+            if agent.provider in full:
+                continue
+            cap = config.cap(agent.provider)
+            if cap is not None and counts.get(agent.provider, 0) >= cap:
+                full.add(agent.provider)
+                continue
+            if lifecycle.transition(agent, "starting"):
+                counts[agent.provider] = counts.get(agent.provider, 0) + 1
+                free -= 1
+                promoted.append(agent)
+    return promoted
+
+
+def queue_depth() -> int:
+    return Agent.select().where(Agent.status == "queued").count()

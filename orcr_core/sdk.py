@@ -1,0 +1,151 @@
+"""The public Python SDK: the same client the CLI uses.
+
+    from orcr_core.sdk import Orcr
+
+    with Orcr() as orcr:
+        agent = orcr.run("summarise README.md", provider="claude", path="docs/summary")
+        orcr.wait(agent["uuid"])
+        print(orcr.read(agent["uuid"])["text"])
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+from orcr_core.client import Client, ServerError, scope_from_env
+
+#: exit reasons after which ``wait`` reports failure
+BAD_ENDINGS = ("failed", "timeout", "lost", "canceled")
+
+
+class WaitTimeout(ServerError):
+    def __init__(self, message: str):
+        super().__init__("wait_timeout", message)
+
+
+class AgentEnded(ServerError):
+    def __init__(self, agent: dict):
+        msg = f"agent {agent['path']} ended: {agent['exit_reason']}"
+        if agent.get("error"):
+            msg += f" ({agent['error']})"
+        super().__init__("agent_ended", msg)
+        self.agent = agent
+
+
+class Orcr:
+    """A connection to the orcr server (started in the background when none runs)."""
+
+    def __init__(self, client: Client | None = None):
+        self.client = client or Client()
+
+    def __enter__(self) -> Orcr:
+        self.client.connect()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.client.close()
+
+    def close(self) -> None:
+        self.client.close()
+
+    def run(
+        self,
+        prompt: str | None = None,
+        *,
+        provider: str,
+        path: str | None = None,
+        name: str | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        argv: list[str] | None = None,
+        scope: str | None = None,
+    ) -> dict:
+        """Admit an agent; returns ``{path, uuid, status, queue_seq}`` at once."""
+        params = {"provider": provider, "cwd": os.path.abspath(cwd or os.getcwd())}
+        for key, value in (("prompt", prompt), ("path", path), ("name", name), ("timeout", timeout),
+                           ("argv", argv), ("scope", scope if scope is not None else scope_from_env())):
+            if value is not None:
+                params[key] = value
+        return self.client.call("agent.run", **params)
+
+    def get(self, target: str) -> dict:
+        return self.client.call("agent.get", target=target)["agent"]
+
+    def list(self, prefix: str | None = None, all: bool = False) -> list[dict]:
+        return self.client.call("agent.list", prefix=prefix, all=all)["agents"]
+
+    def kill(self, target: str) -> list[dict]:
+        return self.client.call("agent.kill", target=target)["killed"]
+
+    def send(self, target: str, prompt: str, timeout: float | None = None) -> dict:
+        return self.client.call("agent.send", target=target, prompt=prompt, timeout=timeout)["agent"]
+
+    def read(self, target: str) -> dict:
+        return self.client.call("agent.read", target=target)
+
+    def status(self) -> dict:
+        return self.client.call("server.status")
+
+    def watch(self, target: str | None = None) -> tuple[dict, Iterator[dict]]:
+        """A snapshot (``snapshot_seq``, ``agents``) and every later event.
+
+        Uses its own connection, so the SDK object stays usable meanwhile.
+        """
+        c = Client(self.client.path, self.client.autostart).connect()
+        params = {"target": target} if target else {}
+        return c.stream("watch.open", **params)
+
+    def wait(self, target: str, until: str = "idle", timeout: float | None = None, on_change=None) -> dict:
+        """Block until the agent is ``idle`` (or ``ended``); raise on timeout or a bad ending.
+
+        A queued agent is waited through promotion and its first turn.
+        """
+        if until not in ("idle", "ended"):
+            raise ValueError("until must be 'idle' or 'ended'")
+        c = Client(self.client.path, self.client.autostart).connect()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            snap, stream = c.stream("watch.open", target=target)
+            if not snap["agents"]:
+                raise ServerError("not_found", f"no agent {target!r}")
+            rows = sorted(snap["agents"], key=lambda a: (a["status"] == "ended", -len(a["uuid"])))
+            agent = next((a for a in snap["agents"] if a["uuid"] == target), rows[0])
+            if agent["status"] != "ended":
+                agent = next(a for a in snap["agents"] if a["status"] != "ended")
+            else:
+                agent = max(snap["agents"], key=lambda a: a["created_at"] or "")
+            while True:
+                if on_change:
+                    on_change(agent)
+                done = _done(agent, until)
+                if done:
+                    return agent
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise WaitTimeout(
+                            f"agent {agent['path']} still {agent['status']} after {timeout:g}s"
+                        )
+                    c.sock.settimeout(min(left, 1.0))
+                else:
+                    c.sock.settimeout(1.0)
+                try:
+                    ev = next(stream)
+                except TimeoutError:
+                    continue
+                if ev["agent"] == agent["uuid"] and ev["kind"] == "agent.status":
+                    d = ev["data"]
+                    agent = dict(agent, status=d["to"], exit_reason=d.get("exit_reason"),
+                                 error=d.get("error", agent.get("error")))
+        finally:
+            c.close()
+
+
+def _done(agent: dict, until: str) -> bool:
+    if agent["status"] == "ended":
+        if agent["exit_reason"] in BAD_ENDINGS or until == "idle":
+            raise AgentEnded(agent)
+        return True
+    return until == "idle" and agent["status"] == "idle"

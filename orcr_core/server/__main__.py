@@ -1,0 +1,7 @@
+"""``python -m orcr_core.server``: run the server in the foreground."""
+
+import sys
+
+from orcr_core.server.app import main_foreground
+
+sys.exit(main_foreground())

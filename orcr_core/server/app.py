@@ -1,0 +1,241 @@
+"""The server: owns the store, the queue worker, the monitor and the socket.
+
+Threads, not asyncio: every store write is a short synchronous SQLite
+transaction, multiplexer calls block, and peewee connections are per thread.
+The queue worker sleeps on the bus and wakes on admissions, freed slots and
+config changes; it never polls.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from orcr_core import __version__, config as config_mod, dirs, events, faults, queue
+from orcr_core.events import Bus
+from orcr_core.plugins import Registry, build_registry, get_plugin_manager
+from orcr_core.protocol import PROTOCOL_VERSION
+from orcr_core.store.db import SCHEMA_VERSION, open_store
+from orcr_core.store.models import Agent, db
+
+log = logging.getLogger("orcr.server")
+
+
+class AlreadyRunning(Exception):
+    pass
+
+
+class Server:
+    def __init__(self, cfg: config_mod.Config | None = None, registry: Registry | None = None):
+        self.config = cfg or config_mod.load()
+        self.registry = registry or build_registry(get_plugin_manager())
+        self.store_path = dirs.store_path()
+        self.agents_dir = dirs.agents_dir()
+        self.socket_path = dirs.socket_path()
+        self.bus = Bus()
+        self.stopping = threading.Event()
+        self.started_at = time.time()
+        self.pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="orcr-pipe")
+        self.counters = {"lost": 0, "repaired": 0, "orphan_agent_panes": 0, "unmarked_panes": 0}
+        self._driver = None
+        self._driver_error: str | None = None
+        self._driver_lock = threading.Lock()
+        self._active_pipelines: set[str] = set()
+        self._pipe_lock = threading.Lock()
+        self._lock_fd: int | None = None
+        self.threads: list[threading.Thread] = []
+
+    # -- plumbing ---------------------------------------------------------
+    def acquire_lock(self) -> None:
+        run = dirs.ensure_private_dir(dirs.run_dir())
+        fd = os.open(run / "server.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise AlreadyRunning(f"an orcr server already runs on {self.store_path}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def notify(self) -> None:
+        self.bus.notify()
+
+    @property
+    def driver(self):
+        """The multiplexer driver, created on first use (None when none can run)."""
+        with self._driver_lock:
+            if self._driver is None:
+                self._driver, self._driver_error = self._make_driver()
+            return self._driver
+
+    def driver_status(self) -> dict:
+        drv = self.driver
+        return {"name": getattr(drv, "name", None), "error": self._driver_error}
+
+    def _make_driver(self):
+        from orcr_core.drivers import choose_driver
+
+        try:
+            factory, _why = choose_driver(self.config, self.registry)
+            drv = factory(self.config)
+            drv.handshake()
+            drv.ensure_session()
+            return drv, None
+        except Exception as exc:  # surfaced in server status; promotion waits
+            log.warning("no driver: %s", exc)
+            return None, str(exc)
+
+    def reset_driver(self) -> None:
+        with self._driver_lock:
+            self._driver = None
+
+    def reload_config(self) -> None:
+        self.config = config_mod.load()
+        self.reset_driver()
+        self.notify()
+
+    # -- threads ----------------------------------------------------------
+    def queue_worker(self) -> None:
+        from orcr_core import pipeline
+
+        db.connect(reuse_if_open=True)
+        while not self.stopping.is_set():
+            gen = self.bus.generation()
+            promoted = []
+            if self.driver is not None:
+                faults.point("before_promote")
+                promoted = queue.promote(self.config)
+            if promoted:
+                self.notify()
+                for agent in promoted:
+                    self.start_pipeline(agent.uuid, pipeline.run)
+                continue
+            self.bus.wait(gen, timeout=5.0 if self._driver is None else None)
+
+    def start_pipeline(self, uuid: str, fn, *args) -> None:
+        with self._pipe_lock:
+            if uuid in self._active_pipelines:
+                return
+            self._active_pipelines.add(uuid)
+
+        def run():
+            try:
+                db.connect(reuse_if_open=True)
+                fn(self, uuid, *args)
+            except Exception:
+                log.exception("pipeline %s failed", uuid)
+            finally:
+                with self._pipe_lock:
+                    self._active_pipelines.discard(uuid)
+                self.notify()
+
+        self.pool.submit(run)
+
+    def pipeline_active(self, uuid: str) -> bool:
+        with self._pipe_lock:
+            return uuid in self._active_pipelines
+
+    def monitor_loop(self) -> None:
+        from orcr_core import monitor, reconcile
+
+        db.connect(reuse_if_open=True)
+        poll = self.config.duration("timings.poll_every")
+        next_reconcile = 0.0
+        while not self.stopping.wait(poll):
+            try:
+                now = time.monotonic()
+                if now >= next_reconcile and self.driver is not None:
+                    reconcile.run(self)
+                    next_reconcile = now + self.config.duration("timings.reconcile_every")
+                monitor.tick(self)
+                events.apply_retention(self.bus, int(self.config.get("events.retention")))
+            except Exception:
+                log.exception("monitor tick failed")
+
+    def status(self) -> dict:
+        counts = queue.live_counts()
+        caps = {"max": self.config.cap()}
+        providers = {}
+        for name in sorted(set(self.registry.providers) | set(counts)):
+            providers[name] = {"live": counts.get(name, 0), "cap": self.config.cap(name)}
+        return {
+            "pid": os.getpid(),
+            "version": __version__,
+            "protocol": PROTOCOL_VERSION,
+            "store": str(self.store_path),
+            "schema_version": SCHEMA_VERSION,
+            "socket": str(self.socket_path),
+            "uptime": round(time.time() - self.started_at, 3),
+            "queue_depth": queue.queue_depth(),
+            "live": sum(counts.values()),
+            "caps": caps,
+            "providers": providers,
+            "driver": self.driver_status(),
+            "drift": dict(self.counters),
+            "lost": Agent.select().where(Agent.status == "lost").count(),
+            "last_seq": events.last_seq(),
+        }
+
+    def serve(self) -> None:
+        """Run until ``server.stop`` or a signal. Recovery runs before the socket opens."""
+        from orcr_core import reconcile
+        from orcr_core.server.listener import Listener
+
+        self.acquire_lock()
+        open_store(self.store_path)
+        dirs.ensure_private_dir(self.agents_dir.parent)
+        self.agents_dir.mkdir(parents=True, exist_ok=True)
+        faults.point("server_start")
+        if self.driver is not None:
+            reconcile.recover(self)
+        listener = Listener(self)
+        listener.bind()
+        for target, name in (
+            (listener.serve, "orcr-listen"),
+            (self.queue_worker, "orcr-queue"),
+            (self.monitor_loop, "orcr-monitor"),
+        ):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self.threads.append(t)
+        log.info("orcr server %s listening on %s", os.getpid(), self.socket_path)
+        self.stopping.wait()
+        listener.close()
+        self.notify()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.notify()
+
+
+def main_foreground() -> int:
+    import signal
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        server = Server()
+    except Exception as exc:
+        log.error("%s", exc)
+        return 1
+    signal.signal(signal.SIGTERM, lambda *a: server.stop())
+    signal.signal(signal.SIGINT, lambda *a: server.stop())
+    try:
+        server.serve()
+    except AlreadyRunning as exc:
+        log.info("%s", exc)
+        return 0
+    except Exception as exc:
+        code = getattr(exc, "code", None)
+        log.error("%s%s", f"{code}: " if code else "", exc)
+        return 1
+    return 0
+
+
+__all__ = ["Server", "main_foreground", "Path"]

@@ -1,0 +1,326 @@
+"""Socket method handlers. Each returns a JSON-able result or raises ProtocolError."""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import time
+from datetime import UTC, datetime
+
+from orcr_core import events, lifecycle, paths, queue
+from orcr_core.protocol import ProtocolError
+from orcr_core.store.db import SCHEMA_VERSION
+from orcr_core.store.models import Agent, Meta, db
+
+STREAMED = object()
+HANDLERS = {}
+
+
+def method(name):
+    def deco(fn):
+        HANDLERS[name] = fn
+        return fn
+
+    return deco
+
+
+def dispatch(server, conn, rid, name, params):
+    fn = HANDLERS.get(name)
+    if fn is None:
+        raise ProtocolError("unknown_method", f"unknown method {name!r}; known: {sorted(HANDLERS)}")
+    return fn(server, conn, rid, params)
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def agent_dict(a: Agent) -> dict:
+    return {
+        "uuid": a.uuid,
+        "path": a.path,
+        "name": a.name,
+        "provider": a.provider,
+        "status": a.status,
+        "exit_reason": a.exit_reason,
+        "error": a.error,
+        "queue_seq": a.queue_seq,
+        "managed": a.managed,
+        "cwd": a.cwd,
+        "turn": a.turn,
+        "timeout": a.timeout,
+        "cancel_requested": a.cancel_requested,
+        "workspace_id": a.workspace_id,
+        "tab_id": a.tab_id,
+        "pane_id": a.pane_id,
+        "agent_session": (
+            {"source": a.agent_session_source, "kind": a.agent_session_kind, "value": a.agent_session_value}
+            if a.agent_session_value
+            else None
+        ),
+        "created_at": iso(a.created_at),
+        "started_at": iso(a.started_at),
+        "ended_at": iso(a.ended_at),
+        "idle_since": iso(a.idle_since),
+    }
+
+
+def _param(params: dict, key: str, kind, required: bool = True, default=None):
+    if key not in params or params[key] is None:
+        if required:
+            raise ProtocolError("invalid_params", f"missing parameter {key!r}")
+        return default
+    value = params[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ProtocolError("invalid_params", f"parameter {key!r} must be {getattr(kind, '__name__', kind)}")
+    return value
+
+
+def resolve(target: str) -> Agent:
+    """An agent by uuid, or by path: the active row first, else the newest ended one."""
+    row = Agent.get_or_none(Agent.uuid == target)
+    if row is None:
+        row = (
+            Agent.select()
+            .where(Agent.path == target)
+            .order_by((Agent.status == "ended").asc(), Agent.id.desc())
+            .first()
+        )
+    if row is None:
+        raise ProtocolError("not_found", f"no agent {target!r} (give a path or a uuid; orcr agent ls --all)")
+    return row
+
+
+def resolve_many(target: str) -> list[Agent]:
+    if paths.is_glob(target):
+        rows = [a for a in Agent.select().where(Agent.status != "ended") if paths.glob_match(target, a.path)]
+        return rows
+    return [resolve(target)]
+
+
+@method("hello")
+def hello(server, conn, rid, params):
+    return {"protocol": params["protocol"], "server_version": server.status()["version"], "pid": os.getpid()}
+
+
+@method("agent.run")
+def agent_run(server, conn, rid, params):
+    timeout = params.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
+        raise ProtocolError("invalid_params", "timeout must be a number of seconds")
+    spec = queue.RunSpec(
+        provider=_param(params, "provider", str),
+        cwd=_param(params, "cwd", str),
+        prompt=_param(params, "prompt", str, required=False),
+        path=_param(params, "path", str, required=False),
+        name=_param(params, "name", str, required=False),
+        scope=_param(params, "scope", str, required=False),
+        timeout=timeout,
+        argv=_param(params, "argv", list, required=False),
+    )
+    try:
+        agent = queue.admit(spec, server.registry.providers, server.agents_dir)
+    except queue.AdmissionError as exc:
+        raise ProtocolError(exc.code, str(exc)) from None
+    except paths.PathError as exc:
+        raise ProtocolError("invalid_path", str(exc)) from None
+    server.notify()
+    return {"path": agent.path, "uuid": agent.uuid, "status": agent.status, "queue_seq": agent.queue_seq}
+
+
+def _list(params) -> list[Agent]:
+    q = Agent.select().order_by(Agent.id)
+    if not params.get("all"):
+        q = q.where(Agent.status != "ended")
+    prefix = params.get("prefix")
+    if prefix:
+        prefix = prefix.rstrip("/")
+        q = q.where((Agent.path == prefix) | Agent.path.startswith(prefix + "/"))
+    return list(q)
+
+
+@method("agent.list")
+def agent_list(server, conn, rid, params):
+    return {"agents": [agent_dict(a) for a in _list(params)]}
+
+
+@method("agent.get")
+def agent_get(server, conn, rid, params):
+    return {"agent": agent_dict(resolve(_param(params, "target", str)))}
+
+
+@method("agent.kill")
+def agent_kill(server, conn, rid, params):
+    from orcr_core import pipeline
+
+    target = _param(params, "target", str)
+    rows = resolve_many(target)
+    if not rows and paths.is_glob(target):
+        raise ProtocolError("not_found", f"no active agent matches {target!r}")
+    results = []
+    for agent in rows:
+        results.append({"path": agent.path, "uuid": agent.uuid, **pipeline.request_kill(server, agent)})
+    server.notify()
+    return {"killed": results}
+
+
+@method("agent.send")
+def agent_send(server, conn, rid, params):
+    from orcr_core import pipeline
+
+    agent = resolve(_param(params, "target", str))
+    prompt = _param(params, "prompt", str)
+    timeout = params.get("timeout")
+    if not prompt.strip():
+        raise ProtocolError("invalid_params", "the prompt is empty")
+    if agent.status != "idle":
+        raise ProtocolError(
+            "not_idle", f"agent {agent.path} is {agent.status}; send needs an idle agent (orcr agent wait)"
+        )
+    pipeline.send_prompt(server, agent, prompt, timeout)
+    return {"agent": agent_dict(Agent.get_by_id(agent.id))}
+
+
+@method("agent.read")
+def agent_read(server, conn, rid, params):
+    from orcr_core import monitor
+
+    agent = resolve(_param(params, "target", str))
+    state = monitor.read_transcript(server, agent)
+    result = {"path": agent.path, "uuid": agent.uuid, "status": agent.status, "text": None}
+    if state is not None:
+        result.update(text=state.final_text, turns=len(state.turns), state=state.state)
+    elif params.get("screen", True) and agent.pane_id and server.driver is not None:
+        result["screen"] = server.driver.read(pipeline_pane(agent))
+    return result
+
+
+def pipeline_pane(agent):
+    from orcr_core.pipeline import pane_of
+
+    return pane_of(agent)
+
+
+@method("server.status")
+def server_status(server, conn, rid, params):
+    return server.status()
+
+
+@method("server.stop")
+def server_stop(server, conn, rid, params):
+    return {"stopping": True, "pid": os.getpid()}
+
+
+@method("config.reload")
+def config_reload(server, conn, rid, params):
+    try:
+        server.reload_config()
+    except Exception as exc:
+        raise ProtocolError("invalid_config", str(exc)) from None
+    return {"reloaded": True}
+
+
+def _snapshot_rows(params) -> list[dict]:
+    q = Agent.select().order_by(Agent.id)
+    if not params.get("all", True):
+        q = q.where(Agent.status != "ended")
+    if params.get("target"):
+        q = q.where((Agent.uuid == params["target"]) | (Agent.path == params["target"]))
+    return [agent_dict(a) for a in q]
+
+
+@method("watch.open")
+def watch_open(server, conn, rid, params):
+    """Snapshot + stream under one cursor pin: nothing missed, nothing doubled."""
+    pin = server.bus.pin(0)
+    try:
+        with db.atomic():  # one read transaction: rows and seq from the same instant
+            rows = _snapshot_rows(params)
+            snap_seq = events.last_seq()
+        server.bus.move_pin(pin, snap_seq)
+        conn.send({"id": rid, "result": {"snapshot_seq": snap_seq, "agents": rows}})
+        only = {r["uuid"] for r in rows} if params.get("target") else None
+        _stream(server, conn, rid, snap_seq, pin, only)
+    finally:
+        server.bus.unpin(pin)
+    return STREAMED
+
+
+def _floor() -> int:
+    row = Meta.get_or_none(Meta.key == "events_floor")
+    return int(row.value) if row else 0
+
+
+@method("events.subscribe")
+def events_subscribe(server, conn, rid, params):
+    since = _param(params, "since_seq", int, required=False, default=0)
+    if since < _floor():
+        raise ProtocolError(
+            "server_error",
+            f"cursor {since} is older than event retention (oldest kept: {_floor() + 1}); re-snapshot",
+            cause="cursor_expired",
+        )
+    conn.send({"id": rid, "result": {"since_seq": since, "last_seq": events.last_seq()}})
+    _stream(server, conn, rid, since, None)
+    return STREAMED
+
+
+def _stream(server, conn, rid, cursor: int, pin, only: set | None = None) -> None:
+    while not server.stopping.is_set():
+        gen = server.bus.generation()
+        rows = events.since(cursor, 500)
+        if pin is None and rows and rows[0]["seq"] > cursor + 1 and cursor < _floor():
+            conn.send({"id": rid, "error": {"code": "server_error", "message": "cursor expired",
+                                            "cause": "cursor_expired"}})
+            return
+        for ev in rows:
+            if only is None or ev["agent"] in only:
+                conn.send({"id": rid, "event": ev})
+            cursor = ev["seq"]
+        if pin is not None:
+            server.bus.move_pin(pin, cursor)
+        if not rows:
+            server.bus.wait(gen, timeout=1.0)
+            if _peer_gone(conn.sock):
+                return
+
+
+def _peer_gone(sock) -> bool:
+    r, _, _ = select.select([sock], [], [], 0)
+    if not r:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+@method("store.info")
+def store_info(server, conn, rid, params):
+    return {"schema_version": SCHEMA_VERSION, "path": str(server.store_path), "now": time.time()}
+
+
+__all__ = ["dispatch", "agent_dict", "resolve", "lifecycle"]
+
+
+@method("agent.attach")
+def agent_attach(server, conn, rid, params):
+    from orcr_core.pipeline import pane_of
+
+    agent = resolve(_param(params, "target", str))
+    pane = pane_of(agent)
+    drv = server.driver
+    if pane is None or drv is None or agent.status == "ended":
+        raise ProtocolError("not_attachable", f"agent {agent.path} has no live pane ({agent.status})")
+    focus = getattr(drv, "focus", None)
+    if focus is not None:
+        focus(pane)
+    hint_fn = getattr(drv, "attach_command", None)
+    command = hint_fn(pane) if hint_fn else None
+    hint = f"{agent.path} is pane {pane.pane_id} in {drv.name}"
+    if command:
+        hint += "; attach a terminal with: " + " ".join(command)
+    return {"hint": hint, "command": command, "pane_id": pane.pane_id}

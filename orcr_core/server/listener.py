@@ -1,0 +1,153 @@
+"""The Unix socket: 0600 in a 0700 directory, peer uid checked, one thread per connection."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import struct
+import threading
+
+from orcr_core import dirs
+from orcr_core.protocol import SUPPORTED, LineReader, ProtocolError, encode
+from orcr_core.server import handlers
+from orcr_core.store.models import db
+
+log = logging.getLogger("orcr.server")
+
+
+def peer_uid(conn: socket.socket) -> int:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid
+
+
+class Connection:
+    def __init__(self, server, sock: socket.socket):
+        self.server = server
+        self.sock = sock
+        self.reader = LineReader(sock)
+        self.negotiated = False
+        self.lock = threading.Lock()
+
+    def send(self, obj: dict) -> None:
+        with self.lock:
+            self.sock.sendall(encode(obj))
+
+    def error(self, rid, exc: ProtocolError) -> None:
+        self.send({"id": rid, "error": exc.to_dict()})
+
+    def run(self) -> None:
+        db.connect(reuse_if_open=True)
+        try:
+            if peer_uid(self.sock) != os.getuid():
+                self.error(None, ProtocolError("forbidden", "the orcr socket serves its owner only"))
+                return
+            while not self.server.stopping.is_set():
+                try:
+                    line = self.reader.readline()
+                except ProtocolError as exc:
+                    self.error(None, exc)
+                    return
+                if line is None:
+                    return
+                if not line.strip():
+                    continue
+                if not self.handle_line(line):
+                    return
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        except Exception:
+            log.exception("connection failed")
+        finally:
+            self.sock.close()
+            db.close()
+
+    def handle_line(self, line: bytes) -> bool:
+        """Handle one request. False ends the connection (streams end it themselves)."""
+        try:
+            msg = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.error(None, ProtocolError("invalid_json", f"frame is not JSON: {exc}"))
+            return True
+        if not isinstance(msg, dict) or not isinstance(msg.get("method"), str):
+            rid = msg.get("id") if isinstance(msg, dict) else None
+            self.error(rid, ProtocolError("invalid_request", "a request is {id, method, params}"))
+            return True
+        rid, method = msg.get("id"), msg["method"]
+        params = msg.get("params") or {}
+        if not isinstance(params, dict):
+            self.error(rid, ProtocolError("invalid_params", "params must be an object"))
+            return True
+        if not self.negotiated:
+            if method != "hello":
+                self.error(
+                    rid, ProtocolError("hello_required", "the first request must be hello {protocol}")
+                )
+                return True
+            version = params.get("protocol")
+            if version not in SUPPORTED:
+                self.error(
+                    rid,
+                    ProtocolError(
+                        "unsupported_version",
+                        f"protocol {version!r} is not supported by this server (supports "
+                        f"{list(SUPPORTED)}); upgrade the older of client and server",
+                    ),
+                )
+                return False
+            self.negotiated = True
+        try:
+            result = handlers.dispatch(self.server, self, rid, method, params)
+        except ProtocolError as exc:
+            self.error(rid, exc)
+            return True
+        except Exception as exc:  # a bug: answer, log, keep serving
+            log.exception("%s failed", method)
+            self.error(rid, ProtocolError("server_error", f"{method} failed: {exc}"))
+            return True
+        if result is handlers.STREAMED:
+            return False
+        self.send({"id": rid, "result": result})
+        if method == "server.stop":
+            self.server.stop()
+        return True
+
+
+class Listener:
+    def __init__(self, server):
+        self.server = server
+        self.sock: socket.socket | None = None
+
+    def bind(self) -> None:
+        path = self.server.socket_path
+        dirs.ensure_private_dir(path.parent)
+        if path.exists():
+            path.unlink()  # we hold the server lock: the file is stale
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            sock.bind(str(path))
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        sock.listen(128)
+        self.sock = sock
+
+    def serve(self) -> None:
+        while not self.server.stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            c = Connection(self.server, conn)
+            threading.Thread(target=c.run, name="orcr-conn", daemon=True).start()
+
+    def close(self) -> None:
+        if self.sock is not None:
+            try:
+                self.server.socket_path.unlink()
+            except FileNotFoundError:
+                pass
+            self.sock.close()

@@ -1,0 +1,93 @@
+"""Opening the store: version check first, then pragmas, then migrations.
+
+An older binary must never corrupt a newer store, so the schema version is read
+over a read-only connection before anything else touches the file: a newer
+store is refused with ``store_version_mismatch`` and left byte-for-byte as it
+was.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from orcr_core.store import models
+from orcr_core.store.models import Meta, OrcrMigration, db
+
+PRAGMAS = {"journal_mode": "wal", "foreign_keys": 1, "synchronous": "normal", "cache_size": -8000}
+BUSY_TIMEOUT = 10  # seconds
+
+
+class StoreVersionMismatch(Exception):
+    code = "store_version_mismatch"
+
+
+def _initial(database) -> None:
+    database.create_tables(models.MODELS)
+
+
+#: Ordered, named migrations. Never rename or reorder an applied one: the name
+#: is its identity. The schema version is the number of migrations applied.
+MIGRATIONS: list[tuple[str, callable]] = [
+    ("0001_initial", _initial),
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def read_schema_version(path: Path) -> int | None:
+    """The store's schema version, read without writing (None for a new store)."""
+    if not path.exists():
+        return None
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
+    return int(row[0]) if row else None
+
+
+def open_store(path: Path):
+    """Connect (per thread), apply pragmas, migrate once; refuse a newer store."""
+    found = read_schema_version(path)
+    if found is not None and found > SCHEMA_VERSION:
+        raise StoreVersionMismatch(
+            f"store {path} has schema version {found}, newer than this orcr understands "
+            f"({SCHEMA_VERSION}); upgrade orcr (pip install -U orcr) to use it. Nothing was changed."
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db.init(str(path), pragmas=PRAGMAS, timeout=BUSY_TIMEOUT, check_same_thread=False)
+    db.connect(reuse_if_open=True)
+    migrate()
+    return db
+
+
+def migrate() -> list[str]:
+    """Apply pending migrations, each in its own IMMEDIATE transaction."""
+    applied: list[str] = []
+    with db.atomic("IMMEDIATE"):
+        db.create_tables([Meta, OrcrMigration])
+    done = {m.name for m in OrcrMigration.select()}
+    for name, step in MIGRATIONS:
+        if name in done:
+            continue
+        db.pragma("foreign_keys", 0)
+        try:
+            with db.atomic("IMMEDIATE"):
+                step(db)
+                OrcrMigration.create(name=name, applied_at=time.time())
+                Meta.replace(key="schema_version", value=str(len(done) + len(applied) + 1)).execute()
+        finally:
+            db.pragma("foreign_keys", 1)
+        applied.append(name)
+    if not applied:
+        with db.atomic("IMMEDIATE"):
+            Meta.insert(key="schema_version", value=str(SCHEMA_VERSION)).on_conflict_ignore().execute()
+    return applied
+
+
+def close_store() -> None:
+    if not db.is_closed():
+        db.close()

@@ -1,0 +1,142 @@
+"""peewee models. The server is the single writer; see :mod:`orcr_core.store.db`.
+
+Timestamps are float seconds since the epoch (UTC); the API renders them as
+RFC 3339 strings.
+"""
+
+from __future__ import annotations
+
+from peewee import (
+    AutoField,
+    BooleanField,
+    FloatField,
+    IntegerField,
+    Model,
+    SqliteDatabase,
+    TextField,
+)
+
+db = SqliteDatabase(None)
+
+#: statuses whose TUI is alive: they hold a concurrency slot (RAM protection)
+LIVE = ("starting", "working", "idle")
+#: statuses that keep a path reserved
+ACTIVE = ("queued", "starting", "working", "idle", "lost")
+STATUSES = ("queued", "starting", "working", "idle", "lost", "ended")
+EXIT_REASONS = ("canceled", "failed", "killed", "exited", "timeout", "lost", "gc")
+
+
+class BaseModel(Model):
+    class Meta:
+        database = db
+        legacy_table_names = False
+
+
+class Meta(BaseModel):
+    key = TextField(primary_key=True)
+    value = TextField()
+
+
+class OrcrMigration(BaseModel):
+    name = TextField(primary_key=True)
+    applied_at = FloatField()
+
+    class Meta:
+        table_name = "_orcr_migrations"
+
+
+class Agent(BaseModel):
+    id = AutoField()
+    uuid = TextField(unique=True)
+    path = TextField()
+    name = TextField()
+    provider = TextField()
+    status = TextField(index=True)
+    exit_reason = TextField(null=True)
+    error = TextField(null=True)
+    queue_seq = IntegerField(null=True, index=True)
+    managed = BooleanField(default=True)
+    cwd = TextField()
+    launch_token = TextField(null=True)
+    workspace_id = TextField(null=True)
+    tab_id = TextField(null=True)
+    pane_id = TextField(null=True)
+    agent_session_source = TextField(null=True)
+    agent_session_kind = TextField(null=True)
+    agent_session_value = TextField(null=True)
+    transcript_path = TextField(null=True)
+    cancel_requested = BooleanField(default=False)
+    move_state = TextField(null=True)
+    turn = IntegerField(default=0)
+    turns_done = IntegerField(default=0)
+    timeout = FloatField(null=True)
+    created_at = FloatField()
+    started_at = FloatField(null=True)
+    last_progress_at = FloatField(null=True)
+    turn_started_at = FloatField(null=True)
+    idle_since = FloatField(null=True)
+    ended_at = FloatField(null=True)
+    loop_run = TextField(null=True)
+    # unmanaged rows are keyed by (session, terminal_id)
+    session = TextField(null=True)
+    terminal_id = TextField(null=True)
+
+
+Agent.add_index(Agent.path, unique=True, where=(Agent.status != "ended"), name="agent_active_path")
+
+
+class Event(BaseModel):
+    seq = AutoField()
+    ts = FloatField()
+    kind = TextField()
+    agent = TextField(null=True, index=True)
+    loop = TextField(null=True)
+    run = TextField(null=True)
+    data = TextField(default="{}")
+
+    class Meta:
+        table_name = "event"
+
+
+class Loop(BaseModel):
+    """A durable cron definition (seed 003). Built when the loops issue lands."""
+
+    uuid = TextField(primary_key=True)
+    name = TextField()
+    status = TextField()  # active | paused | ended
+    cron = TextField(null=True)
+    once_at = FloatField(null=True)
+    tz = TextField()
+    argv = TextField()  # JSON list
+    cwd = TextField()
+    overlap = TextField(default="queue")
+    max_concurrency = IntegerField(default=1)
+    timeout = FloatField(null=True)
+    next_fire_at = FloatField(null=True)
+    created_at = FloatField()
+    ended_at = FloatField(null=True)
+
+
+Loop.add_index(Loop.name, unique=True, where=(Loop.status != "ended"), name="loop_active_name")
+
+
+class LoopRun(BaseModel):
+    uuid = TextField(primary_key=True)
+    loop = TextField(index=True)
+    run_id = TextField()
+    kind = TextField()  # scheduled | manual
+    status = TextField()  # pending running stopping ok failed timeout stopped canceled
+    due_at = FloatField()
+    pid = IntegerField(null=True)
+    pgid = IntegerField(null=True)
+    proc_start = FloatField(null=True)
+    exit_code = IntegerField(null=True)
+    started_at = FloatField(null=True)
+    ended_at = FloatField(null=True)
+
+    class Meta:
+        table_name = "loop_run"
+        indexes = ((("loop", "run_id"), True),)
+
+
+MODELS = [Meta, OrcrMigration, Agent, Event, Loop, LoopRun]

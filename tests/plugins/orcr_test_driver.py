@@ -1,0 +1,163 @@
+"""A test driver and provider, loaded with ORCR_PLUGIN_MODULES=orcr_test_driver.
+
+The driver keeps its "panes" in a JSON file under ORCR_HOME, so they survive
+a server restart like multiplexer panes do; nothing runs in them. The
+provider ``testp`` has no transcript: its turns follow the driver's status,
+which a test sets by editing the file (``set_status``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import orcr_core
+from orcr_core.contracts import DriverError, PaneInfo, PaneRef
+
+
+def _state_path() -> Path:
+    return Path(os.environ["ORCR_HOME"]) / "testdriver.json"
+
+
+@contextmanager
+def _state():
+    path = _state_path()
+    path.touch()
+    with open(path, "r+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        text = f.read()
+        state = json.loads(text) if text else {"n": 0, "panes": {}, "workspaces": {}, "log": []}
+        yield state
+        f.seek(0)
+        f.truncate()
+        json.dump(state, f)
+
+
+def read_state() -> dict:
+    with _state() as s:
+        return json.loads(json.dumps(s))
+
+
+def set_status(pane_id: str, status: str) -> None:
+    with _state() as s:
+        s["panes"][pane_id]["status"] = status
+
+
+def remove_pane(pane_id: str) -> None:
+    with _state() as s:
+        s["panes"].pop(pane_id, None)
+
+
+class TestDriver:
+    name = "test"
+
+    def __init__(self, config):
+        self.config = config
+
+    @staticmethod
+    def available():
+        return True, "test driver"
+
+    def handshake(self):
+        if os.environ.get("ORCR_TEST_DRIVER_DOWN"):
+            raise DriverError("test driver down", retryable=True)
+        return {"version": "test", "protocol": 0}
+
+    def ensure_session(self):
+        pass
+
+    def ensure_workspace(self, level1):
+        with _state() as s:
+            return s["workspaces"].setdefault(level1, f"w{len(s['workspaces']) + 1}")
+
+    def start(self, spec):
+        delay = float(os.environ.get("ORCR_TEST_START_DELAY", "0"))
+        if delay:
+            time.sleep(delay)
+        with _state() as s:
+            s["n"] += 1
+            pid = f"{spec.workspace_id}:p{s['n']}"
+            s["panes"][pid] = {
+                "label": spec.label, "ws": spec.workspace_id, "tab": f"{spec.workspace_id}:t{s['n']}",
+                "argv": list(spec.argv), "env": spec.env, "cwd": spec.cwd, "status": "idle",
+                "prompts": [],
+            }
+            s["log"].append(["start", spec.label])
+            return PaneRef(spec.workspace_id, f"{spec.workspace_id}:t{s['n']}", pid)
+
+    def _pane(self, s, pane):
+        p = s["panes"].get(pane.pane_id)
+        if p is None:
+            raise DriverError(f"pane {pane.pane_id} not found", code="pane_not_found")
+        return p
+
+    def session_pointer(self, pane):
+        return None
+
+    def send_prompt(self, pane, text):
+        with _state() as s:
+            p = self._pane(s, pane)
+            p["prompts"].append(text)
+            p["status"] = "working"
+
+    def send_keys(self, pane, keys):
+        with _state() as s:
+            self._pane(s, pane).setdefault("keys", []).append(keys)
+
+    def read(self, pane):
+        with _state() as s:
+            return "test pane ready\n" + "\n".join(self._pane(s, pane)["prompts"])
+
+    def close(self, pane):
+        with _state() as s:
+            if s["panes"].pop(pane.pane_id, None) is not None:
+                s["log"].append(["close", pane.pane_id])
+
+    def snapshot(self):
+        if os.environ.get("ORCR_TEST_DRIVER_DOWN"):
+            raise DriverError("test driver down", retryable=True)
+        with _state() as s:
+            return [
+                PaneInfo(pid, p["ws"], p["tab"], label=p["label"], agent_status=p["status"])
+                for pid, p in s["panes"].items()
+            ]
+
+    def agent_status(self, pane):
+        with _state() as s:
+            p = s["panes"].get(pane.pane_id)
+            return p["status"] if p else None
+
+
+class TestProvider:
+    name = "testp"
+    supported_versions = ""
+    has_transcript = False
+
+    def launch_argv(self, spec):
+        return list(spec.options.get("argv") or ["testp-agent", spec.path])
+
+    def launch_session(self, spec):
+        return None
+
+    def locate_transcript(self, pointer, spec):
+        return None
+
+    def open_reader(self, path):
+        raise NotImplementedError
+
+    def check_version(self, version, options):
+        return None
+
+
+@orcr_core.hookimpl
+def register_drivers(register):
+    register(TestDriver)
+
+
+@orcr_core.hookimpl
+def register_providers(register):
+    register(TestProvider())
