@@ -1,0 +1,89 @@
+"""The Claude Code provider adapter.
+
+Pinned to ``>=1.0.98,<2.2``: the transcript fixtures cover 1.0.98 (inline
+sidechains, ``stop_reason`` mostly null), 2.1.38 (``stop_reason`` null on every
+line, ``system/local_command``, queue operations) and 2.1.233 (``stop_reason``
+on every split line, ``last-prompt`` records). The record shapes the parser
+relies on (user/assistant envelope, ``message.id`` splits, interrupt markers,
+``isMeta``/``isSidechain``) are unchanged across that span per TRANSCRIPTS.md
+section 1.8; 2.2 is unseen and may change them.
+
+orcr chooses the session id up front (``--session-id <agent uuid>``), so the
+transcript is ``<root>/projects/<slug>/<uuid>.jsonl`` from the start, created
+lazily at the first prompt.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from orcr_claude.adapter import base_argv, config_root, summarize_file
+from orcr_claude.slug import project_slug
+from orcr_claude.tail import JsonlTurnReader
+from orcr_claude.turns import ClaudeTurns
+from orcr_core.contracts import LaunchSpec, ProviderError, SessionPointer, TurnState
+from orcr_core.versions import check_version
+
+
+class ClaudeProvider:
+    name = "claude"
+    supported_versions = ">=1.0.98,<2.2"
+    has_transcript = True
+
+    def launch_argv(self, spec: LaunchSpec) -> list[str]:
+        """``argv`` + ``--session-id <uuid>`` + ``--model X`` + ``extra_args`` (no shell)."""
+        try:
+            session = str(uuid.UUID(spec.uuid))
+        except ValueError:
+            raise ProviderError(
+                f"claude --session-id needs a UUID, got {spec.uuid!r}", code="bad_session_id"
+            ) from None
+        return base_argv(self.name, spec.options, "claude", ["--session-id", session], "--model")
+
+    def launch_session(self, spec: LaunchSpec) -> SessionPointer | None:
+        return SessionPointer(source="orcr", kind="id", value=spec.uuid)
+
+    def locate_transcript(self, pointer: SessionPointer, spec: LaunchSpec) -> str | None:
+        """Glob ``<root>/projects/*/<id>.jsonl``, else the slug path; None until it exists."""
+        if pointer.kind == "path":
+            return pointer.value if os.path.isfile(pointer.value) else None
+        root = config_root(spec.options, "CLAUDE_CONFIG_DIR", "~/.claude") / "projects"
+        pattern = os.path.join(glob.escape(str(root)), "*", glob.escape(pointer.value) + ".jsonl")
+        found = [p for p in glob.glob(pattern) if os.path.isfile(p)]
+        if found:
+            return max(found, key=os.path.getmtime)
+        by_slug = root / project_slug(spec.cwd) / f"{pointer.value}.jsonl"
+        return str(by_slug) if by_slug.is_file() else None
+
+    def open_reader(
+        self,
+        path: str,
+        *,
+        settle: float = 3.0,
+        blocked_after: float | None = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> JsonlTurnReader:
+        """An incremental reader. ``settle``: quiet seconds that confirm a text-only
+        last response; ``blocked_after``: quiet seconds before the blocked guess
+        (None turns the guess off)."""
+        return JsonlTurnReader(
+            path, lambda: ClaudeTurns(settle=settle, blocked_after=blocked_after), clock=clock
+        )
+
+    def check_version(self, version: str | None, options: dict[str, Any]) -> str | None:
+        return check_version(self.name, self.supported_versions, version, options)
+
+
+def _read_whole(path: str) -> TurnState:
+    return ClaudeProvider().open_reader(path, settle=0.0, blocked_after=None).poll()
+
+
+def summarize(path: str) -> dict[str, Any]:
+    """One whole transcript as ``{"provider", "version", "state", "turns"}`` (the file
+    is taken as complete: no settle wait, no blocked guess)."""
+    return summarize_file("claude", path, _read_whole)

@@ -1,0 +1,56 @@
+"""Test helpers for provider adapters (used by the claude and codex plugin tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def shared_dir(start: str | os.PathLike[str] | None = None) -> Path:
+    """The read-only ``shared/`` tree: ``$ORCR_SHARED``, else the first ``shared/``
+    with a ``fixtures`` folder beside one of ``start``'s ancestors (the repo
+    is ``/work/main`` with ``/work/shared``; CI clones it with ``../shared``)."""
+    env = os.environ.get("ORCR_SHARED")
+    if env:
+        return Path(env)
+    here = Path(start or __file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "shared"
+        if (candidate / "fixtures").is_dir():
+            return candidate
+    raise FileNotFoundError(f"no shared/fixtures beside any parent of {here}; set ORCR_SHARED")
+
+
+def transcript_fixtures(provider: str) -> Path:
+    return shared_dir() / "fixtures" / "transcripts" / provider
+
+
+class FakeClock:
+    """A monotonic clock a test advances by hand (readers take ``clock=``)."""
+
+    def __init__(self, start: float = 1000.0):
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Transcript:
+    """A transcript file a test appends JSON records (or raw bytes) to."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.touch()
+
+    def add(self, *records: dict) -> None:
+        with self.path.open("a", encoding="utf-8") as fh:
+            for record in records:
+                fh.write(json.dumps(record) + "\n")
+
+    def raw(self, data: bytes) -> None:
+        with self.path.open("ab") as fh:
+            fh.write(data)

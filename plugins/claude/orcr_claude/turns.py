@@ -1,0 +1,291 @@
+"""Claude Code transcript records -> turns (TRANSCRIPTS.md sections 1.2-1.7).
+
+Fed one record at a time in file order (timestamps are not ordered; file
+position is). The rules, and why:
+
+* Sidechain lines (``isSidechain: true``, subagents written inline by 1.0.x)
+  are dropped: they have their own assistant messages and end_turns.
+* A turn starts at a main-chain ``user`` record that is a prompt: not a tool
+  result, not ``isMeta``, not an interrupt marker, not a compact summary, not
+  local-command or bash-mode output. ``<task-notification>`` starts a turn
+  (a background task woke the agent). A ``<command-name>`` line is held as a
+  *pending command*: it becomes a turn when an ``isMeta`` expansion (``/init``)
+  or an assistant line follows, and is dropped when local-command output
+  follows (``/mcp``, ``/model``).
+* Assistant lines are grouped into responses by ``message.id`` (one line per
+  content block). The turn's outcome is read from its last response:
+  interrupt marker after it -> ``interrupted``; an API error message
+  (``isApiErrorMessage`` / ``error``), ``system/error`` or an api_error retry
+  that gave up -> ``errored``; text and no ``tool_use`` -> ``completed`` with
+  the response's text blocks joined in file order.
+* ``stop_reason`` is not trusted (null on every line in 2.1.38). A text-only
+  last response is *provisional* while the file may still be growing (its
+  ``tool_use`` line can follow within a few hundred ms): it is confirmed by a
+  ``stop_hook_summary``/``turn_duration`` line after it, by ``settle`` seconds
+  of quiet, or by ``settle_end_turn`` seconds of quiet when the version writes
+  ``stop_reason: "end_turn"``. A one-shot parse passes ``settle=0``.
+
+Blocked: a pending permission prompt writes nothing (section 1.5), so what the
+transcript can show is limited to
+
+* determinable: a pending ``AskUserQuestion`` / ``ExitPlanMode`` tool_use
+  (those tools always wait on the human);
+* a labelled guess (when ``blocked_after`` is set): the last response's tool
+  calls have no result, the file has been quiet for ``blocked_after`` seconds,
+  the recorded ``permissionMode`` (2.1.x) allows prompts, and some pending tool
+  is one that asks. A long-running Bash looks exactly the same; use a
+  ``PermissionRequest`` hook for certainty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from orcr_core.contracts import Turn, TurnState
+
+INTERRUPT_PREFIX = "[Request interrupted by user"
+TASK_NOTIFICATION = "<task-notification>"
+LOCAL_OUTPUT = ("<local-command-stdout>", "<local-command-stderr>")
+NOT_PROMPTS = LOCAL_OUTPUT + (
+    "<local-command-caveat>",
+    "<bash-input>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+)
+WAITS_ON_USER = frozenset({"AskUserQuestion", "ExitPlanMode"})
+NEVER_ASKS = frozenset(
+    {"Read", "Glob", "Grep", "LS", "NotebookRead", "TodoRead", "TodoWrite", "Task", "Agent"}
+    | {"BashOutput", "TaskOutput", "KillShell", "KillBash"}
+)
+EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+NO_PROMPT_MODES = frozenset({"bypassPermissions", "dontAsk"})
+END_MARKERS = frozenset({"stop_hook_summary", "turn_duration"})
+FINAL_STOP_REASONS = frozenset({"end_turn", "stop_sequence", "max_tokens"})
+
+
+@dataclass
+class _Response:
+    texts: list[str] = field(default_factory=list)
+    tools: dict[str, str] = field(default_factory=dict)  # tool_use id -> tool name
+    stop_reason: str | None = None
+    api_error: bool = False
+
+
+@dataclass
+class _Turn:
+    responses: dict[str, _Response] = field(default_factory=dict)  # in file order
+    pending: dict[str, str] = field(default_factory=dict)  # tool_use ids without result
+    interrupted: bool = False  # an interrupt marker after the last response
+    end_marker: bool = False  # a Stop-hook/turn_duration line after the last response
+    error_tail: bool = False  # system/error or a given-up api_error after it
+
+    @property
+    def last(self) -> _Response | None:
+        return next(reversed(self.responses.values()), None)
+
+    def activity(self) -> None:
+        self.interrupted = self.end_marker = self.error_tail = False
+
+
+def _text_of(content: Any) -> tuple[str, bool]:
+    """(joined text, has_non_text_input) of a user message's content."""
+    if isinstance(content, str):
+        return content, False
+    texts, other = [], False
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            elif block.get("type") == "image":
+                other = True
+    return "".join(texts), other
+
+
+def _has_tool_result(content: Any) -> bool:
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
+
+
+class ClaudeTurns:
+    """The record parser behind :class:`orcr_claude.provider.ClaudeProvider`'s reader."""
+
+    def __init__(
+        self,
+        *,
+        settle: float = 3.0,
+        settle_end_turn: float = 0.5,
+        blocked_after: float | None = 30.0,
+    ):
+        self.settle = settle
+        self.settle_end_turn = min(settle_end_turn, settle)
+        self.blocked_after = blocked_after
+        self.version: str | None = None
+        self.permission_mode: str | None = None
+        self._closed: list[Turn] = []
+        self._turn: _Turn | None = None
+        self._pending_command = False
+        self._lines = 0
+
+    # -- feeding -----------------------------------------------------------
+
+    def feed(self, record: dict[str, Any]) -> None:
+        self._lines += 1
+        if record.get("isSidechain") is True:
+            return
+        kind = record.get("type")
+        if kind in ("user", "assistant", "system", "progress"):
+            version = record.get("version")
+            if isinstance(version, str) and version:
+                self.version = version  # the running CLI wrote the latest line
+        if kind == "user":
+            self._user(record)
+        elif kind == "assistant":
+            self._assistant(record)
+        elif kind == "system":
+            self._system(record)
+
+    def _user(self, record: dict[str, Any]) -> None:
+        mode = record.get("permissionMode")
+        if isinstance(mode, str):
+            self.permission_mode = mode
+        message = record.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        turn = self._turn
+        if _has_tool_result(content):
+            if turn is not None:
+                for block in content:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        turn.pending.pop(block.get("tool_use_id"), None)
+                turn.activity()
+            return
+        if "toolUseResult" in record or record.get("isCompactSummary"):
+            return
+        text, has_image = _text_of(content)
+        head = text.lstrip()
+        if head.startswith(INTERRUPT_PREFIX):
+            if turn is not None:
+                turn.interrupted = True
+            self._pending_command = False
+            return
+        if head.startswith(TASK_NOTIFICATION):
+            self._start_turn()
+            return
+        if record.get("isMeta"):
+            # A slash command's expansion makes it an agent turn; caveats do not.
+            if self._pending_command and not head.startswith("<local-command-caveat>"):
+                self._start_turn()
+            return
+        if head.startswith(NOT_PROMPTS):
+            if head.startswith(LOCAL_OUTPUT):
+                self._pending_command = False
+            return
+        if "<command-name>" in text:
+            self._pending_command = True
+            return
+        if head or has_image:
+            self._start_turn()
+
+    def _assistant(self, record: dict[str, Any]) -> None:
+        if self._pending_command or self._turn is None:
+            self._start_turn()  # a confirmed slash command, or a file cut before its prompt
+        turn = self._turn
+        message = record.get("message")
+        if not isinstance(message, dict):
+            message = {}
+        key = message.get("id") or record.get("uuid") or f"line-{self._lines}"
+        response = turn.responses.pop(key, None) or _Response()
+        turn.responses[key] = response  # (re)inserted last: the newest response
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                response.texts.append(block["text"])
+            elif block.get("type") == "tool_use":
+                tool_id, name = str(block.get("id")), str(block.get("name"))
+                response.tools[tool_id] = name
+                turn.pending[tool_id] = name
+        stop = message.get("stop_reason")
+        response.stop_reason = stop if isinstance(stop, str) else None
+        if record.get("isApiErrorMessage") or record.get("error"):
+            response.api_error = True
+        turn.activity()
+
+    def _system(self, record: dict[str, Any]) -> None:
+        subtype = record.get("subtype")
+        turn = self._turn
+        if subtype == "local_command":
+            self._pending_command = False
+        elif turn is None or turn.last is None:
+            return
+        elif subtype in END_MARKERS:
+            turn.end_marker = True
+        elif subtype == "error":
+            turn.error_tail = True
+        elif subtype == "api_error":
+            attempt, limit = record.get("retryAttempt"), record.get("maxRetries")
+            if isinstance(attempt, int) and isinstance(limit, int) and attempt >= limit:
+                turn.error_tail = True
+
+    def _start_turn(self) -> None:
+        if self._turn is not None:
+            status, text = self._outcome(self._turn, quiet_for=float("inf"))
+            # A new prompt ends the previous turn; one left open was abandoned.
+            self._closed.append(Turn("interrupted" if status == "open" else status, text))
+        self._turn = _Turn()
+        self._pending_command = False
+
+    # -- reading -----------------------------------------------------------
+
+    def _outcome(self, turn: _Turn, quiet_for: float) -> tuple[str, str | None]:
+        if turn.interrupted:
+            return "interrupted", None
+        last = turn.last
+        if last is None:
+            return "open", None
+        if last.api_error or turn.error_tail:
+            return "errored", None
+        if last.tools:
+            return "open", None
+        text = "".join(last.texts)
+        if not text.strip():
+            ended = turn.end_marker or last.stop_reason in FINAL_STOP_REASONS
+            return ("completed", None) if ended else ("open", None)
+        confirmed = (
+            turn.end_marker
+            or quiet_for >= self.settle
+            or (last.stop_reason == "end_turn" and quiet_for >= self.settle_end_turn)
+        )
+        return ("completed", text) if confirmed else ("open", None)
+
+    def _blocked(self, turn: _Turn, quiet_for: float) -> bool:
+        last = turn.last
+        if last is None:
+            return False
+        waiting = [name for tid, name in last.tools.items() if tid in turn.pending]
+        if any(name in WAITS_ON_USER for name in waiting):
+            return True
+        if self.blocked_after is None or quiet_for < self.blocked_after:
+            return False
+        if self.permission_mode in NO_PROMPT_MODES:
+            return False
+        quiet_tools = NEVER_ASKS | (EDIT_TOOLS if self.permission_mode == "acceptEdits" else set())
+        return any(name not in quiet_tools for name in waiting)
+
+    def state(self, quiet_for: float) -> TurnState:
+        turns = list(self._closed)
+        state = "idle" if turns else "unknown"
+        if self._turn is not None:
+            status, text = self._outcome(self._turn, quiet_for)
+            turns.append(Turn(status, text))
+            if status == "open":
+                state = "blocked" if self._blocked(self._turn, quiet_for) else "working"
+            else:
+                state = "idle"
+        return TurnState(state=state, turns=tuple(turns), version=self.version)

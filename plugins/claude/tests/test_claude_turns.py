@@ -1,0 +1,391 @@
+"""Synthetic transcripts for what the fixtures lack (TRANSCRIPTS.md section 1)."""
+
+import itertools
+
+import pytest
+from orcr_claude import ClaudeProvider
+
+_ids = itertools.count()
+
+
+def user(content, **extra):
+    return {
+        "type": "user",
+        "isSidechain": False,
+        "version": "2.1.38",
+        "message": {"role": "user", "content": content},
+        **extra,
+    }
+
+
+def assistant(msg_id, *blocks, stop_reason=None, **extra):
+    return {
+        "type": "assistant",
+        "isSidechain": False,
+        "version": "2.1.38",
+        "message": {
+            "id": msg_id,
+            "role": "assistant",
+            "content": list(blocks),
+            "stop_reason": stop_reason,
+        },
+        **extra,
+    }
+
+
+def text(t):
+    return {"type": "text", "text": t}
+
+
+def tool_use(tool_id, name="Bash"):
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": {}}
+
+
+def tool_result(tool_id, **extra):
+    return user(
+        [{"type": "tool_result", "tool_use_id": tool_id, "content": "ok"}],
+        toolUseResult={"stdout": "ok"},
+        **extra,
+    )
+
+
+def system(subtype, **extra):
+    return {"type": "system", "subtype": subtype, "isSidechain": False, **extra}
+
+
+@pytest.fixture
+def read(transcript, clock):
+    """poll() on a live reader over ``transcript`` (settle 3 s, blocked guess after 30 s)."""
+    reader = ClaudeProvider().open_reader(str(transcript.path), clock=clock)
+    return reader.poll
+
+
+def statuses(state):
+    return [(t.status, t.final_text) for t in state.turns]
+
+
+def test_empty_or_missing_file_is_unknown(tmp_path, clock):
+    reader = ClaudeProvider().open_reader(str(tmp_path / "absent.jsonl"), clock=clock)
+    assert reader.poll().state == "unknown"
+
+
+def test_text_answer_is_provisional_until_quiet(transcript, read, clock):
+    transcript.add(user("hi"), assistant("m1", text("Hello.")))
+    state = read()
+    assert state.state == "working" and statuses(state) == [("open", None)]
+    clock.advance(2.9)
+    assert read().state == "working"
+    clock.advance(0.1)
+    state = read()
+    assert state.state == "idle" and statuses(state) == [("completed", "Hello.")]
+    assert state.final_text == "Hello."
+
+
+def test_tool_use_line_after_text_line_reopens_the_turn(transcript, read, clock):
+    transcript.add(user("hi"), assistant("m1", text("Let me look.")))
+    read()
+    transcript.add(assistant("m1", tool_use("t1", "Read")))
+    read()
+    clock.advance(5)
+    state = read()
+    assert statuses(state) == [("open", None)] and state.state == "working"
+
+
+def test_growth_resets_the_quiet_period(transcript, read, clock):
+    transcript.add(user("hi"), assistant("m1", text("A")))
+    read()
+    clock.advance(2)
+    transcript.raw(b'{"type":"progress"')  # a partial line is growth too
+    read()
+    clock.advance(2)
+    assert read().state == "working"
+    clock.advance(1)
+    assert read().state == "idle"
+
+
+def test_stop_hook_summary_confirms_at_once_unless_work_follows(transcript, read, clock):
+    transcript.add(user("hi"), assistant("m1", text("Done.")), system("stop_hook_summary"))
+    assert statuses(read()) == [("completed", "Done.")]
+    transcript.add(assistant("m2", tool_use("t1")))  # a blocking Stop hook: the turn goes on
+    assert read().state == "working"
+
+
+def test_turn_duration_is_an_end_marker(transcript, read):
+    transcript.add(
+        user("hi"), assistant("m1", text("Done.")), system("turn_duration", durationMs=5)
+    )
+    assert read().state == "idle"
+
+
+def test_end_turn_stop_reason_shortens_the_wait(transcript, read, clock):
+    transcript.add(user("hi"), assistant("m1", text("Done."), stop_reason="end_turn"))
+    assert read().state == "working"
+    clock.advance(0.5)
+    assert statuses(read()) == [("completed", "Done.")]
+
+
+def test_stop_reason_end_turn_on_a_thinking_line_is_not_an_answer(transcript, read, clock):
+    # 2.1.233 writes the final stop_reason on every split line, thinking first.
+    transcript.add(
+        user("hi"), assistant("m1", {"type": "thinking", "thinking": ""}, stop_reason="tool_use")
+    )
+    read()
+    clock.advance(10)
+    assert read().state == "working"
+
+
+def test_split_message_text_blocks_joined_in_file_order(transcript, read, clock):
+    transcript.add(
+        user("hi"),
+        assistant("m1", tool_use("t1", "Read")),
+        tool_result("t1"),
+        assistant("m2", text("\n\n")),
+        assistant("m2", {"type": "thinking", "thinking": "", "signature": "x"}),
+        {"type": "progress", "data": {"type": "hook_progress"}},
+        assistant("m2", text("First part. ")),
+        assistant("m2", text("Second part.")),
+    )
+    read()
+    clock.advance(3)
+    assert statuses(read()) == [("completed", "\n\nFirst part. Second part.")]
+
+
+def test_only_the_last_message_id_counts(transcript, read, clock):
+    transcript.add(
+        user("hi"), assistant("m1", text("Earlier text")), assistant("m2", text("Final"))
+    )
+    read()
+    clock.advance(3)
+    assert read().final_text == "Final"
+
+
+def test_last_response_with_text_and_tool_use_is_not_final(transcript, read, clock):
+    transcript.add(user("hi"), assistant("m1", text("Running it")), assistant("m1", tool_use("t1")))
+    read()
+    clock.advance(10)
+    assert statuses(read()) == [("open", None)]
+
+
+def test_inline_sidechain_lines_never_end_or_start_a_turn(transcript, read, clock):
+    side = {"isSidechain": True}
+    transcript.add(
+        user("review the code"),
+        assistant("m1", tool_use("task1", "Task")),
+        user("Subagent prompt: look at foo.py", **side),
+        assistant("s1", text("Subagent finished: all good."), stop_reason="end_turn", **side),
+        system("stop_hook_summary", **side),
+    )
+    read()
+    clock.advance(10)
+    state = read()
+    assert statuses(state) == [("open", None)] and state.state == "working"
+    transcript.add(tool_result("task1"), assistant("m2", text("Main answer.")))
+    read()
+    clock.advance(3)
+    assert statuses(read()) == [("completed", "Main answer.")]
+
+
+def test_interrupt_marker(transcript, read, clock):
+    transcript.add(
+        user("hi"),
+        assistant("m1", text("Working on it")),
+        assistant("m1", tool_use("t1")),
+        user([text("[Request interrupted by user for tool use]")]),
+    )
+    state = read()
+    assert statuses(state) == [("interrupted", None)] and state.state == "idle"
+
+
+def test_interrupt_after_a_complete_answer_still_interrupts(transcript, read, clock):
+    transcript.add(
+        user("hi"), assistant("m1", text("Answer")), user("[Request interrupted by user]")
+    )
+    read()
+    clock.advance(5)
+    assert statuses(read()) == [("interrupted", None)]
+
+
+def test_non_prompts_do_not_start_turns(transcript, read, clock):
+    transcript.add(
+        user("hi"),
+        assistant("m1", text("Done.")),
+        system("stop_hook_summary"),
+        user("<local-command-caveat>Caveat</local-command-caveat>", isMeta=True),
+        user("Expanded skill banner", isMeta=True),
+        user("This session is being continued... summary", isCompactSummary=True),
+        system("compact_boundary", content="Conversation compacted"),
+        user("<bash-input>ls</bash-input>"),
+        user("<bash-stdout>a b</bash-stdout><bash-stderr></bash-stderr>"),
+        {"type": "queue-operation", "operation": "enqueue", "content": "later"},
+        {"type": "summary", "summary": "Title"},
+    )
+    state = read()
+    assert statuses(state) == [("completed", "Done.")] and state.state == "idle"
+
+
+def test_local_slash_command_is_not_a_turn(transcript, read):
+    transcript.add(
+        user("hi"),
+        assistant("m1", text("Done.")),
+        system("stop_hook_summary"),
+        user("<command-name>/mcp</command-name>\n<command-message>mcp</command-message>"),
+        user("<local-command-stdout>Reconnected.</local-command-stdout>"),
+        system("local_command", content="<local-command-stdout>x</local-command-stdout>"),
+    )
+    assert statuses(read()) == [("completed", "Done.")]
+
+
+def test_init_style_command_with_meta_expansion_is_a_turn(transcript, read, clock):
+    transcript.add(
+        user(
+            "<command-message>init is analyzing…</command-message>\n<command-name>/init</command-name>"
+        ),
+        user([text("Please analyze this codebase")], isMeta=True),
+    )
+    state = read()
+    assert statuses(state) == [("open", None)] and state.state == "working"
+    transcript.add(assistant("m1", text("Created CLAUDE.md")))
+    read()
+    clock.advance(3)
+    assert statuses(read()) == [("completed", "Created CLAUDE.md")]
+
+
+def test_task_notification_starts_a_turn_with_no_human_prompt(transcript, read, clock):
+    transcript.add(
+        user("start the server in background"),
+        assistant("m1", text("Started.")),
+        system("stop_hook_summary"),
+    )
+    assert read().state == "idle"
+    transcript.add(user("<task-notification><task-id>b1</task-id>done</task-notification>"))
+    state = read()
+    assert state.state == "working"
+    assert statuses(state) == [("completed", "Started."), ("open", None)]
+    assert state.final_text == "Started."  # the last *ended* turn's answer
+    transcript.add(assistant("m2", text("The server is up.")), system("stop_hook_summary"))
+    assert statuses(read()) == [("completed", "Started."), ("completed", "The server is up.")]
+
+
+def test_new_prompt_abandons_an_open_turn(transcript, read):
+    transcript.add(user("one"), assistant("m1", tool_use("t1")), user("two"))
+    assert statuses(read()) == [("interrupted", None), ("open", None)]
+
+
+def test_api_error_message_errors_the_turn(transcript, read):
+    transcript.add(
+        user("hi"),
+        system("api_error", retryAttempt=1, maxRetries=10, retryInMs=500),
+    )
+    assert read().state == "working"  # a retry is not terminal
+    transcript.add(
+        assistant(
+            "e1",
+            text("API Error: Rate limit reached"),
+            isApiErrorMessage=True,
+            error="rate_limit",
+            apiErrorStatus=429,
+        )
+    )
+    state = read()
+    assert statuses(state) == [("errored", None)] and state.state == "idle"
+
+
+def test_retry_after_api_error_recovers(transcript, read, clock):
+    transcript.add(
+        user("hi"),
+        assistant("m1", tool_use("t1", "Read")),
+        system("api_error", retryAttempt=1, maxRetries=10),
+        tool_result("t1"),
+        assistant("m2", text("Fine.")),
+    )
+    read()
+    clock.advance(3)
+    assert statuses(read()) == [("completed", "Fine.")]
+
+
+def test_exhausted_api_error_retries_error_the_turn(transcript, read):
+    transcript.add(
+        user("hi"),
+        assistant("m1", tool_use("t1", "Read")),
+        tool_result("t1"),
+        system("api_error", retryAttempt=10, maxRetries=10),
+    )
+    assert statuses(read()) == [("errored", None)]
+
+
+def test_system_error_errors_the_turn(transcript, read):
+    transcript.add(
+        user("hi"),
+        assistant("m1", tool_use("t1", "Read")),
+        tool_result("t1"),
+        system("error", content="boom"),
+    )
+    assert statuses(read()) == [("errored", None)]
+
+
+def test_ask_user_question_is_blocked_at_once(transcript, read):
+    transcript.add(user("hi"), assistant("m1", tool_use("q1", "AskUserQuestion")))
+    assert read().state == "blocked"
+    transcript.add(tool_result("q1"))
+    assert read().state == "working"
+
+
+def test_blocked_guess_after_quiet_pending_tool(transcript, read, clock):
+    transcript.add(user("hi", permissionMode="default"), assistant("m1", tool_use("t1", "Bash")))
+    read()
+    clock.advance(29)
+    assert read().state == "working"
+    clock.advance(1)
+    assert read().state == "blocked"
+    transcript.add(tool_result("t1"))
+    assert read().state == "working"
+
+
+@pytest.mark.parametrize("mode", ["bypassPermissions", "dontAsk"])
+def test_no_blocked_guess_when_prompts_are_off(transcript, read, clock, mode):
+    transcript.add(user("hi", permissionMode=mode), assistant("m1", tool_use("t1", "Bash")))
+    read()
+    clock.advance(60)
+    assert read().state == "working"
+
+
+def test_no_blocked_guess_for_tools_that_never_ask(transcript, read, clock):
+    transcript.add(user("hi"), assistant("m1", tool_use("t1", "Read"), tool_use("t2", "Grep")))
+    read()
+    clock.advance(60)
+    assert read().state == "working"
+
+
+def test_accept_edits_mode_does_not_ask_for_edits(transcript, read, clock):
+    transcript.add(
+        user("hi", permissionMode="acceptEdits"), assistant("m1", tool_use("t1", "Edit"))
+    )
+    read()
+    clock.advance(60)
+    assert read().state == "working"
+    transcript.add(tool_result("t1"), assistant("m2", tool_use("t2", "Bash")))
+    read()
+    clock.advance(60)
+    assert read().state == "blocked"
+
+
+def test_blocked_guess_can_be_turned_off(transcript, clock):
+    reader = ClaudeProvider().open_reader(str(transcript.path), blocked_after=None, clock=clock)
+    transcript.add(user("hi"), assistant("m1", tool_use("t1", "Bash")))
+    reader.poll()
+    clock.advance(600)
+    assert reader.poll().state == "working"
+
+
+def test_version_is_the_latest_written(transcript, read):
+    transcript.add(
+        user("hi"),
+        {**assistant("m1", text("x")), "version": "2.1.40"},
+        {"type": "last-prompt", "lastPrompt": "hi"},
+    )
+    assert read().version == "2.1.40"
+
+
+def test_image_only_prompt_starts_a_turn(transcript, read):
+    transcript.add(user([{"type": "image", "source": {}}]))
+    assert statuses(read()) == [("open", None)]
