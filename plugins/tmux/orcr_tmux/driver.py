@@ -1,0 +1,322 @@
+"""The tmux driver: orcr's multiplexer contract over tmux's command line.
+
+Layout on orcr's own tmux server (``tmux -L orcr``):
+
+* one tmux **session per level-1 path segment**, named ``orcr-<level1>``
+  (segments are ``[a-z0-9_]+``, so names never contain the ``.``/``:`` tmux
+  rewrites and never collide). The name is the workspace id and the only key:
+  it is found again with an exact-name lookup after any orcr or tmux restart,
+  never through a remembered ``$N`` id. Two threads creating the same session
+  race safely: tmux refuses the second ``new-session`` as a duplicate.
+* each session keeps a **placeholder window** running ``sleep`` (tagged with
+  pane option ``@orcr_role=placeholder``, left out of :meth:`snapshot`).
+  tmux cannot hold a session with no window, and without the placeholder the
+  session would vanish with its last agent, racing a concurrent ``start``.
+* one **window per agent**, its single pane tagged with pane option
+  ``@orcr_path=<label>`` and the window named after the label (for humans).
+
+Server lifetime: tmux's default ``exit-empty on`` is kept. The server starts
+with the first session and the placeholders keep it up while any workspace
+exists; once every session is gone no agent runs, so an empty server would be
+a useless leftover, and the next :meth:`ensure_workspace` starts a fresh one.
+Agents inherit the environment of the process that started the tmux server
+(tmux's global environment), with ``StartSpec.env`` on top and ``PATH`` from
+the current orcr process (tmux takes a new pane's PATH from its client).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import shutil
+import threading
+import time
+from typing import Any
+
+from orcr_core.contracts import DriverError, PaneInfo, PaneRef, SessionPointer, StartSpec
+from orcr_tmux.keys import tmux_key
+from orcr_tmux.tmuxcli import INSTALL_HINT, Tmux, TmuxError, no_format, version_ok
+
+SESSION_PREFIX = "orcr-"
+LABEL_OPTION = "@orcr_path"
+ROLE_OPTION = "@orcr_role"
+PLACEHOLDER_ARGV = ("sleep", "2147483647")  # ~68 years; no "infinity" on BSD sleep
+#: Detached windows get this size (tmux's own default is 80x24, cramped for TUIs);
+#: an attaching client resizes them to its terminal.
+WIDTH, HEIGHT = "200", "50"
+_HAS_DEAD = any(f.name == "dead" for f in dataclasses.fields(PaneInfo))
+_FIELDS = (
+    "#{pane_id}",
+    "#{window_id}",
+    "#{session_name}",
+    "#{pane_dead}",
+    f"#{{{ROLE_OPTION}}}",
+    f"#{{{LABEL_OPTION}}}",
+)
+
+
+def _session_target(workspace_id: str) -> str:
+    """A tmux target for a workspace id: ``$N`` as is, a name matched exactly."""
+    return workspace_id if workspace_id.startswith("$") else "=" + workspace_id
+
+
+def safe_argv(argv: tuple[str, ...] | list[str]) -> list[str]:
+    """An argv tmux will exec directly.
+
+    Given exactly one command argument tmux runs it as ``sh -c ARG``, so a
+    program path with spaces, ``;`` or ``$`` would be shell-interpreted. A
+    one-element argv is therefore prefixed with ``env --`` (which execs it
+    with no shell), or ``nice -n 0 --`` when the program name holds ``=``
+    (``env`` would read that as a variable assignment).
+    """
+    argv = list(argv)
+    if len(argv) != 1:
+        return argv
+    return ["nice", "-n", "0", "--", *argv] if "=" in argv[0] else ["env", "--", *argv]
+
+
+class TmuxDriver:
+    """orcr's :class:`~orcr_core.contracts.Driver` for tmux >= 3.2."""
+
+    name = "tmux"
+    #: Pause between the prompt text and its Enter (the two-call rule).
+    prompt_delay = 0.3
+
+    def __init__(self, config: Any = None):
+        get = config.get if config is not None else (lambda key, default=None: default)
+        self.tmux = Tmux(
+            binary=get("tmux.binary", "tmux") or "tmux", socket=get("tmux.socket", "orcr")
+        )
+        self._version: str | None = None
+        self._lock = threading.Lock()
+
+    # -- availability and version ---------------------------------------------------------
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        """Whether tmux >= 3.2 is on PATH (for ``[driver] name = "auto"``)."""
+        path = shutil.which("tmux")
+        if path is None:
+            return False, f"tmux not found on PATH; {INSTALL_HINT}"
+        try:
+            text = Tmux(binary=path).version()
+        except DriverError as exc:
+            return False, str(exc)
+        if not version_ok(text):
+            return False, f"{text} at {path} is too old; {INSTALL_HINT}"
+        return True, f"{text} at {path}"
+
+    def handshake(self) -> dict[str, Any]:
+        text = self.tmux.version()
+        if not version_ok(text):
+            raise DriverError(
+                f"{text} is not supported: orcr needs tmux >= 3.2; {INSTALL_HINT}",
+                code="unsupported_version",
+            )
+        with self._lock:
+            self._version = text.removeprefix("tmux ").strip()
+        return {"version": self._version, "protocol": None, "socket": self.tmux.socket}
+
+    def ensure_session(self) -> None:
+        """Check tmux is usable. The server itself starts with the first workspace."""
+        if self._version is None:
+            self.handshake()
+
+    # -- workspaces and agents ------------------------------------------------------------
+
+    def ensure_workspace(self, level1: str) -> str:
+        name = SESSION_PREFIX + level1
+        target = "=" + name
+        try:
+            self.tmux.run(["has-session", "-t", target])
+            return name
+        except TmuxError as exc:
+            if exc.code not in ("not_found", "server_not_running"):
+                raise
+        try:
+            self.tmux.run(
+                ["new-session", "-d", "-s", name, "-n", "orcr", "-c", "/", "-x", WIDTH, "-y", HEIGHT,
+                 "--", *PLACEHOLDER_ARGV],
+                ["set-option", "-t", target + ":", "@orcr_workspace", level1],
+                ["set-option", "-p", "-t", target + ":", ROLE_OPTION, "placeholder"],
+            )  # fmt: skip
+        except TmuxError as exc:
+            if "duplicate session" not in str(exc):
+                raise
+        return name
+
+    def start(self, spec: StartSpec) -> PaneRef:
+        """Start ``spec.argv`` in a new window of the workspace, labelled atomically.
+
+        One tmux invocation creates the window under a unique temporary name and,
+        in the same command group, sets ``@orcr_path``, ``remain-on-exit off``
+        and the final window name through that temporary name. tmux runs the
+        group back to back inside its server, so no crash of orcr can leave an
+        unlabelled agent pane behind. ``ORCR_PATH`` in the pane env carries the
+        label as well.
+
+        The pane's ``PATH`` is the one of the tmux client process, which tmux
+        lets override ``-e PATH=``: a ``PATH`` in ``spec.env`` is therefore
+        given to the client as well.
+        """
+        if not spec.argv:
+            raise DriverError("empty argv", code="bad_spec")
+        if not os.path.isdir(spec.cwd):
+            # tmux silently falls back to another directory for a missing -c.
+            raise DriverError(
+                f"working directory {spec.cwd!r} does not exist", code="cwd_not_found"
+            )
+        for key in spec.env:
+            if not key or "=" in key or "\0" in key:
+                raise DriverError(f"bad environment variable name {key!r}", code="bad_spec")
+        self._check_program(spec)
+        session = _session_target(spec.workspace_id)
+        token = "orcr-new-" + secrets.token_hex(8)
+        window = f"{session}:={token}"
+        env_args = [a for k, v in spec.env.items() for a in ("-e", f"{k}={v}")]
+        try:
+            out = self.tmux.run(
+                ["new-window", "-d", "-P", "-F", "#{window_id} #{pane_id}", "-t", session + ":",
+                 "-n", token, "-c", no_format(spec.cwd), *env_args, "--", *safe_argv(spec.argv)],
+                ["set-option", "-p", "-t", window, LABEL_OPTION, spec.label],
+                ["set-option", "-w", "-t", window, "remain-on-exit", "off"],
+                ["set-option", "-w", "-t", window, "allow-rename", "off"],
+                ["rename-window", "-t", window, no_format(spec.label)],
+                path=spec.env.get("PATH"),
+            )  # fmt: skip
+        except TmuxError as exc:
+            if exc.output.strip() and exc.code == "not_found":
+                # The window was made, but its program exited before tmux got to
+                # the options: report the pane; it is already gone.
+                out = exc.output
+            elif exc.code in ("not_found", "server_not_running"):
+                raise DriverError(
+                    f"workspace {spec.workspace_id!r} not found: {exc}", code="workspace_not_found"
+                ) from exc
+            else:
+                raise
+        window_id, pane_id = out.split()[:2]
+        return PaneRef(workspace_id=spec.workspace_id, tab_id=window_id, pane_id=pane_id)
+
+    def _check_program(self, spec: StartSpec) -> None:
+        """Refuse an argv[0] not on PATH up front: tmux would start it, the exec
+        would fail and the pane would vanish with no error to show."""
+        program = spec.argv[0]
+        if "/" in program:
+            found = os.access(os.path.join(spec.cwd, program), os.X_OK)
+        else:
+            path = spec.env.get("PATH", os.environ.get("PATH", os.defpath))
+            found = shutil.which(program, path=path) is not None
+        if not found:
+            raise DriverError(
+                f"command {program!r} not found or not executable", code="command_not_found"
+            )
+
+    def close(self, pane: PaneRef) -> None:
+        try:
+            self.tmux.run(["kill-pane", "-t", pane.pane_id])
+        except TmuxError as exc:
+            if exc.code not in ("not_found", "server_not_running"):
+                raise
+
+    # -- input and output -----------------------------------------------------------------
+
+    def send_prompt(self, pane: PaneRef, text: str) -> None:
+        """Paste ``text`` (bracketed when the program asked for it), wait, press Enter.
+
+        A bracketed paste keeps a TUI from submitting at the text's newlines; a
+        program that never enabled bracketed paste sees each newline as Enter,
+        as it would in a terminal. Enter goes as a separate call after
+        :attr:`prompt_delay`, so TUIs that debounce pastes see a real key press.
+        """
+        # Paste-end markers inside the text would end the bracket early.
+        text = text.replace("\x1b[201~", "").replace("\x1b[200~", "")
+        if text:
+            buffer = "orcr-" + secrets.token_hex(8)
+            try:
+                self.tmux.run(
+                    ["load-buffer", "-b", buffer, "-"],
+                    ["paste-buffer", "-d", "-p", "-b", buffer, "-t", pane.pane_id],
+                    input=text.encode("utf-8"),
+                )
+            except TmuxError:
+                self._delete_buffer(buffer)
+                raise
+        time.sleep(self.prompt_delay)
+        self.tmux.run(["send-keys", "-t", pane.pane_id, "Enter"])
+
+    def _delete_buffer(self, buffer: str) -> None:
+        try:
+            self.tmux.run(["delete-buffer", "-b", buffer])
+        except DriverError:
+            pass
+
+    def send_keys(self, pane: PaneRef, keys: list[str]) -> None:
+        commands = []
+        for key in keys:
+            literal, value = tmux_key(key)
+            commands.append(
+                ["send-keys", *(["-l"] if literal else []), "-t", pane.pane_id, "--", value]
+            )
+        if commands:
+            self.tmux.run(*commands)
+
+    def read(self, pane: PaneRef) -> str:
+        return self.tmux.run(["capture-pane", "-p", "-t", pane.pane_id])
+
+    # -- state ----------------------------------------------------------------------------
+
+    def snapshot(self) -> list[PaneInfo]:
+        """Every live pane on orcr's tmux server but the workspace placeholders.
+
+        No server means no panes: an empty list, not an error. A dead pane (only
+        possible if someone turned ``remain-on-exit`` back on) is reported with
+        ``dead=True`` so orcr ends its agent and closes it.
+        """
+        try:
+            out = self.tmux.run(["list-panes", "-a", "-F", "\t".join(_FIELDS)])
+        except TmuxError as exc:
+            if exc.code == "server_not_running":
+                return []
+            raise
+        panes = []
+        for line in out.splitlines():
+            parts = line.split("\t", len(_FIELDS) - 1)
+            if len(parts) != len(_FIELDS):
+                continue
+            pane_id, window_id, session, dead, role, label = parts
+            if role == "placeholder":
+                continue
+            info = {"dead": True} if dead == "1" else {}
+            if info and not _HAS_DEAD:  # a core without PaneInfo.dead: a dead pane is gone
+                continue
+            panes.append(
+                PaneInfo(
+                    pane_id=pane_id,
+                    workspace_id=session,
+                    tab_id=window_id,
+                    label=label or None,
+                    session=self.tmux.socket,
+                    **info,
+                )
+            )
+        return panes
+
+    def session_pointer(self, pane: PaneRef) -> SessionPointer | None:
+        """tmux knows nothing about agent sessions."""
+        return None
+
+    def agent_status(self, pane: PaneRef) -> str | None:
+        """tmux has no agent detection; working/idle come from transcripts."""
+        return None
+
+    # -- for ``orcr agent attach`` --------------------------------------------------------
+
+    def focus(self, pane: PaneRef) -> None:
+        """Make the pane the current one of its session, so an attach lands on it."""
+        self.tmux.run(["select-window", "-t", pane.pane_id], ["select-pane", "-t", pane.pane_id])
+
+    def attach_command(self, pane: PaneRef) -> list[str]:
+        """The argv a user runs in a terminal to watch the pane."""
+        return self.tmux.attach_argv(pane.pane_id)

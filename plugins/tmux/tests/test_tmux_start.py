@@ -1,0 +1,201 @@
+"""start(): argv, env and cwd reach the program untouched; the pane is labelled."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+
+import pytest
+
+from orcr_core.contracts import DriverError, StartSpec
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+
+# Writes argv, cwd and some env vars to argv[1] as JSON, then waits to be killed.
+REPORT = (
+    "import json, os, sys, time\n"
+    "keys = ['ORCR_PATH', 'ORCR_ID', 'ORCR_LAUNCH_TOKEN', 'WEIRD']\n"
+    "data = {'argv': sys.argv[2:], 'cwd': os.getcwd(), 'env': {k: os.environ.get(k) for k in keys}}\n"
+    "open(sys.argv[1] + '.tmp', 'w').write(json.dumps(data))\n"
+    "os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n"
+    "time.sleep(60)\n"
+)
+NASTY = [
+    "a b",
+    "'single'",
+    '"double"',
+    "$HOME",
+    "${HOME}",
+    "~",
+    "*",
+    ";",
+    "x;",
+    "x\\;",
+    "\\;",
+    "#{pane_id}",
+    "$(echo no)",
+    "`echo no`",
+    "a\nb",
+    "",
+    "-e",
+    "--",
+    "é ✓",
+]
+
+
+def _report(h, path):
+    h.wait_for(lambda: path.exists(), what=f"{path} to be written")
+    return json.loads(path.read_text())
+
+
+def test_argv_env_and_cwd_reach_the_program_verbatim(h, sandbox):
+    out = sandbox.root / "report.json"
+    env = {
+        "ORCR_ID": "uuid-1",
+        "ORCR_LAUNCH_TOKEN": "tok-1",
+        "WEIRD": "v $HOME; `x` #{pane_id};",
+    }
+    h.start([h.PY, "-c", REPORT, str(out), *NASTY], label="alpha/one", env=env)
+    report = _report(h, out)
+    assert report["argv"] == NASTY
+    assert report["cwd"] == str(h.workdir)
+    assert report["env"] == {"ORCR_PATH": "alpha/one", **env}
+
+
+def _script(path, body: str) -> str:
+    path.write_text("#!" + shutil.which("python3") + "\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def test_single_element_argv_is_not_run_through_a_shell(h, sandbox):
+    # A program whose own path has a space, ';' and '$HOME': tmux would hand a
+    # lone argument to `sh -c`, which would split and expand it.
+    out = sandbox.root / "single.json"
+    prog = _script(
+        sandbox.root / "my prog;$HOME",
+        "import json, sys, time\n"
+        f"open({str(out)!r}, 'w').write(json.dumps(sys.argv))\n"
+        "time.sleep(60)\n",
+    )
+    h.start([prog])
+    h.wait_for(out.exists, what="the single-argv program to run")
+    assert json.loads(out.read_text()) == [prog]
+
+
+def test_label_is_on_the_pane_and_found_by_snapshot(h, driver, socket_path, sandbox):
+    pane = h.start([h.PY, "-c", "import time; time.sleep(60)"], label="alpha/r1/review")
+    assert pane.workspace_id == "orcr-alpha"
+    assert pane.tab_id.startswith("@") and pane.pane_id.startswith("%")
+    panes = driver.snapshot()
+    # The workspace's placeholder window is not reported.
+    assert [(p.pane_id, p.tab_id, p.workspace_id, p.label, p.session) for p in panes] == [
+        (pane.pane_id, pane.tab_id, "orcr-alpha", "alpha/r1/review", socket_path)
+    ]
+    assert panes[0].agent is None and panes[0].agent_status == "unknown"
+    # The label is a pane option (the recovery anchor) and the window's name.
+    shown = sandbox.tmux(
+        ["-S", socket_path],
+        "display-message",
+        "-p",
+        "-t",
+        pane.pane_id,
+        "#{@orcr_path}|#{window_name}",
+    )
+    assert shown.stdout.strip() == "alpha/r1/review|alpha/r1/review"
+
+
+def test_panes_in_several_workspaces(h, driver):
+    a = h.start([h.PY, "-c", "import time; time.sleep(60)"], label="alpha/one")
+    b = h.start([h.PY, "-c", "import time; time.sleep(60)"], label="beta/two")
+    c = h.start([h.PY, "-c", "import time; time.sleep(60)"], label="alpha/three")
+    by_pane = {p.pane_id: (p.workspace_id, p.label) for p in driver.snapshot()}
+    assert by_pane == {
+        a.pane_id: ("orcr-alpha", "alpha/one"),
+        b.pane_id: ("orcr-beta", "beta/two"),
+        c.pane_id: ("orcr-alpha", "alpha/three"),
+    }
+
+
+def test_finished_process_closes_its_pane_even_with_remain_on_exit_set(
+    h, driver, socket_path, sandbox
+):
+    driver.ensure_workspace("alpha")
+    # A user (or their habits) turned remain-on-exit on for the whole server.
+    sandbox.tmux(["-S", socket_path], "set-option", "-g", "remain-on-exit", "on")
+    pane = h.start([h.PY, "-c", "import time; time.sleep(0.3)"])
+    assert pane.pane_id in h.pane_ids()
+
+    def gone():
+        listed = sandbox.tmux(["-S", socket_path], "list-panes", "-a", "-F", "#{pane_id}")
+        return pane.pane_id not in listed.stdout.split()
+
+    h.wait_for(gone, what="the pane to close when its program exits")
+
+
+def test_a_missing_cwd_is_refused_not_replaced(h, driver, sandbox):
+    ws = driver.ensure_workspace("alpha")
+    spec = StartSpec(ws, "alpha/one", str(sandbox.root / "nope"), (h.PY, "-c", "pass"))
+    with pytest.raises(DriverError) as err:
+        driver.start(spec)
+    assert err.value.code == "cwd_not_found"
+    assert h.pane_ids() == set()
+
+
+def test_a_missing_program_is_refused(h, driver, sandbox):
+    ws = driver.ensure_workspace("alpha")
+    for argv in (("no-such-program-orcr", "x"), (str(sandbox.root / "nope"),)):
+        with pytest.raises(DriverError) as err:
+            driver.start(StartSpec(ws, "alpha/one", str(sandbox.root), argv))
+        assert err.value.code == "command_not_found"
+
+
+def test_a_missing_workspace_is_an_error(h, driver, sandbox):
+    driver.ensure_workspace("alpha")
+    spec = StartSpec("orcr-nope", "nope/one", str(sandbox.root), (h.PY, "-c", "pass"))
+    with pytest.raises(DriverError) as err:
+        driver.start(spec)
+    assert err.value.code == "workspace_not_found"
+    # The exact-name lookup does not fall back to a prefix match.
+    spec = StartSpec("orcr-alp", "alp/one", str(sandbox.root), (h.PY, "-c", "pass"))
+    with pytest.raises(DriverError):
+        driver.start(spec)
+
+
+def test_program_that_exits_at_once_still_returns_a_pane_ref(h, driver):
+    pane = h.start(["true", "x"])
+    assert pane.pane_id.startswith("%")
+    h.wait_for(lambda: pane.pane_id not in h.pane_ids(), what="the pane to vanish")
+
+
+def test_env_path_is_used_to_find_the_program(h, sandbox):
+    bindir = sandbox.root / "bin"
+    bindir.mkdir()
+    out = sandbox.root / "found"
+    _script(bindir / "orcr-only-here", f"open({str(out)!r}, 'w').write('ok')\n")
+    h.start(["orcr-only-here"], env={"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"})
+    h.wait_for(out.exists, what="the program found through the spec's PATH")
+
+
+def test_concurrent_starts_get_distinct_labelled_panes(h, driver):
+    import threading
+
+    driver.ensure_workspace("alpha")
+    refs, errors = {}, []
+
+    def worker(i):
+        try:
+            refs[i] = h.start([h.PY, "-c", "import time; time.sleep(60)"], label=f"alpha/w{i}")
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    labels = {p.pane_id: p.label for p in driver.snapshot()}
+    assert labels == {ref.pane_id: f"alpha/w{i}" for i, ref in refs.items()}
