@@ -26,7 +26,6 @@ the current orcr process (tmux takes a new pane's PATH from its client).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import secrets
 import shutil
@@ -45,7 +44,6 @@ PLACEHOLDER_ARGV = ("sleep", "2147483647")  # ~68 years; no "infinity" on BSD sl
 #: Detached windows get this size (tmux's own default is 80x24, cramped for TUIs);
 #: an attaching client resizes them to its terminal.
 WIDTH, HEIGHT = "200", "50"
-_HAS_DEAD = any(f.name == "dead" for f in dataclasses.fields(PaneInfo))
 _FIELDS = (
     "#{pane_id}",
     "#{window_id}",
@@ -288,9 +286,6 @@ class TmuxDriver:
             pane_id, window_id, session, dead, role, label = parts
             if role == "placeholder":
                 continue
-            info = {"dead": True} if dead == "1" else {}
-            if info and not _HAS_DEAD:  # a core without PaneInfo.dead: a dead pane is gone
-                continue
             panes.append(
                 PaneInfo(
                     pane_id=pane_id,
@@ -298,7 +293,7 @@ class TmuxDriver:
                     tab_id=window_id,
                     label=label or None,
                     session=self.tmux.socket,
-                    **info,
+                    dead=dead == "1",
                 )
             )
         return panes

@@ -186,3 +186,15 @@ def test_session_pointer_and_agent_status_are_none(h, driver):
     pane = h.start_script(SLEEP)
     assert driver.session_pointer(pane) is None
     assert driver.agent_status(pane) is None
+
+
+def test_a_dead_pane_is_reported_dead_and_closable(h, driver, socket_path, sandbox):
+    pane = h.start_script("import time; time.sleep(0.5)")
+    # Someone turns remain-on-exit back on for this window: the pane outlives its program.
+    sandbox.tmux(
+        ["-S", socket_path], "set-option", "-w", "-t", pane.pane_id, "remain-on-exit", "on"
+    )
+    assert [p.dead for p in driver.snapshot()] == [False]
+    h.wait_for(lambda: [p.dead for p in driver.snapshot()] == [True], what="the pane to die")
+    driver.close(pane)
+    assert driver.snapshot() == []
