@@ -1,0 +1,184 @@
+"""herdr's socket protocol, client side: one request per connection.
+
+A request is one JSON line; the server answers one line and closes. A server
+that is down (socket missing or refusing) is retried briefly, then reported as
+a retryable :class:`DriverError`. A connection dropped *after* the request was
+sent is retried only for read-only methods: retrying ``layout.apply`` could
+start an agent twice, so for those the caller gets a retryable error and
+reconciles by label instead.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from orcr_core.contracts import DriverError
+
+#: Methods with no side effect: safe to resend when a connection drops mid-request.
+READ_ONLY = frozenset(
+    {
+        "ping",
+        "session.snapshot",
+        "workspace.list",
+        "workspace.get",
+        "tab.list",
+        "tab.get",
+        "pane.list",
+        "pane.get",
+        "pane.current",
+        "pane.read",
+        "pane.process_info",
+        "agent.list",
+        "agent.get",
+    }
+)
+#: herdr error codes that mean "ask again later".
+RETRYABLE_CODES = frozenset({"server_unavailable", "timeout"})
+_NOT_RUNNING = (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK, errno.ECONNRESET)
+_ids = itertools.count(1)
+
+
+class HerdrClient:
+    """Talks to one herdr API socket. Thread-safe: every call opens its own connection."""
+
+    def __init__(
+        self,
+        socket_path: str | os.PathLike,
+        timeout: float = 30.0,
+        attempts: int = 4,
+        backoff: float = 0.05,
+    ):
+        self.socket_path = str(socket_path)
+        self.timeout, self.attempts, self.backoff = timeout, attempts, backoff
+
+    def _connect(self, timeout: float) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(self.socket_path)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def _unavailable(self, why: str) -> DriverError:
+        return DriverError(
+            f"herdr is not answering at {self.socket_path}: {why}",
+            code="herdr_unavailable",
+            retryable=True,
+        )
+
+    def request(self, method: str, params: dict | None = None, attempts: int | None = None) -> dict:
+        """Send one request and return its ``result``; raise :class:`DriverError` otherwise."""
+        attempts = self.attempts if attempts is None else attempts
+        line = {"id": f"orcr-{os.getpid()}-{next(_ids)}", "method": method, "params": params or {}}
+        payload = (json.dumps(line, separators=(",", ":")) + "\n").encode()
+        last = "no attempt"
+        for attempt in range(max(attempts, 1)):
+            if attempt:
+                time.sleep(self.backoff * (2 ** (attempt - 1)))
+            try:
+                sock = self._connect(self.timeout)
+            except OSError as exc:
+                if exc.errno in _NOT_RUNNING or isinstance(exc, TimeoutError):
+                    last = exc.strerror or str(exc)
+                    continue
+                raise DriverError(
+                    f"cannot connect to herdr at {self.socket_path}: {exc}", code="herdr_socket"
+                ) from exc
+            try:
+                reply = self._exchange(sock, payload)
+            except TimeoutError:
+                raise DriverError(
+                    f"herdr did not answer {method} within {self.timeout:g}s",
+                    code="herdr_timeout",
+                    retryable=True,
+                ) from None
+            except OSError as exc:
+                reply, last = None, str(exc)
+            finally:
+                sock.close()
+            if reply is None:
+                if method in READ_ONLY:
+                    last = f"connection dropped during {method}"
+                    continue
+                raise DriverError(
+                    f"herdr dropped the connection during {method}; its effect is unknown",
+                    code="connection_lost",
+                    retryable=True,
+                )
+            return self._result(method, reply)
+        raise self._unavailable(last)
+
+    @staticmethod
+    def _exchange(sock: socket.socket, payload: bytes) -> dict | None:
+        sock.sendall(payload)
+        with sock.makefile("rb") as f:
+            raw = f.readline()
+        if not raw.endswith(b"\n"):
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise DriverError(f"herdr sent invalid JSON: {exc}", code="bad_reply") from None
+
+    def _result(self, method: str, reply: Any) -> dict:
+        if not isinstance(reply, dict):
+            raise DriverError(f"herdr sent a non-object reply to {method}", code="bad_reply")
+        if "error" in reply:
+            err = reply.get("error") or {}
+            code = str(err.get("code") or "herdr_error")
+            raise DriverError(
+                f"herdr {method}: {err.get('message') or code}",
+                code=code,
+                retryable=code in RETRYABLE_CODES,
+            )
+        result = reply.get("result")
+        if not isinstance(result, dict):
+            raise DriverError(f"herdr sent no result for {method}", code="bad_reply")
+        return result
+
+    def subscribe(
+        self, subscriptions: list[dict], stop: threading.Event | None = None
+    ) -> Iterator[dict]:
+        """Yield pushed event envelopes until the server closes the stream (or ``stop``)."""
+        line = {
+            "id": f"orcr-{os.getpid()}-{next(_ids)}",
+            "method": "events.subscribe",
+            "params": {"subscriptions": subscriptions},
+        }
+        try:
+            sock = self._connect(self.timeout)
+        except OSError as exc:
+            raise self._unavailable(exc.strerror or str(exc)) from exc
+        try:
+            sock.sendall((json.dumps(line) + "\n").encode())
+            f = sock.makefile("rb")
+            ack = f.readline()
+            if not ack.endswith(b"\n"):
+                raise self._unavailable("stream closed before the acknowledgement")
+            self._result("events.subscribe", json.loads(ack))
+            sock.settimeout(0.25)
+            buf = b""
+            while stop is None or not stop.is_set():
+                try:
+                    chunk = sock.recv(65536)
+                except TimeoutError:
+                    continue
+                if not chunk:
+                    return
+                buf += chunk
+                while b"\n" in buf:
+                    raw, buf = buf.split(b"\n", 1)
+                    if raw.strip():
+                        yield json.loads(raw)
+        finally:
+            sock.close()
