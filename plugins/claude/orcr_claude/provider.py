@@ -67,16 +67,25 @@ class ClaudeProvider:
         settle: float = 3.0,
         blocked_after: float | None = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> JsonlTurnReader:
         """An incremental reader. ``settle``: quiet seconds that confirm a text-only
         last response; ``blocked_after``: quiet seconds before the blocked guess
-        (None turns the guess off)."""
+        (None turns the guess off). ``clock``/``wall``: the monotonic and wall
+        clocks (the wall clock only ages the file's mtime at the first read)."""
         return JsonlTurnReader(
-            path, lambda: ClaudeTurns(settle=settle, blocked_after=blocked_after), clock=clock
+            path,
+            lambda: ClaudeTurns(settle=settle, blocked_after=blocked_after),
+            clock=clock,
+            wall=wall,
         )
 
     def check_version(self, version: str | None, options: dict[str, Any]) -> str | None:
         return check_version(self.name, self.supported_versions, version, options)
+
+    def summarize(self, path: str) -> dict[str, Any]:
+        """See :func:`summarize` (for ``orcr provider parse``)."""
+        return summarize(path)
 
 
 def _read_whole(path: str) -> TurnState:

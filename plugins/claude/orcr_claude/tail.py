@@ -10,10 +10,10 @@ can move into ``orcr_core`` unchanged (``orcr_core/jsonl_tail.py``).
   (smaller than what was read) is re-read from the start and reported as a
   reset, so the caller rebuilds its state.
 * :class:`JsonlTurnReader` glues a tail to a provider's record parser and
-  measures how long the file has been quiet. Quiet time is measured with the
-  reader's own clock from its creation or the last growth it saw, never from
-  the file's mtime: a one-shot parse of an old file must not conclude
-  "silent for hours".
+  measures how long the file has been quiet: from the file's mtime when it
+  first reads the file (so a reader created after a server restart knows an
+  old answer is settled, instead of flapping to "working" for a few seconds),
+  then from the reader's own monotonic clock at each growth it sees.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class TailBatch:
     records: list[dict[str, Any]] = field(default_factory=list)
     grew: bool = False  # any new byte arrived (a partial line counts)
     reset: bool = False  # the file was replaced or truncated: start over
+    mtime: float | None = None  # the file's st_mtime at this read (None: no file)
 
 
 class JsonlTail:
@@ -59,6 +60,7 @@ class JsonlTail:
             st = os.stat(self.path)
         except FileNotFoundError:
             return batch  # not created yet, or briefly re-materialised: keep what we have
+        batch.mtime = st.st_mtime
         ident = (st.st_dev, st.st_ino)
         if self._ident is not None and (ident != self._ident or st.st_size < self._read_to):
             self._read_to, self._partial, batch.reset, batch.grew = 0, b"", True, True
@@ -107,12 +109,14 @@ class JsonlTurnReader:
         make_parser: Callable[[], RecordParser],
         *,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ):
         self._tail = JsonlTail(path)
         self._make_parser = make_parser
         self._parser = make_parser()
         self._clock = clock
-        self._last_growth = clock()
+        self._wall = wall
+        self._last_growth: float | None = None
 
     @property
     def offset(self) -> int:
@@ -126,5 +130,9 @@ class JsonlTurnReader:
             self._parser.feed(record)
         now = self._clock()
         if batch.grew:
-            self._last_growth = now
-        return self._parser.state(quiet_for=now - self._last_growth)
+            if self._last_growth is None and batch.mtime is not None:
+                self._last_growth = now - max(0.0, self._wall() - batch.mtime)
+            else:
+                self._last_growth = now
+        quiet_for = 0.0 if self._last_growth is None else now - self._last_growth
+        return self._parser.state(quiet_for=quiet_for)

@@ -222,10 +222,10 @@ class ClaudeTurns:
         turn = self._turn
         if subtype == "local_command":
             self._pending_command = False
-        elif turn is None or turn.last is None:
+        elif turn is None:
             return
         elif subtype in END_MARKERS:
-            turn.end_marker = True
+            turn.end_marker = turn.last is not None
         elif subtype == "error":
             turn.error_tail = True
         elif subtype == "api_error":
@@ -247,10 +247,10 @@ class ClaudeTurns:
         if turn.interrupted:
             return "interrupted", None
         last = turn.last
+        if turn.error_tail or (last is not None and last.api_error):
+            return "errored", None
         if last is None:
             return "open", None
-        if last.api_error or turn.error_tail:
-            return "errored", None
         if last.tools:
             return "open", None
         text = "".join(last.texts)

@@ -1,6 +1,7 @@
 """Synthetic transcripts for what the fixtures lack (TRANSCRIPTS.md section 1)."""
 
 import itertools
+import os
 
 import pytest
 from orcr_claude import ClaudeProvider
@@ -56,7 +57,7 @@ def system(subtype, **extra):
 @pytest.fixture
 def read(transcript, clock):
     """poll() on a live reader over ``transcript`` (settle 3 s, blocked guess after 30 s)."""
-    reader = ClaudeProvider().open_reader(str(transcript.path), clock=clock)
+    reader = ClaudeProvider().open_reader(str(transcript.path), clock=clock, wall=clock)
     return reader.poll
 
 
@@ -65,7 +66,7 @@ def statuses(state):
 
 
 def test_empty_or_missing_file_is_unknown(tmp_path, clock):
-    reader = ClaudeProvider().open_reader(str(tmp_path / "absent.jsonl"), clock=clock)
+    reader = ClaudeProvider().open_reader(str(tmp_path / "absent.jsonl"), clock=clock, wall=clock)
     assert reader.poll().state == "unknown"
 
 
@@ -370,7 +371,9 @@ def test_accept_edits_mode_does_not_ask_for_edits(transcript, read, clock):
 
 
 def test_blocked_guess_can_be_turned_off(transcript, clock):
-    reader = ClaudeProvider().open_reader(str(transcript.path), blocked_after=None, clock=clock)
+    reader = ClaudeProvider().open_reader(
+        str(transcript.path), blocked_after=None, clock=clock, wall=clock
+    )
     transcript.add(user("hi"), assistant("m1", tool_use("t1", "Bash")))
     reader.poll()
     clock.advance(600)
@@ -389,3 +392,26 @@ def test_version_is_the_latest_written(transcript, read):
 def test_image_only_prompt_starts_a_turn(transcript, read):
     transcript.add(user([{"type": "image", "source": {}}]))
     assert statuses(read()) == [("open", None)]
+
+
+def test_first_read_ages_the_file_by_its_mtime(transcript, clock):
+    """A reader created after a server restart sees an old answer as settled at once,
+    and an old pending tool as the blocked guess; later growth uses the monotonic clock."""
+    transcript.add(user("hi"), assistant("m1", text("Old answer.")))
+    os.utime(transcript.path, (1000.0 - 3600, 1000.0 - 3600))
+    reader = ClaudeProvider().open_reader(str(transcript.path), clock=clock, wall=clock)
+    assert statuses(reader.poll()) == [("completed", "Old answer.")]
+    transcript.add(user("next"), assistant("m2", text("New.")))
+    assert reader.poll().state == "working"  # fresh growth: provisional again
+
+
+def test_first_read_of_an_old_pending_tool_is_the_blocked_guess(transcript, clock):
+    transcript.add(user("hi"), assistant("m1", tool_use("t1", "Bash")))
+    os.utime(transcript.path, (1000.0 - 60, 1000.0 - 60))
+    reader = ClaudeProvider().open_reader(str(transcript.path), clock=clock, wall=clock)
+    assert reader.poll().state == "blocked"
+
+
+def test_error_before_any_response_errors_the_turn(transcript, read):
+    transcript.add(user("hi"), system("api_error", retryAttempt=10, maxRetries=10))
+    assert statuses(read()) == [("errored", None)]
