@@ -1,0 +1,124 @@
+"""Every Codex fixture against its SOURCES.md ground truth, whole and in chunks."""
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from orcr_claude.testing import FakeClock, transcript_fixtures
+from orcr_codex import CodexProvider, summarize
+
+FIXTURES = transcript_fixtures("codex")
+
+EPISODIC = (
+    "Episodic memory is the ability to remember specific personal experiences, including what "
+    "happened, where and when it happened, and often the subjective feeling of having lived "
+    "through it. In cognitive"
+)
+# file -> (version, final state, [(status, first 200 code points of final text, full length)])
+GROUND_TRUTH = {
+    "codex-0.128.0-exec-1turn.jsonl": ("0.128.0", "idle", [("completed", EPISODIC, 353)]),
+    "codex-0.155.1-exec-paginated.jsonl": ("0.155.1", "idle", [("completed", "ok", 2)]),
+    "codex-0.104.0-alpha.1-desktop-2turns.jsonl": (
+        "0.104.0-alpha.1",
+        "idle",
+        [
+            ("completed", "[REDACTED_LAST_AGENT_MESSAGE len=1493 sha=82f884bf]", None),
+            ("completed", "[REDACTED_LAST_AGENT_MESSAGE len=5189 sha=2cc6af83]", None),
+        ],
+    ),
+    "codex-0.104.0-alpha.1-desktop-unfinished.jsonl": (
+        "0.104.0-alpha.1",
+        "working",
+        [("open", None, None)],
+    ),
+    "codex-0.58.0-legacy-inprogress.jsonl": ("0.58.0", "working", [("open", None, None)]),
+}
+
+
+def test_every_fixture_has_ground_truth():
+    assert sorted(p.name for p in FIXTURES.glob("*.jsonl")) == sorted(GROUND_TRUTH)
+
+
+def as_dict(state) -> dict:
+    return {
+        "provider": "codex",
+        "version": state.version,
+        "state": state.state,
+        "turns": [{"status": t.status, "final_text": t.final_text} for t in state.turns],
+    }
+
+
+def check(result: dict, name: str) -> None:
+    version, state, turns = GROUND_TRUTH[name]
+    assert result["provider"] == "codex"
+    assert result["version"] == version
+    assert result["state"] == state
+    assert [t["status"] for t in result["turns"]] == [t[0] for t in turns]
+    for got, (_, head, length) in zip(result["turns"], turns, strict=True):
+        if head is None:
+            assert got["final_text"] is None
+        else:
+            assert got["final_text"][:200] == head
+            assert len(got["final_text"]) == (length or len(head))
+
+
+@pytest.mark.parametrize("name", sorted(GROUND_TRUTH))
+def test_fixture_whole(name):
+    result = summarize(str(FIXTURES / name))
+    check(result, name)
+    assert set(result) == {"provider", "version", "state", "turns"}
+
+
+def feed_in_chunks(data: bytes, cuts: list[int]) -> dict:
+    bounds = sorted({0, len(data), *cuts})
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "r.jsonl"
+        path.write_bytes(b"")
+        reader = CodexProvider().open_reader(str(path), settle=0.0, blocked_after=None)
+        for start, end in zip(bounds, bounds[1:], strict=False):
+            with path.open("ab") as fh:
+                fh.write(data[start:end])
+            state = reader.poll()
+            assert reader.offset == 0 or data[reader.offset - 1 : reader.offset] == b"\n"
+    return as_dict(state)
+
+
+@pytest.mark.parametrize("name", sorted(GROUND_TRUTH))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_fixture_in_random_chunks_matches_whole_read(name, data):
+    raw = (FIXTURES / name).read_bytes()
+    cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=15))
+    assert feed_in_chunks(raw, cuts) == summarize(str(FIXTURES / name))
+
+
+@pytest.mark.parametrize("name", sorted(GROUND_TRUTH))
+def test_fixture_cut_in_the_middle_of_every_line(name):
+    raw = (FIXTURES / name).read_bytes()
+    starts = [0] + [i + 1 for i, b in enumerate(raw) if b == 0x0A]
+    cuts = [s + 5 for s in starts if s + 5 < len(raw)]
+    assert feed_in_chunks(raw, cuts) == summarize(str(FIXTURES / name))
+
+
+@pytest.mark.parametrize("name", sorted(GROUND_TRUTH))
+def test_fixture_live_reader(name):
+    """The live reader with its defaults agrees, except that the unfinished 0.104
+    file (approval on-request, a call without output, silent for months) shows the
+    labelled blocked guess; the 0.58 file has approval "never", so it stays working."""
+    state = as_dict(CodexProvider().open_reader(str(FIXTURES / name)).poll())
+    if name == "codex-0.104.0-alpha.1-desktop-unfinished.jsonl":
+        assert state["state"] == "blocked"
+        state["state"] = "working"
+    check(state, name)
+
+
+@pytest.mark.parametrize("name", sorted(GROUND_TRUTH))
+def test_fixture_freshly_written_live_reader(name, tmp_path):
+    """Just written (no quiet yet), task events alone decide: same as the whole read."""
+    clock = FakeClock()
+    path = tmp_path / name
+    path.write_bytes((FIXTURES / name).read_bytes())
+    state = CodexProvider().open_reader(str(path), clock=clock, wall=clock).poll()
+    check(as_dict(state), name)

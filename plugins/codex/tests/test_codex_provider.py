@@ -1,0 +1,112 @@
+"""Launch argv, session pointer, rollout location, version pinning, registration."""
+
+import json
+import os
+
+import orcr_codex
+import pytest
+from orcr_codex import CodexProvider, summarize
+
+from orcr_core.contracts import (
+    LaunchSpec,
+    Provider,
+    ProviderError,
+    SessionPointer,
+    TranscriptReader,
+)
+
+THREAD = "019c8a4c-ed82-79a1-aa28-7738fc5ab61a"
+
+
+def spec(options=None):
+    return LaunchSpec(uuid="u-1", path="a/b", cwd="/w", data_dir="/tmp/x", options=options or {})
+
+
+def write_rollout(path, thread=THREAD):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"type": "session_meta", "payload": {"id": thread}}) + "\n")
+    return path
+
+
+def test_is_a_provider():
+    p = CodexProvider()
+    assert isinstance(p, Provider)
+    assert (p.name, p.has_transcript) == ("codex", True)
+    assert isinstance(p.open_reader("/nonexistent"), TranscriptReader)
+
+
+def test_registers_through_the_hook():
+    got = []
+    orcr_codex.register_providers(got.append)
+    assert [type(p) for p in got] == [CodexProvider]
+
+
+def test_launch_argv():
+    assert CodexProvider().launch_argv(spec()) == ["codex"]
+    opts = {"argv": ["/opt/codex"], "model": "gpt-5.3-codex", "extra_args": ["-a", "never"]}
+    assert CodexProvider().launch_argv(spec(opts)) == [
+        "/opt/codex", "--model", "gpt-5.3-codex", "-a", "never",
+    ]  # fmt: skip
+
+
+def test_launch_argv_refuses_bad_options():
+    with pytest.raises(ProviderError):
+        CodexProvider().launch_argv(spec({"extra_args": [1, 2]}))
+
+
+def test_launch_session_is_unknown_up_front():
+    assert CodexProvider().launch_session(spec()) is None
+
+
+def test_locate_transcript_in_dated_dirs(tmp_path):
+    pointer = SessionPointer("herdr:codex", "id", THREAD)
+    opts = {"home": str(tmp_path)}
+    assert CodexProvider().locate_transcript(pointer, spec(opts)) is None
+    target = write_rollout(
+        tmp_path / "sessions/2026/02/23" / f"rollout-2026-02-23T12-40-23-{THREAD}.jsonl"
+    )
+    write_rollout(
+        tmp_path / "sessions/2026/02/23" / "rollout-2026-02-23T12-41-00-other.jsonl", "other"
+    )
+    assert CodexProvider().locate_transcript(pointer, spec(opts)) == str(target)
+
+
+def test_locate_transcript_uses_codex_home_and_archive(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path))
+    target = write_rollout(
+        tmp_path / "archived_sessions" / f"rollout-2026-01-01T00-00-00-{THREAD}.jsonl"
+    )
+    pointer = SessionPointer("herdr:codex", "id", THREAD)
+    assert CodexProvider().locate_transcript(pointer, spec()) == str(target)
+
+
+def test_locate_transcript_skips_a_file_naming_another_thread(tmp_path):
+    write_rollout(
+        tmp_path / "sessions/2026/02/23" / f"rollout-x-{THREAD}.jsonl", thread="someone-else"
+    )
+    pointer = SessionPointer("herdr:codex", "id", THREAD)
+    assert CodexProvider().locate_transcript(pointer, spec({"home": str(tmp_path)})) is None
+
+
+def test_locate_transcript_by_path(tmp_path):
+    f = tmp_path / "r.jsonl"
+    pointer = SessionPointer("herdr:codex", "path", str(f))
+    assert CodexProvider().locate_transcript(pointer, spec()) is None
+    f.write_text("")
+    assert CodexProvider().locate_transcript(pointer, spec()) == str(f)
+
+
+def test_version_pinning():
+    p = CodexProvider()
+    for ok in ("0.104.0-alpha.1", "0.128.0", "0.155.1", "0.159.3", None):
+        assert p.check_version(ok, {}) is None
+    for bad in ("0.58.0", "0.103.9", "0.160.0", "1.0.0"):
+        with pytest.raises(ProviderError) as err:
+            p.check_version(bad, {})
+        assert err.value.code == "unsupported_provider_version" and bad in str(err.value)
+    assert "0.58.0" in p.check_version("0.58.0", {"allow_unpinned": True})
+
+
+def test_summarize_missing_file(tmp_path):
+    with pytest.raises(ProviderError):
+        summarize(os.path.join(tmp_path, "nope.jsonl"))
