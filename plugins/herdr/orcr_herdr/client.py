@@ -2,10 +2,12 @@
 
 A request is one JSON line; the server answers one line and closes. A server
 that is down (socket missing or refusing) is retried briefly, then reported as
-a retryable :class:`DriverError`. A connection dropped *after* the request was
-sent is retried only for read-only methods: retrying ``layout.apply`` could
-start an agent twice, so for those the caller gets a retryable error and
-reconciles by label instead.
+a retryable :class:`DriverError`; so is a connection reset before the server
+read the request (AF_UNIX reports ECONNRESET exactly when the peer closed with
+unread data). A connection closed *after* the server read the request is
+retried only for read-only methods: retrying ``layout.apply`` could start an
+agent twice, so the caller gets a retryable ``connection_lost`` and reconciles
+by label instead.
 """
 
 from __future__ import annotations
@@ -102,6 +104,11 @@ class HerdrClient:
                     code="herdr_timeout",
                     retryable=True,
                 ) from None
+            except (ConnectionResetError, BrokenPipeError) as exc:
+                # AF_UNIX resets only when the server closed with our request unread
+                # (or before we wrote it): nothing happened, any method may be resent.
+                last = f"connection reset before herdr read {method}: {exc}"
+                continue
             except OSError as exc:
                 reply, last = None, str(exc)
             finally:

@@ -487,7 +487,8 @@ class Emulator:
                 pane.revision += 1
                 self._emit("pane_updated", {"pane": self.views.pane(pane)})
             if self.detect_agents and pane.agent_authority in (None, "detect"):
-                detected = DETECTED.get(pane.proc.foreground_argv0() or "")
+                names = pane.proc.foreground_names()
+                detected = next((DETECTED[n] for n in names if n in DETECTED), None)
                 if detected != pane.agent:
                     pane.agent_authority = "detect" if detected else None
                     self._set_agent(pane, detected, "unknown")

@@ -167,16 +167,23 @@ class PaneProcess:
         except OSError:
             return None
 
-    def foreground_argv0(self) -> str | None:
-        """Basename of the PTY's foreground process (what herdr's detection looks at)."""
+    def foreground_names(self) -> list[str]:
+        """Names of the PTY's foreground process: comm, argv0 and a script argument.
+
+        That is what herdr's detection inspects (``claude`` run by node shows up
+        as ``node .../claude``; a shebang script's comm is the script's name).
+        """
         pgid = self.foreground_pgid()
         if pgid is None:
-            return None
+            return []
         try:
-            cmdline = psutil.Process(pgid).cmdline()
+            proc = psutil.Process(pgid)
+            names = [proc.name()]
+            cmdline = proc.cmdline()
         except (OSError, psutil.Error):
-            return None
-        return os.path.basename(cmdline[0]) if cmdline else None
+            return []
+        names += [os.path.basename(arg) for arg in cmdline[:2]]
+        return names
 
     def terminate(self, grace: float = 1.0) -> None:
         """Hang up the terminal, then SIGKILL the whole tree after ``grace`` (in the background)."""
