@@ -57,7 +57,10 @@ class OrcrHome:
         log = open(self.path / "server.out", "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "orcr_core.server"],
-            env=env, stdout=log, stderr=log, start_new_session=True,
+            env=env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
         )
         log.close()
         if wait:
@@ -97,11 +100,21 @@ class OrcrHome:
             except subprocess.TimeoutExpired:
                 self.kill_server()
 
-    def run(self, *args, input: str | None = None, check: bool = False, timeout: float = 60,
-            env: dict | None = None) -> subprocess.CompletedProcess:
+    def run(
+        self,
+        *args,
+        input: str | None = None,
+        check: bool = False,
+        timeout: float = 60,
+        env: dict | None = None,
+    ) -> subprocess.CompletedProcess:
         res = subprocess.run(
-            [sys.executable, "-m", "orcr_core.cli", *args], env=dict(self.env, **(env or {})),
-            input=input, capture_output=True, text=True, timeout=timeout,
+            [sys.executable, "-m", "orcr_core.cli", *args],
+            env=dict(self.env, **(env or {})),
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if check and res.returncode != 0:
             raise AssertionError(f"orcr {' '.join(args)} exited {res.returncode}: {res.stderr}")

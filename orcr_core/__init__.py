@@ -1,6 +1,16 @@
-"""orcr core: admission, queue, store, server. Plugins import ``hookimpl`` from here."""
+"""orcr core: admission, queue, store, server. Plugins import ``hookimpl`` from here.
 
-from orcr_core.hookspecs import hookimpl
+``hookimpl`` is resolved lazily so that importing ``orcr_core`` (as the CLI's
+client path does) does not import pluggy.
+"""
 
 __all__ = ["hookimpl", "__version__"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "hookimpl":
+        from orcr_core.hookspecs import hookimpl
+
+        return hookimpl
+    raise AttributeError(f"module 'orcr_core' has no attribute {name!r}")

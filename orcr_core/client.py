@@ -73,7 +73,8 @@ class Client:
         except (FileNotFoundError, ConnectionRefusedError):
             if not self.autostart:
                 raise ServerError(
-                    "server_not_running", f"no orcr server at {self.path}; start one: orcr server start"
+                    "server_not_running",
+                    f"no orcr server at {self.path}; start one: orcr server start",
                 ) from None
             _spawn_server()
             deadline = time.monotonic() + START_TIMEOUT

@@ -37,7 +37,9 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
     if to not in TRANSITIONS[frm]:
         raise IllegalTransition(f"agent {agent.path}: {frm} -> {to} is not a legal transition")
     if to == "ended" and exit_reason not in EXIT_REASONS:
-        raise IllegalTransition(f"ended needs an exit_reason in {EXIT_REASONS}, got {exit_reason!r}")
+        raise IllegalTransition(
+            f"ended needs an exit_reason in {EXIT_REASONS}, got {exit_reason!r}"
+        )
     now = time.time()
     fields: dict = {"status": to}
     if to == "ended":
@@ -50,11 +52,7 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
         fields.update(turn_started_at=now, idle_since=None)
     elif to == "idle":
         fields.update(idle_since=now)
-    n = (
-        Agent.update(**fields)
-        .where((Agent.id == agent.id) & (Agent.status == frm))
-        .execute()
-    )
+    n = Agent.update(**fields).where((Agent.id == agent.id) & (Agent.status == frm)).execute()
     if not n:
         return False
     for k, v in fields.items():

@@ -78,7 +78,8 @@ def _panes(server, active: list[Agent]) -> None:
         if pane is None:
             pane = by_label.get(agent.path)
         if pane is None:
-            _vanished(server, agent)
+            if not agent.cancel_requested:  # a kill closing its pane is not a loss
+                _vanished(server, agent)
             continue
         if pane.dead:
             pipeline.end(server, agent, "exited")
@@ -89,7 +90,10 @@ def _panes(server, active: list[Agent]) -> None:
                 continue
             if pane.pane_id != current.pane_id:
                 lifecycle.update(
-                    current, "agent.rematched", pane_id=pane.pane_id, tab_id=pane.tab_id,
+                    current,
+                    "agent.rematched",
+                    pane_id=pane.pane_id,
+                    tab_id=pane.tab_id,
                     workspace_id=pane.workspace_id,
                 )
             if current.status == "lost":
@@ -99,9 +103,10 @@ def _panes(server, active: list[Agent]) -> None:
             if not current.agent_session_value:
                 _capture_session(current, pane)
             agent.__data__.update(current.__data__)
-        if agent.provider in server.registry.providers and not server.registry.providers[
-            agent.provider
-        ].has_transcript:
+        if (
+            agent.provider in server.registry.providers
+            and not server.registry.providers[agent.provider].has_transcript
+        ):
             agent._mux_status = pane.agent_status
 
 
@@ -110,7 +115,9 @@ def _capture_session(agent: Agent, pane) -> None:
         return
     s = pane.agent_session
     with db.atomic("IMMEDIATE"):
-        fields = dict(agent_session_source=s.source, agent_session_kind=s.kind, agent_session_value=s.value)
+        fields = dict(
+            agent_session_source=s.source, agent_session_kind=s.kind, agent_session_value=s.value
+        )
         if agent.status == "starting":
             fields["last_progress_at"] = time.time()  # a progress marker
         lifecycle.update(agent, "agent.session", **fields)
@@ -119,6 +126,8 @@ def _capture_session(agent: Agent, pane) -> None:
 def _vanished(server, agent: Agent) -> None:
     with db.atomic("IMMEDIATE"):
         agent = Agent.get_by_id(agent.id)
+        if agent.cancel_requested:
+            return  # the kill that closed the pane ends the row itself
         if agent.status in ("working", "idle"):
             lifecycle.transition(agent, "lost", pane_id=agent.pane_id)
             server.counters["lost"] += 1
@@ -145,7 +154,9 @@ def _agent(server, agent: Agent, now: float) -> None:
         return
     if agent.status == "working" and agent.timeout and agent.turn_started_at:
         if agent.turn_started_at + agent.timeout < now:
-            pipeline.end(server, agent, "timeout", error=f"turn ran past its timeout of {agent.timeout:g}s")
+            pipeline.end(
+                server, agent, "timeout", error=f"turn ran past its timeout of {agent.timeout:g}s"
+            )
             return
     if agent.status == "idle" and agent.idle_since:
         if agent.idle_since + cfg.duration("timings.gc_after") < now:
@@ -187,11 +198,17 @@ def _turns(server, agent: Agent) -> None:
     if agent.status == "working" and state.state == "idle" and len(state.turns) >= agent.turn:
         last = state.turns[-1] if state.turns else None
         _set(
-            server, agent, "idle",
+            server,
+            agent,
+            "idle",
             turn_status=last.status if last else None,
             turns_done=len(state.turns),
         )
-    elif agent.status == "idle" and state.state in ("working", "blocked") and len(state.turns) > agent.turns_done:
+    elif (
+        agent.status == "idle"
+        and state.state in ("working", "blocked")
+        and len(state.turns) > agent.turns_done
+    ):
         _set(server, agent, "working", reason="turn started in the pane")
 
 

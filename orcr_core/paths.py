@@ -31,7 +31,9 @@ def validate(path: str, what: str = "path") -> str:
         raise PathError(f"{what} is {len(path)} characters, over the limit of {MAX_PATH}")
     segments = path.split("/")
     if len(segments) > MAX_DEPTH:
-        raise PathError(f"{what} {path!r} has {len(segments)} segments, over the limit of {MAX_DEPTH}")
+        raise PathError(
+            f"{what} {path!r} has {len(segments)} segments, over the limit of {MAX_DEPTH}"
+        )
     for seg in segments:
         if not seg:
             raise PathError(f"{what} {path!r} has an empty segment; {rule}")
@@ -39,7 +41,9 @@ def validate(path: str, what: str = "path") -> str:
             raise PathError(f"{what} segment {seg[:20]!r}... is over {MAX_SEGMENT} characters")
         if not SEGMENT.fullmatch(seg):
             bad = sorted({c for c in seg if not re.fullmatch(r"[a-z0-9_]", c)})
-            raise PathError(f"{what} segment {seg!r} has characters {''.join(bad)!r} not allowed; {rule}")
+            raise PathError(
+                f"{what} segment {seg!r} has characters {''.join(bad)!r} not allowed; {rule}"
+            )
     return path
 
 

@@ -245,7 +245,9 @@ def close_pane(server, agent: Agent, pane: PaneRef | None, why: str) -> None:
     if pane is None or server.driver is None:
         return
     with db.atomic("IMMEDIATE"):
-        events.emit("pane.close_requested", agent.uuid, path=agent.path, pane_id=pane.pane_id, why=why)
+        events.emit(
+            "pane.close_requested", agent.uuid, path=agent.path, pane_id=pane.pane_id, why=why
+        )
     server.driver.close(pane)
     with db.atomic("IMMEDIATE"):
         events.emit("pane.close_applied", agent.uuid, path=agent.path, pane_id=pane.pane_id)

@@ -56,7 +56,8 @@ class LineReader:
                 return line
             if len(self.buf) > self.max_frame:
                 raise ProtocolError(
-                    "frame_too_large", f"frame over {self.max_frame} bytes refused; connection closed"
+                    "frame_too_large",
+                    f"frame over {self.max_frame} bytes refused; connection closed",
                 )
             chunk = self.sock.recv(65536)
             if not chunk:

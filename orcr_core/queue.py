@@ -58,7 +58,9 @@ def _resolve_path(spec: RunSpec) -> tuple[str | None, str | None]:
         raise AdmissionError("invalid_params", "give --path or --name, not both")
     rel = spec.path or spec.name
     if spec.name and "/" in spec.name:
-        raise AdmissionError("invalid_path", f"--name {spec.name!r} is one segment; use --path for a path")
+        raise AdmissionError(
+            "invalid_path", f"--name {spec.name!r} is one segment; use --path for a path"
+        )
     if rel is None:
         return None, spec.scope
     full = paths.join(spec.scope, rel)
@@ -82,7 +84,9 @@ def validate_spec(spec: RunSpec, providers: dict) -> None:
     if spec.timeout is not None and not (0 < spec.timeout <= 7 * 86400):
         raise AdmissionError("invalid_timeout", f"timeout {spec.timeout}s must be >0 and <= 7 days")
     if not os.path.isabs(spec.cwd) or not os.path.isdir(spec.cwd):
-        raise AdmissionError("invalid_cwd", f"cwd {spec.cwd!r} is not an existing absolute directory")
+        raise AdmissionError(
+            "invalid_cwd", f"cwd {spec.cwd!r} is not an existing absolute directory"
+        )
     if spec.argv is not None and (not spec.argv or not all(isinstance(a, str) for a in spec.argv)):
         raise AdmissionError("invalid_params", "argv must be a non-empty list of strings")
 
@@ -154,7 +158,8 @@ def admit(spec: RunSpec, providers: dict, agents_dir: Path) -> Agent:
     except IntegrityError:
         shutil.rmtree(data_dir, ignore_errors=True)
         raise AdmissionError(
-            "path_in_use", f"path {full!r} is in use by an active agent; pick another --path or kill it"
+            "path_in_use",
+            f"path {full!r} is in use by an active agent; pick another --path or kill it",
         ) from None
     except BaseException:
         shutil.rmtree(data_dir, ignore_errors=True)

@@ -61,8 +61,14 @@ def recover(server) -> None:
                     server.counters["lost"] += 1
         elif pane.pane_id != agent.pane_id:
             with db.atomic("IMMEDIATE"):
-                lifecycle.update(agent, "agent.rematched", pane_id=pane.pane_id, tab_id=pane.tab_id,
-                                 workspace_id=pane.workspace_id, repair=True)
+                lifecycle.update(
+                    agent,
+                    "agent.rematched",
+                    pane_id=pane.pane_id,
+                    tab_id=pane.tab_id,
+                    workspace_id=pane.workspace_id,
+                    repair=True,
+                )
     _count(server, snap, close_late=True)
     server.notify()
 
@@ -75,8 +81,13 @@ def _recover_starting(server, agent: Agent, pane, same_label: list) -> None:
         # repaired: the pipeline resumes at its next step (the prompt is typed
         # only if the transcript does not show it), then starting -> working
         with db.atomic("IMMEDIATE"):
-            lifecycle.update(agent, "agent.repaired", pane_id=pane.pane_id, tab_id=pane.tab_id,
-                             workspace_id=pane.workspace_id)
+            lifecycle.update(
+                agent,
+                "agent.repaired",
+                pane_id=pane.pane_id,
+                tab_id=pane.tab_id,
+                workspace_id=pane.workspace_id,
+            )
         server.counters["repaired"] += 1
         server.start_pipeline(agent.uuid, pipeline.run)
         return

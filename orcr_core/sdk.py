@@ -1,11 +1,11 @@
 """The public Python SDK: the same client the CLI uses.
 
-    from orcr_core.sdk import Orcr
+from orcr_core.sdk import Orcr
 
-    with Orcr() as orcr:
-        agent = orcr.run("summarise README.md", provider="claude", path="docs/summary")
-        orcr.wait(agent["uuid"])
-        print(orcr.read(agent["uuid"])["text"])
+with Orcr() as orcr:
+    agent = orcr.run("summarise README.md", provider="claude", path="docs/summary")
+    orcr.wait(agent["uuid"])
+    print(orcr.read(agent["uuid"])["text"])
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Orcr:
         self,
         prompt: str | None = None,
         *,
-        provider: str,
+        provider: str | None = None,
         path: str | None = None,
         name: str | None = None,
         cwd: str | None = None,
@@ -63,9 +63,17 @@ class Orcr:
         scope: str | None = None,
     ) -> dict:
         """Admit an agent; returns ``{path, uuid, status, queue_seq}`` at once."""
-        params = {"provider": provider, "cwd": os.path.abspath(cwd or os.getcwd())}
-        for key, value in (("prompt", prompt), ("path", path), ("name", name), ("timeout", timeout),
-                           ("argv", argv), ("scope", scope if scope is not None else scope_from_env())):
+        params = {"cwd": os.path.abspath(cwd or os.getcwd())}
+        if provider is not None:
+            params["provider"] = provider
+        for key, value in (
+            ("prompt", prompt),
+            ("path", path),
+            ("name", name),
+            ("timeout", timeout),
+            ("argv", argv),
+            ("scope", scope if scope is not None else scope_from_env()),
+        ):
             if value is not None:
                 params[key] = value
         return self.client.call("agent.run", **params)
@@ -80,7 +88,9 @@ class Orcr:
         return self.client.call("agent.kill", target=target)["killed"]
 
     def send(self, target: str, prompt: str, timeout: float | None = None) -> dict:
-        return self.client.call("agent.send", target=target, prompt=prompt, timeout=timeout)["agent"]
+        return self.client.call("agent.send", target=target, prompt=prompt, timeout=timeout)[
+            "agent"
+        ]
 
     def read(self, target: str) -> dict:
         return self.client.call("agent.read", target=target)
@@ -97,7 +107,9 @@ class Orcr:
         params = {"target": target} if target else {}
         return c.stream("watch.open", **params)
 
-    def wait(self, target: str, until: str = "idle", timeout: float | None = None, on_change=None) -> dict:
+    def wait(
+        self, target: str, until: str = "idle", timeout: float | None = None, on_change=None
+    ) -> dict:
         """Block until the agent is ``idle`` (or ``ended``); raise on timeout or a bad ending.
 
         A queued agent is waited through promotion and its first turn.
@@ -137,8 +149,12 @@ class Orcr:
                     continue
                 if ev["agent"] == agent["uuid"] and ev["kind"] == "agent.status":
                     d = ev["data"]
-                    agent = dict(agent, status=d["to"], exit_reason=d.get("exit_reason"),
-                                 error=d.get("error", agent.get("error")))
+                    agent = dict(
+                        agent,
+                        status=d["to"],
+                        exit_reason=d.get("exit_reason"),
+                        error=d.get("error", agent.get("error")),
+                    )
         finally:
             c.close()
 

@@ -32,15 +32,6 @@ def _duration(ctx, param, value):
     return seconds
 
 
-def _default_provider() -> str:
-    from orcr_core.config import ConfigError, load
-
-    try:
-        return load().get("agent.provider", "claude")
-    except ConfigError:
-        return "claude"
-
-
 @click.group()
 def agent():
     """Run and manage agents."""
@@ -51,8 +42,12 @@ def agent():
 @click.option("--path", "path_", metavar="PATH", help="Agent path, relative to $ORCR_PATH.")
 @click.option("--name", metavar="NAME", help="Last path segment only (one segment).")
 @click.option("--cwd", type=click.Path(file_okay=False, exists=True), help="Working directory.")
-@click.option("--timeout", callback=_duration, help="End the agent if a turn runs longer (30m, 2h).")
-@click.option("--prompt", "prompt_opt", metavar="TEXT", help="The first prompt (for --provider command).")
+@click.option(
+    "--timeout", callback=_duration, help="End the agent if a turn runs longer (30m, 2h)."
+)
+@click.option(
+    "--prompt", "prompt_opt", metavar="TEXT", help="The first prompt (for --provider command)."
+)
 @click.option("--json", "json_", is_flag=True, help="Print the admission as JSON.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def agent_run(provider, path_, name, cwd, timeout, prompt_opt, json_, args):
@@ -63,7 +58,6 @@ def agent_run(provider, path_, name, cwd, timeout, prompt_opt, json_, args):
     The agent waits in the FIFO queue until both caps have room; this command
     never waits for a slot.
     """
-    provider = provider or _default_provider()
     argv = None
     if provider == "command":
         argv = list(args) or None
@@ -76,7 +70,7 @@ def agent_run(provider, path_, name, cwd, timeout, prompt_opt, json_, args):
         prompt = args[0] if args else prompt_opt
         if prompt == "-":
             prompt = sys.stdin.read()
-    with _sdk() as orcr:
+    with _sdk() as orcr:  # no --provider: the server applies [agent] provider
         res = orcr.run(
             prompt, provider=provider, path=path_, name=name, cwd=cwd, timeout=timeout, argv=argv
         )
@@ -174,7 +168,11 @@ def agent_wait(target, until, timeout, json_):
 
     def progress(a):
         if tty:
-            click.echo(f"\r{a['path']}: {a['status']} {time.monotonic() - start:5.1f}s ", nl=False, err=True)
+            click.echo(
+                f"\r{a['path']}: {a['status']} {time.monotonic() - start:5.1f}s ",
+                nl=False,
+                err=True,
+            )
 
     try:
         with _sdk() as orcr:
@@ -189,7 +187,9 @@ def agent_wait(target, until, timeout, json_):
     if json_:
         click.echo(jsonlib.dumps(a))
     else:
-        click.echo(f"{a['path']} {a['status']}" + (f" {a['exit_reason']}" if a.get("exit_reason") else ""))
+        click.echo(
+            f"{a['path']} {a['status']}" + (f" {a['exit_reason']}" if a.get("exit_reason") else "")
+        )
 
 
 @agent.command(name="send")

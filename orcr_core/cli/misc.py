@@ -24,8 +24,12 @@ def plugins_list(json_):
         raise OrcrCliError(str(exc)) from None
     rows = describe(pm)
     for row in rows:
-        row["drivers"] = sorted(n for (k, n), p in reg.owners.items() if k == "driver" and p == row["name"])
-        row["providers"] = sorted(n for (k, n), p in reg.owners.items() if k == "provider" and p == row["name"])
+        row["drivers"] = sorted(
+            n for (k, n), p in reg.owners.items() if k == "driver" and p == row["name"]
+        )
+        row["providers"] = sorted(
+            n for (k, n), p in reg.owners.items() if k == "provider" and p == row["name"]
+        )
     click.echo(jsonlib.dumps(rows, indent=2))
 
 
@@ -77,7 +81,9 @@ def provider_parse(name, file, json_):
     reg = build_registry(get_plugin_manager())
     p = reg.providers.get(name)
     if p is None:
-        raise OrcrCliError(f"unknown provider {name!r}; installed: {', '.join(sorted(reg.providers))}")
+        raise OrcrCliError(
+            f"unknown provider {name!r}; installed: {', '.join(sorted(reg.providers))}"
+        )
     if not getattr(p, "has_transcript", False):
         raise OrcrCliError(f"provider {name!r} has no transcript to parse")
     state = p.open_reader(file).poll()

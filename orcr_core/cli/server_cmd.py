@@ -51,10 +51,14 @@ def server_stop():
 
 
 def _print_status(s: dict) -> None:
-    click.echo(f"pid {s['pid']}  version {s['version']}  protocol {s['protocol']}  up {s['uptime']:.0f}s")
+    click.echo(
+        f"pid {s['pid']}  version {s['version']}  protocol {s['protocol']}  up {s['uptime']:.0f}s"
+    )
     click.echo(f"store {s['store']} (schema {s['schema_version']})")
     drv = s["driver"]
-    click.echo(f"driver {drv['name'] or '-'}" + (f"  ERROR: {drv['error']}" if drv["error"] else ""))
+    click.echo(
+        f"driver {drv['name'] or '-'}" + (f"  ERROR: {drv['error']}" if drv["error"] else "")
+    )
     click.echo(f"queue {s['queue_depth']} queued  live {s['live']}/{s['caps']['max']}")
     for name, p in s["providers"].items():
         cap = p["cap"] if p["cap"] is not None else "-"

@@ -16,7 +16,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from orcr_core import __version__, config as config_mod, dirs, events, faults, queue
+from orcr_core import __version__, dirs, events, faults, queue
+from orcr_core import config as config_mod
 from orcr_core.events import Bus
 from orcr_core.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION

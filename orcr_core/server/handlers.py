@@ -57,7 +57,11 @@ def agent_dict(a: Agent) -> dict:
         "tab_id": a.tab_id,
         "pane_id": a.pane_id,
         "agent_session": (
-            {"source": a.agent_session_source, "kind": a.agent_session_kind, "value": a.agent_session_value}
+            {
+                "source": a.agent_session_source,
+                "kind": a.agent_session_kind,
+                "value": a.agent_session_value,
+            }
             if a.agent_session_value
             else None
         ),
@@ -75,7 +79,9 @@ def _param(params: dict, key: str, kind, required: bool = True, default=None):
         return default
     value = params[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ProtocolError("invalid_params", f"parameter {key!r} must be {getattr(kind, '__name__', kind)}")
+        raise ProtocolError(
+            "invalid_params", f"parameter {key!r} must be {getattr(kind, '__name__', kind)}"
+        )
     return value
 
 
@@ -90,20 +96,30 @@ def resolve(target: str) -> Agent:
             .first()
         )
     if row is None:
-        raise ProtocolError("not_found", f"no agent {target!r} (give a path or a uuid; orcr agent ls --all)")
+        raise ProtocolError(
+            "not_found", f"no agent {target!r} (give a path or a uuid; orcr agent ls --all)"
+        )
     return row
 
 
 def resolve_many(target: str) -> list[Agent]:
     if paths.is_glob(target):
-        rows = [a for a in Agent.select().where(Agent.status != "ended") if paths.glob_match(target, a.path)]
+        rows = [
+            a
+            for a in Agent.select().where(Agent.status != "ended")
+            if paths.glob_match(target, a.path)
+        ]
         return rows
     return [resolve(target)]
 
 
 @method("hello")
 def hello(server, conn, rid, params):
-    return {"protocol": params["protocol"], "server_version": server.status()["version"], "pid": os.getpid()}
+    return {
+        "protocol": params["protocol"],
+        "server_version": server.status()["version"],
+        "pid": os.getpid(),
+    }
 
 
 @method("agent.run")
@@ -112,7 +128,8 @@ def agent_run(server, conn, rid, params):
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
         raise ProtocolError("invalid_params", "timeout must be a number of seconds")
     spec = queue.RunSpec(
-        provider=_param(params, "provider", str),
+        provider=_param(params, "provider", str, required=False)
+        or server.config.get("agent.provider", "claude"),
         cwd=_param(params, "cwd", str),
         prompt=_param(params, "prompt", str, required=False),
         path=_param(params, "path", str, required=False),
@@ -128,7 +145,12 @@ def agent_run(server, conn, rid, params):
     except paths.PathError as exc:
         raise ProtocolError("invalid_path", str(exc)) from None
     server.notify()
-    return {"path": agent.path, "uuid": agent.uuid, "status": agent.status, "queue_seq": agent.queue_seq}
+    return {
+        "path": agent.path,
+        "uuid": agent.uuid,
+        "status": agent.status,
+        "queue_seq": agent.queue_seq,
+    }
 
 
 def _list(params) -> list[Agent]:
@@ -162,7 +184,9 @@ def agent_kill(server, conn, rid, params):
         raise ProtocolError("not_found", f"no active agent matches {target!r}")
     results = []
     for agent in rows:
-        results.append({"path": agent.path, "uuid": agent.uuid, **pipeline.request_kill(server, agent)})
+        results.append(
+            {"path": agent.path, "uuid": agent.uuid, **pipeline.request_kill(server, agent)}
+        )
     server.notify()
     return {"killed": results}
 
@@ -178,7 +202,8 @@ def agent_send(server, conn, rid, params):
         raise ProtocolError("invalid_params", "the prompt is empty")
     if agent.status != "idle":
         raise ProtocolError(
-            "not_idle", f"agent {agent.path} is {agent.status}; send needs an idle agent (orcr agent wait)"
+            "not_idle",
+            f"agent {agent.path} is {agent.status}; send needs an idle agent (orcr agent wait)",
         )
     pipeline.send_prompt(server, agent, prompt, timeout)
     return {"agent": agent_dict(Agent.get_by_id(agent.id))}
@@ -273,8 +298,16 @@ def _stream(server, conn, rid, cursor: int, pin, only: set | None = None) -> Non
         gen = server.bus.generation()
         rows = events.since(cursor, 500)
         if pin is None and rows and rows[0]["seq"] > cursor + 1 and cursor < _floor():
-            conn.send({"id": rid, "error": {"code": "server_error", "message": "cursor expired",
-                                            "cause": "cursor_expired"}})
+            conn.send(
+                {
+                    "id": rid,
+                    "error": {
+                        "code": "server_error",
+                        "message": "cursor expired",
+                        "cause": "cursor_expired",
+                    },
+                }
+            )
             return
         for ev in rows:
             if only is None or ev["agent"] in only:
@@ -314,7 +347,9 @@ def agent_attach(server, conn, rid, params):
     pane = pane_of(agent)
     drv = server.driver
     if pane is None or drv is None or agent.status == "ended":
-        raise ProtocolError("not_attachable", f"agent {agent.path} has no live pane ({agent.status})")
+        raise ProtocolError(
+            "not_attachable", f"agent {agent.path} has no live pane ({agent.status})"
+        )
     focus = getattr(drv, "focus", None)
     if focus is not None:
         focus(pane)

@@ -42,7 +42,9 @@ class Connection:
         db.connect(reuse_if_open=True)
         try:
             if peer_uid(self.sock) != os.getuid():
-                self.error(None, ProtocolError("forbidden", "the orcr socket serves its owner only"))
+                self.error(
+                    None, ProtocolError("forbidden", "the orcr socket serves its owner only")
+                )
                 return
             while not self.server.stopping.is_set():
                 try:
@@ -83,7 +85,8 @@ class Connection:
         if not self.negotiated:
             if method != "hello":
                 self.error(
-                    rid, ProtocolError("hello_required", "the first request must be hello {protocol}")
+                    rid,
+                    ProtocolError("hello_required", "the first request must be hello {protocol}"),
                 )
                 return True
             version = params.get("protocol")

@@ -39,7 +39,11 @@ def read_schema_version(path: Path) -> int | None:
     """The store's schema version, read without writing (None for a new store)."""
     if not path.exists():
         return None
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    # With no WAL file beside it, every committed byte is in the main file, so
+    # immutable=1 reads it without creating -wal/-shm files: nothing is touched.
+    wal = path.with_name(path.name + "-wal")
+    mode = "mode=ro" if wal.exists() else "immutable=1"
+    conn = sqlite3.connect(f"file:{path}?{mode}", uri=True)
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except sqlite3.OperationalError:
@@ -78,13 +82,17 @@ def migrate() -> list[str]:
             with db.atomic("IMMEDIATE"):
                 step(db)
                 OrcrMigration.create(name=name, applied_at=time.time())
-                Meta.replace(key="schema_version", value=str(len(done) + len(applied) + 1)).execute()
+                Meta.replace(
+                    key="schema_version", value=str(len(done) + len(applied) + 1)
+                ).execute()
         finally:
             db.pragma("foreign_keys", 1)
         applied.append(name)
     if not applied:
         with db.atomic("IMMEDIATE"):
-            Meta.insert(key="schema_version", value=str(SCHEMA_VERSION)).on_conflict_ignore().execute()
+            Meta.insert(
+                key="schema_version", value=str(SCHEMA_VERSION)
+            ).on_conflict_ignore().execute()
     return applied
 
 

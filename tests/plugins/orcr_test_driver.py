@@ -76,14 +76,20 @@ class TestDriver:
 
     def start(self, spec):
         delay = float(os.environ.get("ORCR_TEST_START_DELAY", "0"))
-        if delay:
+        only = os.environ.get("ORCR_TEST_SLOW_LABEL")
+        if delay and (not only or only == spec.label):
             time.sleep(delay)
         with _state() as s:
             s["n"] += 1
             pid = f"{spec.workspace_id}:p{s['n']}"
             s["panes"][pid] = {
-                "label": spec.label, "ws": spec.workspace_id, "tab": f"{spec.workspace_id}:t{s['n']}",
-                "argv": list(spec.argv), "env": spec.env, "cwd": spec.cwd, "status": "idle",
+                "label": spec.label,
+                "ws": spec.workspace_id,
+                "tab": f"{spec.workspace_id}:t{s['n']}",
+                "argv": list(spec.argv),
+                "env": spec.env,
+                "cwd": spec.cwd,
+                "status": "idle",
                 "prompts": [],
             }
             s["log"].append(["start", spec.label])
@@ -134,6 +140,10 @@ class TestDriver:
 
 class TestProvider:
     name = "testp"
+
+    def __init__(self, name: str = "testp"):
+        self.name = name
+
     supported_versions = ""
     has_transcript = False
 
@@ -161,3 +171,4 @@ def register_drivers(register):
 @orcr_core.hookimpl
 def register_providers(register):
     register(TestProvider())
+    register(TestProvider("testq"))

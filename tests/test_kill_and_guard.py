@@ -1,0 +1,101 @@
+"""kill on queued, starting and working agents; the stuck-start guard."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent / "plugins"))
+import orcr_test_driver as td  # noqa: E402
+
+
+def _until(fn, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError("condition not reached")
+
+
+def _has_event(home, kind):
+    import sqlite3
+
+    conn = sqlite3.connect(home.path / "store.db")
+    try:
+        return conn.execute("SELECT 1 FROM event WHERE kind = ?", (kind,)).fetchone() is not None
+    finally:
+        conn.close()
+
+
+def test_kill_queued_agent_is_canceled(orcr_home):
+    orcr_home.config('[driver]\nname = "test"\n[concurrency]\nmax = 1\n')
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        o.run("x", provider="testp", path="k/first", cwd="/")
+        o.run("x", provider="testp", path="k/second", cwd="/")
+        _until(lambda: o.get("k/first")["status"] == "working")
+        assert o.get("k/second")["status"] == "queued"
+        assert o.kill("k/second") == [
+            {"path": "k/second", "uuid": o.get("k/second")["uuid"], "result": "canceled"}
+        ]
+        a = o.get("k/second")
+        assert (a["status"], a["exit_reason"]) == ("ended", "canceled")
+        assert o.get("k/first")["status"] == "working"  # nothing else moved
+        assert [p["label"] for p in td.read_state()["panes"].values()] == ["k/first"]
+
+
+def test_kill_starting_agent_cancels_and_closes_its_pane(orcr_home):
+    orcr_home.start_server(extra_env={"ORCR_TEST_START_DELAY": "1.0"})
+    with orcr_home.sdk() as o:
+        o.run("x", provider="testp", path="k/slow", cwd="/")
+        _until(lambda: _has_event(orcr_home, "pane.start_requested"))  # start() is under way
+        res = o.kill("k/slow")
+        assert res[0]["result"] == "cancel_requested"
+        assert o.get("k/slow")["cancel_requested"] is True
+        a = _until(lambda: (lambda a: a if a["status"] == "ended" else None)(o.get("k/slow")))
+        assert a["exit_reason"] == "canceled"
+    state = td.read_state()
+    assert state["panes"] == {}  # the pane created during the cancel was closed
+    assert [e[0] for e in state["log"]] == ["start", "close"]
+
+
+def test_kill_working_agent_is_killed_and_glob(server):
+    with server.sdk() as o:
+        for n in ("a", "b", "c"):
+            o.run("x", provider="testp", path=f"g/{n}", cwd="/")
+        o.run("x", provider="testp", path="other/z", cwd="/")
+        _until(lambda: all(a["status"] == "working" for a in o.list()))
+        res = o.kill("g/*")
+        assert sorted(r["path"] for r in res) == ["g/a", "g/b", "g/c"]
+        assert {r["result"] for r in res} == {"killed"}
+        assert [a["path"] for a in o.list()] == ["other/z"]
+    assert [p["label"] for p in td.read_state()["panes"].values()] == ["other/z"]
+
+
+def test_stuck_start_guard_fails_and_frees_slot(orcr_home):
+    orcr_home.config(
+        '[driver]\nname = "test"\n[concurrency]\nmax = 1\n'
+        '[timings]\nmax_starting = "1s"\npoll_every = "50ms"\n'
+    )
+    orcr_home.start_server(
+        extra_env={"ORCR_TEST_START_DELAY": "3", "ORCR_TEST_SLOW_LABEL": "s/hung"}
+    )
+    with orcr_home.sdk() as o:
+        o.run("x", provider="testp", path="s/hung", cwd="/")
+        o.run("x", provider="testp", path="s/next", cwd="/")
+        a = _until(lambda: (lambda a: a if a["status"] == "ended" else None)(o.get("s/hung")), 5)
+        assert a["exit_reason"] == "failed" and "stuck-start guard" in a["error"]
+        _until(lambda: o.get("s/next")["status"] == "starting", 5)  # the slot was freed
+        # the hung start's pane shows up later and is closed, never kept
+        _until(
+            lambda: any(
+                e == ["close", p] for e in td.read_state()["log"] for p in [e[1]] if e[0] == "close"
+            ),
+            10,
+        )
+        _until(lambda: o.get("s/next")["status"] == "working", 10)
+    labels = [p["label"] for p in td.read_state()["panes"].values()]
+    assert labels == ["s/next"]

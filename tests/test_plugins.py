@@ -1,0 +1,139 @@
+"""Plugin manager: entry points, allow-list, duplicates, core never imports plugins."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import orcr_core
+from orcr_core.plugins import PluginError, build_registry, get_plugin_manager
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_PACKAGES = {"orcr_herdr", "orcr_tmux", "orcr_providers", "orcr_claude", "orcr_codex"}
+
+
+def test_core_never_imports_a_plugin_package():
+    offenders = []
+    for py in (ROOT / "orcr_core").rglob("*.py"):
+        for node in ast.walk(ast.parse(py.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [
+                f"{py.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in PLUGIN_PACKAGES
+            ]
+    assert offenders == []
+
+
+def test_bundled_plugins_load_through_entry_points(monkeypatch):
+    monkeypatch.delenv("ORCR_LOAD_PLUGINS", raising=False)
+    monkeypatch.delenv("ORCR_PLUGIN_MODULES", raising=False)
+    reg = build_registry(get_plugin_manager())
+    assert {"herdr", "tmux"} <= set(reg.drivers)
+    assert {"claude", "codex", "echo", "command"} <= set(reg.providers)
+    assert reg.owners[("driver", "tmux")] == "tmux"
+
+
+def test_load_plugins_allow_list_narrows(monkeypatch):
+    monkeypatch.setenv("ORCR_LOAD_PLUGINS", "tmux")
+    pm = get_plugin_manager()
+    assert [n for n, _ in pm.list_name_plugin()] == ["tmux"]
+    monkeypatch.setenv("ORCR_LOAD_PLUGINS", "")
+    assert get_plugin_manager().list_name_plugin() == []
+
+
+def test_loading_is_explicit_not_an_import_side_effect():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import orcr_core, orcr_core.cli, sys; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            f"{sorted(PLUGIN_PACKAGES)!r}))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]"
+
+
+class _Dup:
+    def __init__(self, name):
+        self.name = name
+
+
+def test_duplicate_names_are_refused_naming_both_plugins():
+    pm = get_plugin_manager(load=False)
+
+    class A:
+        @orcr_core.hookimpl
+        def register_providers(self, register):
+            register(_Dup("same"))
+
+    class B:
+        @orcr_core.hookimpl
+        def register_providers(self, register):
+            register(_Dup("same"))
+
+    pm.register(A(), name="plugin_a")
+    pm.register(B(), name="plugin_b")
+    with pytest.raises(PluginError) as e:
+        build_registry(pm)
+    assert "plugin_a" in str(e.value) and "plugin_b" in str(e.value) and "'same'" in str(e.value)
+
+
+def test_misspelt_hook_is_an_error(monkeypatch, tmp_path):
+    (tmp_path / "orcr_badplugin.py").write_text(
+        "import orcr_core\n@orcr_core.hookimpl\ndef register_provider(register):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("ORCR_LOAD_PLUGINS", "")
+    monkeypatch.setenv("ORCR_PLUGIN_MODULES", "orcr_badplugin")
+    with pytest.raises(PluginError, match="register_provider"):
+        get_plugin_manager()
+
+
+def test_orcr_plugins_lists_versions(orcr_home):
+    rows = json.loads(orcr_home.run("plugins", check=True).stdout)
+    by = {r["name"]: r for r in rows}
+    assert by["tmux"]["version"] == orcr_core.__version__ and by["tmux"]["drivers"] == ["tmux"]
+    assert by["orcr_test_driver"]["providers"] == ["testp", "testq"]
+
+
+CLIENT_PATH = [
+    ["agent", "run", "--provider", "testp", "--path", "imp/a", "hi"],
+    ["agent", "ls"],
+    ["agent", "get", "imp/a"],
+    ["agent", "kill", "imp/a"],
+    ["server", "status"],
+]
+
+
+def test_client_path_imports_no_heavy_modules(server):
+    """The CLI's client path must not import peewee, pluggy or croniter (30-90 ms each)."""
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['orcr'] + sys.argv[1:]\n"
+        "try:\n    runpy.run_module('orcr_core.cli', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "bad = sorted({m.split('.')[0] for m in sys.modules} & {'peewee', 'pluggy', 'croniter', 'tomlkit'})\n"
+        "sys.stderr.write('HEAVY=' + ','.join(bad) + '\\n')\n"
+    )
+    for args in CLIENT_PATH:
+        r = subprocess.run(
+            [sys.executable, "-c", probe, *args],
+            env=server.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        heavy = [ln for ln in r.stderr.splitlines() if ln.startswith("HEAVY=")]
+        assert heavy == ["HEAVY="], (args, r.stderr)

@@ -1,0 +1,114 @@
+"""The store: migrations, schema version refusal, IMMEDIATE serialisation, partial index."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+
+import pytest
+from peewee import IntegrityError
+
+from orcr_core.store import db as store_db
+from orcr_core.store.models import Agent, db
+
+
+@pytest.fixture
+def store(short_tmp):
+    path = short_tmp / "store.db"
+    store_db.open_store(path)
+    yield path
+    store_db.close_store()
+
+
+def test_blank_store_migrates_and_records(store):
+    conn = sqlite3.connect(store)
+    names = [r[0] for r in conn.execute("SELECT name FROM _orcr_migrations")]
+    assert names == [n for n, _ in store_db.MIGRATIONS]
+    v = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+    assert int(v) == store_db.SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_newer_store_is_refused_untouched(short_tmp):
+    path = short_tmp / "store.db"
+    store_db.open_store(path)
+    store_db.close_store()
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE meta SET value = ? WHERE key = 'schema_version'",
+        (str(store_db.SCHEMA_VERSION + 1),),
+    )
+    conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in short_tmp.iterdir()}
+    mtimes = {p.name: p.stat().st_mtime_ns for p in short_tmp.iterdir()}
+    with pytest.raises(store_db.StoreVersionMismatch) as e:
+        store_db.open_store(path)
+    assert e.value.code == "store_version_mismatch" and "upgrade orcr" in str(e.value)
+    assert {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in short_tmp.iterdir()
+    } == files
+    assert {p.name: p.stat().st_mtime_ns for p in short_tmp.iterdir()} == mtimes
+
+
+def test_server_refuses_newer_store(orcr_home):
+    path = orcr_home.path / "store.db"
+    store_db.open_store(path)
+    store_db.close_store()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    proc = orcr_home.start_server(wait=False)
+    assert proc.wait(30) == 1
+    assert "store_version_mismatch" in orcr_home.server_log()
+    assert path.read_bytes() == before
+
+
+def _agent(path, status="queued", seq=1):
+    return dict(
+        uuid=f"u-{path}-{seq}",
+        path=path,
+        name=path,
+        provider="p",
+        status=status,
+        queue_seq=seq,
+        cwd="/",
+        created_at=0.0,
+    )
+
+
+def test_partial_unique_index_on_active_path(store):
+    Agent.create(**_agent("a", "ended", 1))
+    Agent.create(**_agent("a", "ended", 2))  # ended rows never collide
+    Agent.create(**_agent("a", "working", 3))
+    with pytest.raises(IntegrityError):
+        Agent.create(**_agent("a", "lost", 4))  # lost keeps the path reserved
+
+
+def test_immediate_serialises_read_then_write(store):
+    """Two connections each read max(queue_seq) then insert max+1: no duplicate seqs."""
+    errors = []
+
+    def worker(k):
+        try:
+            db.connect(reuse_if_open=True)
+            for i in range(50):
+                with db.atomic("IMMEDIATE"):
+                    n = Agent.select().count()
+                    Agent.create(**_agent(f"t{k}_{i}", "queued", n + 1))
+            db.close()
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    seqs = [a.queue_seq for a in Agent.select()]
+    assert sorted(seqs) == list(range(1, 151))
