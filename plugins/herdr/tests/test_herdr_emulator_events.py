@@ -28,7 +28,8 @@ class Subscriber:
         self.sock.settimeout(timeout)
         out = []
         for _ in range(n):
-            out.append((time.monotonic(), json.loads(self.file.readline())))
+            line = self.file.readline()
+            out.append((time.monotonic(), json.loads(line)))
         return out
 
     def close(self):
@@ -53,14 +54,15 @@ def test_envelope_a_and_replay_of_retained_events(emulator):
 def test_at_most_one_event_per_entry_per_tick(emulator):
     for i in range(5):
         emulator.publish("tab_focused", {"tab_id": f"w1:t{i + 1}", "workspace_id": "w1"})
+    started = time.monotonic()
     sub = Subscriber(emulator, [{"type": "tab.focused"}])
     try:
         got = sub.read(5)
     finally:
         sub.close()
     assert [e["data"]["tab_id"] for _, e in got] == [f"w1:t{i + 1}" for i in range(5)]
-    gaps = [b[0] - a[0] for a, b in zip(got, got[1:], strict=False)]
-    assert min(gaps) > 0.06, gaps  # paced by the 100 ms wake, not a burst
+    # paced by the 100 ms wake (five wakes at least), not one burst
+    assert got[-1][0] - started >= 0.45, [t - started for t, _ in got]
 
 
 def test_ring_keeps_the_last_512_events(emulator):

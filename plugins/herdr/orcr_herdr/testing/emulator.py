@@ -98,6 +98,7 @@ class Emulator:
             (herdr debounces 5 s; 0 writes after every change).
         violations_path: also append violations to this JSONL file (subprocess mode).
         request_timeout: how long a connection may take to send its request line (5 s).
+        enter_window: the "too early" window after text for ``enter_too_early`` (0.3 s).
     """
 
     def __init__(
@@ -121,6 +122,7 @@ class Emulator:
         save_delay: float = 0.0,
         violations_path: str | os.PathLike | None = None,
         request_timeout: float = REQUEST_TIMEOUT,
+        enter_window: float = ENTER_TOO_EARLY_WINDOW,
     ):
         self.socket_path = str(socket_path)
         self.state_dir = Path(state_dir)
@@ -138,6 +140,7 @@ class Emulator:
         self.save_delay = save_delay
         self.violations_path = Path(violations_path) if violations_path else None
         self.request_timeout = request_timeout
+        self.enter_window = enter_window
         self.checker = None
         if strict:
             from orcr_herdr.testing.schema import default_checker
@@ -770,7 +773,7 @@ class Emulator:
             elif kind == "enter":
                 swallow = False
                 if self.enter_too_early and (
-                    had_text or now - pane.last_text_at < ENTER_TOO_EARLY_WINDOW
+                    had_text or now - pane.last_text_at < self.enter_window
                 ):
                     swallow = True
                 elif pane.text_pending and not pane.drop_decided:
@@ -886,7 +889,8 @@ def main(argv: list[str] | None = None) -> int:
     """``herdr [--session NAME] server`` / ``herdr --version`` for tests.
 
     Emulator knobs come from env vars (a shim bakes them in):
-    ``ORCR_HERDR_EMU_PROTOCOL``, ``_STRICT`` (default on), ``_SHELL``,
+    ``ORCR_HERDR_EMU_PROTOCOL``, ``_STRICT`` (default: on when the schema is found),
+    ``_SHELL``,
     ``_ENTER_TOO_EARLY``, ``_DROP_ENTER``, ``_SEED``, ``_VIOLATIONS`` (JSONL path,
     default ``<session dir>/emulator-violations.jsonl``).
     """
@@ -904,7 +908,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("HERDR_CLIENT_SOCKET_PATH", None)
     cfg = _read_herdr_config()
     resume = cfg.get("session", {}).get("resume_agents_on_restore", True)
-    strict = os.environ.get("ORCR_HERDR_EMU_STRICT", "1") != "0"
+    from orcr_herdr.testing.schema import find_schema
+
+    strict_env = os.environ.get("ORCR_HERDR_EMU_STRICT", "")
+    strict = strict_env != "0" and (strict_env == "1" or find_schema() is not None)
     shell = os.environ.get("ORCR_HERDR_EMU_SHELL")
     emu = Emulator(
         sock,
