@@ -119,35 +119,30 @@ class Orcr:
         c = Client(self.client.path, self.client.autostart).connect()
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            snap, stream = c.stream("watch.open", target=target)
-            if not snap["agents"]:
-                raise ServerError("not_found", f"no agent {target!r}")
-            rows = sorted(snap["agents"], key=lambda a: (a["status"] == "ended", -len(a["uuid"])))
-            agent = next((a for a in snap["agents"] if a["uuid"] == target), rows[0])
-            if agent["status"] != "ended":
-                agent = next(a for a in snap["agents"] if a["status"] != "ended")
-            else:
-                agent = max(snap["agents"], key=lambda a: a["created_at"] or "")
+            snap = c.call("watch.open", target=target)
+            agent = _pick(snap["agents"], target)
             while True:
                 if on_change:
                     on_change(agent)
-                done = _done(agent, until)
-                if done:
+                if _done(agent, until):
                     return agent
+                left = 1.0
                 if deadline is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise WaitTimeout(
                             f"agent {agent['path']} still {agent['status']} after {timeout:g}s"
                         )
-                    c.sock.settimeout(min(left, 1.0))
-                else:
-                    c.sock.settimeout(1.0)
+                c.sock.settimeout(min(left, 1.0))
                 try:
-                    ev = next(stream)
+                    msg = c.recv()
                 except TimeoutError:
                     continue
-                if ev["agent"] == agent["uuid"] and ev["kind"] == "agent.status":
+                if "error" in msg:
+                    e = msg["error"]
+                    raise ServerError(e.get("code", "error"), e.get("message", ""), e.get("cause"))
+                ev = msg.get("event")
+                if ev and ev["agent"] == agent["uuid"] and ev["kind"] == "agent.status":
                     d = ev["data"]
                     agent = dict(
                         agent,
@@ -157,6 +152,17 @@ class Orcr:
                     )
         finally:
             c.close()
+
+
+def _pick(rows: list[dict], target: str) -> dict:
+    """The row ``target`` names: by uuid, else the active one, else the newest."""
+    if not rows:
+        raise ServerError("not_found", f"no agent {target!r}")
+    for a in rows:
+        if a["uuid"] == target:
+            return a
+    active = [a for a in rows if a["status"] != "ended"]
+    return active[0] if active else max(rows, key=lambda a: a["created_at"] or "")
 
 
 def _done(agent: dict, until: str) -> bool:

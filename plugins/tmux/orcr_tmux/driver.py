@@ -148,7 +148,7 @@ class TmuxDriver:
         """Start ``spec.argv`` in a new window of the workspace, labelled atomically.
 
         One tmux invocation creates the window under a unique temporary name and,
-        in the same command group, sets ``@orcr_path``, ``remain-on-exit off``
+        in the same command group, sets ``@orcr_path``, ``remain-on-exit on``
         and the final window name through that temporary name. tmux runs the
         group back to back inside its server, so no crash of orcr can leave an
         unlabelled agent pane behind. ``ORCR_PATH`` in the pane env carries the
@@ -178,7 +178,9 @@ class TmuxDriver:
                 ["new-window", "-d", "-P", "-F", "#{window_id} #{pane_id}", "-t", session + ":",
                  "-n", token, "-c", no_format(spec.cwd), *env_args, "--", *safe_argv(spec.argv)],
                 ["set-option", "-p", "-t", window, LABEL_OPTION, spec.label],
-                ["set-option", "-w", "-t", window, "remain-on-exit", "off"],
+                # a finished agent leaves a dead pane: snapshot() reports it
+                # dead, orcr ends the agent ``exited`` and closes the pane
+                ["set-option", "-w", "-t", window, "remain-on-exit", "on"],
                 ["set-option", "-w", "-t", window, "allow-rename", "off"],
                 ["rename-window", "-t", window, no_format(spec.label)],
                 path=spec.env.get("PATH"),
@@ -268,9 +270,9 @@ class TmuxDriver:
     def snapshot(self) -> list[PaneInfo]:
         """Every live pane on orcr's tmux server but the workspace placeholders.
 
-        No server means no panes: an empty list, not an error. A dead pane (only
-        possible if someone turned ``remain-on-exit`` back on) is reported with
-        ``dead=True`` so orcr ends its agent and closes it.
+        No server means no panes: an empty list, not an error. A dead pane (its
+        program exited; agent windows keep ``remain-on-exit on``) is reported
+        with ``dead=True`` so orcr ends its agent ``exited`` and closes it.
         """
         try:
             out = self.tmux.run(["list-panes", "-a", "-F", "\t".join(_FIELDS)])

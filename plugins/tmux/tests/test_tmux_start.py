@@ -119,20 +119,17 @@ def test_panes_in_several_workspaces(h, driver):
     }
 
 
-def test_finished_process_closes_its_pane_even_with_remain_on_exit_set(
-    h, driver, socket_path, sandbox
-):
+def test_finished_process_leaves_a_dead_pane_until_closed(h, driver, socket_path, sandbox):
     driver.ensure_workspace("alpha")
-    # A user (or their habits) turned remain-on-exit on for the whole server.
-    sandbox.tmux(["-S", socket_path], "set-option", "-g", "remain-on-exit", "on")
     pane = h.start([h.PY, "-c", "import time; time.sleep(0.3)"])
     assert pane.pane_id in h.pane_ids()
 
-    def gone():
-        listed = sandbox.tmux(["-S", socket_path], "list-panes", "-a", "-F", "#{pane_id}")
-        return pane.pane_id not in listed.stdout.split()
+    def dead():
+        return any(p.pane_id == pane.pane_id and p.dead for p in driver.snapshot())
 
-    h.wait_for(gone, what="the pane to close when its program exits")
+    h.wait_for(dead, what="the pane to be reported dead when its program exits")
+    driver.close(pane)
+    assert pane.pane_id not in {p.pane_id for p in driver.snapshot()}
 
 
 def test_a_missing_cwd_is_refused_not_replaced(h, driver, sandbox):
@@ -167,7 +164,11 @@ def test_a_missing_workspace_is_an_error(h, driver, sandbox):
 def test_program_that_exits_at_once_still_returns_a_pane_ref(h, driver):
     pane = h.start(["true", "x"])
     assert pane.pane_id.startswith("%")
-    h.wait_for(lambda: pane.pane_id not in h.pane_ids(), what="the pane to vanish")
+    # it exited before or after remain-on-exit was set: gone, or reported dead
+    h.wait_for(
+        lambda: all(p.dead for p in driver.snapshot() if p.pane_id == pane.pane_id),
+        what="the pane to vanish or be reported dead",
+    )
 
 
 def test_env_path_is_used_to_find_the_program(h, sandbox):
