@@ -2,7 +2,7 @@
 
 The shim is a Python script (shebang = ``sys.executable``), so no shell is
 involved. Emulator knobs are baked in as environment variables (see
-:func:`orcr_herdr.testing.emulator.main`).
+:func:`orcr_herdr.testing.program.main`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import sys
 
 os.environ.update({env!r})
-from orcr_herdr.testing.emulator import main
+from orcr_herdr.testing.program import main
 
 sys.exit(main())
 """
