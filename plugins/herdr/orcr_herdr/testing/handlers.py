@@ -642,3 +642,12 @@ HANDLERS = {
     "agent.focus": agent_focus,
     "events.subscribe": events_subscribe,
 }
+
+
+def _register_waits() -> None:
+    from orcr_herdr.testing.waits import WAIT_HANDLERS
+
+    HANDLERS.update(WAIT_HANDLERS)
+
+
+_register_waits()
