@@ -86,7 +86,9 @@ class Emulator(SessionState):
             300 ms after the pane last received text (the text stays unsubmitted).
         drop_enter_probability: swallow the first Enter after text with this
             probability (seeded by ``seed``); a re-press always goes through.
-        resume_agents: herdr's ``[session] resume_agents_on_restore``.
+        resume_agents: herdr's ``[session] resume_agents_on_restore``. Off by default
+            here because orcr's own herdr config turns it off; the program reads
+            ``HERDR_CONFIG_PATH`` and defaults to herdr's ``true``.
         detect_agents: recognise ``claude``/``codex`` as the PTY's foreground process.
         session: the herdr session name (exported to panes as ``HERDR_SESSION``).
         herdr_bin: exported to panes as ``HERDR_BIN_PATH``.
@@ -95,6 +97,14 @@ class Emulator(SessionState):
         violations_path: also append violations to this JSONL file (subprocess mode).
         request_timeout: how long a connection may take to send its request line (5 s).
         enter_window: the "too early" window after text for ``enter_too_early`` (0.3 s).
+
+    Test hooks (thread-safe): :meth:`pane`, :meth:`panes`, :meth:`screen`,
+    :meth:`inputs`, :meth:`set_agent`, :meth:`set_agent_status`,
+    :meth:`set_agent_session` (silent, like herdr), :meth:`clear_agent_session`,
+    :meth:`exit_agent`, :meth:`drop_connections`, :meth:`corrupt_next_reply`,
+    :meth:`publish`, :meth:`retained_events`, :meth:`restart`, :meth:`crash`;
+    attributes ``violations``, ``requests``, ``enter_too_early``,
+    ``drop_enter_probability``, ``protocol``, ``stop_requested``.
     """
 
     def __init__(
@@ -111,7 +121,7 @@ class Emulator(SessionState):
         enter_too_early: bool = False,
         drop_enter_probability: float = 0.0,
         seed: int = 0,
-        resume_agents: bool = True,
+        resume_agents: bool = False,
         detect_agents: bool = True,
         session: str | None = None,
         herdr_bin: str = "",
