@@ -16,17 +16,20 @@ from itertools import count
 
 from orcr_core.store.models import Event, Meta, db
 
+_INSERT = "INSERT INTO event (ts, kind, agent, loop, run, data) VALUES (?, ?, ?, ?, ?, ?)"
+
 
 def emit(kind: str, agent: str | None = None, **data) -> int:
-    """Write one event row. Call inside the transaction of the change it describes."""
-    return Event.insert(
-        ts=time.time(),
-        kind=kind,
-        agent=agent,
-        loop=data.pop("loop", None),
-        run=data.pop("run", None),
-        data=json.dumps(data, separators=(",", ":")),
-    ).execute()
+    """Write one event row. Call inside the transaction of the change it describes.
+
+    Plain SQL: this runs in every state change, and peewee's query building
+    would cost more than the insert itself.
+    """
+    loop, run = data.pop("loop", None), data.pop("run", None)
+    cur = db.execute_sql(
+        _INSERT, (time.time(), kind, agent, loop, run, json.dumps(data, separators=(",", ":")))
+    )
+    return cur.lastrowid
 
 
 def row_to_dict(row) -> dict:

@@ -22,7 +22,7 @@ import uuid as uuidlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from peewee import IntegrityError, fn
+from peewee import IntegrityError
 
 from orcr_core import events, lifecycle, paths
 from orcr_core.config import Config
@@ -106,11 +106,21 @@ def _auto_name(scope: str | None, provider: str) -> str:
 
 
 def _write_launch(data_dir: Path, payload: dict) -> None:
-    data_dir.mkdir(parents=True, exist_ok=False, mode=0o700)
-    target = data_dir / "launch.json"
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(payload, f)
+    os.mkdir(data_dir, 0o700)
+    fd = os.open(data_dir / "launch.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, json.dumps(payload).encode())
+    finally:
+        os.close(fd)
+
+
+_DEPTH = "SELECT COUNT(*) FROM agent WHERE status = 'queued'"
+_MAX_SEQ = "SELECT MAX(queue_seq) FROM agent"
+_INSERT = (
+    "INSERT INTO agent (uuid, path, name, provider, status, queue_seq, cwd, launch_token, timeout, "
+    "created_at, managed, cancel_requested, turn, turns_done) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, 0, 0)"
+)
 
 
 def admit(spec: RunSpec, providers: dict, agents_dir: Path) -> Agent:
@@ -123,11 +133,12 @@ def admit(spec: RunSpec, providers: dict, agents_dir: Path) -> Agent:
     now = time.time()
     try:
         with db.atomic("IMMEDIATE"):
-            depth = Agent.select().where(Agent.status == "queued").count()
+            # plain SQL on the hot path: admission is the one write every caller makes
+            depth = db.execute_sql(_DEPTH).fetchone()[0]
             if depth >= MAX_QUEUE:
                 raise AdmissionError("queue_full", f"the queue holds {depth} agents, the limit")
             path = full or _auto_name(scope, spec.provider)
-            seq = (Agent.select(fn.MAX(Agent.queue_seq)).scalar() or 0) + 1
+            seq = (db.execute_sql(_MAX_SEQ).fetchone()[0] or 0) + 1
             _write_launch(
                 data_dir,
                 {
@@ -142,7 +153,7 @@ def admit(spec: RunSpec, providers: dict, agents_dir: Path) -> Agent:
                     "created_at": now,
                 },
             )
-            agent = Agent.create(
+            fields = dict(
                 uuid=uuid,
                 path=path,
                 name=path.rsplit("/", 1)[-1],
@@ -154,6 +165,7 @@ def admit(spec: RunSpec, providers: dict, agents_dir: Path) -> Agent:
                 timeout=spec.timeout,
                 created_at=now,
             )
+            cur = db.execute_sql(_INSERT, tuple(fields.values()))
             events.emit("agent.queued", uuid, path=path, provider=spec.provider, queue_seq=seq)
     except IntegrityError:
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -164,22 +176,29 @@ def admit(spec: RunSpec, providers: dict, agents_dir: Path) -> Agent:
     except BaseException:
         shutil.rmtree(data_dir, ignore_errors=True)
         raise
+    agent = Agent(id=cur.lastrowid, **fields)
     return agent
 
 
+_LIVE_COUNTS = (
+    "SELECT provider, COUNT(*) FROM agent WHERE managed = 1 AND status IN ({}) GROUP BY provider"
+).format(", ".join(f"'{s}'" for s in LIVE))
+
+
 def live_counts() -> dict[str, int]:
-    rows = (
-        Agent.select(Agent.provider, fn.COUNT(Agent.id).alias("n"))
-        .where(Agent.status.in_(LIVE) & (Agent.managed == True))  # noqa: E712
-        .group_by(Agent.provider)
-        .tuples()
-    )
-    return dict(rows)
+    """Live TUIs per provider: what holds a slot (``starting``, ``working``, ``idle``)."""
+    return dict(db.execute_sql(_LIVE_COUNTS).fetchall())
 
 
 def promote(config: Config, limit: int = 64) -> list[Agent]:
-    """Promote queued rows FIFO while both caps have room. One transaction."""
+    """Promote queued rows FIFO while both caps have room. One transaction.
+
+    A read-only look first: with no queued row or no free slot there is nothing
+    to do, and the write lock is left to admissions.
+    """
     promoted: list[Agent] = []
+    if not db.execute_sql(_ANY_QUEUED).fetchone() or sum(live_counts().values()) >= config.cap():
+        return promoted
     with db.atomic("IMMEDIATE"):
         counts = live_counts()
         free = config.cap() - sum(counts.values())
@@ -205,6 +224,9 @@ def promote(config: Config, limit: int = 64) -> list[Agent]:
                 free -= 1
                 promoted.append(agent)
     return promoted
+
+
+_ANY_QUEUED = "SELECT 1 FROM agent WHERE status = 'queued' LIMIT 1"
 
 
 def queue_depth() -> int:

@@ -63,6 +63,30 @@ class Orcr:
         scope: str | None = None,
     ) -> dict:
         """Admit an agent; returns ``{path, uuid, status, queue_seq}`` at once."""
+        params = self._run_params(
+            prompt,
+            provider=provider,
+            path=path,
+            name=name,
+            cwd=cwd,
+            timeout=timeout,
+            argv=argv,
+            scope=scope,
+        )
+        return self.client.call("agent.run", **params)
+
+    @staticmethod
+    def _run_params(
+        prompt=None,
+        *,
+        provider=None,
+        path=None,
+        name=None,
+        cwd=None,
+        timeout=None,
+        argv=None,
+        scope=None,
+    ) -> dict:
         params = {"cwd": os.path.abspath(cwd or os.getcwd())}
         if provider is not None:
             params["provider"] = provider
@@ -76,7 +100,34 @@ class Orcr:
         ):
             if value is not None:
                 params[key] = value
-        return self.client.call("agent.run", **params)
+        return params
+
+    def run_many(self, specs: list[dict], window: int = 64) -> list[dict]:
+        """Admit many agents over this connection, pipelined: up to ``window``
+        requests are in flight before their replies are read. Each spec holds the
+        keyword arguments of :meth:`run`. Replies come back in order; a refused
+        admission is returned as ``{"error": {code, message}}`` in its place.
+        """
+        c = self.client
+        if c.sock is None:
+            c.connect()
+        results: list[dict] = []
+        pending: list[int] = []
+
+        def collect():
+            rid = pending.pop(0)
+            msg = c.recv()
+            if msg.get("id") != rid:
+                raise ServerError("protocol_error", f"reply id {msg.get('id')} for request {rid}")
+            results.append(msg.get("result") if "result" in msg else {"error": msg["error"]})
+
+        for spec in specs:
+            pending.append(c.send("agent.run", **self._run_params(**spec)))
+            if len(pending) >= window:
+                collect()
+        while pending:
+            collect()
+        return results
 
     def get(self, target: str) -> dict:
         return self.client.call("agent.get", target=target)["agent"]

@@ -8,6 +8,7 @@ from runpy import run_module
 
 import click
 
+from orcr_core.cli.doctor import doctor
 from orcr_core.cli.errors import OrcrCliError
 
 
@@ -102,4 +103,4 @@ def provider_parse(name, file, json_):
         click.echo(f"  {i}. {t.status}" + (f": {text[:100]}" if text else ""))
 
 
-COMMANDS = [plugins_list, install, uninstall, provider]
+COMMANDS = [plugins_list, install, uninstall, provider, doctor]
