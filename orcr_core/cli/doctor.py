@@ -426,7 +426,7 @@ class Doctor:
             return
         if found is None:
             self.add("store", "ok", f"{path}: no store yet (created at first use)")
-        elif found > SCHEMA_VERSION + 1000:
+        elif found > SCHEMA_VERSION:
             self.can_run = False
             self.add(
                 "store",

@@ -1,0 +1,195 @@
+"""``orcr doctor``: the real CLI against controlled PATHs, stores and servers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from orcr_core.cli.doctor import parse_version
+
+TMUX = shutil.which("tmux")
+needs_tmux = pytest.mark.skipif(TMUX is None, reason="tmux not installed")
+
+
+@pytest.fixture
+def doc(orcr_home, short_tmp):
+    """Run ``orcr doctor --json`` with PATH = a private bin dir; returns (rc, rows by check, out)."""
+    bin_dir = short_tmp / "bin"
+    bin_dir.mkdir()
+    env = {
+        "PATH": str(bin_dir),
+        "CLAUDE_CONFIG_DIR": str(short_tmp / "claude"),
+        "CODEX_HOME": str(short_tmp / "codex"),
+        "XDG_CONFIG_HOME": str(short_tmp / "xdg"),
+    }
+
+    class Doc:
+        bin = bin_dir
+        home = orcr_home
+
+        def tool(self, name: str, output: str) -> Path:
+            path = bin_dir / name
+            path.write_text(f"#!/bin/sh\necho '{output}'\n")
+            path.chmod(0o755)
+            return path
+
+        def tmux(self) -> None:
+            (bin_dir / "tmux").symlink_to(TMUX)
+
+        def run(self, *extra):
+            r = orcr_home.run("doctor", "--json", *extra, env=env, timeout=60)
+            data = json.loads(r.stdout)
+            rows = {row["check"]: row for row in data["checks"]}
+            assert data["ok"] is (r.returncode == 0), r.stdout
+            return r.returncode, rows
+
+        def plain(self):
+            return orcr_home.run("doctor", env=env, timeout=60)
+
+    orcr_home.config("")  # all defaults: driver auto
+    return Doc()
+
+
+@needs_tmux
+def test_tmux_available_is_ok(doc):
+    doc.tmux()
+    doc.tool("claude", "2.1.38 (Claude Code)")
+    rc, rows = doc.run()
+    assert rc == 0
+    assert rows["driver"]["level"] == "ok" and rows["driver"]["detail"].startswith("tmux (auto")
+    assert rows["tmux"]["level"] == "ok" and "tmux 3." in rows["tmux"]["detail"]
+    assert rows["herdr"]["level"] == "warn" and "uses tmux instead" in rows["herdr"]["detail"]
+    claude = rows["claude cli"]
+    assert claude["level"] == "ok" and "claude 2.1.38" in claude["detail"], claude
+    assert rows["codex cli"]["level"] == "warn" and "not found" in rows["codex cli"]["detail"]
+    assert rows["server"]["level"] == "warn" and rows["server"]["fix"]  # warning, not failure
+    assert rows["store"]["level"] == "ok" and "no store yet" in rows["store"]["detail"]
+    assert rows["caps"]["detail"] == "global 25; per provider: none"
+    for row in rows.values():
+        assert row["ok"] == (row["level"] == "ok")
+        assert (row["fix"] is None) == row["ok"], row
+
+
+def test_forced_herdr_without_binary_fails_with_install_fix(doc):
+    doc.home.config('[driver]\nname = "herdr"\n')
+    rc, rows = doc.run()
+    assert rc == 1
+    driver = rows["driver"]
+    assert driver["level"] == "fail" and "herdr" in driver["detail"]
+    assert "install herdr" in driver["fix"]
+    assert rows["herdr"]["level"] == "fail"
+    r = doc.plain()
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.startswith("FAIL  driver:"))
+    assert lines[i + 1].strip().startswith("fix: install herdr 0.8")
+    assert lines[-1].startswith("orcr cannot run agents")
+
+
+def test_no_multiplexer_at_all_fails(doc):
+    rc, rows = doc.run()
+    assert rc == 1
+    assert rows["driver"]["level"] == "fail" and "tmux" in rows["driver"]["fix"]
+
+
+@needs_tmux
+def test_claude_outside_pinned_range_is_flagged(doc):
+    doc.tmux()
+    doc.tool("claude", "2.3.0 (Claude Code)")
+    rc, rows = doc.run()
+    assert rc == 0  # orcr itself can run agents; claude agents cannot
+    row = rows["claude cli"]
+    assert row["level"] == "fail"
+    assert "2.3.0" in row["detail"] and "outside" in row["detail"] and "<2.2" in row["detail"]
+    assert "allow_unpinned" in row["fix"]
+    doc.home.config("[providers.claude]\nallow_unpinned = true\n")
+    rc, rows = doc.run()
+    assert rows["claude cli"]["level"] == "warn" and "degraded" in rows["claude cli"]["detail"]
+
+
+@needs_tmux
+def test_custom_provider_argv_and_prerelease_version(doc):
+    doc.tmux()
+    doc.tool("mycodex", "codex-cli 0.104.0-alpha.1")
+    doc.home.config('[providers.codex]\nargv = ["mycodex", "--flag"]\n')
+    rc, rows = doc.run()
+    row = rows["codex cli"]
+    assert row["level"] == "ok" and "0.104.0-alpha.1" in row["detail"], row
+    # codex under tmux: no session pointer ever arrives, so doctor says so
+    integ = rows["herdr codex integration"]
+    assert integ["level"] == "warn" and "need herdr" in integ["detail"]
+
+
+def test_newer_store_fails(doc):
+    store = doc.home.path / "store.db"
+    conn = sqlite3.connect(store)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '99')")
+    conn.commit()
+    conn.close()
+    before = store.read_bytes()
+    doc.home.config('[driver]\nname = "test"\n')
+    rc, rows = doc.run()
+    assert rc == 1
+    row = rows["store"]
+    assert row["level"] == "fail" and "99" in row["detail"]
+    assert row["fix"].startswith("upgrade orcr")
+    assert store.read_bytes() == before and not Path(str(store) + "-wal").exists()
+
+
+def test_running_server_and_integration_found(doc):
+    doc.home.config('[driver]\nname = "test"\n[concurrency]\nmax = 7\nclaude = 2\n')
+    doc.home.start_server()
+    codex_home = doc.home.path.parent / "codex"
+    codex_home.mkdir()
+    (codex_home / "herdr-agent-state.sh").write_text("HERDR_INTEGRATION_VERSION=7\n")
+    rc, rows = doc.run()
+    assert rc == 0
+    assert rows["driver"]["detail"].startswith("test")
+    server = rows["server"]
+    assert server["level"] == "ok" and "protocol 1" in server["detail"], server
+    assert rows["store"]["level"] == "ok" and "schema 1" in rows["store"]["detail"]
+    assert rows["caps"]["detail"] == "global 7; per provider: claude 2"
+    assert rows["herdr codex integration"]["detail"].startswith("installed (v7)")
+
+
+@pytest.mark.parametrize("protocol, level", [(20, "ok"), (18, "fail")])
+def test_herdr_protocol_from_a_live_herdr(doc, protocol, level):
+    pytest.importorskip("orcr_herdr.testing.emulator")
+    from orcr_herdr.testing.emulator import Emulator
+
+    doc.tool("herdr", "herdr 0.8.0")
+    sock = doc.bin.parent / "xdg" / "herdr" / "sessions" / "orcr" / "herdr.sock"
+    sock.parent.mkdir(parents=True)
+    emu = Emulator(sock, sock.parent, protocol=protocol, shell=["/bin/sh"], session="orcr")
+    emu.start()
+    try:
+        doc.home.config('[driver]\nname = "herdr"\n')
+        rc, rows = doc.run()
+    finally:
+        emu.stop(save=False)
+    assert rows["herdr"]["level"] == "ok" and "herdr 0.8.0" in rows["herdr"]["detail"]
+    row = rows["herdr protocol"]
+    assert row["level"] == level, row
+    assert f"protocol {protocol}" in row["detail"] or str(protocol) in row["detail"]
+    assert rc == (0 if level == "ok" else 1)
+
+
+def test_herdr_server_not_running_is_a_warning(doc):
+    doc.tool("herdr", "herdr 0.8.0")
+    rc, rows = doc.run()
+    assert rows["driver"]["detail"].startswith("herdr")
+    row = rows["herdr protocol"]
+    assert row["level"] == "warn" and "not running" in row["detail"]
+    assert rc == 0
+
+
+def test_parse_version():
+    assert parse_version("2.1.38 (Claude Code)") == "2.1.38"
+    assert parse_version("codex-cli 0.104.0-alpha.1") == "0.104.0-alpha.1"
+    assert parse_version("tmux 3.3a") == "3.3"
+    assert parse_version("no digits") is None
