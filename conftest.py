@@ -160,3 +160,64 @@ def orcr_home(short_tmp, monkeypatch):
 def server(orcr_home):
     orcr_home.start_server()
     return orcr_home
+
+
+class Mux:
+    """The multiplexer under a live test: real tmux, or the herdr emulator."""
+
+    def __init__(self, kind: str, tmp: Path):
+        self.kind = kind
+        self.tmp = tmp
+        self.emulator = None
+        if kind == "tmux":
+            self.socket = tmp / "tmux.sock"
+        else:
+            from orcr_herdr.testing.emulator import Emulator
+
+            self.socket = tmp / "herdr.sock"
+            self.emulator = Emulator(self.socket, tmp / "herdr-state", shell=["/bin/sh"]).start()
+
+    def config(self) -> str:
+        if self.kind == "tmux":
+            return f'[driver]\nname = "tmux"\n[tmux]\nsocket = "{self.socket}"\n'
+        return f'[driver]\nname = "herdr"\n[herdr]\nsocket = "{self.socket}"\n'
+
+    def labels(self) -> list[str]:
+        """Every labelled pane's label, as the multiplexer itself reports it."""
+        if self.kind == "tmux":
+            res = subprocess.run(
+                [
+                    "tmux",
+                    "-S",
+                    str(self.socket),
+                    "list-panes",
+                    "-a",
+                    "-F",
+                    "#{@orcr_path}|#{pane_dead}",
+                ],
+                capture_output=True,
+                text=True,
+            )
+            rows = [ln.split("|") for ln in res.stdout.splitlines()]
+            return sorted(label for label, dead in rows if label and dead != "1")
+        return sorted(p.label for p in self.emulator.panes() if p.label)
+
+    def close(self) -> None:
+        if self.kind == "tmux":
+            subprocess.run(["tmux", "-S", str(self.socket), "kill-server"], capture_output=True)
+        else:
+            violations = [(v.kind, v.errors) for v in self.emulator.violations]
+            self.emulator.stop()
+            assert violations == [], violations
+
+
+@pytest.fixture(params=["tmux", "herdr"])
+def live(request, orcr_home, short_tmp):
+    """orcr on a real multiplexer (tmux) or the schema-checked herdr emulator, with echo agents."""
+    mux = Mux(request.param, short_tmp)
+    orcr_home.mux = mux
+    orcr_home.config(mux.config() + '[timings]\npoll_every = "50ms"\n')
+    yield orcr_home
+    orcr_home.stop_server()
+    orcr_home.kill_server()
+    mux.close()

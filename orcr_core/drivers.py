@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from orcr_core.config import Config
 from orcr_core.plugins import Registry
 
@@ -14,11 +16,16 @@ class NoDriver(Exception):
     code = "no_driver"
 
 
-def availability(factory) -> tuple[bool, str]:
+def availability(factory, config: Config | None = None) -> tuple[bool, str]:
+    """``factory.available(config)`` (or ``available()`` for drivers that take none)."""
     check = getattr(factory, "available", None)
     if check is None:
         return True, "no availability check"
-    return check()
+    try:
+        params = inspect.signature(check).parameters
+    except (TypeError, ValueError):
+        params = {}
+    return check(config) if params else check()
 
 
 def choose_driver(config: Config, registry: Registry):
@@ -29,7 +36,7 @@ def choose_driver(config: Config, registry: Registry):
         if factory is None:
             known = ", ".join(sorted(registry.drivers)) or "none"
             raise NoDriver(f"[driver] name = {name!r} is not installed; installed drivers: {known}")
-        ok, why = availability(factory)
+        ok, why = availability(factory, config)
         if not ok:
             raise NoDriver(f"driver {name!r} cannot run: {why}")
         return factory, f"[driver] name = {name!r}"
@@ -39,7 +46,7 @@ def choose_driver(config: Config, registry: Registry):
         if factory is None:
             reasons.append(f"{candidate}: plugin not loaded")
             continue
-        ok, why = availability(factory)
+        ok, why = availability(factory, config)
         if ok:
             return factory, f"auto: {candidate} ({why})"
         reasons.append(f"{candidate}: {why}")

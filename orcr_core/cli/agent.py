@@ -217,6 +217,8 @@ def agent_read(target, json_):
         return
     if r.get("text") is not None:
         click.echo(r["text"])
+    elif r.get("turn_status") in ("errored", "interrupted"):
+        raise OrcrCliError(f"agent {r['path']}: the last turn {r['turn_status']}; it has no answer")
     elif r.get("screen") is not None:
         click.echo(r["screen"])
     else:

@@ -217,7 +217,13 @@ def agent_read(server, conn, rid, params):
     state = monitor.read_transcript(server, agent)
     result = {"path": agent.path, "uuid": agent.uuid, "status": agent.status, "text": None}
     if state is not None:
-        result.update(text=state.final_text, turns=len(state.turns), state=state.state)
+        done = [t for t in state.turns if t.status != "open"]
+        result.update(
+            text=state.final_text,
+            turns=len(state.turns),
+            state=state.state,
+            turn_status=done[-1].status if done else None,
+        )
     elif params.get("screen", True) and agent.pane_id and server.driver is not None:
         result["screen"] = server.driver.read(pipeline_pane(agent))
     return result

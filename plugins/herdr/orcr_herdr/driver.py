@@ -107,6 +107,8 @@ class HerdrDriver:
                 config = None
         if config is not None:
             binary = str(config.get("herdr.binary") or "herdr")
+            if config.get("herdr.socket"):
+                return True, f"herdr.socket = {config.get('herdr.socket')!r} (connect only)"
         found = shutil.which(binary)
         if found:
             return True, f"herdr found at {found}"

@@ -1,0 +1,90 @@
+"""The whole path on a real multiplexer with a real agent: echo on tmux and herdr."""
+
+from __future__ import annotations
+
+import json
+import time
+
+
+def _until(fn, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not reached in {timeout}s")
+
+
+def test_quick_start_lifecycle(live):
+    """The README's quick start, then a second turn and a kill."""
+    live.start_server()
+    r = live.run("agent", "run", "--provider", "echo", "--path", "demo/hello", "hello", check=True)
+    assert r.stdout.split()[0] == "demo/hello"
+    assert live.run(
+        "agent", "wait", "demo/hello", "--timeout", "30s", check=True
+    ).stdout.strip() == ("demo/hello idle")
+    assert live.run("agent", "read", "demo/hello", check=True).stdout == "hello\n"
+    assert live.mux.labels() == ["demo/hello"]
+
+    r = live.run("agent", "send", "demo/hello", "[sleep 0.5] second turn", check=True)
+    assert "working turn 2" in r.stdout
+    r = live.run("agent", "send", "demo/hello", "too soon")
+    assert r.returncode == 1 and "not_idle" in r.stderr
+    live.run("agent", "wait", "demo/hello", "--timeout", "30s", check=True)
+    assert live.run("agent", "read", "demo/hello", check=True).stdout == "second turn\n"
+
+    live.run("agent", "kill", "demo/hello", check=True)
+    a = json.loads(live.run("agent", "get", "demo/hello", "--json", check=True).stdout)
+    assert (a["status"], a["exit_reason"]) == ("ended", "killed")
+    _until(lambda: live.mux.labels() == [], what="the pane to close")
+
+
+def test_turn_timeout_ends_the_agent(live):
+    live.start_server()
+    live.run(
+        "agent",
+        "run",
+        "--provider",
+        "echo",
+        "--path",
+        "t/slow",
+        "--timeout",
+        "1s",
+        "[sleep 30] x",
+        check=True,
+    )
+    r = live.run("agent", "wait", "t/slow", "--timeout", "30s")
+    assert r.returncode == 5 and "timeout" in r.stderr
+    _until(lambda: live.mux.labels() == [], what="the pane to close")
+
+
+def test_errored_turn_is_idle_with_no_answer(live):
+    live.start_server()
+    live.run("agent", "run", "--provider", "echo", "--path", "f/x", "[fail] nope", check=True)
+    live.run("agent", "wait", "f/x", "--timeout", "30s", check=True)
+    r = json.loads(live.run("agent", "read", "f/x", "--json", check=True).stdout)
+    assert r["text"] is None and r["turn_status"] == "errored"
+
+
+def test_idle_agent_is_garbage_collected(live):
+    live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\ngc_after = "1s"\n')
+    live.start_server()
+    live.run("agent", "run", "--provider", "echo", "--path", "g/x", "hi", check=True)
+    live.run("agent", "wait", "g/x", "--timeout", "30s", check=True)
+    r = live.run(
+        "agent", "wait", "g/x", "--until", "ended", "--timeout", "30s", "--json", check=True
+    )
+    assert json.loads(r.stdout)["exit_reason"] == "gc"
+    _until(lambda: live.mux.labels() == [], what="the pane to close")
+
+
+def test_agent_that_exits_by_itself(live):
+    live.start_server()
+    live.run("agent", "run", "--provider", "echo", "--path", "x/bye", "[exit] bye", check=True)
+    r = live.run("agent", "wait", "x/bye", "--until", "ended", "--timeout", "30s", "--json")
+    a = json.loads(live.run("agent", "get", "x/bye", "--json", check=True).stdout)
+    # tmux keeps the dead pane, so orcr knows the process exited; herdr removes the
+    # pane with it, which orcr can only record as lost (see docs/decisions.md)
+    assert a["exit_reason"] == ("exited" if live.mux.kind == "tmux" else "lost"), (a, r.stderr)
+    _until(lambda: live.mux.labels() == [], what="the pane to go")
