@@ -16,7 +16,7 @@ import time
 
 from orcr_core import events, faults, lifecycle
 from orcr_core.contracts import DriverError, LaunchSpec, PaneRef, ProviderError, StartSpec
-from orcr_core.store.models import Agent, db
+from orcr_core.store.models import Agent, Event, db
 
 log = logging.getLogger("orcr.pipeline")
 
@@ -113,11 +113,15 @@ def _run(server, agent: Agent) -> None:
             "ORCR_PATH": agent.path,
             "ORCR_LAUNCH_TOKEN": agent.launch_token,
         }
-        with db.atomic("IMMEDIATE"):
-            events.emit("pane.start_requested", agent.uuid, path=agent.path, argv=argv)
-        faults.point("before_start")
-        ref = driver.start(StartSpec(agent.workspace_id, agent.path, agent.cwd, tuple(argv), env))
-        faults.point("after_start")
+        ref = _started_before(driver, agent)
+        if ref is None:
+            with db.atomic("IMMEDIATE"):
+                events.emit("pane.start_requested", agent.uuid, path=agent.path, argv=argv)
+            faults.point("before_start")
+            ref = driver.start(
+                StartSpec(agent.workspace_id, agent.path, agent.cwd, tuple(argv), env)
+            )
+            faults.point("after_start")
         with db.atomic("IMMEDIATE"):
             current = _fresh(agent)
             if current.status != "starting":
@@ -163,6 +167,21 @@ def _run(server, agent: Agent) -> None:
         with db.atomic("IMMEDIATE"):
             agent = _check(agent)
             lifecycle.transition(agent, "idle", reason="no prompt")
+
+
+def _started_before(driver, agent: Agent) -> PaneRef | None:
+    """A pane an earlier attempt of this server started (the call failed after
+    the multiplexer acted on it), found by label: adopted, never started twice."""
+    if (
+        not Event.select()
+        .where((Event.agent == agent.uuid) & (Event.kind == "pane.start_requested"))
+        .exists()
+    ):
+        return None
+    for p in driver.snapshot():
+        if p.label == agent.path:
+            return PaneRef(p.workspace_id, p.tab_id, p.pane_id)
+    return None
 
 
 def _wait_ready(driver, pane: PaneRef) -> None:

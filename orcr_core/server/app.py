@@ -113,6 +113,7 @@ class Server:
                 faults.point("before_promote")
                 promoted = queue.promote(self.config)
             if promoted:
+                faults.point("after_promote")
                 self.notify()
                 for agent in promoted:
                     self.start_pipeline(agent.uuid, pipeline.run)
