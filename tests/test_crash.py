@@ -78,7 +78,7 @@ def test_sigkill_at_each_pipeline_step(live, point, outcome):
         path = f"crash/{point}_{rep}"
         _crash_run(live, point, path)
         live.start_server()
-        row = _until(lambda: _settled(live, path), what=f"{path} to settle")
+        row = _until(lambda p=path: _settled(live, p), what=f"{path} to settle")
         kinds = [k for k, _ in _events(live, row["uuid"])]
         if outcome == "failed":
             assert (row["status"], row["exit_reason"]) == ("ended", "failed"), row
