@@ -220,6 +220,10 @@ class Provider(Protocol):
     def launch_session(self, spec: LaunchSpec) -> SessionPointer | None:
         """A session pointer orcr chose up front (Claude's ``--session-id``), or None."""
 
+    # Optional: ``launch_env(spec) -> dict[str, str | None]``: environment for the
+    # agent's process; a None value removes an inherited variable (a Claude Code
+    # started from inside another one must not see CLAUDECODE). Read with getattr.
+
     def locate_transcript(self, pointer: SessionPointer, spec: LaunchSpec) -> str | None:
         """The transcript path for a session pointer, or None while it does not exist yet."""
 

@@ -107,12 +107,7 @@ def _run(server, agent: Agent) -> None:
 
     if not agent.pane_id:
         agent = _check(agent)
-        argv = provider.launch_argv(spec)
-        env = {
-            "ORCR_ID": agent.uuid,
-            "ORCR_PATH": agent.path,
-            "ORCR_LAUNCH_TOKEN": agent.launch_token,
-        }
+        argv, env = launch_command(provider, spec, agent)
         ref = _started_before(driver, agent)
         if ref is None:
             with db.atomic("IMMEDIATE"):
@@ -167,6 +162,28 @@ def _run(server, agent: Agent) -> None:
         with db.atomic("IMMEDIATE"):
             agent = _check(agent)
             lifecycle.transition(agent, "idle", reason="no prompt")
+
+
+def launch_command(provider, spec: LaunchSpec, agent: Agent) -> tuple[list[str], dict[str, str]]:
+    """The agent's argv and env: orcr's identity variables, then the provider's.
+
+    Variables a provider removes (``None`` values) are unset with ``env -u``
+    in front of the argv, since a multiplexer only adds variables; still no shell.
+    """
+    argv = list(provider.launch_argv(spec))
+    env = {"ORCR_ID": agent.uuid, "ORCR_PATH": agent.path, "ORCR_LAUNCH_TOKEN": agent.launch_token}
+    extra = getattr(provider, "launch_env", None)
+    unset: list[str] = []
+    for key, value in (extra(spec) if extra else {}).items():
+        if key.startswith("ORCR_"):
+            continue  # orcr's identity is not the provider's to change
+        if value is None:
+            unset.append(key)
+        else:
+            env[key] = value
+    if unset:
+        argv = ["env", *(a for k in unset for a in ("-u", k)), "--", *argv]
+    return argv, env
 
 
 def _started_before(driver, agent: Agent) -> PaneRef | None:

@@ -87,20 +87,24 @@ def provider_parse(name, file, json_):
         )
     if not getattr(p, "has_transcript", False):
         raise OrcrCliError(f"provider {name!r} has no transcript to parse")
-    state = p.open_reader(file).poll()
-    out = {
-        "provider": name,
-        "version": state.version,
-        "state": state.state,
-        "turns": [{"status": t.status, "final_text": t.final_text} for t in state.turns],
-    }
+    summarize = getattr(p, "summarize", None)
+    if summarize is not None:  # reads the file as complete: no live guesses
+        out = summarize(file)
+    else:
+        state = p.open_reader(file).poll()
+        out = {
+            "provider": name,
+            "version": state.version,
+            "state": state.state,
+            "turns": [{"status": t.status, "final_text": t.final_text} for t in state.turns],
+        }
     if json_:
         click.echo(jsonlib.dumps(out, indent=2))
         return
-    click.echo(f"{name} {state.version or '?'}: {state.state}, {len(state.turns)} turn(s)")
-    for i, t in enumerate(state.turns, 1):
-        text = (t.final_text or "").replace("\n", " ")
-        click.echo(f"  {i}. {t.status}" + (f": {text[:100]}" if text else ""))
+    click.echo(f"{name} {out['version'] or '?'}: {out['state']}, {len(out['turns'])} turn(s)")
+    for i, t in enumerate(out["turns"], 1):
+        text = (t["final_text"] or "").replace("\n", " ")
+        click.echo(f"  {i}. {t['status']}" + (f": {text[:100]}" if text else ""))
 
 
 COMMANDS = [plugins_list, install, uninstall, provider, doctor]

@@ -22,12 +22,19 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from orcr_claude.adapter import base_argv, config_root, summarize_file
 from orcr_claude.slug import project_slug
-from orcr_claude.tail import JsonlTurnReader
 from orcr_claude.turns import ClaudeTurns
+from orcr_core.adapter_helpers import base_argv, config_root, summarize_file
 from orcr_core.contracts import LaunchSpec, ProviderError, SessionPointer, TurnState
+from orcr_core.jsonl_tail import JsonlTurnReader
 from orcr_core.versions import check_version
+
+NESTED_ENV = (
+    "CLAUDECODE",
+    "CLAUDE_CODE_SESSION_ID",
+    "CLAUDE_CODE_CHILD_SESSION",
+    "CLAUDE_CODE_ENTRYPOINT",
+)
 
 
 class ClaudeProvider:
@@ -47,6 +54,14 @@ class ClaudeProvider:
 
     def launch_session(self, spec: LaunchSpec) -> SessionPointer | None:
         return SessionPointer(source="orcr", kind="id", value=spec.uuid)
+
+    def launch_env(self, spec: LaunchSpec) -> dict[str, str | None]:
+        """Drop what marks a process as running inside another Claude Code session:
+        a nested Claude may otherwise skip writing its own transcript."""
+        env: dict[str, str | None] = dict.fromkeys(NESTED_ENV)
+        if spec.options.get("home"):
+            env["CLAUDE_CONFIG_DIR"] = str(spec.options["home"])
+        return env
 
     def locate_transcript(self, pointer: SessionPointer, spec: LaunchSpec) -> str | None:
         """Glob ``<root>/projects/*/<id>.jsonl``, else the slug path; None until it exists."""

@@ -1,7 +1,8 @@
 from pathlib import Path
 
 import pytest
-from orcr_claude.testing import FakeClock, Transcript, transcript_fixtures
+
+from orcr_core.testing import FakeClock, Transcript, transcript_fixtures
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orcr_claude import ClaudeProvider, summarize
-from orcr_claude.testing import FakeClock, transcript_fixtures
+
+from orcr_core.testing import FakeClock, transcript_fixtures
 
 FIXTURES = transcript_fixtures("claude")
 

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from orcr_claude.testing import FakeClock, transcript_fixtures
 from orcr_codex import CodexProvider, summarize
+
+from orcr_core.testing import FakeClock, transcript_fixtures
 
 FIXTURES = transcript_fixtures("codex")
 

@@ -1,6 +1,6 @@
 """Provider-agnostic adapter helpers, reused by ``orcr_codex``.
 
-Like :mod:`orcr_claude.tail`, these belong in ``orcr_core`` once its owner
+Like :mod:`orcr_core.jsonl_tail`, these belong in ``orcr_core`` once its owner
 takes them; nothing here knows about Claude.
 """
 

@@ -1,0 +1,52 @@
+"""The agent's argv and env: identity variables, provider variables, unset ones via env -u."""
+
+from __future__ import annotations
+
+import subprocess
+
+from orcr_core.contracts import LaunchSpec
+from orcr_core.pipeline import launch_command
+from orcr_core.store.models import Agent
+
+
+class _P:
+    def __init__(self, env):
+        self._env = env
+
+    def launch_argv(self, spec):
+        return ["prog", "a b", "$HOME"]
+
+    def launch_env(self, spec):
+        return self._env
+
+
+def _spec():
+    return LaunchSpec(uuid="u1", path="a/b", cwd="/", data_dir="/tmp", options={})
+
+
+def _agent():
+    return Agent(uuid="u1", path="a/b", launch_token="tok")
+
+
+def test_identity_env_and_no_unset():
+    argv, env = launch_command(_P({"X": "1", "ORCR_PATH": "evil"}), _spec(), _agent())
+    assert argv == ["prog", "a b", "$HOME"]
+    assert env == {"ORCR_ID": "u1", "ORCR_PATH": "a/b", "ORCR_LAUNCH_TOKEN": "tok", "X": "1"}
+
+
+def test_unset_variables_really_disappear():
+    argv, env = launch_command(_P({"CLAUDECODE": None}), _spec(), _agent())
+    assert argv[:4] == ["env", "-u", "CLAUDECODE", "--"]
+    argv[4:] = ["sh", "-c", 'echo "${CLAUDECODE-unset}"']
+    out = subprocess.run(
+        argv, env={"CLAUDECODE": "1", "PATH": "/usr/bin:/bin"}, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == "unset"
+
+
+def test_claude_and_codex_drop_nested_session_markers():
+    from orcr_claude import ClaudeProvider
+    from orcr_codex.provider import CodexProvider
+
+    assert ClaudeProvider().launch_env(_spec())["CLAUDECODE"] is None
+    assert CodexProvider().launch_env(_spec()) == {"CODEX_THREAD_ID": None}
