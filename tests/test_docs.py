@@ -121,10 +121,21 @@ def test_every_emitted_event_kind_is_documented():
 def test_every_orcr_environment_variable_is_documented():
     text = (DOCS / "configuration.md").read_text()
     names = set()
-    for py in (ROOT / "orcr_core").rglob("*.py"):
-        names |= set(re.findall(r"\bORCR_[A-Z_]+\b", py.read_text()))
+    for py in (ROOT / "orcr_core").rglob("*.py"):  # env var names appear as string literals
+        names |= {s for s in _string_constants(py) if re.fullmatch(r"ORCR_[A-Z_]+", s)}
+    assert {"ORCR_HOME", "ORCR_LOAD_PLUGINS", "ORCR_FAULT"} <= names
     missing = sorted(n for n in names if f"`{n}`" not in text)
     assert missing == [], f"docs/configuration.md lacks {missing}"
+
+
+def test_every_fault_point_is_documented():
+    text = (DOCS / "internals.md").read_text()
+    points = set()
+    for py in (ROOT / "orcr_core").rglob("*.py"):
+        points |= set(re.findall(r"faults\.point\(\s*\"([a-z_]+)\"", py.read_text()))
+    assert {"before_start", "server_start"} <= points
+    missing = sorted(p for p in points if f"`{p}`" not in text)
+    assert missing == [], f"docs/internals.md lacks fault points {missing}"
 
 
 def test_relative_links_resolve():
