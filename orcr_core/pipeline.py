@@ -273,7 +273,7 @@ def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> Non
         with db.atomic("IMMEDIATE"):
             events.emit("prompt.applied", uuid, path=a.path, turn=a.turn, confirmed=ok)
 
-    server.start_pipeline(agent.uuid, _deliver)
+    server.start_pipeline(agent.uuid, _deliver, queue_behind=True)
 
 
 def close_pane(server, agent: Agent, pane: PaneRef | None, why: str) -> None:

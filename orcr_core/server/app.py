@@ -47,6 +47,7 @@ class Server:
         self._driver_error: str | None = None
         self._driver_lock = threading.Lock()
         self._active_pipelines: set[str] = set()
+        self._waiting: dict[str, list] = {}
         self._pipe_lock = threading.Lock()
         self._lock_fd: int | None = None
         self.threads: list[threading.Thread] = []
@@ -120,24 +121,37 @@ class Server:
                 continue
             self.bus.wait(gen, timeout=5.0 if self._driver is None else None)
 
-    def start_pipeline(self, uuid: str, fn, *args) -> None:
+    def start_pipeline(self, uuid: str, fn, *args, queue_behind: bool = False) -> None:
+        """Run ``fn(self, uuid, *args)`` on the pool, one job per agent at a time.
+
+        A job for an agent that already has one running is dropped (the spawn
+        pipeline is idempotent and resumes from the row), or with
+        ``queue_behind`` runs after it: a prompt delivery must never be lost.
+        """
         with self._pipe_lock:
             if uuid in self._active_pipelines:
+                if queue_behind:
+                    self._waiting.setdefault(uuid, []).append((fn, args))
                 return
             self._active_pipelines.add(uuid)
+        self.pool.submit(self._job, uuid, fn, args)
 
-        def run():
+    def _job(self, uuid: str, fn, args) -> None:
+        while True:
             try:
                 db.connect(reuse_if_open=True)
                 fn(self, uuid, *args)
             except Exception:
-                log.exception("pipeline %s failed", uuid)
-            finally:
-                with self._pipe_lock:
+                log.exception("job for agent %s failed", uuid)
+            with self._pipe_lock:
+                waiting = self._waiting.get(uuid)
+                if not waiting:
+                    self._waiting.pop(uuid, None)
                     self._active_pipelines.discard(uuid)
-                self.notify()
-
-        self.pool.submit(run)
+                    break
+                fn, args = waiting.pop(0)
+            self.notify()
+        self.notify()
 
     def pipeline_active(self, uuid: str) -> bool:
         with self._pipe_lock:
