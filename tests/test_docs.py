@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import os
 import re
 import shutil
 import sys
@@ -233,3 +234,5 @@ def test_example_plugin_end_to_end_on_tmux(orcr_home):
         import subprocess
 
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+        tmpdir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+        (tmpdir / sock).unlink(missing_ok=True)  # kill-server leaves the socket file
