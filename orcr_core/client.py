@@ -32,10 +32,10 @@ class ServerError(Exception):
         self.cause = cause
 
 
-def _spawn_server() -> None:
+def _spawn_server() -> subprocess.Popen:
     run = dirs.ensure_private_dir(dirs.run_dir())
     log = open(run / "server.log", "ab")
-    subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "orcr_core.server"],
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -44,6 +44,17 @@ def _spawn_server() -> None:
         close_fds=True,
     )
     log.close()
+    return proc
+
+
+def _last_error(log: Path) -> str:
+    """The last ERROR line of the server log: why a server we started exited."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()[-50:]
+    except OSError:
+        return ""
+    errors = [ln.split(" ERROR ", 1)[1] for ln in lines if " ERROR " in ln]
+    return errors[-1] if errors else ""
 
 
 class Client:
@@ -76,15 +87,20 @@ class Client:
                     "server_not_running",
                     f"no orcr server at {self.path}; start one: orcr server start",
                 ) from None
-            _spawn_server()
+            proc = _spawn_server()
+            log = dirs.run_dir() / "server.log"
             deadline = time.monotonic() + START_TIMEOUT
             while True:
                 try:
                     self.sock = self._connect_once()
                     break
                 except (FileNotFoundError, ConnectionRefusedError):
+                    if proc.poll() not in (None, 0):  # 0: another client's server won
+                        raise ServerError(
+                            "server_start_failed",
+                            f"the orcr server exited: {_last_error(log) or 'see ' + str(log)}",
+                        ) from None
                     if time.monotonic() > deadline:
-                        log = dirs.run_dir() / "server.log"
                         raise ServerError(
                             "server_start_failed",
                             f"the orcr server did not start within {START_TIMEOUT:.0f}s; see {log}",

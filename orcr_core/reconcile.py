@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from orcr_core import lifecycle, pipeline
+from orcr_core import events, lifecycle, pipeline
 from orcr_core.contracts import DriverError, PaneRef
 from orcr_core.store.models import ACTIVE, Agent, db
 
@@ -63,10 +63,16 @@ def recover(server) -> None:
             with db.atomic("IMMEDIATE"):
                 lifecycle.update(
                     agent,
-                    "agent.rematched",
+                    None,
                     pane_id=pane.pane_id,
                     tab_id=pane.tab_id,
                     workspace_id=pane.workspace_id,
+                )
+                events.emit(
+                    "agent.rematched",
+                    agent.uuid,
+                    path=agent.path,
+                    pane_id=pane.pane_id,
                     repair=True,
                 )
     _count(server, snap, close_late=True)

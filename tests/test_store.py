@@ -112,3 +112,16 @@ def test_immediate_serialises_read_then_write(store):
     assert errors == []
     seqs = [a.queue_seq for a in Agent.select()]
     assert sorted(seqs) == list(range(1, 151))
+
+
+def test_cli_names_why_an_autostarted_server_failed(orcr_home):
+    path = orcr_home.path / "store.db"
+    store_db.open_store(path)
+    store_db.close_store()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    r = orcr_home.run("agent", "ls")
+    assert r.returncode == 6
+    assert "store_version_mismatch" in r.stderr and "upgrade orcr" in r.stderr

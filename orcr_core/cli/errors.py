@@ -17,7 +17,9 @@ class ExitCode(IntEnum):
     USAGE = 2  #: bad invocation (click's own code)
     NOT_FOUND = 3  #: no such agent
     TIMEOUT = 4  #: ``agent wait --timeout`` elapsed
-    AGENT_FAILED = 5  #: the waited-for agent ended badly (failed, timeout, lost, canceled)
+    #: the waited-for agent ended badly (failed, timeout, lost, canceled), or
+    #: ended at all while ``agent wait`` waited for idle
+    AGENT_FAILED = 5
     NO_SERVER = 6  #: the server could not be reached or started
 
 

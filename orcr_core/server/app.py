@@ -46,6 +46,8 @@ class Server:
         self._driver = None
         self._driver_error: str | None = None
         self._driver_lock = threading.Lock()
+        self._driver_retry_at = 0.0
+        self._driver_backoff = 0.125
         self._active_pipelines: set[str] = set()
         self._waiting: dict[str, list] = {}
         self._pipe_lock = threading.Lock()
@@ -70,10 +72,19 @@ class Server:
 
     @property
     def driver(self):
-        """The multiplexer driver, created on first use (None when none can run)."""
+        """The multiplexer driver, created on first use (None when none can run).
+
+        While none can be had (herdr down, tmux missing) it is retried with
+        backoff, from 0.25 s up to 5 s between attempts.
+        """
         with self._driver_lock:
-            if self._driver is None:
+            if self._driver is None and time.monotonic() >= self._driver_retry_at:
                 self._driver, self._driver_error = self._make_driver()
+                if self._driver is None:
+                    self._driver_backoff = min(self._driver_backoff * 2, 5.0)
+                    self._driver_retry_at = time.monotonic() + self._driver_backoff
+                else:
+                    self._driver_backoff = 0.125
             return self._driver
 
     def driver_status(self) -> dict:
@@ -96,6 +107,7 @@ class Server:
     def reset_driver(self) -> None:
         with self._driver_lock:
             self._driver = None
+            self._driver_retry_at = 0.0
 
     def reload_config(self) -> None:
         self.config = config_mod.load()

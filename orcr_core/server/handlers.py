@@ -115,6 +115,8 @@ def resolve_many(target: str) -> list[Agent]:
 
 @method("hello")
 def hello(server, conn, rid, params):
+    if params.get("protocol") != conn_protocol(conn):
+        raise ProtocolError("unsupported_version", "the protocol was negotiated already")
     return {
         "protocol": params["protocol"],
         "server_version": server.status()["version"],
@@ -198,6 +200,10 @@ def agent_send(server, conn, rid, params):
     agent = resolve(_param(params, "target", str))
     prompt = _param(params, "prompt", str)
     timeout = params.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        raise ProtocolError("invalid_params", "timeout must be a number of seconds > 0")
     if not prompt.strip():
         raise ProtocolError("invalid_params", "the prompt is empty")
     if agent.status != "idle":
@@ -227,6 +233,12 @@ def agent_read(server, conn, rid, params):
     elif params.get("screen", True) and agent.pane_id and server.driver is not None:
         result["screen"] = server.driver.read(pipeline_pane(agent))
     return result
+
+
+def conn_protocol(conn):
+    if getattr(conn, "protocol", None) is None:
+        conn.protocol = conn.hello_protocol
+    return conn.protocol
 
 
 def pipeline_pane(agent):

@@ -101,6 +101,7 @@ class Connection:
                 )
                 return False
             self.negotiated = True
+            self.hello_protocol = version
         try:
             result = handlers.dispatch(self.server, self, rid, method, params)
         except ProtocolError as exc:

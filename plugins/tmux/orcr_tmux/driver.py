@@ -92,11 +92,12 @@ class TmuxDriver:
     # -- availability and version ---------------------------------------------------------
 
     @classmethod
-    def available(cls) -> tuple[bool, str]:
-        """Whether tmux >= 3.2 is on PATH (for ``[driver] name = "auto"``)."""
-        path = shutil.which("tmux")
+    def available(cls, config: Any = None) -> tuple[bool, str]:
+        """Whether tmux >= 3.2 (``[tmux] binary``) is on PATH (for ``[driver] name = "auto"``)."""
+        binary = str(config.get("tmux.binary") or "tmux") if config is not None else "tmux"
+        path = shutil.which(binary)
         if path is None:
-            return False, f"tmux not found on PATH; {INSTALL_HINT}"
+            return False, f"{binary} not found on PATH; {INSTALL_HINT}"
         try:
             text = Tmux(binary=path).version()
         except DriverError as exc:
