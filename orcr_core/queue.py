@@ -115,7 +115,10 @@ def _write_launch(data_dir: Path, payload: dict) -> None:
 
 
 _DEPTH = "SELECT COUNT(*) FROM agent WHERE status = 'queued'"
-_MAX_SEQ = "SELECT MAX(queue_seq) FROM agent"
+_SEQS = (
+    "SELECT (SELECT MAX(queue_seq) FROM agent), "
+    "(SELECT MIN(queue_seq) FROM agent WHERE status = 'queued')"
+)
 _INSERT = (
     "INSERT INTO agent (uuid, path, name, provider, status, queue_seq, cwd, launch_token, timeout, "
     "created_at, managed, cancel_requested, turn, turns_done) "
@@ -134,11 +137,14 @@ def admit(spec: RunSpec, providers: dict, agents_dir: Path) -> Agent:
     try:
         with db.atomic("IMMEDIATE"):
             # plain SQL on the hot path: admission is the one write every caller makes
-            depth = db.execute_sql(_DEPTH).fetchone()[0]
-            if depth >= MAX_QUEUE:
-                raise AdmissionError("queue_full", f"the queue holds {depth} agents, the limit")
+            last, oldest = db.execute_sql(_SEQS).fetchone()
+            seq = (last or 0) + 1
+            # seq - oldest bounds the depth in O(log n); count exactly only near the limit
+            if oldest is not None and seq - oldest >= MAX_QUEUE:
+                depth = db.execute_sql(_DEPTH).fetchone()[0]
+                if depth >= MAX_QUEUE:
+                    raise AdmissionError("queue_full", f"the queue holds {depth} agents, the limit")
             path = full or _auto_name(scope, spec.provider)
-            seq = (db.execute_sql(_MAX_SEQ).fetchone()[0] or 0) + 1
             _write_launch(
                 data_dir,
                 {

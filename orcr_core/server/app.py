@@ -38,7 +38,8 @@ class Server:
         self.store_path = dirs.store_path()
         self.agents_dir = dirs.agents_dir()
         self.socket_path = dirs.socket_path()
-        self.bus = Bus()
+        self.bus = Bus()  # event rows for watchers
+        self.queue_bus = Bus()  # work for the queue worker
         self.stopping = threading.Event()
         self.started_at = time.time()
         self.pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="orcr-pipe")
@@ -67,8 +68,12 @@ class Server:
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
 
-    def notify(self) -> None:
+    def notify(self, queue: bool = True) -> None:
+        """Wake watchers (new event rows), and the queue worker unless ``queue`` is
+        False: an admission while every slot is taken cannot promote anything."""
         self.bus.notify()
+        if queue:
+            self.queue_bus.notify()
 
     @property
     def driver(self):
@@ -120,7 +125,7 @@ class Server:
 
         db.connect(reuse_if_open=True)
         while not self.stopping.is_set():
-            gen = self.bus.generation()
+            gen = self.queue_bus.generation()
             promoted = []
             if self.driver is not None:
                 faults.point("before_promote")
@@ -131,7 +136,7 @@ class Server:
                 for agent in promoted:
                     self.start_pipeline(agent.uuid, pipeline.run)
                 continue
-            self.bus.wait(gen, timeout=5.0 if self._driver is None else None)
+            self.queue_bus.wait(gen, timeout=5.0 if self._driver is None else None)
 
     def start_pipeline(self, uuid: str, fn, *args, queue_behind: bool = False) -> None:
         """Run ``fn(self, uuid, *args)`` on the pool, one job per agent at a time.

@@ -27,10 +27,16 @@ def _initial(database) -> None:
     database.create_tables(models.MODELS)
 
 
+def _status_seq_index(database) -> None:
+    # the queue's hot reads: the oldest queued row, the queue in order
+    database.execute_sql("CREATE INDEX IF NOT EXISTS agent_status_seq ON agent (status, queue_seq)")
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
     ("0001_initial", _initial),
+    ("0002_agent_status_seq_index", _status_seq_index),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
