@@ -102,8 +102,8 @@ class Server:
         try:
             factory, _why = choose_driver(self.config, self.registry)
             drv = factory(self.config)
-            drv.handshake()
-            drv.ensure_session()
+            drv.ensure_session()  # starts orcr's own multiplexer server when none answers
+            self.driver_info = drv.handshake()
             return drv, None
         except Exception as exc:  # surfaced in server status; promotion waits
             log.warning("no driver: %s", exc)

@@ -1,0 +1,108 @@
+"""The whole stack against herdr: orcr starts its own herdr server (the emulator
+program behind a `herdr` on PATH), captures agent_session reports, attaches."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+
+def _until(fn, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not reached in {timeout}s")
+
+
+def test_orcr_starts_its_own_herdr_and_runs_an_agent(orcr_home, short_tmp):
+    from orcr_herdr.testing.shim import write_herdr_shim
+
+    bindir = short_tmp / "bin"
+    write_herdr_shim(bindir, env={"ORCR_HERDR_EMU_SHELL": "/bin/sh"})
+    xdg = short_tmp / "xdg"
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "XDG_CONFIG_HOME": str(xdg)}
+    orcr_home.env.update(env)
+    orcr_home.config('[driver]\nname = "auto"\n[timings]\npoll_every = "50ms"\n')
+    try:
+        orcr_home.start_server()
+        orcr_home.run(
+            "agent", "run", "--provider", "echo", "--path", "h/one", "hi there", check=True
+        )
+        orcr_home.run("agent", "wait", "h/one", "--timeout", "30s", check=True)
+        assert orcr_home.run("agent", "read", "h/one", check=True).stdout == "hi there\n"
+        st = json.loads(orcr_home.run("server", "status", "--json", check=True).stdout)
+        assert st["driver"] == {"name": "herdr", "error": None}
+        sock = xdg / "herdr" / "sessions" / "orcr" / "herdr.sock"
+        assert sock.exists()  # herdr's own socket path for session "orcr"
+        owned_cfg = orcr_home.path / "herdr-config.toml"
+        assert "resume_agents_on_restore = false" in owned_cfg.read_text()
+        r = orcr_home.run("agent", "attach", "h/one", check=True)
+        assert "h/one is pane" in r.stdout
+        # the herdr server outlives an orcr crash, and the agent with it
+        orcr_home.kill_server()
+        orcr_home.start_server()
+        orcr_home.run("agent", "send", "h/one", "again", check=True)
+        orcr_home.run("agent", "wait", "h/one", "--timeout", "30s", check=True)
+        assert orcr_home.run("agent", "read", "h/one", check=True).stdout == "again\n"
+    finally:
+        orcr_home.stop_server()
+        out = subprocess.run(
+            ["pgrep", "-f", f"orcr_herdr.testing.emulator.*{xdg}|{bindir}/herdr"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        pids = [int(p) for p in out]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def test_agent_session_is_captured_from_herdr_without_an_event(live):
+    if live.mux.kind != "herdr":
+        assert live.mux.kind == "tmux"  # tmux reports no session: covered by test_e2e on tmux
+        return
+    live.start_server()
+    live.run(
+        "agent", "run", "--provider", "command", "--path", "s/cmd", "--", "sleep", "60", check=True
+    )
+    a = _until(
+        lambda: (lambda a: a if a["status"] in ("working", "idle") else None)(
+            json.loads(live.run("agent", "get", "s/cmd", "--json", check=True).stdout)
+        ),
+        what="started",
+    )
+    assert a["agent_session"] is None
+    live.mux.emulator.set_agent_session(
+        a["pane_id"], "thread-123", agent="codex", source="herdr:codex"
+    )
+    a = _until(
+        lambda: (lambda a: a if a["agent_session"] else None)(
+            json.loads(live.run("agent", "get", "s/cmd", "--json", check=True).stdout)
+        ),
+        what="captured",
+    )
+    assert a["agent_session"] == {"source": "herdr:codex", "kind": "id", "value": "thread-123"}
+
+
+def test_gc_clock_survives_a_server_restart(live):
+    live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\ngc_after = "2s"\n')
+    live.start_server()
+    live.run("agent", "run", "--provider", "echo", "--path", "gc/x", "hi", check=True)
+    live.run("agent", "wait", "gc/x", "--timeout", "30s", check=True)
+    live.kill_server()
+    time.sleep(2.5)  # past gc_after while no server ran
+    live.start_server()
+    t = time.monotonic()
+    r = live.run(
+        "agent", "wait", "gc/x", "--until", "ended", "--timeout", "30s", "--json", check=True
+    )
+    assert json.loads(r.stdout)["exit_reason"] == "gc"
+    assert time.monotonic() - t < 1.9  # not a fresh 2 s clock from the restart
