@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import stat
 
@@ -116,3 +117,35 @@ def test_autostart_from_cli_and_stop(orcr_home):
     assert not orcr_home.socket.exists()
     r = orcr_home.run("server", "status")
     assert r.returncode == 6 and "orcr server start" in r.stderr
+
+
+def test_other_users_are_refused_even_past_file_modes(server):
+    """Defence in depth: with the modes opened up, another uid still gets `forbidden`."""
+    import subprocess
+    import sys
+
+    opened = [server.path.parent, server.path]  # the tmp dirs above run/ too
+    for d in opened:
+        os.chmod(d, 0o711)
+    os.chmod(server.socket.parent, 0o777)
+    os.chmod(server.socket, 0o666)
+    probe = (
+        "import json, os, socket, sys\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+        's.sendall(b\'{"id":1,"method":"hello","params":{"protocol":1}}\\n\')\n'
+        "print(s.makefile().readline())\n"
+    )
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", probe, str(server.socket)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        os.chmod(server.socket.parent, 0o700)
+        os.chmod(server.socket, 0o600)
+        for d in opened:
+            os.chmod(d, 0o700)
+    assert json.loads(r.stdout)["error"]["code"] == "forbidden", r.stderr

@@ -152,3 +152,33 @@ def test_wait_through_queue_and_first_turn(orcr_home):
     orcr_home.run("agent", "kill", "w/second", check=True)
     r = orcr_home.run("agent", "wait", "w/second", "--until", "ended", "--json", check=True)
     assert json.loads(r.stdout)["exit_reason"] == "killed"
+
+
+def test_wait_shows_progress_on_a_terminal_only(orcr_home):
+    import os
+    import pty  # noqa: F401  (a real pseudo-terminal for stderr)
+    import subprocess
+    import sys
+
+    orcr_home.start_server()
+    orcr_home.run("agent", "run", "--provider", "testp", "--path", "tty/a", "x", check=True)
+    cmd = [sys.executable, "-m", "orcr_core.cli", "agent", "wait", "tty/a", "--timeout", "1.5s"]
+    master, slave = os.openpty()
+    p = subprocess.Popen(cmd, env=orcr_home.env, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    p.wait(30)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    text = out.decode(errors="replace")
+    assert "tty/a: working" in text and "s " in text  # status and elapsed seconds
+    piped = orcr_home.run("agent", "wait", "tty/a", "--timeout", "0.5s")
+    assert "tty/a: working" not in piped.stderr  # nothing extra when piped
+    assert piped.returncode == 4

@@ -1,0 +1,369 @@
+"""What the fake ``claude`` and ``codex`` CLIs share: a small raw-mode TUI and herdr's hook.
+
+Standard library only, so the fakes run under whatever ``python3`` a pane's
+PATH finds. The TUI behaves like Claude Code's and Codex's for what orcr
+touches:
+
+* raw mode, bracketed paste switched on (``ESC[?2004h``), one composer line;
+* a paste is text, never a submit, even when it holds newlines;
+* Enter (CR or LF outside a paste) submits the composer, **except** an Enter
+  that arrives within :data:`ENTER_GUARD` seconds of a paste's end: both TUIs
+  take that as part of the paste burst (TRANSCRIPTS.md sections 1.11 and 2.11)
+  and the text stays unsubmitted, so a driver must pause between paste and
+  Enter;
+* a prompt submitted while a turn runs waits for it (queued);
+* Ctrl-C or Ctrl-D with an empty composer quits; a hang-up or SIGTERM quits.
+
+A turn is a list of steps ``(delay, action)``; one ``select`` loop runs them,
+so keystrokes keep landing in the composer while a turn works.
+
+Prompt directives (leading, any order): ``[sleep N]`` delays the answer N
+seconds, ``[tool]`` runs one tool call before the answer. The answer is the
+prompt with its directives taken off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import socket
+import sys
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+PASTE_START = b"\x1b[200~"
+PASTE_END = b"\x1b[201~"
+ENTER_GUARD = 0.15  # seconds after a paste during which Enter is swallowed
+_DIRECTIVE = re.compile(r"\s*\[(?:(sleep)\s+(\d+(?:\.\d*)?)|(tool))\]", re.IGNORECASE)
+
+Step = tuple[float, Callable[[], None]]
+
+
+@dataclass
+class Plan:
+    sleep: float = 0.0
+    tool: bool = False
+    text: str = ""
+
+
+def parse_prompt(prompt: str) -> Plan:
+    plan, pos = Plan(), 0
+    while m := _DIRECTIVE.match(prompt, pos):
+        if m.group(1):
+            plan.sleep += float(m.group(2))
+        else:
+            plan.tool = True
+        pos = m.end()
+    plan.text = prompt[pos:].strip()
+    return plan
+
+
+def iso_now() -> str:
+    """UTC, millisecond precision, ``Z``: the timestamp both CLIs write."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def uuid7() -> str:
+    """A UUIDv7 (48-bit ms time, version 7, variant 10): Codex's thread and turn ids."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= ((rand >> 62) & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+class Jsonl:
+    """An append-only transcript, created at the first line (both CLIs create it lazily)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._fd: int | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self._fd is not None
+
+    def write(self, record: dict) -> None:
+        if self._fd is None:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        os.write(self._fd, line)  # one write per line: a reader never sees half a record
+
+
+def report_session(agent: str, session_id: str, path: str | None, start_source: str) -> bool:
+    """herdr's SessionStart hook: ``pane.report_agent_session`` over ``$HERDR_SOCKET_PATH``.
+
+    A no-op unless ``HERDR_ENV=1``, ``HERDR_SOCKET_PATH`` and ``HERDR_PANE_ID``
+    are set (the hook's guard). One request per connection, NDJSON, 0.5 s
+    timeout, every error ignored: a hook must never break the agent.
+    """
+    sock_path, pane = os.environ.get("HERDR_SOCKET_PATH"), os.environ.get("HERDR_PANE_ID")
+    if os.environ.get("HERDR_ENV") != "1" or not sock_path or not pane:
+        return False
+    params = {
+        "pane_id": pane,
+        "source": f"herdr:{agent}",
+        "agent": agent,
+        "seq": time.time_ns(),
+        "agent_session_id": session_id,
+        "session_start_source": start_source,
+    }
+    if path:
+        params["agent_session_path"] = path
+    request = {"id": f"hook_{time.time_ns()}", "method": "pane.report_agent_session"}
+    request["params"] = params
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(0.5)
+            s.connect(sock_path)
+            s.sendall((json.dumps(request) + "\n").encode())
+            s.recv(65536)
+    except OSError:
+        return False
+    return True
+
+
+@dataclass
+class Args:
+    """Argv split the way both CLIs do: flags with values, boolean flags, positionals."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    flags: set[str] = field(default_factory=set)
+    positional: list[str] = field(default_factory=list)
+
+
+def parse_args(argv: list[str], with_value: set[str], aliases: dict[str, str]) -> Args:
+    """Unknown flags are taken as booleans (orcr may pass flags the fake does not model)."""
+    out = Args()
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "--":
+            out.positional += argv[i:]
+            break
+        if not arg.startswith("-") or arg == "-":
+            out.positional.append(arg)
+            continue
+        name, eq, value = arg.partition("=")
+        name = aliases.get(name, name)
+        if name in with_value:
+            if not eq:
+                if i >= len(argv):
+                    raise SystemExit(f"error: option '{name}' argument missing")
+                value = argv[i]
+                i += 1
+            out.values[name] = value
+        else:
+            out.flags.add(name)
+    return out
+
+
+class Tui:
+    """The composer, the turn runner and the screen. Subclasses make the turns."""
+
+    title = "fake"
+
+    def __init__(self) -> None:
+        self.in_fd, self.out_fd = sys.stdin.fileno(), sys.stdout.fileno()
+        self.tty = os.isatty(self.in_fd)
+        self.composer = ""
+        self.pending = b""  # an unfinished escape sequence
+        self.paste: bytearray | None = None
+        self.paste_ended = 0.0
+        self.queue: deque[str] = deque()
+        self.steps: deque[Step] = deque()
+        self.due = 0.0
+        self.busy = False
+        self.history: deque[str] = deque(maxlen=40)
+        self.quit = False
+        self.dirty = True
+
+    # -- turns ---------------------------------------------------------------
+
+    def make_turn(self, prompt: str) -> list[Step]:
+        raise NotImplementedError
+
+    def submit(self, prompt: str) -> None:
+        if prompt.strip():
+            self.queue.append(prompt)
+            self.dirty = True
+
+    def advance(self) -> None:
+        while True:
+            now = time.monotonic()
+            if self.steps:
+                if now < self.due:
+                    return
+                _, action = self.steps.popleft()
+                action()
+                self.dirty = True
+                if self.steps:
+                    self.due = now + self.steps[0][0]
+                continue
+            self.busy = False
+            if not self.queue:
+                return
+            prompt = self.queue.popleft()
+            self.history.append(f"> {prompt}")
+            self.steps = deque(self.make_turn(prompt))
+            self.busy = True
+            self.due = now + (self.steps[0][0] if self.steps else 0.0)
+
+    # -- input ---------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        data, self.pending = self.pending + data, b""
+        i = 0
+        while i < len(data):
+            if self.paste is not None:
+                end = data.find(PASTE_END, i)
+                if end < 0:
+                    keep = next(
+                        (
+                            k
+                            for k in range(len(PASTE_END) - 1, 0, -1)
+                            if data.endswith(PASTE_END[:k])
+                        ),
+                        0,
+                    )
+                    self.paste += data[i : len(data) - keep]
+                    self.pending = data[len(data) - keep :]
+                    return
+                self.paste += data[i:end]
+                text = self.paste.decode("utf-8", "replace").replace("\r\n", "\n")
+                self.composer += text.replace("\r", "\n")
+                self.paste = None
+                self.paste_ended = time.monotonic()
+                i = end + len(PASTE_END)
+                continue
+            b = data[i]
+            if b == 0x1B:
+                if data.startswith(PASTE_START, i):
+                    self.paste = bytearray()
+                    i += len(PASTE_START)
+                    continue
+                if PASTE_START.startswith(data[i:]):
+                    self.pending = data[i:]
+                    return
+                i += self._skip_escape(data, i)
+                continue
+            if b in (0x0D, 0x0A):
+                if time.monotonic() - self.paste_ended < ENTER_GUARD:
+                    pass  # part of the paste burst: swallowed, nothing submitted
+                else:
+                    self.submit(self.composer)
+                    self.composer = ""
+            elif b in (0x7F, 0x08):
+                self.composer = self.composer[:-1]
+            elif b in (0x03, 0x04):
+                if not self.composer:
+                    self.quit = True
+                    return
+                self.composer = ""
+            elif b >= 0x20:
+                j = i
+                while j < len(data) and data[j] >= 0x20 and data[j] != 0x7F:
+                    j += 1
+                self.composer += data[i:j].decode("utf-8", "replace")
+                i = j
+                continue
+            i += 1
+        self.dirty = True
+
+    @staticmethod
+    def _skip_escape(data: bytes, i: int) -> int:
+        if i + 1 < len(data) and data[i + 1] == ord("["):
+            for j in range(i + 2, min(len(data), i + 32)):
+                if 0x40 <= data[j] <= 0x7E:
+                    return j + 1 - i
+        return 1
+
+    # -- screen --------------------------------------------------------------
+
+    def write(self, text: str) -> None:
+        data = text.encode("utf-8", "replace")
+        while data:
+            try:
+                data = data[os.write(self.out_fd, data) :]
+            except BlockingIOError:
+                select.select([], [self.out_fd], [], 1.0)
+            except OSError:
+                return
+
+    def screen(self, rows: int) -> list[str]:
+        raise NotImplementedError
+
+    def draw(self) -> None:
+        if not self.tty or not self.dirty:
+            return
+        self.dirty = False
+        try:
+            cols, rows = os.get_terminal_size(self.out_fd)
+        except OSError:
+            cols, rows = 0, 0
+        if cols <= 0 or rows <= 0:
+            cols, rows = 80, 24
+        lines = [ln[: max(cols - 1, 10)] for ln in self.screen(max(rows, 6))]
+        self.write("\x1b[H\x1b[2J" + "\r\n".join(lines))
+
+    # -- main loop -----------------------------------------------------------
+
+    def run(self) -> int:
+        saved = None
+        if self.tty:
+            import termios
+            import tty
+
+            saved = termios.tcgetattr(self.in_fd)
+            tty.setraw(self.in_fd, termios.TCSANOW)
+            self.write("\x1b[?2004h")
+
+        def _stop(signum, frame):
+            self.quit = True
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGHUP, _stop)
+        try:
+            while not self.quit:
+                self.advance()
+                self.draw()
+                timeout = max(0.0, self.due - time.monotonic()) if self.steps else None
+                try:
+                    ready, _, _ = select.select([self.in_fd], [], [], timeout)
+                except InterruptedError:
+                    continue
+                if not ready:
+                    continue
+                try:
+                    data = os.read(self.in_fd, 4096)
+                except OSError:
+                    break
+                if not data:
+                    break
+                self.feed(data)
+        finally:
+            self.on_exit()
+            if saved is not None:
+                import termios
+
+                self.write("\x1b[?2004l\r\n")
+                try:
+                    termios.tcsetattr(self.in_fd, termios.TCSADRAIN, saved)
+                except OSError:
+                    pass
+        return 0
+
+    def on_exit(self) -> None:
+        pass

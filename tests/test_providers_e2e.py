@@ -1,0 +1,248 @@
+"""Claude Code and Codex end to end, through their real adapters, with faithful fake CLIs.
+
+The real CLIs cannot run here, so ``tests/fakes/claude`` and ``tests/fakes/codex``
+stand in: PTY TUIs that take a bracketed paste and an Enter like the real ones,
+write transcripts with the record shapes of the shared fixtures (Claude Code
+2.1.38, Codex 0.128.0) where the real ones do, lazily, and report their session
+to herdr the way herdr's SessionStart hooks do. orcr drives them through
+``plugins/claude`` and ``plugins/codex`` on real tmux and on the herdr emulator.
+
+Claude's turn end has no marker in 2.1.38 unless a Stop hook runs (orcr installs
+none), so most Claude turns here settle on the adapter's 3 s quiet period.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+FAKES = Path(__file__).resolve().parent / "fakes"
+SLUG = re.compile(r"[^A-Za-z0-9]")  # TRANSCRIPTS.md section 1.1, for paths under 200 chars
+
+
+def _until(fn, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not reached in {timeout}s")
+
+
+def _configure(live, tmp: Path, claude: list[str] = (), codex: list[str] = (), extra: str = ""):
+    """Both providers point at the fakes (absolute argv) and at private homes under ``tmp``."""
+    live.config(
+        live.mux.config()
+        + '[timings]\npoll_every = "50ms"\nprompt_confirm = "1s"\n'
+        + f'[providers.claude]\nhome = "{tmp / "claude"}"\n'
+        + f"argv = {json.dumps([str(FAKES / 'claude'), *claude])}\n"
+        + extra
+        + f'[providers.codex]\nhome = "{tmp / "codex"}"\n'
+        + f"argv = {json.dumps([str(FAKES / 'codex'), *codex])}\n"
+    )
+
+
+def _project(tmp: Path) -> Path:
+    """A cwd whose slug differs from the path in several places (``/``, ``_``, ``.``)."""
+    cwd = tmp / "My_proj.v2"
+    cwd.mkdir(exist_ok=True)
+    return cwd
+
+
+def _get(live, path: str) -> dict:
+    return json.loads(live.run("agent", "get", path, "--json", check=True).stdout)
+
+
+def _events(live, uuid: str) -> list[tuple[str, dict]]:
+    conn = sqlite3.connect(live.path / "store.db")
+    try:
+        rows = conn.execute(
+            "SELECT kind, data FROM event WHERE agent = ? ORDER BY seq", (uuid,)
+        ).fetchall()
+    finally:
+        conn.close()
+    return [(k, json.loads(d)) for k, d in rows]
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(ln) for ln in path.read_text().splitlines()]
+
+
+def _herdr_pane(live, label: str):
+    return next(p for p in live.mux.emulator.panes() if p.label == label)
+
+
+def _wait_idle(live, path: str) -> None:
+    r = live.run("agent", "wait", path, "--timeout", "30s")
+    assert (r.returncode, r.stdout.strip()) == (0, f"{path} idle"), (r.stderr, live.server_log())
+
+
+# --------------------------------------------------------------------------- claude
+
+
+def test_claude_two_turns(live, short_tmp):
+    """orcr chooses the session id, the fake writes where the adapter looks, two turns."""
+    cwd = _project(short_tmp)
+    _configure(live, short_tmp)
+    live.start_server()
+    r = live.run(
+        "agent", "run", "--provider", "claude", "--path", "c/one", "--cwd", str(cwd),
+        "hello claude", check=True,
+    )  # fmt: skip
+    path, uuid = r.stdout.split()
+    assert path == "c/one"
+    _wait_idle(live, "c/one")
+    assert live.run("agent", "read", "c/one", check=True).stdout == "hello claude\n"
+
+    r = live.run("agent", "send", "c/one", "[tool] second", check=True)
+    assert "working turn 2" in r.stdout
+    _wait_idle(live, "c/one")
+    read = json.loads(live.run("agent", "read", "c/one", "--json", check=True).stdout)
+    assert (read["text"], read["turn_status"]) == ("second", "completed")
+
+    a = _get(live, "c/one")
+    assert a["agent_session"] == {"source": "orcr", "kind": "id", "value": uuid}
+    assert (a["status"], a["turn"], a["cwd"]) == ("idle", 2, str(cwd))
+
+    # The transcript is where Claude Code puts it and where the adapter computes it.
+    from orcr_claude import ClaudeProvider
+
+    from orcr_core.contracts import LaunchSpec, SessionPointer
+
+    expected = short_tmp / "claude" / "projects" / SLUG.sub("-", str(cwd)) / f"{uuid}.jsonl"
+    assert expected.is_file(), sorted(glob.glob(str(short_tmp / "claude" / "**"), recursive=True))
+    spec = LaunchSpec(uuid, "c/one", str(cwd), "", {"home": str(short_tmp / "claude")})
+    located = ClaudeProvider().locate_transcript(SessionPointer("orcr", "id", uuid), spec)
+    assert located == str(expected)
+    records = _lines(expected)
+    prompts = [r["message"]["content"] for r in records if r["type"] == "user"]
+    assert prompts[0] == "hello claude" and prompts[-1] == "[tool] second"
+    assert {r["sessionId"] for r in records if "sessionId" in r} == {uuid}
+
+    if live.mux.kind == "herdr":
+        # The fake's SessionStart report reached herdr, as the real hook's does.
+        pane = _herdr_pane(live, "c/one")
+        assert pane.agent == "claude"
+        assert pane.agent_session == {
+            "source": "herdr:claude",
+            "agent": "claude",
+            "kind": "id",
+            "value": uuid,
+        }
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_claude_inline_subagent_lines_are_ignored(live, short_tmp):
+    """Sidechain lines after the answer (a later prompt and answer of their own) do not
+    count; the turn_duration line ends the turn without the quiet period."""
+    _configure(live, short_tmp, claude=["--fake-subagent", "--fake-turn-duration"])
+    live.start_server()
+    t0 = time.monotonic()
+    live.run("agent", "run", "--provider", "claude", "--path", "c/sub", "main answer", check=True)
+    _wait_idle(live, "c/sub")
+    assert time.monotonic() - t0 < 2.9, "the turn_duration marker should end the turn"
+    read = json.loads(live.run("agent", "read", "c/sub", "--json", check=True).stdout)
+    assert (read["text"], read["turn_status"]) == ("main answer", "completed")
+    transcript = next(iter(glob.glob(str(short_tmp / "claude" / "projects" / "*" / "*.jsonl"))))
+    assert any(r.get("isSidechain") for r in _lines(Path(transcript)))
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_claude_unsupported_version_fails_the_agent(live, short_tmp):
+    _configure(live, short_tmp, claude=["--fake-version", "9.9.9"])
+    live.start_server()
+    live.run("agent", "run", "--provider", "claude", "--path", "v/new", "hi", check=True)
+    r = live.run("agent", "wait", "v/new", "--timeout", "30s")
+    assert r.returncode == 5, (r.stdout, r.stderr)
+    a = _get(live, "v/new")
+    assert (a["status"], a["exit_reason"]) == ("ended", "failed")
+    assert "claude 9.9.9" in a["error"] and "allow_unpinned" in a["error"], a["error"]
+    _until(lambda: live.mux.labels() == [], what="the pane to close")
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_claude_unpinned_version_allowed_runs_with_a_warning(live, short_tmp):
+    _configure(
+        live,
+        short_tmp,
+        claude=["--fake-version", "9.9.9", "--fake-turn-duration"],
+        extra="allow_unpinned = true\n",
+    )
+    live.start_server()
+    r = live.run(
+        "agent", "run", "--provider", "claude", "--path", "v/ok", "still works", check=True
+    )
+    uuid = r.stdout.split()[1]
+    _wait_idle(live, "v/ok")
+    assert live.run("agent", "read", "v/ok", check=True).stdout == "still works\n"
+    warnings = [d for k, d in _events(live, uuid) if k == "agent.warning"]
+    assert warnings and "claude 9.9.9" in warnings[0]["message"], warnings
+
+
+# --------------------------------------------------------------------------- codex
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_codex_two_turns_on_herdr(live, short_tmp):
+    """Codex picks its own thread id; it reaches orcr through herdr (the fake's hook report)."""
+    cwd = _project(short_tmp)
+    _configure(live, short_tmp)
+    live.start_server()
+    live.run(
+        "agent", "run", "--provider", "codex", "--path", "x/one", "--cwd", str(cwd),
+        "hello codex", check=True,
+    )  # fmt: skip
+    _wait_idle(live, "x/one")
+    assert live.run("agent", "read", "x/one", check=True).stdout == "hello codex\n"
+
+    live.run("agent", "send", "x/one", "[tool] second", check=True)
+    _wait_idle(live, "x/one")
+    read = json.loads(live.run("agent", "read", "x/one", "--json", check=True).stdout)
+    assert (read["text"], read["turn_status"]) == ("second", "completed")
+
+    rollouts = glob.glob(
+        str(short_tmp / "codex" / "sessions" / "*" / "*" / "*" / "rollout-*.jsonl")
+    )
+    assert len(rollouts) == 1, rollouts
+    meta = _lines(Path(rollouts[0]))[0]
+    thread = meta["payload"]["id"]
+    assert meta["type"] == "session_meta" and meta["payload"]["cwd"] == str(cwd)
+    assert rollouts[0].endswith(f"-{thread}.jsonl")
+    a = _get(live, "x/one")
+    assert a["agent_session"] == {"source": "herdr:codex", "kind": "id", "value": thread}
+    assert _herdr_pane(live, "x/one").agent == "codex"
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_codex_on_tmux_never_learns_its_session(live, short_tmp):
+    """Known limitation: Codex cannot be given a session id and tmux has no session
+    report, so orcr never finds the rollout. The fake answers, but the agent stays
+    ``working`` with no session and no answer to read (the delivery goes unconfirmed)."""
+    _configure(live, short_tmp)
+    live.start_server()
+    r = live.run("agent", "run", "--provider", "codex", "--path", "x/tmux", "hello", check=True)
+    uuid = r.stdout.split()[1]
+    rollout = _until(
+        lambda: glob.glob(str(short_tmp / "codex" / "sessions" / "*" / "*" / "*" / "*.jsonl")),
+        what="the fake's rollout",
+    )[0]
+    _until(
+        lambda: any(r["payload"].get("type") == "task_complete" for r in _lines(Path(rollout))),
+        what="the fake to finish its turn",
+    )
+    r = live.run("agent", "wait", "x/tmux", "--timeout", "2s")
+    assert r.returncode == 4, (r.stdout, r.stderr)
+    a = _get(live, "x/tmux")
+    assert (a["status"], a["agent_session"]) == ("working", None)
+    assert (
+        json.loads(live.run("agent", "read", "x/tmux", "--json", check=True).stdout)["text"] is None
+    )
+    applied = [d for k, d in _events(live, uuid) if k == "prompt.applied"]
+    assert applied and applied[0]["confirmed"] is False
