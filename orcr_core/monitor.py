@@ -9,6 +9,7 @@ timestamps, so a server restart neither resets nor skips one.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from orcr_core import events, lifecycle, pipeline
@@ -18,6 +19,9 @@ from orcr_core.store.models import Agent, db
 log = logging.getLogger("orcr.monitor")
 
 
+_READERS_LOCK = threading.Lock()
+
+
 def _readers(server) -> dict:
     if not hasattr(server, "_readers"):
         server._readers = {}
@@ -25,21 +29,26 @@ def _readers(server) -> dict:
 
 
 def read_transcript(server, agent: Agent) -> TurnState | None:
-    """The agent's transcript state, or None when it has none (yet)."""
+    """The agent's transcript state, or None when it has none (yet).
+
+    One incremental reader per agent, shared by the monitor, prompt delivery and
+    ``agent read``; the lock keeps their polls from interleaving.
+    """
     provider = server.registry.providers.get(agent.provider)
     if provider is None or not provider.has_transcript or not agent.agent_session_value:
         return None
-    readers = _readers(server)
-    entry = readers.get(agent.uuid)
-    if entry is None:
-        pointer = SessionPointer(
-            agent.agent_session_source, agent.agent_session_kind, agent.agent_session_value
-        )
-        path = provider.locate_transcript(pointer, pipeline.launch_spec(server, agent))
-        if path is None:
-            return None
-        entry = readers[agent.uuid] = provider.open_reader(path)
-    return entry.poll()
+    with _READERS_LOCK:
+        readers = _readers(server)
+        entry = readers.get(agent.uuid)
+        if entry is None:
+            pointer = SessionPointer(
+                agent.agent_session_source, agent.agent_session_kind, agent.agent_session_value
+            )
+            path = provider.locate_transcript(pointer, pipeline.launch_spec(server, agent))
+            if path is None:
+                return None
+            entry = readers[agent.uuid] = provider.open_reader(path)
+        return entry.poll()
 
 
 def tick(server) -> None:
@@ -52,8 +61,11 @@ def tick(server) -> None:
             _agent(server, agent, now)
         except (DriverError, ProviderError) as exc:
             log.warning("agent %s: %s", agent.path, exc)
-    for uuid in set(_readers(server)) - {a.uuid for a in active}:
-        _readers(server).pop(uuid, None)
+    live = {a.uuid for a in active}
+    with _READERS_LOCK:
+        readers = _readers(server)
+        for key in [k for k in readers if (k[1] if isinstance(k, tuple) else k) not in live]:
+            readers.pop(key, None)
 
 
 def _panes(server, active: list[Agent]) -> None:
