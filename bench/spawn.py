@@ -25,13 +25,17 @@ def main(n: int = 100) -> None:
 
     with bench_server("[concurrency]\nmax = 1\n") as (home, env):
         with Orcr(Client(home / "run" / "orcr.sock", autostart=False)) as o:
-            uuids = [o.run("x", provider="testp", path=f"s/a{i}", cwd="/")["uuid"] for i in range(n + 1)]
+            uuids = [
+                o.run("x", provider="testp", path=f"s/a{i}", cwd="/")["uuid"] for i in range(n + 1)
+            ]
             for uuid in uuids[:-1]:
                 while o.get(uuid)["status"] != "working":
                     time.sleep(0.002)
                 o.kill(uuid)  # frees the slot: the next agent is promoted
         conn = sqlite3.connect(home / "store.db")
-        rows = conn.execute("SELECT ts, agent, data FROM event WHERE kind = 'agent.status' ORDER BY seq")
+        rows = conn.execute(
+            "SELECT ts, agent, data FROM event WHERE kind = 'agent.status' ORDER BY seq"
+        )
         freed, lat = None, []
         for ts, _agent, data in rows:
             d = json.loads(data)
@@ -45,7 +49,9 @@ def main(n: int = 100) -> None:
     p50 = statistics.median(lat)
     p95 = lat[int(len(lat) * 0.95) - 1]
     print(f"promotions measured {len(lat)}")
-    print(f"promotion latency after a slot frees: p50 {p50:.2f} ms, p95 {p95:.2f} ms (goal p50 <= 20 ms)")
+    print(
+        f"promotion latency after a slot frees: p50 {p50:.2f} ms, p95 {p95:.2f} ms (goal p50 <= 20 ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -46,6 +46,11 @@ class LineReader:
         self.buf = bytearray()
         self.max_frame = max_frame
 
+    def peek_line(self) -> bytes | None:
+        """The next complete frame if one is already buffered (nothing is read)."""
+        i = self.buf.find(b"\n")
+        return bytes(self.buf[:i]) if i >= 0 else None
+
     def readline(self) -> bytes | None:
         """One frame without its newline; None at EOF. Raises ProtocolError if too big."""
         while True:

@@ -131,3 +131,32 @@ def test_two_processes_race_one_path(server):
         results = sorted(o.split()[0] for o in outs)
         assert results == ["lost", "won"], outs
         assert any("path_in_use" in o for o in outs)
+
+
+def test_pipelined_admissions_group_commit_and_keep_per_request_errors(server):
+    """run_many pipelines requests; the server admits the buffered ones in one
+    transaction with a savepoint each: a refused one does not take the others down."""
+    import sqlite3
+
+    with server.sdk() as o:
+        specs = [dict(prompt="x", provider="testp", path=f"pipe/a{i}", cwd="/") for i in range(300)]
+        specs[5]["path"] = "pipe/a4"  # collides with the one before it
+        specs[7]["path"] = "Bad"  # refused by the grammar
+        specs[9]["provider"] = "nope"
+        results = o.run_many(specs)
+    assert [r.get("error", {}).get("code") for r in results[4:10]] == [
+        None,
+        "path_in_use",
+        None,
+        "invalid_path",
+        None,
+        "unknown_provider",
+    ]
+    ok = [r for r in results if "uuid" in r]
+    assert len(ok) == 297
+    conn = sqlite3.connect(server.path / "store.db")
+    rows = dict(conn.execute("SELECT uuid, queue_seq FROM agent").fetchall())
+    assert {r["uuid"] for r in ok} == set(rows)  # every success committed, nothing else
+    assert [rows[r["uuid"]] for r in ok] == sorted(rows.values())  # FIFO order = request order
+    dirs = {p.name for p in (server.path / "agents").iterdir()}
+    assert dirs == set(rows)  # refused admissions left no data dir
