@@ -123,7 +123,7 @@ def test_claude_two_turns(live, short_tmp):
     assert located == str(expected)
     records = _lines(expected)
     prompts = [r["message"]["content"] for r in records if r["type"] == "user"]
-    assert prompts[0] == "hello claude" and prompts[-1] == "[tool] second"
+    assert [p for p in prompts if isinstance(p, str)] == ["hello claude", "[tool] second"]
     assert {r["sessionId"] for r in records if "sessionId" in r} == {uuid}
 
     if live.mux.kind == "herdr":
@@ -182,8 +182,10 @@ def test_claude_unpinned_version_allowed_runs_with_a_warning(live, short_tmp):
     uuid = r.stdout.split()[1]
     _wait_idle(live, "v/ok")
     assert live.run("agent", "read", "v/ok", check=True).stdout == "still works\n"
+    time.sleep(0.5)  # ten more monitor ticks: the version is checked once, not per tick
     warnings = [d for k, d in _events(live, uuid) if k == "agent.warning"]
-    assert warnings and "claude 9.9.9" in warnings[0]["message"], warnings
+    assert len(warnings) == 1, warnings
+    assert "claude 9.9.9" in warnings[0]["message"] and "allow_unpinned" in warnings[0]["message"]
 
 
 # --------------------------------------------------------------------------- codex
@@ -237,6 +239,9 @@ def test_codex_on_tmux_never_learns_its_session(live, short_tmp):
         lambda: any(r["payload"].get("type") == "task_complete" for r in _lines(Path(rollout))),
         what="the fake to finish its turn",
     )
+    # Delivery gives up confirming after 3 x prompt_confirm, then the row is working...
+    _until(lambda: _get(live, "x/tmux")["status"] != "starting", what="the start to finish")
+    # ... and stays working: no turn end can be seen without the rollout.
     r = live.run("agent", "wait", "x/tmux", "--timeout", "2s")
     assert r.returncode == 4, (r.stdout, r.stderr)
     a = _get(live, "x/tmux")
@@ -246,3 +251,21 @@ def test_codex_on_tmux_never_learns_its_session(live, short_tmp):
     )
     applied = [d for k, d in _events(live, uuid) if k == "prompt.applied"]
     assert applied and applied[0]["confirmed"] is False
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="orcr_core/pipeline.py deliver()/_turns_since() poll the transcript with the Agent "
+    "row read before the monitor captured herdr's session pointer, so a Codex first prompt is "
+    "never confirmed: two extra Enters and 3 x prompt_confirm of added start latency",
+)
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_codex_first_prompt_is_confirmed_once_herdr_reports_the_session(live, short_tmp):
+    _configure(live, short_tmp)
+    live.start_server()
+    r = live.run("agent", "run", "--provider", "codex", "--path", "x/c", "hi", check=True)
+    uuid = r.stdout.split()[1]
+    _wait_idle(live, "x/c")
+    kinds = _events(live, uuid)
+    assert [k for k, _ in kinds if k == "prompt.resubmit"] == []
+    assert [d["confirmed"] for k, d in kinds if k == "prompt.applied"] == [True]
