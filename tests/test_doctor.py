@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from orcr_core.cli.doctor import parse_version
+from orcr_core.store.db import SCHEMA_VERSION
 
 TMUX = shutil.which("tmux")
 needs_tmux = pytest.mark.skipif(TMUX is None, reason="tmux not installed")
@@ -152,7 +153,7 @@ def test_running_server_and_integration_found(doc):
     assert rows["driver"]["detail"].startswith("test")
     server = rows["server"]
     assert server["level"] == "ok" and "protocol 1" in server["detail"], server
-    assert rows["store"]["level"] == "ok" and "schema 1" in rows["store"]["detail"]
+    assert rows["store"]["level"] == "ok" and f"schema {SCHEMA_VERSION}" in rows["store"]["detail"]
     assert rows["caps"]["detail"] == "global 7; per provider: claude 2"
     assert rows["herdr codex integration"]["detail"].startswith("installed (v7)")
 
