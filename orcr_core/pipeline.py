@@ -217,6 +217,7 @@ def _turns_since(server, agent: Agent, turns_before: int) -> bool | None:
     """Did a new turn start? None when nothing can tell (no transcript, no status)."""
     from orcr_core import monitor
 
+    agent = _fresh(agent)  # the monitor may have captured the session pointer meanwhile
     state = monitor.read_transcript(server, agent)
     if state is not None:
         return len(state.turns) > turns_before

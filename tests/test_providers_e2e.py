@@ -272,12 +272,6 @@ def test_codex_on_tmux_never_learns_its_session(live, short_tmp):
     assert applied and applied[0]["confirmed"] is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="orcr_core/pipeline.py deliver()/_turns_since() poll the transcript with the Agent "
-    "row read before the monitor captured herdr's session pointer, so a Codex first prompt is "
-    "never confirmed: two extra Enters and 3 x prompt_confirm of added start latency",
-)
 @pytest.mark.parametrize("live", ["herdr"], indirect=True)
 def test_codex_first_prompt_is_confirmed_once_herdr_reports_the_session(live, short_tmp):
     _configure(live, short_tmp)
