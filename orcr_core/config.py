@@ -130,6 +130,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "providers.*.extra_args": _str_list,
     "providers.*.allow_unpinned": _bool,
     "providers.*.home": _string,
+    "providers.*.stop_hook": _bool,
 }
 
 

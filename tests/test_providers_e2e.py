@@ -282,3 +282,29 @@ def test_codex_first_prompt_is_confirmed_once_herdr_reports_the_session(live, sh
     kinds = _events(live, uuid)
     assert [k for k, _ in kinds if k == "prompt.resubmit"] == []
     assert [d["confirmed"] for k, d in kinds if k == "prompt.applied"] == [True]
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_claude_stop_hook_ends_turns_without_the_quiet_period(live, short_tmp):
+    """orcr launches Claude with a no-op Stop hook (--settings): the stop_hook_summary
+    record it makes Claude write ends each turn at once. Without it, the adapter must
+    wait out its quiet period."""
+    _configure(live, short_tmp)
+    live.start_server()
+    r = live.run("agent", "run", "--provider", "claude", "--path", "h/on", "with hook", check=True)
+    uuid = r.stdout.split()[1]
+    _wait_idle(live, "h/on")
+    path = Path(glob.glob(str(short_tmp / "claude" / "projects" / "*" / f"{uuid}.jsonl"))[0])
+    assert _lines(path)[-1].get("subtype") == "stop_hook_summary"
+    fast = _event_ts(live, uuid, "agent.status", to="idle") - path.stat().st_mtime
+    live.stop_server()
+
+    _configure(live, short_tmp, extra="stop_hook = false\n")
+    live.start_server()
+    r = live.run("agent", "run", "--provider", "claude", "--path", "h/off", "no hook", check=True)
+    uuid = r.stdout.split()[1]
+    _wait_idle(live, "h/off")
+    path = Path(glob.glob(str(short_tmp / "claude" / "projects" / "*" / f"{uuid}.jsonl"))[0])
+    assert not any(r.get("subtype") == "stop_hook_summary" for r in _lines(path))
+    slow = _event_ts(live, uuid, "agent.status", to="idle") - path.stat().st_mtime
+    assert fast < 1.0 and slow >= 2.5, (fast, slow)

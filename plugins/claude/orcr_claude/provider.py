@@ -29,6 +29,12 @@ from orcr_core.contracts import LaunchSpec, ProviderError, SessionPointer, TurnS
 from orcr_core.jsonl_tail import JsonlTurnReader
 from orcr_core.versions import check_version
 
+#: A no-op Stop hook: with one configured, Claude writes a ``stop_hook_summary``
+#: record at the end of every completed turn, which the reader takes as the turn's
+#: end at once instead of after a quiet period (TRANSCRIPTS.md §3). Settings given
+#: with --settings merge with the user's own; nothing of theirs is replaced.
+STOP_HOOK_SETTINGS = '{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"true"}]}]}}'
+
 NESTED_ENV = (
     "CLAUDECODE",
     "CLAUDE_CODE_SESSION_ID",
@@ -50,7 +56,10 @@ class ClaudeProvider:
             raise ProviderError(
                 f"claude --session-id needs a UUID, got {spec.uuid!r}", code="bad_session_id"
             ) from None
-        return base_argv(self.name, spec.options, "claude", ["--session-id", session], "--model")
+        fixed = ["--session-id", session]
+        if spec.options.get("stop_hook", True):
+            fixed += ["--settings", STOP_HOOK_SETTINGS]
+        return base_argv(self.name, spec.options, "claude", fixed, "--model")
 
     def launch_session(self, spec: LaunchSpec) -> SessionPointer | None:
         return SessionPointer(source="orcr", kind="id", value=spec.uuid)

@@ -28,17 +28,29 @@ def test_registers_through_the_hook():
 
 
 def test_launch_argv_default():
-    assert ClaudeProvider().launch_argv(spec()) == ["claude", "--session-id", UUID]
+    from orcr_claude.provider import STOP_HOOK_SETTINGS
+
+    assert ClaudeProvider().launch_argv(spec()) == [
+        "claude", "--session-id", UUID, "--settings", STOP_HOOK_SETTINGS,
+    ]  # fmt: skip
+    assert ClaudeProvider().launch_argv(spec({"stop_hook": False})) == [
+        "claude",
+        "--session-id",
+        UUID,
+    ]
 
 
 def test_launch_argv_with_options():
+    from orcr_claude.provider import STOP_HOOK_SETTINGS
+
     opts = {
         "argv": ["/opt/bin/claude", "--verbose"],
         "model": "opus",
         "extra_args": ["--permission-mode", "bypassPermissions", "--append-system-prompt", "a b"],
     }
     assert ClaudeProvider().launch_argv(spec(opts)) == [
-        "/opt/bin/claude", "--verbose", "--session-id", UUID, "--model", "opus",
+        "/opt/bin/claude", "--verbose", "--session-id", UUID, "--settings", STOP_HOOK_SETTINGS,
+        "--model", "opus",
         "--permission-mode", "bypassPermissions", "--append-system-prompt", "a b",
     ]  # fmt: skip
 
