@@ -140,11 +140,15 @@ def _vanished(server, agent: Agent) -> None:
         agent = Agent.get_by_id(agent.id)
         if agent.cancel_requested:
             return  # the kill that closed the pane ends the row itself
+        exited = agent.pane_id in server.exited_panes  # the multiplexer saw the process end
         if agent.status in ("working", "idle"):
-            lifecycle.transition(agent, "lost", pane_id=agent.pane_id)
-            server.counters["lost"] += 1
+            if exited:
+                lifecycle.transition(agent, "ended", "exited", pane_id=agent.pane_id)
+            else:
+                lifecycle.transition(agent, "lost", pane_id=agent.pane_id)
+                server.counters["lost"] += 1
         elif agent.status == "lost":
-            lifecycle.transition(agent, "ended", "lost")
+            lifecycle.transition(agent, "ended", "exited" if exited else "lost")
     server.notify()
 
 

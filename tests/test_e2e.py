@@ -84,7 +84,6 @@ def test_agent_that_exits_by_itself(live):
     live.run("agent", "run", "--provider", "echo", "--path", "x/bye", "[exit] bye", check=True)
     r = live.run("agent", "wait", "x/bye", "--until", "ended", "--timeout", "30s", "--json")
     a = json.loads(live.run("agent", "get", "x/bye", "--json", check=True).stdout)
-    # tmux keeps the dead pane, so orcr knows the process exited; herdr removes the
-    # pane with it, which orcr can only record as lost (see docs/decisions.md)
-    assert a["exit_reason"] == ("exited" if live.mux.kind == "tmux" else "lost"), (a, r.stderr)
+    # tmux keeps the dead pane; herdr removes it and says pane_exited on its event stream
+    assert a["exit_reason"] == "exited", (a, r.stderr)
     _until(lambda: live.mux.labels() == [], what="the pane to go")

@@ -51,6 +51,7 @@ class Server:
         self._driver_backoff = 0.125
         self._active_pipelines: set[str] = set()
         self._waiting: dict[str, list] = {}
+        self.exited_panes: dict[str, float] = {}  # pane id -> when the multiplexer said so
         self._pipe_lock = threading.Lock()
         self._lock_fd: int | None = None
         self.threads: list[threading.Thread] = []
@@ -191,6 +192,35 @@ class Server:
             except Exception:
                 log.exception("monitor tick failed")
 
+    def mux_events_loop(self) -> None:
+        """Follow the multiplexer's own event stream when its driver has one.
+
+        Hints only (the snapshot stays the truth): a ``pane_exited`` tells the
+        monitor that a vanished pane's process ended by itself, so its agent
+        ends ``exited`` rather than ``lost``. Pane ids are never reused while a
+        multiplexer server lives, so replayed old events are harmless.
+        """
+        backoff = 0.25
+        while not self.stopping.is_set():
+            drv = self.driver
+            stream = getattr(drv, "events", None)
+            if stream is None:
+                if self.stopping.wait(5.0):
+                    return
+                continue
+            try:
+                for ev in stream(stop=self.stopping):
+                    backoff = 0.25
+                    if ev.get("event") == "pane_exited":
+                        pane_id = (ev.get("data") or {}).get("pane_id")
+                        if pane_id:
+                            self.exited_panes[pane_id] = time.time()
+            except Exception as exc:  # the stream broke: reconnect with backoff
+                log.info("multiplexer event stream ended: %s", exc)
+            if self.stopping.wait(backoff):
+                return
+            backoff = min(backoff * 2, 5.0)
+
     def status(self) -> dict:
         counts = queue.live_counts()
         caps = {"max": self.config.cap()}
@@ -233,6 +263,7 @@ class Server:
             (listener.serve, "orcr-listen"),
             (self.queue_worker, "orcr-queue"),
             (self.monitor_loop, "orcr-monitor"),
+            (self.mux_events_loop, "orcr-mux-events"),
         ):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
