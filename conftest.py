@@ -23,6 +23,17 @@ ROOT = Path(__file__).resolve().parent
 TEST_PLUGINS = ROOT / "tests" / "plugins"
 
 
+def until(fn, timeout: float = 30.0, what: str = "condition"):
+    """Poll ``fn`` until it returns something truthy (returned), else fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"{what} not reached in {timeout}s")
+
+
 def shared_dir() -> Path:
     """The read-only ``shared/`` folder beside the repository (ORCR_SHARED overrides)."""
     if os.environ.get("ORCR_SHARED"):

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import time
 
 import pytest
+
+from conftest import until as _until  # noqa: E402
 
 #: (fault point, what recovery makes of the row): the seed's rule is that a
 #: starting row with no recorded pane fails (its orphan pane closed by label),
@@ -27,16 +28,6 @@ POINTS = [
     ("after_prompt", "idle"),
 ]
 REPS = 2
-
-
-def _until(fn, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached in {timeout}s")
 
 
 def _events(home, uuid):

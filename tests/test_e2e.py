@@ -3,17 +3,8 @@
 from __future__ import annotations
 
 import json
-import time
 
-
-def _until(fn, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached in {timeout}s")
+from conftest import until as _until  # noqa: E402
 
 
 def test_quick_start_lifecycle(live):

@@ -9,15 +9,7 @@ import signal
 import subprocess
 import time
 
-
-def _until(fn, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached in {timeout}s")
+from conftest import until as _until  # noqa: E402
 
 
 def test_orcr_starts_its_own_herdr_and_runs_an_agent(orcr_home, short_tmp):

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
-
-def _until(fn, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("condition not reached")
+from conftest import until as _until  # noqa: E402
 
 
 def _has_event(home, kind):

@@ -24,20 +24,11 @@ import pytest
 from orcr_claude import ClaudeProvider
 from orcr_claude.slug import project_slug
 
+from conftest import until as _until  # noqa: E402
 from orcr_core.contracts import LaunchSpec, SessionPointer
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 SLUG = re.compile(r"[^A-Za-z0-9]")  # TRANSCRIPTS.md section 1.1, for paths under 200 chars
-
-
-def _until(fn, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached in {timeout}s")
 
 
 def _configure(live, tmp: Path, claude: list[str] = (), codex: list[str] = (), extra: str = ""):
