@@ -23,8 +23,8 @@ BENCH_DIR = os.environ.get("ORCR_BENCH_DIR", "/tmp")
 
 
 @contextmanager
-def bench_server(config: str = ""):
-    home = Path(tempfile.mkdtemp(prefix="orcr-bench-", dir=BENCH_DIR))
+def bench_server(config: str = "", where: str = BENCH_DIR):
+    home = Path(tempfile.mkdtemp(prefix="orcr-bench-", dir=where))
     (home / "config.toml").write_text('[driver]\nname = "test"\n' + config)
     env = dict(
         os.environ,

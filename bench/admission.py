@@ -1,13 +1,13 @@
 """Agent runs admitted per second over one SDK connection, divided by a raw sqlite3
-BEGIN IMMEDIATE insert-plus-event rate on the same machine, same pragmas, same run.
+BEGIN IMMEDIATE insert-plus-event rate on the same machine, same pragmas, same
+schema and indexes (orcr's migrations make the baseline's tables), same run.
 
 Each admission is a full one: validation, the agent's data dir and launch.json
 (0600) written before the row, the row and its event in one BEGIN IMMEDIATE
 transaction, the reply sent after the commit. The SDK pipelines requests
 (``Orcr.run_many``) and the server group-commits the buffered ones; the baseline
-does only the two inserts. Both run in ORCR_BENCH_DIR (default /tmp; /dev/shm
-takes the disk out: on a VM disk the two inode creations per admission that the
-spec requires before the insert vary twentyfold from run to run).
+does only the two inserts. The pair runs in ORCR_BENCH_DIR (default /tmp) and
+again on tmpfs (/dev/shm), which takes the disk out of both figures.
 
 Goal: >= 0.25. Run: python bench/admission.py [N]
 """
@@ -27,41 +27,43 @@ sys.path.insert(0, str(Path(__file__).parent.parent))
 from _harness import BENCH_DIR, bench_server  # noqa: E402
 
 
-def raw_rate(n: int) -> float:
-    d = tempfile.mkdtemp(prefix="orcr-raw-", dir=BENCH_DIR)
-    conn = sqlite3.connect(os.path.join(d, "raw.db"), isolation_level=None)
-    conn.execute("PRAGMA journal_mode=wal")
-    conn.execute("PRAGMA synchronous=normal")
-    conn.execute(
-        "CREATE TABLE agent (id INTEGER PRIMARY KEY, uuid TEXT UNIQUE, path TEXT, "
-        "status TEXT, queue_seq INTEGER, created_at REAL)"
-    )
-    conn.execute("CREATE UNIQUE INDEX a_path ON agent(path) WHERE status != 'ended'")
-    conn.execute(
-        "CREATE TABLE event (seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL, kind TEXT, "
-        "agent TEXT, data TEXT)"
-    )
+def raw_rate(n: int, where: str) -> float:
+    """The same two rows orcr writes (orcr's own schema and indexes, made by its
+    migrations), inserted with raw sqlite3 and nothing else: no validation, no
+    files, no socket."""
+    from orcr_core.store.db import PRAGMAS, close_store, open_store
+
+    d = tempfile.mkdtemp(prefix="orcr-raw-", dir=where)
+    path = os.path.join(d, "raw.db")
+    open_store(Path(path))
+    close_store()
+    conn = sqlite3.connect(path, isolation_level=None)
+    for key, value in PRAGMAS.items():
+        conn.execute(f"PRAGMA {key}={value}")
     t = time.perf_counter()
     for i in range(n):
+        now = time.time()
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
-            "INSERT INTO agent (uuid, path, status, queue_seq, created_at) VALUES (?,?,?,?,?)",
-            (f"u{i}", f"p/a{i}", "queued", i, time.time()),
+            "INSERT INTO agent (uuid, path, name, provider, status, queue_seq, cwd, launch_token, "
+            "created_at, managed, cancel_requested, turn, turns_done) "
+            "VALUES (?,?,?,?,?,?,?,?,?,1,0,0,0)",
+            (f"u{i}", f"p/a{i}", f"a{i}", "testp", "queued", i + 1, "/", "tok", now),
         )
         conn.execute(
             "INSERT INTO event (ts, kind, agent, data) VALUES (?,?,?,?)",
-            (time.time(), "agent.queued", f"u{i}", json.dumps({"path": f"p/a{i}"})),
+            (now, "agent.queued", f"u{i}", json.dumps({"path": f"p/a{i}", "queue_seq": i + 1})),
         )
         conn.execute("COMMIT")
     return n / (time.perf_counter() - t)
 
 
-def sdk_rate(n: int) -> float:
+def sdk_rate(n: int, where: str) -> float:
     from orcr_core.client import Client
     from orcr_core.sdk import Orcr
 
     # max = 1: promotion stays out of the way after the first agent
-    with bench_server("[concurrency]\nmax = 1\n") as (home, env):
+    with bench_server("[concurrency]\nmax = 1\n", where=where) as (home, env):
         with Orcr(Client(home / "run" / "orcr.sock", autostart=False)) as o:
             o.list()
             specs = [dict(prompt="x", provider="testp", path=f"b/a{i}", cwd="/") for i in range(n)]
@@ -73,11 +75,17 @@ def sdk_rate(n: int) -> float:
 
 
 def main(n: int = 2000) -> None:
-    raw = raw_rate(n)
-    sdk = sdk_rate(n)
-    print(f"raw sqlite3 BEGIN IMMEDIATE insert+event  {raw:9.0f} /s")
-    print(f"orcr agent.run over one SDK connection    {sdk:9.0f} /s")
-    print(f"ratio {sdk / raw:.3f} (goal >= 0.25)")
+    # The spec writes each agent's data dir and launch.json before its row: two
+    # inode creations the baseline does not make. On a VM disk they cost 50 us to
+    # over 1 ms each from run to run, so the pair is also measured on tmpfs, where
+    # the figure is orcr's own overhead.
+    places = [BENCH_DIR] + [d for d in ("/dev/shm",) if os.path.isdir(d) and d != BENCH_DIR]
+    for where in places:
+        raw = raw_rate(n, where)
+        sdk = sdk_rate(n, where)
+        print(f"[{where}] raw sqlite3 BEGIN IMMEDIATE insert+event  {raw:9.0f} /s")
+        print(f"[{where}] orcr agent.run over one SDK connection    {sdk:9.0f} /s")
+        print(f"[{where}] ratio {sdk / raw:.3f} (goal >= 0.25)")
 
 
 if __name__ == "__main__":

@@ -105,9 +105,9 @@ def _auto_name(scope: str | None, provider: str) -> str:
     return f"{prefix}{n}"
 
 
-def _write_launch(data_dir: Path, payload: dict) -> None:
+def _write_launch(data_dir: str, payload: dict) -> None:
     os.mkdir(data_dir, 0o700)
-    fd = os.open(data_dir / "launch.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(data_dir + "/launch.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.write(fd, json.dumps(payload).encode())
     finally:
@@ -126,12 +126,12 @@ _INSERT = (
 )
 
 
-def admit(spec: RunSpec, providers: dict, agents_dir: Path) -> Agent:
-    """Validate, write launch.json, insert the queued row. Returns the row."""
+def admit(spec: RunSpec, providers: dict, agents_dir: Path) -> dict:
+    """Validate, write launch.json, insert the queued row. Returns the row's fields."""
     validate_spec(spec, providers)
     full, scope = _resolve_path(spec)
     uuid = str(uuidlib.uuid4())
-    data_dir = agents_dir / uuid
+    data_dir = os.path.join(agents_dir, uuid)
     token = secrets.token_hex(16)
     now = time.time()
     try:
@@ -182,8 +182,8 @@ def admit(spec: RunSpec, providers: dict, agents_dir: Path) -> Agent:
     except BaseException:
         shutil.rmtree(data_dir, ignore_errors=True)
         raise
-    agent = Agent(id=cur.lastrowid, **fields)
-    return agent
+    fields["id"] = cur.lastrowid
+    return fields
 
 
 _LIVE_COUNTS = (

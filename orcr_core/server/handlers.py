@@ -146,13 +146,10 @@ def agent_run(server, conn, rid, params):
         raise ProtocolError(exc.code, str(exc)) from None
     except paths.PathError as exc:
         raise ProtocolError("invalid_path", str(exc)) from None
-    server.notify()
-    return {
-        "path": agent.path,
-        "uuid": agent.uuid,
-        "status": agent.status,
-        "queue_seq": agent.queue_seq,
-    }
+    if conn.deferred is None:  # in a group the listener notifies after the commit
+        # wake the queue worker only if a slot is free: a full machine promotes nothing
+        server.notify(queue=sum(queue.live_counts().values()) < server.config.cap())
+    return {k: agent[k] for k in ("path", "uuid", "status", "queue_seq")}
 
 
 def _list(params) -> list[Agent]:

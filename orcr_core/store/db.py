@@ -32,11 +32,17 @@ def _status_seq_index(database) -> None:
     database.execute_sql("CREATE INDEX IF NOT EXISTS agent_status_seq ON agent (status, queue_seq)")
 
 
+def _drop_status_index(database) -> None:
+    # (status, queue_seq) serves every lookup by status; one index less per write
+    database.execute_sql("DROP INDEX IF EXISTS agent_status")
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
     ("0001_initial", _initial),
     ("0002_agent_status_seq_index", _status_seq_index),
+    ("0003_drop_agent_status_index", _drop_status_index),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

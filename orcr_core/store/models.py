@@ -51,7 +51,7 @@ class Agent(BaseModel):
     path = TextField()
     name = TextField()
     provider = TextField()
-    status = TextField(index=True)
+    status = TextField()  # indexed with queue_seq (migration 0002)
     exit_reason = TextField(null=True)
     error = TextField(null=True)
     queue_seq = IntegerField(null=True, index=True)
