@@ -146,7 +146,13 @@ def test_claude_two_turns(live, short_tmp):
 def test_claude_inline_subagent_lines_are_ignored(live, short_tmp):
     """Sidechain lines after the answer (a later prompt and answer of their own) do not
     count; the turn_duration line ends the turn without the quiet period."""
-    _configure(live, short_tmp, claude=["--fake-subagent", "--fake-turn-duration"])
+    # no Stop hook here: the turn_duration record alone must end the turn
+    _configure(
+        live,
+        short_tmp,
+        claude=["--fake-subagent", "--fake-turn-duration"],
+        extra="stop_hook = false\n",
+    )
     live.start_server()
     r = live.run(
         "agent", "run", "--provider", "claude", "--path", "c/sub", "main answer", check=True
