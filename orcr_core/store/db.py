@@ -24,6 +24,9 @@ class StoreVersionMismatch(Exception):
 
 
 def _initial(database) -> None:
+    # create_tables follows the current models, so a blank store gets today's
+    # schema here; every later migration must therefore be idempotent
+    # (IF NOT EXISTS / IF EXISTS) for blank and old stores alike.
     database.create_tables(models.MODELS)
 
 
