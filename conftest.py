@@ -156,10 +156,18 @@ def orcr_home(short_tmp, monkeypatch):
         ORCR_PLUGIN_MODULES="orcr_test_driver",
         PYTHONPATH=os.pathsep.join(filter(None, [str(TEST_PLUGINS), env.get("PYTHONPATH")])),
     )
-    for var in ("ORCR_PATH", "ORCR_FAULT", "ORCR_LOAD_PLUGINS", "TMUX", "HERDR_SOCKET_PATH"):
+    for var in (
+        "ORCR_PATH",
+        "ORCR_SOCKET",
+        "ORCR_FAULT",
+        "ORCR_LOAD_PLUGINS",
+        "TMUX",
+        "HERDR_SOCKET_PATH",
+    ):
         env.pop(var, None)
     monkeypatch.setenv("ORCR_HOME", str(home))
     monkeypatch.delenv("ORCR_PATH", raising=False)
+    monkeypatch.delenv("ORCR_SOCKET", raising=False)
     h = OrcrHome(home, env)
     h.config('[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\nprompt_confirm = "200ms"\n')
     yield h

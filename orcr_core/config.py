@@ -131,6 +131,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "providers.*.allow_unpinned": _bool,
     "providers.*.home": _string,
     "providers.*.stop_hook": _bool,
+    "providers.*.notify": _bool,
 }
 
 

@@ -47,7 +47,10 @@ def run_dir() -> Path:
 
 
 def socket_path() -> Path:
-    return run_dir() / "orcr.sock"
+    """``ORCR_SOCKET`` (set in every agent's pane, so an agent's own ``orcr`` calls
+    reach the server that started it), else ``run/orcr.sock``."""
+    value = os.environ.get("ORCR_SOCKET")
+    return Path(value) if value else run_dir() / "orcr.sock"
 
 
 def ensure_private_dir(path: Path) -> Path:

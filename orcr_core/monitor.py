@@ -18,6 +18,8 @@ from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.monitor")
 
+LOST_CONFIRM = 1.0  # seconds: the least time between lost and ended (lost)
+
 
 _READERS_LOCK = threading.Lock()
 
@@ -147,7 +149,14 @@ def _vanished(server, agent: Agent) -> None:
             else:
                 lifecycle.transition(agent, "lost", pane_id=agent.pane_id)
                 server.counters["lost"] += 1
+                server.lost_at[agent.uuid] = time.monotonic()
         elif agent.status == "lost":
+            # "one following poll", at least LOST_CONFIRM later: a multiplexer's
+            # pane_exited hint (paced by its event stream) has time to arrive
+            first_seen = server.lost_at.setdefault(agent.uuid, time.monotonic())
+            if not exited and time.monotonic() - first_seen < LOST_CONFIRM:
+                return
+            server.lost_at.pop(agent.uuid, None)
             lifecycle.transition(agent, "ended", "exited" if exited else "lost")
     server.notify()
 

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 
-from orcr_core import events, faults, lifecycle
+from orcr_core import dirs, events, faults, lifecycle
 from orcr_core.contracts import DriverError, LaunchSpec, PaneRef, ProviderError, StartSpec
 from orcr_core.store.models import Agent, Event, db
 
@@ -171,7 +171,12 @@ def launch_command(provider, spec: LaunchSpec, agent: Agent) -> tuple[list[str],
     in front of the argv, since a multiplexer only adds variables; still no shell.
     """
     argv = list(provider.launch_argv(spec))
-    env = {"ORCR_ID": agent.uuid, "ORCR_PATH": agent.path, "ORCR_LAUNCH_TOKEN": agent.launch_token}
+    env = {
+        "ORCR_ID": agent.uuid,
+        "ORCR_PATH": agent.path,
+        "ORCR_LAUNCH_TOKEN": agent.launch_token,
+        "ORCR_SOCKET": str(dirs.socket_path()),
+    }
     extra = getattr(provider, "launch_env", None)
     unset: list[str] = []
     for key, value in (extra(spec) if extra else {}).items():

@@ -120,7 +120,12 @@ def test_custom_provider_argv_and_prerelease_version(doc):
     rc, rows = doc.run()
     row = rows["codex cli"]
     assert row["level"] == "ok" and "0.104.0-alpha.1" in row["detail"], row
-    # codex under tmux: no session pointer ever arrives, so doctor says so
+    # codex under tmux: orcr's notify program reports the thread id, herdr is optional
+    integ = rows["herdr codex integration"]
+    assert integ["level"] == "ok" and "notify" in integ["detail"]
+    # without notify, nothing would report it under tmux: doctor says so
+    doc.home.config('[providers.codex]\nargv = ["mycodex", "--flag"]\nnotify = false\n')
+    rc, rows = doc.run()
     integ = rows["herdr codex integration"]
     assert integ["level"] == "warn" and "need herdr" in integ["detail"]
 

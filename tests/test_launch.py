@@ -28,10 +28,18 @@ def _agent():
     return Agent(uuid="u1", path="a/b", launch_token="tok")
 
 
-def test_identity_env_and_no_unset():
+def test_identity_env_and_no_unset(monkeypatch, tmp_path):
+    monkeypatch.setenv("ORCR_HOME", str(tmp_path))
+    monkeypatch.delenv("ORCR_SOCKET", raising=False)
     argv, env = launch_command(_P({"X": "1", "ORCR_PATH": "evil"}), _spec(), _agent())
     assert argv == ["prog", "a b", "$HOME"]
-    assert env == {"ORCR_ID": "u1", "ORCR_PATH": "a/b", "ORCR_LAUNCH_TOKEN": "tok", "X": "1"}
+    assert env == {
+        "ORCR_ID": "u1",
+        "ORCR_PATH": "a/b",
+        "ORCR_LAUNCH_TOKEN": "tok",
+        "ORCR_SOCKET": str(tmp_path / "run" / "orcr.sock"),  # nested orcr calls reach this server
+        "X": "1",
+    }
 
 
 def test_unset_variables_really_disappear():

@@ -31,7 +31,14 @@ FAKES = Path(__file__).resolve().parent / "fakes"
 SLUG = re.compile(r"[^A-Za-z0-9]")  # TRANSCRIPTS.md section 1.1, for paths under 200 chars
 
 
-def _configure(live, tmp: Path, claude: list[str] = (), codex: list[str] = (), extra: str = ""):
+def _configure(
+    live,
+    tmp: Path,
+    claude: list[str] = (),
+    codex: list[str] = (),
+    extra: str = "",
+    codex_extra: str = "",
+):
     """Both providers point at the fakes (absolute argv) and at private homes under ``tmp``."""
     live.config(
         live.mux.config()
@@ -41,6 +48,7 @@ def _configure(live, tmp: Path, claude: list[str] = (), codex: list[str] = (), e
         + extra
         + f'[providers.codex]\nhome = "{tmp / "codex"}"\n'
         + f"argv = {json.dumps([str(FAKES / 'codex'), *codex])}\n"
+        + codex_extra
     )
 
 
@@ -85,8 +93,8 @@ def _herdr_pane(live, label: str):
     return next(p for p in live.mux.emulator.panes() if p.label == label)
 
 
-def _wait_idle(live, path: str) -> None:
-    r = live.run("agent", "wait", path, "--timeout", "30s")
+def _wait_idle(live, path: str, timeout: int = 30) -> None:
+    r = live.run("agent", "wait", path, "--timeout", f"{timeout}s", timeout=timeout + 30)
     assert (r.returncode, r.stdout.strip()) == (0, f"{path} idle"), (r.stderr, live.server_log())
 
 
@@ -239,11 +247,31 @@ def test_codex_two_turns_on_herdr(live, short_tmp):
 
 
 @pytest.mark.parametrize("live", ["tmux"], indirect=True)
-def test_codex_on_tmux_never_learns_its_session(live, short_tmp):
-    """Known limitation: Codex cannot be given a session id and tmux has no session
-    report, so orcr never finds the rollout. The fake answers, but the agent stays
-    ``working`` with no session and no answer to read (the delivery goes unconfirmed)."""
+def test_codex_on_tmux_learns_its_session_through_notify(live, short_tmp):
+    """tmux reports no session, so orcr starts Codex with ``-c notify=[orcr internal
+    codex-notify]``: after the first turn Codex hands the thread id to orcr, which
+    then finds the rollout and reads the turns."""
     _configure(live, short_tmp)
+    live.start_server()
+    r = live.run("agent", "run", "--provider", "codex", "--path", "x/tmux", "hello", check=True)
+    uuid = r.stdout.split()[1]
+    _wait_idle(live, "x/tmux", timeout=60)
+    assert live.run("agent", "read", "x/tmux", check=True).stdout == "hello\n"
+    rollout = glob.glob(str(short_tmp / "codex" / "sessions" / "*" / "*" / "*" / "*.jsonl"))[0]
+    a = _get(live, "x/tmux")
+    assert a["agent_session"]["source"] == "orcr:codex-notify"
+    assert rollout.endswith(a["agent_session"]["value"] + ".jsonl")
+    live.run("agent", "send", "x/tmux", "again", check=True)
+    _wait_idle(live, "x/tmux", timeout=60)
+    assert live.run("agent", "read", "x/tmux", check=True).stdout == "again\n"
+    assert uuid
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_codex_on_tmux_without_notify_never_learns_its_session(live, short_tmp):
+    """With ``[providers.codex] notify = false`` nothing reports the thread id on tmux:
+    the fake answers, but the agent stays ``working`` with nothing to read."""
+    _configure(live, short_tmp, codex_extra="notify = false\n")
     live.start_server()
     r = live.run("agent", "run", "--provider", "codex", "--path", "x/tmux", "hello", check=True)
     uuid = r.stdout.split()[1]

@@ -45,3 +45,44 @@ def test_multiplexer_outage_never_frees_a_name(server):
         r = server.run("agent", "run", "--provider", "testp", "--path", "o/a", "x")
         assert "path_in_use" in r.stderr
         assert "test driver down" in o.status()["driver"]["error"]
+
+
+def test_report_session_needs_the_agents_launch_token(server):
+    import os
+
+    with server.sdk() as o:
+        a = o.run("x", provider="testp", path="rs/a", cwd="/")
+        _until(lambda: o.get("rs/a")["status"] == "working")
+        token = json.loads((server.path / "agents" / a["uuid"] / "launch.json").read_text())[
+            "launch_token"
+        ]
+        from orcr_core.client import ServerError
+
+        try:
+            o.client.call(
+                "agent.report_session",
+                uuid=a["uuid"],
+                launch_token="guess",
+                source="x",
+                kind="id",
+                value="t1",
+            )
+            raise AssertionError("a wrong token was accepted")
+        except ServerError as exc:
+            assert exc.code == "forbidden"
+        assert o.get("rs/a")["agent_session"] is None
+    # the agent's own process reports through `orcr internal codex-notify`
+    env = {"ORCR_ID": a["uuid"], "ORCR_LAUNCH_TOKEN": token, "ORCR_SOCKET": str(server.socket)}
+    r = server.run(
+        "internal", "codex-notify", '{"type":"agent-turn-complete","thread-id":"th-9"}', env=env
+    )
+    assert r.returncode == 0 and r.stderr == ""
+    with server.sdk() as o:
+        assert o.get("rs/a")["agent_session"] == {
+            "source": "orcr:codex-notify",
+            "kind": "id",
+            "value": "th-9",
+        }
+    # garbage never makes the notify program fail (it must not disturb Codex)
+    assert server.run("internal", "codex-notify", "not json", env=env).returncode == 0
+    assert os.environ.get("ORCR_ID") is None

@@ -27,9 +27,10 @@ def cli():
 
 
 def _register() -> None:
-    from orcr_core.cli import agent, config_cmd, misc, server_cmd
+    from orcr_core.cli import agent, config_cmd, internal, misc, server_cmd
 
     cli.add_command(agent.agent)
+    cli.add_command(internal.internal)
     cli.add_command(server_cmd.server)
     cli.add_command(config_cmd.config)
     for cmd in misc.COMMANDS:

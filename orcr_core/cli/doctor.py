@@ -348,8 +348,15 @@ class Doctor:
             why = "herdr reports Codex's thread id through it: without it orcr cannot find a codex transcript"
         else:
             why = "optional: orcr launches claude with --session-id, so it knows the session anyway"
+        notify = self.config.provider_options(name).get("notify", True)
         if not self.cli_found.get(name):
             self.add(check, "ok", f"not installed ({hook} missing); {name} not found, not needed")
+        elif name == "codex" and notify:
+            self.add(
+                check, "ok",
+                f"not installed ({hook} missing); optional: orcr learns Codex's thread id "
+                "through its notify program ([providers.codex] notify)",
+            )  # fmt: skip
         elif name == "claude":
             self.add(check, "ok", f"not installed ({hook} missing); {why} ({fix})")
         elif self.driver_name not in (None, "herdr"):

@@ -52,6 +52,7 @@ class Server:
         self._active_pipelines: set[str] = set()
         self._waiting: dict[str, list] = {}
         self.exited_panes: dict[str, float] = {}  # pane id -> when the multiplexer said so
+        self.lost_at: dict[str, float] = {}  # agent uuid -> when it was first seen lost
         self._pipe_lock = threading.Lock()
         self._lock_fd: int | None = None
         self.threads: list[threading.Thread] = []

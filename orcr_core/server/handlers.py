@@ -244,6 +244,34 @@ def pipeline_pane(agent):
     return pane_of(agent)
 
 
+@method("agent.report_session")
+def agent_report_session(server, conn, rid, params):
+    """An agent's own process reports its provider session (Codex's ``notify``).
+
+    Only the process orcr started can: it must show the launch token that lives
+    in its environment.
+    """
+    agent = Agent.get_or_none(Agent.uuid == _param(params, "uuid", str))
+    if agent is None or agent.launch_token != _param(params, "launch_token", str):
+        raise ProtocolError("forbidden", "unknown agent or wrong launch token")
+    source, kind = _param(params, "source", str), _param(params, "kind", str)
+    value = _param(params, "value", str)
+    if kind not in ("id", "path") or not value or len(value) > 512:
+        raise ProtocolError("invalid_params", "kind is id or path; value 1-512 characters")
+    if agent.status == "ended" or agent.agent_session_value == value:
+        return {"recorded": False}
+    with db.atomic("IMMEDIATE"):
+        agent = Agent.get_by_id(agent.id)
+        fields = dict(
+            agent_session_source=source, agent_session_kind=kind, agent_session_value=value
+        )
+        if agent.status == "starting":
+            fields["last_progress_at"] = time.time()  # a progress marker
+        lifecycle.update(agent, "agent.session", **fields)
+    server.notify()
+    return {"recorded": True}
+
+
 @method("server.status")
 def server_status(server, conn, rid, params):
     return server.status()

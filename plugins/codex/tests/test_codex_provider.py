@@ -42,11 +42,22 @@ def test_registers_through_the_hook():
 
 
 def test_launch_argv():
-    assert CodexProvider().launch_argv(spec()) == ["codex"]
+    import json
+    import sys
+
+    notify = ["-c", "notify=" + json.dumps(
+        [sys.executable, "-m", "orcr_core.cli", "internal", "codex-notify"]
+    )]  # fmt: skip
+    assert CodexProvider().launch_argv(spec()) == ["codex", *notify]
+    assert CodexProvider().launch_argv(spec({"notify": False})) == ["codex"]
     opts = {"argv": ["/opt/codex"], "model": "gpt-5.3-codex", "extra_args": ["-a", "never"]}
     assert CodexProvider().launch_argv(spec(opts)) == [
-        "/opt/codex", "--model", "gpt-5.3-codex", "-a", "never",
+        "/opt/codex", *notify, "--model", "gpt-5.3-codex", "-a", "never",
     ]  # fmt: skip
+    # the notify value is a TOML array Codex can parse
+    import tomllib
+
+    assert tomllib.loads(notify[1])["notify"][-1] == "codex-notify"
 
 
 def test_launch_argv_refuses_bad_options():
