@@ -8,7 +8,7 @@ import socket
 import time
 from datetime import UTC, datetime
 
-from orcr_core import events, lifecycle, paths, queue
+from orcr_core import __version__, events, lifecycle, paths, queue
 from orcr_core.protocol import ProtocolError
 from orcr_core.store.db import SCHEMA_VERSION
 from orcr_core.store.models import Agent, Meta, db
@@ -115,11 +115,11 @@ def resolve_many(target: str) -> list[Agent]:
 
 @method("hello")
 def hello(server, conn, rid, params):
-    if params.get("protocol") != conn_protocol(conn):
+    if params.get("protocol") != conn.hello_protocol:
         raise ProtocolError("unsupported_version", "the protocol was negotiated already")
     return {
         "protocol": params["protocol"],
-        "server_version": server.status()["version"],
+        "server_version": __version__,
         "pid": os.getpid(),
     }
 
@@ -230,12 +230,6 @@ def agent_read(server, conn, rid, params):
     elif params.get("screen", True) and agent.pane_id and server.driver is not None:
         result["screen"] = server.driver.read(pipeline_pane(agent))
     return result
-
-
-def conn_protocol(conn):
-    if getattr(conn, "protocol", None) is None:
-        conn.protocol = conn.hello_protocol
-    return conn.protocol
 
 
 def pipeline_pane(agent):
