@@ -52,7 +52,9 @@ def test_cli_reference_covers_every_command():
     def walk(cmd, path):
         yield path
         if isinstance(cmd, click.Group):
-            for name, sub in cmd.commands.items():
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
                 if not sub.hidden:  # plumbing run by agents, not people
                     yield from walk(sub, f"{path} {name}")
 

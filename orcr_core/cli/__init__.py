@@ -7,6 +7,7 @@ them inside the command.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -15,7 +16,38 @@ from orcr_core import __version__
 from orcr_core.cli.errors import ExitCode, handle_errors
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """Subcommands imported when used (click's lazy-loading recipe): ``orcr agent
+    run`` never pays for the doctor, plugin or config modules."""
+
+    def __init__(self, *args, lazy: dict[str, str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in self.lazy:
+            module, _, attr = self.lazy[name].rpartition(".")
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+        return super().get_command(ctx, name)
+
+
+LAZY = {
+    "agent": "orcr_core.cli.agent.agent",
+    "server": "orcr_core.cli.server_cmd.server",
+    "config": "orcr_core.cli.config_cmd.config",
+    "internal": "orcr_core.cli.internal.internal",
+    "plugins": "orcr_core.cli.misc.plugins_list",
+    "install": "orcr_core.cli.misc.install",
+    "uninstall": "orcr_core.cli.misc.uninstall",
+    "provider": "orcr_core.cli.misc.provider",
+    "doctor": "orcr_core.cli.doctor.doctor",
+}
+
+
+@click.group(cls=LazyGroup, lazy=LAZY, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="orcr")
 def cli():
     """orcr: run many coding-agent TUIs on one machine without taking it down.
@@ -24,20 +56,6 @@ def cli():
     and per-provider caps; a background server starts each agent in a multiplexer
     pane (herdr, or tmux) and follows its transcript.
     """
-
-
-def _register() -> None:
-    from orcr_core.cli import agent, config_cmd, internal, misc, server_cmd
-
-    cli.add_command(agent.agent)
-    cli.add_command(internal.internal)
-    cli.add_command(server_cmd.server)
-    cli.add_command(config_cmd.config)
-    for cmd in misc.COMMANDS:
-        cli.add_command(cmd)
-
-
-_register()
 
 
 def main() -> None:

@@ -8,7 +8,6 @@ from runpy import run_module
 
 import click
 
-from orcr_core.cli.doctor import doctor
 from orcr_core.cli.errors import OrcrCliError
 
 
@@ -105,6 +104,3 @@ def provider_parse(name, file, json_):
     for i, t in enumerate(out["turns"], 1):
         text = (t["final_text"] or "").replace("\n", " ")
         click.echo(f"  {i}. {t['status']}" + (f": {text[:100]}" if text else ""))
-
-
-COMMANDS = [plugins_list, install, uninstall, provider, doctor]
