@@ -19,33 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from orcr_core.testing import until  # noqa: F401  (re-exported for tests)
+
 ROOT = Path(__file__).resolve().parent
 TEST_PLUGINS = ROOT / "tests" / "plugins"
-
-
-def until(fn, timeout: float = 30.0, what: str = "condition"):
-    """Poll ``fn`` until it returns something truthy (returned), else fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"{what} not reached in {timeout}s")
-
-
-def shared_dir() -> Path:
-    """The read-only ``shared/`` folder beside the repository (ORCR_SHARED overrides)."""
-    if os.environ.get("ORCR_SHARED"):
-        return Path(os.environ["ORCR_SHARED"])
-    for parent in [ROOT, *ROOT.parents]:
-        cand = parent.parent / "shared"
-        if (cand / "DESIGN.md").exists():
-            return cand
-        cand = parent / "shared"
-        if (cand / "DESIGN.md").exists():
-            return cand
-    raise RuntimeError("cannot find the shared/ folder; set ORCR_SHARED")
 
 
 class OrcrHome:

@@ -7,11 +7,14 @@ takes them; nothing here knows about Claude.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from orcr_core.contracts import ProviderError, TurnState
+from orcr_core.jsonl_tail import JsonlTurnReader
+from orcr_core.versions import check_version
 
 
 def str_list(value: Any, key: str) -> list[str]:
@@ -69,3 +72,45 @@ def summarize_file(provider: str, path: str, poll: Callable[[str], TurnState]) -
         "state": state.state,
         "turns": [{"status": t.status, "final_text": t.final_text} for t in state.turns],
     }
+
+
+class JsonlAdapter:
+    """The half of a provider adapter that JSONL transcript adapters share: the
+    incremental reader, version pinning and the whole-file summary. A subclass
+    sets ``name`` and ``supported_versions`` and implements ``turns(settle,
+    blocked_after)``, returning a fresh record parser (see :mod:`orcr_core.jsonl_tail`).
+    """
+
+    name: str
+    supported_versions: str
+    has_transcript = True
+
+    def turns(self, settle: float, blocked_after: float | None):
+        raise NotImplementedError
+
+    def open_reader(
+        self,
+        path: str,
+        *,
+        settle: float = 3.0,
+        blocked_after: float | None = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> JsonlTurnReader:
+        """An incremental reader. ``settle``: quiet seconds that confirm a turn end the
+        format does not mark; ``blocked_after``: quiet seconds before the blocked guess
+        (None turns it off). ``clock``/``wall``: the monotonic and wall clocks (the wall
+        clock only ages the file's mtime at the first read)."""
+        return JsonlTurnReader(
+            path, lambda: self.turns(settle, blocked_after), clock=clock, wall=wall
+        )
+
+    def check_version(self, version: str | None, options: dict[str, Any]) -> str | None:
+        return check_version(self.name, self.supported_versions, version, options)
+
+    def summarize(self, path: str) -> dict[str, Any]:
+        """One whole transcript as ``{"provider", "version", "state", "turns"}`` (taken as
+        complete: no settle wait, no blocked guess), for ``orcr provider parse``."""
+        return summarize_file(
+            self.name, path, lambda p: self.open_reader(p, settle=0.0, blocked_after=None).poll()
+        )

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
+
+
+def until(fn, timeout: float = 30.0, what: str = "condition"):
+    """Poll ``fn`` until it returns something truthy (returned), else fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"{what} not reached in {timeout}s")
 
 
 def shared_dir(start: str | os.PathLike[str] | None = None) -> Path:

@@ -13,7 +13,7 @@ import sqlite3
 
 import pytest
 
-from conftest import until as _until  # noqa: E402
+from orcr_core.testing import until as _until  # noqa: E402
 
 #: (fault point, what recovery makes of the row): the seed's rule is that a
 #: starting row with no recorded pane fails (its orphan pane closed by label),

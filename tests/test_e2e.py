@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import until as _until  # noqa: E402
+from orcr_core.testing import until as _until  # noqa: E402
 
 
 def test_quick_start_lifecycle(live):

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 
-from conftest import until as _until  # noqa: E402
+from orcr_core.testing import until as _until  # noqa: E402
 
 
 def test_orcr_starts_its_own_herdr_and_runs_an_agent(orcr_home, short_tmp):

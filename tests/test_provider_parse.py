@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import shared_dir
+from orcr_core.testing import shared_dir
 
 FIXTURES = sorted((shared_dir() / "fixtures" / "transcripts").glob("*/*.jsonl"))
 

@@ -17,17 +17,13 @@ from __future__ import annotations
 
 import glob
 import os
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from orcr_claude.slug import project_slug
 from orcr_claude.turns import ClaudeTurns
-from orcr_core.adapter_helpers import base_argv, config_root, summarize_file
-from orcr_core.contracts import LaunchSpec, ProviderError, SessionPointer, TurnState
-from orcr_core.jsonl_tail import JsonlTurnReader
-from orcr_core.versions import check_version
+from orcr_core.adapter_helpers import JsonlAdapter, base_argv, config_root
+from orcr_core.contracts import LaunchSpec, ProviderError, SessionPointer
 
 #: A no-op Stop hook: with one configured, Claude writes a ``stop_hook_summary``
 #: record at the end of every completed turn, which the reader takes as the turn's
@@ -43,7 +39,7 @@ NESTED_ENV = (
 )
 
 
-class ClaudeProvider:
+class ClaudeProvider(JsonlAdapter):
     name = "claude"
     supported_versions = ">=1.0.98,<2.2"
     has_transcript = True
@@ -84,39 +80,10 @@ class ClaudeProvider:
         by_slug = root / project_slug(spec.cwd) / f"{pointer.value}.jsonl"
         return str(by_slug) if by_slug.is_file() else None
 
-    def open_reader(
-        self,
-        path: str,
-        *,
-        settle: float = 3.0,
-        blocked_after: float | None = 30.0,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
-    ) -> JsonlTurnReader:
-        """An incremental reader. ``settle``: quiet seconds that confirm a text-only
-        last response; ``blocked_after``: quiet seconds before the blocked guess
-        (None turns the guess off). ``clock``/``wall``: the monotonic and wall
-        clocks (the wall clock only ages the file's mtime at the first read)."""
-        return JsonlTurnReader(
-            path,
-            lambda: ClaudeTurns(settle=settle, blocked_after=blocked_after),
-            clock=clock,
-            wall=wall,
-        )
-
-    def check_version(self, version: str | None, options: dict[str, Any]) -> str | None:
-        return check_version(self.name, self.supported_versions, version, options)
-
-    def summarize(self, path: str) -> dict[str, Any]:
-        """See :func:`summarize` (for ``orcr provider parse``)."""
-        return summarize(path)
-
-
-def _read_whole(path: str) -> TurnState:
-    return ClaudeProvider().open_reader(path, settle=0.0, blocked_after=None).poll()
+    def turns(self, settle: float, blocked_after: float | None) -> ClaudeTurns:
+        return ClaudeTurns(settle=settle, blocked_after=blocked_after)
 
 
 def summarize(path: str) -> dict[str, Any]:
-    """One whole transcript as ``{"provider", "version", "state", "turns"}`` (the file
-    is taken as complete: no settle wait, no blocked guess)."""
-    return summarize_file("claude", path, _read_whole)
+    """One whole transcript as ``{"provider", "version", "state", "turns"}``."""
+    return ClaudeProvider().summarize(path)

@@ -23,16 +23,12 @@ import glob
 import json
 import os
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from orcr_codex.turns import CodexTurns
-from orcr_core.adapter_helpers import base_argv, config_root, summarize_file
-from orcr_core.contracts import LaunchSpec, SessionPointer, TurnState
-from orcr_core.jsonl_tail import JsonlTurnReader
-from orcr_core.versions import check_version
+from orcr_core.adapter_helpers import JsonlAdapter, base_argv, config_root
+from orcr_core.contracts import LaunchSpec, SessionPointer
 
 
 def _meta_id(path: str) -> str | None:
@@ -46,7 +42,7 @@ def _meta_id(path: str) -> str | None:
         return None
 
 
-class CodexProvider:
+class CodexProvider(JsonlAdapter):
     name = "codex"
     supported_versions = ">=0.104,<0.160"
     has_transcript = True
@@ -98,38 +94,10 @@ class CodexProvider:
                     return path
         return None
 
-    def open_reader(
-        self,
-        path: str,
-        *,
-        settle: float = 3.0,
-        blocked_after: float | None = 30.0,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
-    ) -> JsonlTurnReader:
-        """An incremental reader. ``settle`` only matters for rollouts without task
-        events; ``blocked_after``: quiet seconds before the blocked guess (None: off). ``clock``/``wall``: the monotonic and wall clocks (the wall
-        clock only ages the file's mtime at the first read)."""
-        return JsonlTurnReader(
-            path,
-            lambda: CodexTurns(settle=settle, blocked_after=blocked_after),
-            clock=clock,
-            wall=wall,
-        )
-
-    def check_version(self, version: str | None, options: dict[str, Any]) -> str | None:
-        return check_version(self.name, self.supported_versions, version, options)
-
-    def summarize(self, path: str) -> dict[str, Any]:
-        """See :func:`summarize` (for ``orcr provider parse``)."""
-        return summarize(path)
-
-
-def _read_whole(path: str) -> TurnState:
-    return CodexProvider().open_reader(path, settle=0.0, blocked_after=None).poll()
+    def turns(self, settle: float, blocked_after: float | None) -> CodexTurns:
+        return CodexTurns(settle=settle, blocked_after=blocked_after)
 
 
 def summarize(path: str) -> dict[str, Any]:
-    """One whole rollout as ``{"provider", "version", "state", "turns"}`` (the file is
-    taken as complete: no settle wait, no blocked guess)."""
-    return summarize_file("codex", path, _read_whole)
+    """One whole transcript as ``{"provider", "version", "state", "turns"}``."""
+    return CodexProvider().summarize(path)
