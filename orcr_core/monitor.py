@@ -218,8 +218,8 @@ def _turns(server, agent: Agent) -> None:
     state = read_transcript(server, agent)
     if state is None:
         return
-    if state.version and not getattr(agent, "_version_checked", False):
-        _check_version(server, agent, provider, state.version)
+    if state.version:
+        _check_version(server, agent, provider, state.version)  # once per version seen
     if agent.status == "working" and state.state == "idle" and len(state.turns) >= agent.turn:
         last = state.turns[-1] if state.turns else None
         _set(

@@ -29,7 +29,8 @@ def test_orcr_starts_its_own_herdr_and_runs_an_agent(orcr_home, short_tmp):
         orcr_home.run("agent", "wait", "h/one", "--timeout", "30s", check=True)
         assert orcr_home.run("agent", "read", "h/one", check=True).stdout == "hi there\n"
         st = json.loads(orcr_home.run("server", "status", "--json", check=True).stdout)
-        assert st["driver"] == {"name": "herdr", "error": None}
+        assert (st["driver"]["name"], st["driver"]["error"]) == ("herdr", None)
+        assert st["driver"]["info"]["protocol"] in (19, 20)
         sock = xdg / "herdr" / "sessions" / "orcr" / "herdr.sock"
         assert sock.exists()  # herdr's own socket path for session "orcr"
         owned_cfg = orcr_home.path / "herdr-config.toml"

@@ -56,8 +56,10 @@ def _print_status(s: dict) -> None:
     )
     click.echo(f"store {s['store']} (schema {s['schema_version']})")
     drv = s["driver"]
+    info = drv.get("info") or {}
+    facts = "".join(f"  {k} {info[k]}" for k in ("version", "protocol") if info.get(k) is not None)
     click.echo(
-        f"driver {drv['name'] or '-'}" + (f"  ERROR: {drv['error']}" if drv["error"] else "")
+        f"driver {drv['name'] or '-'}{facts}" + (f"  ERROR: {drv['error']}" if drv["error"] else "")
     )
     click.echo(f"queue {s['queue_depth']} queued  live {s['live']}/{s['caps']['max']}")
     for name, p in s["providers"].items():

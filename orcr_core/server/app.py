@@ -14,7 +14,6 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from orcr_core import __version__, dirs, events, faults, queue
 from orcr_core import config as config_mod
@@ -46,6 +45,7 @@ class Server:
         self.counters = {"lost": 0, "repaired": 0, "orphan_agent_panes": 0, "unmarked_panes": 0}
         self._driver = None
         self._driver_error: str | None = None
+        self.driver_info: dict | None = None
         self._driver_lock = threading.Lock()
         self._driver_retry_at = 0.0
         self._driver_backoff = 0.125
@@ -96,7 +96,11 @@ class Server:
 
     def driver_status(self) -> dict:
         drv = self.driver
-        return {"name": getattr(drv, "name", None), "error": self._driver_error}
+        return {
+            "name": getattr(drv, "name", None),
+            "error": self._driver_error,
+            "info": self.driver_info if drv is not None else None,  # version, protocol
+        }
 
     def _make_driver(self):
         from orcr_core.drivers import choose_driver
@@ -301,6 +305,3 @@ def main_foreground() -> int:
         log.error("%s%s", f"{code}: " if code else "", exc)
         return 1
     return 0
-
-
-__all__ = ["Server", "main_foreground", "Path"]

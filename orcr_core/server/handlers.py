@@ -9,6 +9,7 @@ import time
 from datetime import UTC, datetime
 
 from orcr_core import __version__, events, lifecycle, paths, queue
+from orcr_core.pipeline import pane_of
 from orcr_core.protocol import ProtocolError
 from orcr_core.store.db import SCHEMA_VERSION
 from orcr_core.store.models import Agent, Meta, db
@@ -228,14 +229,8 @@ def agent_read(server, conn, rid, params):
             turn_status=done[-1].status if done else None,
         )
     elif params.get("screen", True) and agent.pane_id and server.driver is not None:
-        result["screen"] = server.driver.read(pipeline_pane(agent))
+        result["screen"] = server.driver.read(pane_of(agent))
     return result
-
-
-def pipeline_pane(agent):
-    from orcr_core.pipeline import pane_of
-
-    return pane_of(agent)
 
 
 @method("agent.report_session")
@@ -373,12 +368,8 @@ def store_info(server, conn, rid, params):
     return {"schema_version": SCHEMA_VERSION, "path": str(server.store_path), "now": time.time()}
 
 
-__all__ = ["dispatch", "agent_dict", "resolve", "lifecycle"]
-
-
 @method("agent.attach")
 def agent_attach(server, conn, rid, params):
-    from orcr_core.pipeline import pane_of
 
     agent = resolve(_param(params, "target", str))
     pane = pane_of(agent)
