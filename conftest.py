@@ -70,6 +70,24 @@ class OrcrHome:
                 s.close()
         raise TimeoutError(f"server socket did not appear: {self.server_log()}")
 
+    def events(self, agent: str | None = None) -> list[dict]:
+        """The event log as the store holds it (read directly, as an auditor would)."""
+        import json
+        import sqlite3
+
+        conn = sqlite3.connect(self.path / "store.db")
+        try:
+            rows = conn.execute(
+                "SELECT seq, ts, kind, agent, data FROM event"
+                + (" WHERE agent = ?" if agent else "")
+                + " ORDER BY seq",
+                (agent,) if agent else (),
+            ).fetchall()
+        finally:
+            conn.close()
+        keys = ("seq", "ts", "kind", "agent", "data")
+        return [dict(zip(keys, (*r[:4], json.loads(r[4])), strict=True)) for r in rows]
+
     def server_log(self) -> str:
         p = self.path / "server.out"
         return p.read_text()[-4000:] if p.exists() else ""

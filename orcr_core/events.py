@@ -54,11 +54,6 @@ def last_seq() -> int:
     return row.seq if row else 0
 
 
-def first_seq() -> int:
-    row = Event.select(Event.seq).order_by(Event.seq).first()
-    return row.seq if row else 0
-
-
 class Bus:
     """Wakes waiters when new event rows (or other work) exist. No payloads."""
 

@@ -66,3 +66,27 @@ class Transcript:
     def raw(self, data: bytes) -> None:
         with self.path.open("ab") as fh:
             fh.write(data)
+
+
+def feed_in_chunks(provider, data: bytes, cuts: list[int]) -> dict:
+    """Append ``data`` to a fresh transcript in pieces cut at ``cuts``, polling one
+    incremental reader after each piece, and return what it read in ``orcr provider
+    parse`` shape. An adapter must read the same whether a file arrives whole or
+    cut anywhere (mid-line included); only whole lines may ever be consumed."""
+    import tempfile
+
+    from orcr_core.adapter_helpers import summarize_file
+
+    bounds = sorted({0, len(data), *cuts})
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.jsonl"
+        path.write_bytes(b"")
+        reader = provider.open_reader(str(path), settle=0.0, blocked_after=None)
+        state = reader.poll()
+        for start, end in zip(bounds, bounds[1:], strict=False):
+            with path.open("ab") as fh:
+                fh.write(data[start:end])
+            state = reader.poll()
+            assert reader.offset == 0 or data[reader.offset - 1 : reader.offset] == b"\n"
+            assert reader.offset <= end
+        return summarize_file(provider.name, str(path), lambda _p: state)

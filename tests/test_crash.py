@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 
 import pytest
 
@@ -31,14 +30,7 @@ REPS = 2
 
 
 def _events(home, uuid):
-    conn = sqlite3.connect(home.path / "store.db")
-    try:
-        rows = conn.execute(
-            "SELECT kind, data FROM event WHERE agent = ? ORDER BY seq", (uuid,)
-        ).fetchall()
-    finally:
-        conn.close()
-    return [(k, json.loads(d)) for k, d in rows]
+    return [(e["kind"], e["data"]) for e in home.events(uuid)]
 
 
 def _row(home, path):

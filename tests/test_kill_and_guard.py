@@ -12,13 +12,7 @@ from orcr_core.testing import until as _until  # noqa: E402
 
 
 def _has_event(home, kind):
-    import sqlite3
-
-    conn = sqlite3.connect(home.path / "store.db")
-    try:
-        return conn.execute("SELECT 1 FROM event WHERE kind = ?", (kind,)).fetchone() is not None
-    finally:
-        conn.close()
+    return any(e["kind"] == kind for e in home.events())
 
 
 def test_kill_queued_agent_is_canceled(orcr_home):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import glob
 import json
 import re
-import sqlite3
 import time
 from pathlib import Path
 
@@ -64,25 +63,15 @@ def _get(live, path: str) -> dict:
 
 
 def _events(live, uuid: str) -> list[tuple[str, dict]]:
-    conn = sqlite3.connect(live.path / "store.db")
-    try:
-        rows = conn.execute(
-            "SELECT kind, data FROM event WHERE agent = ? ORDER BY seq", (uuid,)
-        ).fetchall()
-    finally:
-        conn.close()
-    return [(k, json.loads(d)) for k, d in rows]
+    return [(e["kind"], e["data"]) for e in live.events(uuid)]
 
 
 def _event_ts(live, uuid: str, kind: str, **match) -> float:
-    conn = sqlite3.connect(live.path / "store.db")
-    try:
-        rows = conn.execute(
-            "SELECT ts, data FROM event WHERE agent = ? AND kind = ? ORDER BY seq", (uuid, kind)
-        ).fetchall()
-    finally:
-        conn.close()
-    return next(ts for ts, d in rows if match.items() <= json.loads(d).items())
+    return next(
+        e["ts"]
+        for e in live.events(uuid)
+        if e["kind"] == kind and match.items() <= e["data"].items()
+    )
 
 
 def _lines(path: Path) -> list[dict]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -18,15 +17,6 @@ with Orcr(Client(autostart=False)) as o:
         r = o.run("go", provider=prov, path=f"w{i}/a{k}", cwd="/")
         print(r["uuid"], flush=True)
 """
-
-
-def _events(home) -> list[dict]:
-    import sqlite3
-
-    conn = sqlite3.connect(home.path / "store.db")
-    rows = conn.execute("SELECT seq, kind, agent, data FROM event ORDER BY seq").fetchall()
-    conn.close()
-    return [{"seq": s, "kind": k, "agent": a, "data": json.loads(d)} for s, k, a, d in rows]
 
 
 def _replay_check(evs: list[dict], cap_max: int, caps: dict) -> list[str]:
@@ -94,7 +84,7 @@ def test_fifo_and_caps_under_200_concurrent_admissions(orcr_home):
         assert o.list() == []
         ended = o.list(all=True)
     assert len(ended) == 200 and all(a["exit_reason"] == "killed" for a in ended)
-    order = _replay_check(_events(orcr_home), 5, {"testp": 3, "testq": 1})
+    order = _replay_check(orcr_home.events(), 5, {"testp": 3, "testq": 1})
     assert sorted(order) == sorted(uuids)  # every agent promoted exactly once
 
 

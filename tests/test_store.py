@@ -53,14 +53,19 @@ def test_newer_store_is_refused_untouched(short_tmp):
     assert {p.name: p.stat().st_mtime_ns for p in short_tmp.iterdir()} == mtimes
 
 
-def test_server_refuses_newer_store(orcr_home):
-    path = orcr_home.path / "store.db"
+def _make_newer(path):
+    """A store written by a future orcr: a schema version this one does not know."""
     store_db.open_store(path)
     store_db.close_store()
     conn = sqlite3.connect(path)
     conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
+
+
+def test_server_refuses_newer_store(orcr_home):
+    path = orcr_home.path / "store.db"
+    _make_newer(path)
     before = path.read_bytes()
     proc = orcr_home.start_server(wait=False)
     assert proc.wait(30) == 1
@@ -116,12 +121,7 @@ def test_immediate_serialises_read_then_write(store):
 
 def test_cli_names_why_an_autostarted_server_failed(orcr_home):
     path = orcr_home.path / "store.db"
-    store_db.open_store(path)
-    store_db.close_store()
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
-    conn.commit()
-    conn.close()
+    _make_newer(path)
     r = orcr_home.run("agent", "ls")
     assert r.returncode == 6
     assert "store_version_mismatch" in r.stderr and "upgrade orcr" in r.stderr

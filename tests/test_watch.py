@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 
@@ -12,11 +11,7 @@ from orcr_core.sdk import Orcr
 
 
 def _db_events(home):
-    conn = sqlite3.connect(home.path / "store.db")
-    try:
-        return [r[0] for r in conn.execute("SELECT seq FROM event ORDER BY seq")]
-    finally:
-        conn.close()
+    return [e["seq"] for e in home.events()]
 
 
 def test_watch_misses_and_duplicates_nothing_under_churn(orcr_home):

@@ -1,14 +1,12 @@
 """Every Codex fixture against its SOURCES.md ground truth, whole and in chunks."""
 
-import tempfile
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orcr_codex import CodexProvider, summarize
 
 from orcr_core.testing import FakeClock, transcript_fixtures
+from orcr_core.testing import feed_in_chunks as _feed_in_chunks
 
 FIXTURES = transcript_fixtures("codex")
 
@@ -73,17 +71,7 @@ def test_fixture_whole(name):
 
 
 def feed_in_chunks(data: bytes, cuts: list[int]) -> dict:
-    bounds = sorted({0, len(data), *cuts})
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "r.jsonl"
-        path.write_bytes(b"")
-        reader = CodexProvider().open_reader(str(path), settle=0.0, blocked_after=None)
-        for start, end in zip(bounds, bounds[1:], strict=False):
-            with path.open("ab") as fh:
-                fh.write(data[start:end])
-            state = reader.poll()
-            assert reader.offset == 0 or data[reader.offset - 1 : reader.offset] == b"\n"
-    return as_dict(state)
+    return _feed_in_chunks(CodexProvider(), data, cuts)
 
 
 @pytest.mark.parametrize("name", sorted(GROUND_TRUTH))
