@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
+from orcr_core.agents.launch import launch_command
 from orcr_core.contracts import LaunchSpec
-from orcr_core.pipeline import launch_command
 from orcr_core.store.models import Agent
 
 

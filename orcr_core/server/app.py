@@ -15,8 +15,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from orcr_core import __version__, dirs, events, faults, queue
+from orcr_core import __version__, dirs, events, faults
 from orcr_core import config as config_mod
+from orcr_core.agents import queue
 from orcr_core.events import Bus
 from orcr_core.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION
@@ -127,7 +128,7 @@ class Server:
 
     # -- threads ----------------------------------------------------------
     def queue_worker(self) -> None:
-        from orcr_core import pipeline
+        from orcr_core.agents import pipeline
 
         db.connect(reuse_if_open=True)
         while not self.stopping.is_set():
@@ -181,7 +182,7 @@ class Server:
             return uuid in self._active_pipelines
 
     def monitor_loop(self) -> None:
-        from orcr_core import monitor, reconcile
+        from orcr_core.agents import monitor, reconcile
 
         db.connect(reuse_if_open=True)
         poll = self.config.duration("timings.poll_every")
@@ -252,7 +253,7 @@ class Server:
 
     def serve(self) -> None:
         """Run until ``server.stop`` or a signal. Recovery runs before the socket opens."""
-        from orcr_core import reconcile
+        from orcr_core.agents import reconcile
         from orcr_core.server.listener import Listener
 
         self.acquire_lock()

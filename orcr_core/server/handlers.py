@@ -8,8 +8,9 @@ import socket
 import time
 from datetime import UTC, datetime
 
-from orcr_core import __version__, events, lifecycle, paths, queue
-from orcr_core.pipeline import pane_of
+from orcr_core import __version__, events, paths
+from orcr_core.agents import lifecycle, queue
+from orcr_core.agents.launch import pane_of
 from orcr_core.protocol import ProtocolError
 from orcr_core.store.db import SCHEMA_VERSION
 from orcr_core.store.models import Agent, Meta, db
@@ -176,7 +177,7 @@ def agent_get(server, conn, rid, params):
 
 @method("agent.kill")
 def agent_kill(server, conn, rid, params):
-    from orcr_core import pipeline
+    from orcr_core.agents import pipeline
 
     target = _param(params, "target", str)
     rows = resolve_many(target)
@@ -193,7 +194,7 @@ def agent_kill(server, conn, rid, params):
 
 @method("agent.send")
 def agent_send(server, conn, rid, params):
-    from orcr_core import pipeline
+    from orcr_core.agents import pipeline
 
     agent = resolve(_param(params, "target", str))
     prompt = _param(params, "prompt", str)
@@ -215,10 +216,10 @@ def agent_send(server, conn, rid, params):
 
 @method("agent.read")
 def agent_read(server, conn, rid, params):
-    from orcr_core import monitor
+    from orcr_core.agents import transcripts
 
     agent = resolve(_param(params, "target", str))
-    state = monitor.read_transcript(server, agent)
+    state = transcripts.read_transcript(server, agent)
     result = {"path": agent.path, "uuid": agent.uuid, "status": agent.status, "text": None}
     if state is not None:
         done = [t for t in state.turns if t.status != "open"]

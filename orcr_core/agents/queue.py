@@ -24,7 +24,8 @@ from pathlib import Path
 
 from peewee import IntegrityError
 
-from orcr_core import events, lifecycle, paths
+from orcr_core import events, paths
+from orcr_core.agents import lifecycle
 from orcr_core.config import Config
 from orcr_core.store.models import ACTIVE, LIVE, Agent, db
 

@@ -10,12 +10,13 @@ twice, and a prompt the transcript already shows is never typed twice.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
-from orcr_core import dirs, events, faults, lifecycle
-from orcr_core.contracts import DriverError, LaunchSpec, PaneRef, ProviderError, StartSpec
+from orcr_core import events, faults
+from orcr_core.agents import lifecycle, transcripts
+from orcr_core.agents.launch import launch_command, launch_info, launch_spec, pane_of
+from orcr_core.contracts import DriverError, PaneRef, ProviderError, StartSpec
 from orcr_core.store.models import Agent, Event, db
 
 log = logging.getLogger("orcr.pipeline")
@@ -26,31 +27,6 @@ DELIVERY_ATTEMPTS = 3
 
 class Canceled(Exception):
     pass
-
-
-def pane_of(agent: Agent) -> PaneRef | None:
-    if not agent.pane_id:
-        return None
-    return PaneRef(agent.workspace_id or "", agent.tab_id or "", agent.pane_id)
-
-
-def launch_info(server, agent: Agent) -> dict:
-    with open(server.agents_dir / agent.uuid / "launch.json") as f:
-        return json.load(f)
-
-
-def launch_spec(server, agent: Agent, launch: dict | None = None) -> LaunchSpec:
-    launch = launch or launch_info(server, agent)
-    options = server.config.provider_options(agent.provider)
-    if launch.get("argv"):
-        options["argv"] = list(launch["argv"])
-    return LaunchSpec(
-        uuid=agent.uuid,
-        path=agent.path,
-        cwd=agent.cwd,
-        data_dir=str(server.agents_dir / agent.uuid),
-        options=options,
-    )
 
 
 def _fresh(agent: Agent) -> Agent:
@@ -164,33 +140,6 @@ def _run(server, agent: Agent) -> None:
             lifecycle.transition(agent, "idle", reason="no prompt")
 
 
-def launch_command(provider, spec: LaunchSpec, agent: Agent) -> tuple[list[str], dict[str, str]]:
-    """The agent's argv and env: orcr's identity variables, then the provider's.
-
-    Variables a provider removes (``None`` values) are unset with ``env -u``
-    in front of the argv, since a multiplexer only adds variables; still no shell.
-    """
-    argv = list(provider.launch_argv(spec))
-    env = {
-        "ORCR_ID": agent.uuid,
-        "ORCR_PATH": agent.path,
-        "ORCR_LAUNCH_TOKEN": agent.launch_token,
-        "ORCR_SOCKET": str(dirs.socket_path()),
-    }
-    extra = getattr(provider, "launch_env", None)
-    unset: list[str] = []
-    for key, value in (extra(spec) if extra else {}).items():
-        if key.startswith("ORCR_"):
-            continue  # orcr's identity is not the provider's to change
-        if value is None:
-            unset.append(key)
-        else:
-            env[key] = value
-    if unset:
-        argv = ["env", *(a for k in unset for a in ("-u", k)), "--", *argv]
-    return argv, env
-
-
 def _started_before(driver, agent: Agent) -> PaneRef | None:
     """A pane an earlier attempt of this server started (the call failed after
     the multiplexer acted on it), found by label: adopted, never started twice."""
@@ -220,10 +169,8 @@ def _wait_ready(driver, pane: PaneRef) -> None:
 
 def _turns_since(server, agent: Agent, turns_before: int) -> bool | None:
     """Did a new turn start? None when nothing can tell (no transcript, no status)."""
-    from orcr_core import monitor
-
     agent = _fresh(agent)  # the monitor may have captured the session pointer meanwhile
-    state = monitor.read_transcript(server, agent)
+    state = transcripts.read_transcript(server, agent)
     if state is not None:
         return len(state.turns) > turns_before
     provider = server.registry.providers.get(agent.provider)

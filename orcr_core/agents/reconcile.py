@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from orcr_core import events, lifecycle, pipeline
+from orcr_core import events
+from orcr_core.agents import lifecycle, pipeline
 from orcr_core.contracts import DriverError, PaneRef
 from orcr_core.store.models import ACTIVE, Agent, db
 

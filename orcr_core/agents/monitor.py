@@ -9,48 +9,18 @@ timestamps, so a server restart neither resets nor skips one.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
-from orcr_core import events, lifecycle, pipeline
-from orcr_core.contracts import DriverError, ProviderError, SessionPointer, TurnState
+from orcr_core import events
+from orcr_core.agents import lifecycle, pipeline, transcripts
+from orcr_core.agents.launch import pane_of
+from orcr_core.agents.transcripts import read_transcript
+from orcr_core.contracts import DriverError, ProviderError
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.monitor")
 
 LOST_CONFIRM = 1.0  # seconds: the least time between lost and ended (lost)
-
-
-_READERS_LOCK = threading.Lock()
-
-
-def _readers(server) -> dict:
-    if not hasattr(server, "_readers"):
-        server._readers = {}
-    return server._readers
-
-
-def read_transcript(server, agent: Agent) -> TurnState | None:
-    """The agent's transcript state, or None when it has none (yet).
-
-    One incremental reader per agent, shared by the monitor, prompt delivery and
-    ``agent read``; the lock keeps their polls from interleaving.
-    """
-    provider = server.registry.providers.get(agent.provider)
-    if provider is None or not provider.has_transcript or not agent.agent_session_value:
-        return None
-    with _READERS_LOCK:
-        readers = _readers(server)
-        entry = readers.get(agent.uuid)
-        if entry is None:
-            pointer = SessionPointer(
-                agent.agent_session_source, agent.agent_session_kind, agent.agent_session_value
-            )
-            path = provider.locate_transcript(pointer, pipeline.launch_spec(server, agent))
-            if path is None:
-                return None
-            entry = readers[agent.uuid] = provider.open_reader(path)
-        return entry.poll()
 
 
 def tick(server) -> None:
@@ -63,11 +33,7 @@ def tick(server) -> None:
             _agent(server, agent, now)
         except (DriverError, ProviderError) as exc:
             log.warning("agent %s: %s", agent.path, exc)
-    live = {a.uuid for a in active}
-    with _READERS_LOCK:
-        readers = _readers(server)
-        for key in [k for k in readers if (k[1] if isinstance(k, tuple) else k) not in live]:
-            readers.pop(key, None)
+    transcripts.forget_except(server, {a.uuid for a in active})
 
 
 def _panes(server, active: list[Agent]) -> None:
@@ -199,7 +165,7 @@ def _guard_expired(server, agent: Agent, guard: float) -> None:
         lifecycle.transition(agent, "ended", "failed", error=msg)
     server.notify()
     try:
-        pipeline.close_pane(server, agent, pipeline.pane_of(agent), "stuck-start guard")
+        pipeline.close_pane(server, agent, pane_of(agent), "stuck-start guard")
     except DriverError:
         pass  # reconciliation closes the late pane by label
 
@@ -238,10 +204,8 @@ def _turns(server, agent: Agent) -> None:
 
 
 def _check_version(server, agent: Agent, provider, version: str) -> None:
-    checked = _readers(server).setdefault(("version", agent.uuid), None)
-    if checked == version:
+    if not transcripts.version_changed(server, agent.uuid, version):
         return
-    _readers(server)[("version", agent.uuid)] = version
     try:
         warning = provider.check_version(version, server.config.provider_options(agent.provider))
     except ProviderError as exc:
