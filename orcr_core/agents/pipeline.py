@@ -23,6 +23,8 @@ log = logging.getLogger("orcr.pipeline")
 
 READY_WAIT = 10.0  # seconds to wait for a new TUI to draw before typing into it
 DELIVERY_ATTEMPTS = 3
+#: driver error codes whose message is the whole story ("claude: command not found")
+PLAIN_ERRORS = ("command_not_found", "pane_dead")
 
 
 class Canceled(Exception):
@@ -60,7 +62,12 @@ def run(server, uuid: str) -> None:
         if isinstance(exc, DriverError) and exc.retryable:
             log.warning("agent %s: multiplexer unavailable (%s); will retry", agent.path, exc)
             return  # the monitor resumes the pipeline; the stuck-start guard bounds it
-        fail(server, agent, f"{type(exc).__name__}: {exc}")
+        code = getattr(exc, "code", None)
+        if code in ("pane_not_found", "not_found"):
+            error = f"its pane is gone mid-start: the program exited or the pane was closed ({exc})"
+        else:
+            error = str(exc) if code in PLAIN_ERRORS else f"{type(exc).__name__}: {exc}"
+        fail(server, agent, error)
     finally:
         server.notify()
 
@@ -162,8 +169,9 @@ def _wait_ready(driver, pane: PaneRef) -> None:
             if driver.read(pane).strip():
                 time.sleep(0.15)
                 return
-        except DriverError:
-            pass
+        except DriverError as exc:
+            if exc.code in ("pane_not_found", "not_found"):
+                return  # its program exited (herdr drops the pane): delivery says so
         time.sleep(0.05)
 
 
@@ -222,7 +230,13 @@ def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> Non
 
     def _deliver(server, uuid):
         a = Agent.get(Agent.uuid == uuid)
-        ok = deliver(server, a, prompt, turns_before)
+        try:
+            ok = deliver(server, a, prompt, turns_before)
+        except DriverError as exc:
+            # the program died (or its pane went) under the prompt: nothing was
+            # typed into a dead pane, and the monitor ends the agent from its pane
+            log.warning("agent %s: prompt not delivered: %s", a.path, exc)
+            ok = False
         with db.atomic("IMMEDIATE"):
             events.emit("prompt.applied", uuid, path=a.path, turn=a.turn, confirmed=ok)
 

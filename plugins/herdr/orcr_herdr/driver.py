@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from orcr_core.argv import missing_program
 from orcr_core.contracts import DriverError, PaneInfo, PaneRef, SessionPointer, StartSpec
 from orcr_herdr.client import HerdrClient
 from orcr_herdr.paths import session_socket
@@ -226,6 +227,10 @@ class HerdrDriver:
 
     def start(self, spec: StartSpec) -> PaneRef:
         """``layout.apply``: a new tab whose one pane runs ``spec.argv`` (no shell), labelled."""
+        why = missing_program(spec.argv, spec.env, spec.cwd)
+        if why is not None:
+            # herdr would start the tab, the exec would fail and the pane vanish
+            raise DriverError(why, code="command_not_found")
         root = {
             "type": "pane",
             "label": spec.label,
@@ -269,9 +274,19 @@ class HerdrDriver:
 
     def send_prompt(self, pane: PaneRef, text: str) -> None:
         """The two-call rule: the text (a paste if the app enabled it), a pause, then Enter."""
-        self.request("pane.send_input", {"pane_id": pane.pane_id, "text": text})
-        time.sleep(self.submit_delay)
-        self.request("pane.send_keys", {"pane_id": pane.pane_id, "keys": ["enter"]})
+        when = "before its prompt was pasted"
+        try:
+            self.request("pane.send_input", {"pane_id": pane.pane_id, "text": text})
+            time.sleep(self.submit_delay)
+            when = "before Enter was pressed on its prompt"
+            self.request("pane.send_keys", {"pane_id": pane.pane_id, "keys": ["enter"]})
+        except DriverError as exc:
+            if exc.code != "pane_not_found":
+                raise
+            # herdr removes a pane whose program exited
+            raise DriverError(
+                f"the pane is gone (its program exited) {when}", code="pane_dead"
+            ) from exc
 
     def send_keys(self, pane: PaneRef, keys: list[str]) -> None:
         self.request("pane.send_keys", {"pane_id": pane.pane_id, "keys": list(keys)})

@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Any
 
+from orcr_core.argv import missing_program
 from orcr_core.contracts import DriverError, PaneInfo, PaneRef, SessionPointer, StartSpec
 from orcr_tmux.keys import tmux_key
 from orcr_tmux.tmuxcli import INSTALL_HINT, Tmux, TmuxError, no_format, version_ok
@@ -44,6 +45,8 @@ PLACEHOLDER_ARGV = ("sleep", "2147483647")  # ~68 years; no "infinity" on BSD sl
 #: Detached windows get this size (tmux's own default is 80x24, cramped for TUIs);
 #: an attaching client resizes them to its terminal.
 WIDTH, HEIGHT = "200", "50"
+#: What the dead-pane branch of a guarded paste prints (see ``send_prompt``).
+DEAD_MARKER = "orcr-pane-dead"
 _FIELDS = (
     "#{pane_id}",
     "#{window_id}",
@@ -201,18 +204,13 @@ class TmuxDriver:
         return PaneRef(workspace_id=spec.workspace_id, tab_id=window_id, pane_id=pane_id)
 
     def _check_program(self, spec: StartSpec) -> None:
-        """Refuse an argv[0] not on PATH up front: tmux would start it, the exec
-        would fail and the pane would vanish with no error to show."""
-        program = spec.argv[0]
-        if "/" in program:
-            found = os.access(os.path.join(spec.cwd, program), os.X_OK)
-        else:
-            path = spec.env.get("PATH", os.environ.get("PATH", os.defpath))
-            found = shutil.which(program, path=path) is not None
-        if not found:
-            raise DriverError(
-                f"command {program!r} not found or not executable", code="command_not_found"
-            )
+        """Refuse a program not on PATH up front: tmux would start it, the exec
+        would fail and the pane would die with no error to show. The program is
+        the one the argv really runs, behind ``env -u VAR --`` (how Claude Code
+        and Codex are started) or ``nice`` prefixes."""
+        why = missing_program(spec.argv, spec.env, spec.cwd)
+        if why is not None:
+            raise DriverError(why, code="command_not_found")
 
     def close(self, pane: PaneRef) -> None:
         try:
@@ -230,28 +228,63 @@ class TmuxDriver:
         program that never enabled bracketed paste sees each newline as Enter,
         as it would in a terminal. Enter goes as a separate call after
         :attr:`prompt_delay`, so TUIs that debounce pastes see a real key press.
+
+        A paste into a dead pane (its program exited; ``remain-on-exit`` keeps
+        the pane) crashes tmux 3.3a's whole server. So the paste, and the Enter,
+        only run behind ``if-shell -F '#{pane_dead}'``: tmux evaluates the check
+        and runs the chosen branch in one go inside its server, with no event
+        (a child's exit) handled in between, so no window is left for a race.
+        A dead pane raises :class:`DriverError` with code ``pane_dead``.
         """
         # Paste-end markers inside the text would end the bracket early.
         text = text.replace("\x1b[201~", "").replace("\x1b[200~", "")
         if text:
             buffer = "orcr-" + secrets.token_hex(8)
             try:
-                self.tmux.run(
+                out = self.tmux.run(
                     ["load-buffer", "-b", buffer, "-"],
-                    ["paste-buffer", "-d", "-p", "-b", buffer, "-t", pane.pane_id],
+                    self._unless_dead(
+                        pane, f"paste-buffer -d -p -b {buffer} -t {pane.pane_id}", buffer
+                    ),
                     input=text.encode("utf-8"),
                 )
             except TmuxError:
                 self._delete_buffer(buffer)
                 raise
+            self._raise_if_dead(pane, out, "before its prompt was pasted")
         time.sleep(self.prompt_delay)
-        self.tmux.run(["send-keys", "-t", pane.pane_id, "Enter"])
+        out = self.tmux.run(self._unless_dead(pane, f"send-keys -t {pane.pane_id} Enter"))
+        self._raise_if_dead(pane, out, "before Enter was pressed on its prompt")
 
-    def _delete_buffer(self, buffer: str) -> None:
+    @staticmethod
+    def _unless_dead(pane: PaneRef, command: str, buffer: str | None = None) -> list[str]:
+        """``command`` if the pane is alive, else print a marker (and drop ``buffer``).
+
+        Only tmux-generated tokens (``%N`` pane ids, ``orcr-<hex>`` buffer names)
+        go into the command strings tmux parses here; never user text."""
+        dead = f"display-message -p -t {pane.pane_id} '{DEAD_MARKER} #{{pane_dead_status}}'"
+        if buffer is not None:
+            dead = f"delete-buffer -b {buffer} ; {dead}"
+        return ["if-shell", "-F", "-t", pane.pane_id, "#{pane_dead}", dead, command]
+
+    def _raise_if_dead(self, pane: PaneRef, out: str, when: str) -> None:
+        for line in out.splitlines():
+            if line.startswith(DEAD_MARKER):
+                status = line[len(DEAD_MARKER) :].strip() or "?"
+                raise DriverError(
+                    f"the program exited (status {status}) {when}{self._last_words(pane)}",
+                    code="pane_dead",
+                )
+
+    def _last_words(self, pane: PaneRef) -> str:
+        """The dead program's last line of output (``env: 'x': No such file...``)."""
         try:
-            self.tmux.run(["delete-buffer", "-b", buffer])
+            screen = self.tmux.run(["capture-pane", "-p", "-S", "-", "-t", pane.pane_id])
         except DriverError:
-            pass
+            return ""
+        lines = [ln.strip() for ln in screen.splitlines() if ln.strip()]
+        lines = [ln for ln in lines if not ln.startswith("Pane is dead")]
+        return f": {lines[-1][:200]}" if lines else ""
 
     def send_keys(self, pane: PaneRef, keys: list[str]) -> None:
         commands = []

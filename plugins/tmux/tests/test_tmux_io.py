@@ -6,6 +6,8 @@ import shutil
 
 import pytest
 
+from orcr_core.contracts import DriverError, StartSpec
+
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 
 TEXT = "hello world $HOME ; \"dq\" 'sq' `tick` #{pane_id} x\\; é ✓ \t tab"
@@ -74,3 +76,54 @@ def test_read_shows_the_screen(h):
         lambda: (s := h.driver.read(pane)) and "marker" in s and s, what="the marker"
     )
     assert "marker: $HOME é" in screen.splitlines()[0]
+
+
+def _alive(h) -> bool:
+    return h.sandbox.tmux(h.driver.tmux.socket_flags, "list-sessions").returncode == 0
+
+
+def test_a_prompt_for_a_dead_pane_is_refused_and_the_server_lives(h, sandbox):
+    """tmux 3.3a's server dies when a paste lands in a dead pane: the check and the
+    paste are one server-side step, and a dead pane is an error naming the exit."""
+    out = sandbox.root / "lines.jsonl"
+    other = h.start_script("print('ready', flush=True)\n" + h.LINE_READER, str(out), label="b/x")
+    dead = h.start(["sh", "-c", "echo 'sh: 1: boom: not found'; exit 3"], label="alpha/dead")
+    h.wait_for(
+        lambda: any(p.dead for p in h.driver.snapshot() if p.pane_id == dead.pane_id),
+        what="the pane to die",
+    )
+    with pytest.raises(DriverError) as err:
+        h.driver.send_prompt(dead, "hello")
+    assert err.value.code == "pane_dead"
+    assert "status 3" in str(err.value) and "boom: not found" in str(err.value)
+    assert _alive(h)
+    # no buffer was left behind, and the live pane still takes prompts
+    assert sandbox.tmux(h.driver.tmux.socket_flags, "list-buffers").stdout == ""
+    _ready(h, other)
+    h.driver.send_prompt(other, "still here")
+    h.wait_for(lambda: h.read_json_lines(out) == ["still here\n"], what="the live pane's line")
+
+
+def test_enter_for_a_pane_that_died_after_the_paste_is_refused(h, sandbox):
+    script = (
+        "import os, sys, tty\ntty.setraw(0)\nos.write(1, b'ready\\r\\n')\n"
+        "os.read(0, 1)\nos.write(1, b'got input, leaving\\r\\n')\nsys.exit(4)\n"
+    )
+    pane = h.start([h.PY, "-c", script])
+    _ready(h, pane)
+    h.driver.prompt_delay = 1.0  # ample time for the program to die after the paste
+    with pytest.raises(DriverError) as err:
+        h.driver.send_prompt(pane, "x")
+    assert err.value.code == "pane_dead"
+    assert "status 4" in str(err.value) and "before Enter" in str(err.value)
+    assert _alive(h)
+
+
+def test_a_program_behind_env_prefixes_is_checked_before_the_window(h, driver, sandbox):
+    ws = driver.ensure_workspace("alpha")
+    argv = ("env", "-u", "CLAUDECODE", "--", "no-such-claude-orcr", "--session-id", "x")
+    with pytest.raises(DriverError) as err:
+        driver.start(StartSpec(ws, "alpha/one", str(sandbox.root), argv))
+    assert err.value.code == "command_not_found"
+    assert str(err.value) == "no-such-claude-orcr: command not found"
+    assert h.pane_ids() == set()

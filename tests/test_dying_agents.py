@@ -1,0 +1,109 @@
+"""Agents whose programs are missing or die at every moment of the start and
+prompt path, beside a fleet of healthy echo agents: each dying agent ends with
+the reason, and the multiplexer and every other agent live on (issue 8, item 1:
+tmux 3.3a's whole server crashed on a paste into a dead pane).
+
+Runs on real tmux and on the herdr emulator (``live`` fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from orcr_core.testing import until
+
+#: exits as soon as any byte arrives: the paste of its prompt kills it before Enter
+DIES_ON_INPUT = (
+    "import os, sys, tty\ntty.setraw(0)\nos.write(1, b'ready\\r\\n')\n"
+    "os.read(0, 1)\nos.write(1, b'bye\\r\\n')\nsys.exit(4)\n"
+)
+ECHOES = ("f/e1", "f/e2", "f/e3", "f/e4")
+
+
+def _path_without_agent_clis() -> str:
+    """orcr's PATH minus any directory holding a claude or codex binary."""
+    keep = [
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and not any(os.access(os.path.join(d, n), os.X_OK) for n in ("claude", "codex"))
+    ]
+    return os.pathsep.join(keep)
+
+
+def _get(home, path) -> dict:
+    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
+
+
+def _ended(home, path) -> dict:
+    return until(
+        lambda: (lambda a: a if a["status"] == "ended" else None)(_get(home, path)),
+        30,
+        what=f"{path} to end",
+    )
+
+
+def _mux_answers(home) -> bool:
+    mux = home.mux
+    if mux.kind == "tmux":
+        res = subprocess.run(
+            ["tmux", "-S", str(mux.socket), "list-sessions"], capture_output=True, text=True
+        )
+        return res.returncode == 0
+    return mux.emulator.panes() is not None and _get(home, ECHOES[0]) is not None
+
+
+def test_dying_programs_never_take_the_fleet_down(live):
+    live.start_server(extra_env={"PATH": _path_without_agent_clis()})
+    run = live.run
+    for path in ECHOES:
+        run("agent", "run", "-p", "echo", "--path", path, f"[sleep 1] {path}", check=True)
+    # missing programs: known only at start, each ends failed with the reason
+    run("agent", "run", "-p", "claude", "--path", "d/claude", "hi", check=True)
+    run("agent", "run", "-p", "codex", "--path", "d/codex", "hi", check=True)
+    run("agent", "run", "-p", "command", "--path", "d/missing", "--prompt", "hi",
+        "--", "no-such-program-orcr", "x", check=True)  # fmt: skip
+    # dies before its prompt is pasted
+    run("agent", "run", "-p", "command", "--path", "d/exit", "--prompt", "hi",
+        "--", "sh", "-c", "exit 3", check=True)  # fmt: skip
+    # dies between the paste of its first prompt and Enter
+    run("agent", "run", "-p", "command", "--path", "d/between", "--prompt", "hi",
+        "--", sys.executable, "-c", DIES_ON_INPUT, check=True)  # fmt: skip
+    # idle with no prompt; dies during an ``agent send``, between paste and Enter
+    run("agent", "run", "-p", "command", "--path", "d/send",
+        "--", sys.executable, "-c", DIES_ON_INPUT, check=True)  # fmt: skip
+
+    for path, error in (
+        ("d/claude", "claude: command not found"),
+        ("d/codex", "codex: command not found"),
+        ("d/missing", "no-such-program-orcr: command not found"),
+    ):
+        a = _ended(live, path)
+        assert (a["exit_reason"], a["error"]) == ("failed", error), a
+    a = _ended(live, "d/exit")
+    assert a["exit_reason"] == "failed" and "exited" in a["error"], a
+    a = _ended(live, "d/between")
+    assert a["exit_reason"] in ("failed", "exited"), a
+
+    until(lambda: _get(live, "d/send")["status"] == "idle", 30, what="d/send to be idle")
+    run("agent", "send", "d/send", "hello", check=True)
+    assert _ended(live, "d/send")["exit_reason"] == "exited"
+
+    # the multiplexer and every echo agent live on, and still take prompts
+    assert _mux_answers(live)
+    for path in ECHOES:
+        run("agent", "wait", path, "--timeout", "30s", check=True)
+        assert run("agent", "read", path, check=True).stdout == f"{path}\n"
+        run("agent", "send", path, "again", check=True)
+    for path in ECHOES:
+        run("agent", "wait", path, "--timeout", "30s", check=True)
+        assert run("agent", "read", path, check=True).stdout == "again\n"
+        assert _get(live, path)["status"] == "idle"
+    # no healthy agent was ever lost, however briefly
+    for path in ECHOES:
+        statuses = [e["data"]["to"] for e in live.events(_get(live, path)["uuid"])
+                    if e["kind"] == "agent.status"]  # fmt: skip
+        assert statuses == ["starting", "working", "idle", "working", "idle"], (path, statuses)
+    assert sorted(live.mux.labels()) == sorted(ECHOES)
