@@ -149,6 +149,95 @@ class Orcr:
     def status(self) -> dict:
         return self.client.call("server.status")
 
+    # -- loops ------------------------------------------------------------
+    def loop_create(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        cron: str | None = None,
+        once_at: str | float | None = None,
+        tz: str | None = None,
+        overlap: str = "queue",
+        max_concurrency: int = 1,
+        timeout: float | None = None,
+        cwd: str | None = None,
+    ) -> dict:
+        """Create a loop firing ``argv`` on ``cron`` (or once, at ``once_at``: ``30m``,
+        RFC 3339, a local ``YYYY-MM-DD HH:MM``, or UTC seconds). ``tz`` defaults to
+        this machine's zone. A loop is global: ``$ORCR_PATH`` is never applied."""
+        from orcr_core.loops.zone import local_zone_name
+
+        params = {
+            "name": name,
+            "argv": list(argv),
+            "tz": tz or local_zone_name(),
+            "overlap": overlap,
+            "max_concurrency": max_concurrency,
+            "cwd": os.path.abspath(cwd or os.getcwd()),
+        }
+        for key, value in (("cron", cron), ("once_at", once_at), ("timeout", timeout)):
+            if value is not None:
+                params[key] = value
+        return self.client.call("loop.create", **params)["loop"]
+
+    def loop_get(self, name: str) -> dict:
+        return self.client.call("loop.get", target=name)["loop"]
+
+    def loop_list(self, all: bool = False) -> list[dict]:
+        return self.client.call("loop.list", all=all)["loops"]
+
+    def loop_pause(self, name: str) -> dict:
+        return self.client.call("loop.pause", target=name)["loop"]
+
+    def loop_resume(self, name: str) -> dict:
+        return self.client.call("loop.resume", target=name)["loop"]
+
+    def loop_rm(self, name: str) -> dict:
+        return self.client.call("loop.rm", target=name)
+
+    def loop_logs(
+        self, name: str, run: str | None = None, source: str = "orcr", since_seq: int = 0
+    ) -> dict:
+        """``source="orcr"``: the scheduler's event rows; ``"run"``: each run's log file."""
+        return self.client.call(
+            "loop.logs", target=name, run=run, source=source, since_seq=since_seq
+        )
+
+    def loop_run_start(self, name: str) -> dict:
+        """Allocate a manual run (it starts when a slot is free): ``{path, uuid, ...}``."""
+        return self.client.call("loop.run.start", target=name)["run"]
+
+    def loop_run_stop(self, target: str, wait: bool = False) -> list[dict]:
+        """Stop ``NAME/RUN_ID`` (or every unfinished run of ``NAME``); ``wait`` returns
+        once the stop path has finished."""
+        return self.client.call("loop.run.stop", target=target, wait=wait)["stopped"]
+
+    def loop_run_list(self, name: str) -> list[dict]:
+        return self.client.call("loop.run.list", target=name)["runs"]
+
+    @staticmethod
+    def loop_next(
+        cron: str, tz: str | None = None, start: str | float | None = None, count: int = 5
+    ) -> list[str]:
+        """The next ``count`` fires after ``start`` (default now), UTC ISO 8601 with a
+        ``Z``. Computed here; nothing is created."""
+        import time as _time
+
+        from orcr_core.loops import cadence
+        from orcr_core.loops.zone import local_zone_name
+
+        tz = tz or local_zone_name()
+        cadence.zone(tz)
+        expr = cadence.validate_cron(cron)
+        if start is None:
+            after = _time.time()
+        elif isinstance(start, int | float):
+            after = float(start)
+        else:
+            after = cadence.parse_when(start, tz)
+        return [cadence.iso_utc(t) for t in cadence.fires(expr, tz, after, count)]
+
     def watch(self, target: str | None = None) -> tuple[dict, Iterator[dict]]:
         """A snapshot (``snapshot_seq``, ``agents``) and every later event.
 

@@ -37,6 +37,7 @@ class LazyGroup(click.Group):
 LAZY = {
     "agent": "orcr_core.cli.agent.agent",
     "server": "orcr_core.cli.server_cmd.server",
+    "loop": "orcr_core.cli.loop.loop",
     "config": "orcr_core.cli.config_cmd.config",
     "internal": "orcr_core.cli.internal.internal",
     "plugins": "orcr_core.cli.misc.plugins_list",

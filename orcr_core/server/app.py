@@ -57,6 +57,7 @@ class Server:
         self._pipe_lock = threading.Lock()
         self._lock_fd: int | None = None
         self.threads: list[threading.Thread] = []
+        self.loops = None  # the loop scheduler (orcr_core.loops.scheduler), made in serve()
 
     # -- plumbing ---------------------------------------------------------
     def acquire_lock(self) -> None:
@@ -263,6 +264,11 @@ class Server:
         faults.point("server_start")
         if self.driver is not None:
             reconcile.recover(self)
+        from orcr_core.loops import recovery
+        from orcr_core.loops.scheduler import Scheduler
+
+        self.loops = Scheduler(self)
+        recovery.recover(self.loops)
         listener = Listener(self)
         listener.bind()
         for target, name in (
@@ -274,9 +280,11 @@ class Server:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self.threads.append(t)
+        self.threads += self.loops.start()
         log.info("orcr server %s listening on %s", os.getpid(), self.socket_path)
         self.stopping.wait()
         listener.close()
+        self.loops.close()
         self.notify()
         self.pool.shutdown(wait=False, cancel_futures=True)
 

@@ -11,12 +11,14 @@ from datetime import UTC, datetime
 from orcr_core import __version__, events, paths
 from orcr_core.agents import lifecycle, queue
 from orcr_core.agents.launch import pane_of
+from orcr_core.loops.runs import barrier_refusal
 from orcr_core.protocol import ProtocolError
+from orcr_core.server.loop_handlers import LOOP_HANDLERS
 from orcr_core.store.db import SCHEMA_VERSION
 from orcr_core.store.models import Agent, Meta, db
 
 STREAMED = object()
-HANDLERS = {}
+HANDLERS = dict(LOOP_HANDLERS)
 
 
 def method(name):
@@ -142,6 +144,9 @@ def agent_run(server, conn, rid, params):
         timeout=timeout,
         argv=_param(params, "argv", list, required=False),
     )
+    refusal = barrier_refusal(spec.scope, spec.path, spec.name)
+    if refusal:
+        raise ProtocolError("run_stopping", refusal)
     try:
         agent = queue.admit(spec, server.registry.providers, server.agents_dir)
     except queue.AdmissionError as exc:

@@ -40,12 +40,45 @@ def _drop_status_index(database) -> None:
     database.execute_sql("DROP INDEX IF EXISTS agent_status")
 
 
+def _loops(database) -> None:
+    # loops land (issue 11): the loop and loop_run tables gain the columns the
+    # scheduler needs; a blank store already has them from 0001's create_tables
+    added = {
+        "loop": [("end_reason", "TEXT")],
+        "loop_run": [
+            ("created_at", "REAL"),
+            ("fires", "INTEGER NOT NULL DEFAULT 1"),
+            ("sup_pid", "INTEGER"),
+            ("sup_start", "REAL"),
+            ("stop_reason", "TEXT"),
+            ("error", "TEXT"),
+        ],
+    }
+    for table, cols in added.items():
+        have = {row[1] for row in database.execute_sql(f"PRAGMA table_info({table})")}
+        for name, decl in cols:
+            if name not in have:
+                database.execute_sql(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+    # the scheduler's reads: the earliest next fire, a loop's runs by status
+    database.execute_sql(
+        "CREATE INDEX IF NOT EXISTS loop_status_next ON loop (status, next_fire_at)"
+    )
+    database.execute_sql(
+        "CREATE INDEX IF NOT EXISTS loop_run_loop_status ON loop_run (loop, status)"
+    )
+    # partial: agent events (the hot path) pay nothing for it
+    database.execute_sql(
+        "CREATE INDEX IF NOT EXISTS event_loop ON event (loop, seq) WHERE loop IS NOT NULL"
+    )
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
     ("0001_initial", _initial),
     ("0002_agent_status_seq_index", _status_seq_index),
     ("0003_drop_agent_status_index", _drop_status_index),
+    ("0004_loops", _loops),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -99,7 +99,7 @@ class Event(BaseModel):
 
 
 class Loop(BaseModel):
-    """A durable cron definition (seed 003). Built when the loops issue lands."""
+    """A durable cron definition (seed 003); each definition has its own uuid."""
 
     uuid = TextField(primary_key=True)
     name = TextField()
@@ -115,9 +115,15 @@ class Loop(BaseModel):
     next_fire_at = FloatField(null=True)
     created_at = FloatField()
     ended_at = FloatField(null=True)
+    end_reason = TextField(null=True)  # removed | fired | missed (migration 0004)
 
 
 Loop.add_index(Loop.name, unique=True, where=(Loop.status != "ended"), name="loop_active_name")
+
+#: run statuses that hold a concurrency slot, and the terminal ones
+RUN_ACTIVE = ("running", "stopping")
+RUN_ENDED = ("ok", "failed", "timeout", "stopped", "canceled")
+RUN_STATUSES = ("pending", *RUN_ACTIVE, *RUN_ENDED)
 
 
 class LoopRun(BaseModel):
@@ -133,6 +139,13 @@ class LoopRun(BaseModel):
     exit_code = IntegerField(null=True)
     started_at = FloatField(null=True)
     ended_at = FloatField(null=True)
+    # migration 0004
+    created_at = FloatField(null=True)
+    fires = IntegerField(default=1)  # scheduled fires coalesced into this run
+    sup_pid = IntegerField(null=True)  # the supervisor waiting on the command
+    sup_start = FloatField(null=True)
+    stop_reason = TextField(null=True)  # stopped | timeout, once stopping
+    error = TextField(null=True)
 
     class Meta:
         table_name = "loop_run"

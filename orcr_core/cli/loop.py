@@ -1,0 +1,359 @@
+"""``orcr loop``: create, pause, resume, rm, ls, logs, next, and ``loop run start|stop|ls``."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from orcr_core.cli.agent import _duration
+from orcr_core.cli.errors import OrcrCliError
+
+
+def _sdk():
+    from orcr_core.sdk import Orcr
+
+    return Orcr()
+
+
+def _echo_table(cols: tuple, data: list[tuple]) -> None:
+    widths = [max([len(c)] + [len(str(r[i])) for r in data]) for i, c in enumerate(cols)]
+    for r in [cols, *data]:
+        click.echo("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _local(iso: str | None, tz: str | None = None) -> str:
+    """An ISO UTC timestamp in the local (or given) zone, to the second."""
+    if not iso:
+        return "-"
+    from datetime import datetime
+
+    dt = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    if tz:
+        from zoneinfo import ZoneInfo
+
+        dt = dt.astimezone(ZoneInfo(tz))
+    else:
+        dt = dt.astimezone()
+    return dt.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _utc(iso: str | None) -> str:
+    return iso.split(".")[0] + "Z" if iso and "." in iso else (iso or "-")
+
+
+@click.group()
+def loop():
+    """Loops: durable cron for any command (docs/loops.md)."""
+
+
+@loop.command(name="create", context_settings={"ignore_unknown_options": True})
+@click.argument("name")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--once-at", metavar="WHEN", help="Fire once: 30m, RFC 3339, or local YYYY-MM-DD HH:MM[:SS]."
+)
+@click.option(
+    "--tz", metavar="ZONE", help="IANA time zone for the cadence (default: this machine's)."
+)
+@click.option(
+    "--overlap",
+    type=click.Choice(["queue", "skip"]),
+    default="queue",
+    show_default=True,
+    help="At max-concurrency: keep one coalesced pending run, or drop the fire.",
+)
+@click.option(
+    "--max-concurrency",
+    type=click.IntRange(1, 1000),
+    default=1,
+    show_default=True,
+    help="Concurrent runs of this loop.",
+)
+@click.option("--timeout", callback=_duration, help="Stop a run that runs longer (30m, 2h).")
+@click.option("--json", "json_", is_flag=True, help="Print the loop as JSON.")
+def loop_create(name, args, once_at, tz, overlap, max_concurrency, timeout, json_):
+    """Create loop NAME firing ARGV on CRON, or once with --once-at.
+
+    \b
+      orcr loop create nightly "0 9 * * 1-5" -- ./triage.sh --all
+      orcr loop create reminder --once-at 30m -- notify-send hi
+
+    Everything after -- is the argv, run directly with no shell (say
+    -- sh -c '...' for one) in this directory, in its own process group, with
+    ORCR_PATH=NAME/RUN_ID. CRON is five fields, evaluated in --tz (default: this
+    machine's zone) with cronie's DST rules. The loop is global: $ORCR_PATH is
+    not applied to its name.
+    """
+    args = list(args)
+    if args and args[0] == "--":
+        args = args[1:]
+    cron = None
+    if once_at is None:
+        if not args:
+            raise click.UsageError('give a CRON expression (e.g. "0 9 * * *") or --once-at WHEN')
+        cron, args = args[0], args[1:]
+    if args and args[0] == "--":
+        args = args[1:]
+    if not args:
+        raise click.UsageError("give the command to run after --, e.g. -- ./nightly.sh")
+    if "/" not in args[0]:
+        found = shutil.which(args[0])
+        if found is None:
+            raise OrcrCliError(f"command {args[0]!r} not found on PATH; give a path to it")
+        args[0] = found
+    with _sdk() as orcr:
+        lp = orcr.loop_create(
+            name,
+            args,
+            cron=cron,
+            once_at=once_at,
+            tz=tz,
+            overlap=overlap,
+            max_concurrency=max_concurrency,
+            timeout=timeout,
+        )
+    if json_:
+        click.echo(jsonlib.dumps(lp, indent=2))
+        return
+    click.echo(
+        f"{lp['name']} {lp['uuid']} next {_local(lp['next_fire_at'], lp['tz'])} "
+        f"({_utc(lp['next_fire_at'])})"
+    )
+
+
+def _simple(verb: str, help_text: str):
+    @click.argument("name")
+    @click.option("--json", "json_", is_flag=True)
+    def cmd(name, json_):
+        with _sdk() as orcr:
+            res = getattr(orcr, f"loop_{verb}")(name)
+        lp = res.get("loop", res)
+        if json_:
+            click.echo(jsonlib.dumps(res, indent=2))
+        else:
+            extra = ""
+            if verb == "rm" and res.get("canceled"):
+                extra = " (canceled " + ", ".join(res["canceled"]) + ")"
+            click.echo(f"{lp['name']} {lp['status']}{extra}")
+
+    cmd.__doc__ = help_text
+    return loop.command(name=verb)(cmd)
+
+
+_simple("pause", "Pause loop NAME: no fires, pending runs held, running runs continue.")
+_simple("resume", "Resume loop NAME: the next fire counts from now (nothing replayed).")
+_simple("rm", "Remove loop NAME (its name is free again); its pending runs are canceled.")
+
+
+@loop.command(name="ls")
+@click.option("--all", "all_", is_flag=True, help="Include ended loops.")
+@click.option("--json", "json_", is_flag=True, help="JSON rows.")
+def loop_ls(all_, json_):
+    """List loops: next fire in local time and UTC, the last run and its status."""
+    with _sdk() as orcr:
+        rows = orcr.loop_list(all=all_)
+    if json_:
+        click.echo(jsonlib.dumps(rows, indent=2))
+        return
+    data = []
+    for lp in rows:
+        cadence = f"{lp['cron']} {lp['tz']}" if lp["cron"] else f"once {_utc(lp['once_at'])}"
+        last = lp["last_run"]
+        data.append(
+            (
+                lp["name"],
+                lp["status"] + (f" ({lp['end_reason']})" if lp["end_reason"] else ""),
+                cadence,
+                _local(lp["next_fire_at"], lp["tz"]),
+                _utc(lp["next_fire_at"]),
+                f"{last['run_id']} {last['status']}" if last else "-",
+            )
+        )
+    if data:
+        _echo_table(("NAME", "STATUS", "CADENCE", "NEXT (LOCAL)", "NEXT (UTC)", "LAST RUN"), data)
+
+
+def _event_line(ev: dict) -> str:
+    from datetime import datetime
+
+    ts = datetime.fromtimestamp(ev["ts"]).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    data = dict(ev["data"])
+    run = data.pop("run_id", None)
+    data.pop("name", None)
+    fields = " ".join(f"{k}={v}" for k, v in data.items() if v is not None)
+    return f"{ts} {ev['kind']}" + (f" {run}" if run else "") + (f" {fields}" if fields else "")
+
+
+@loop.command(name="logs")
+@click.argument("name")
+@click.option("--run", "run_id", metavar="RUN_ID", help="One run (e.g. r82c9s).")
+@click.option(
+    "--source",
+    type=click.Choice(["orcr", "run"]),
+    default="orcr",
+    show_default=True,
+    help="orcr: what the scheduler did (event rows); run: the command's output.",
+)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the loop (or run) ends.")
+def loop_logs(name, run_id, source, follow):
+    """Show a loop's history: scheduler decisions, or its runs' output.
+
+    NAME resolves to the active definition, else the most recent ended one (a
+    loop uuid picks an older one).
+    """
+    with _sdk() as orcr:
+        if source == "orcr":
+            _follow_events(orcr, name, run_id, follow)
+        else:
+            _show_run_logs(orcr, name, run_id, follow)
+
+
+def _follow_events(orcr, name, run_id, follow):
+    seq = 0
+    while True:
+        res = orcr.loop_logs(name, run=run_id, source="orcr", since_seq=seq)
+        for ev in res["events"]:
+            click.echo(_event_line(ev))
+            seq = ev["seq"]
+        if not follow:
+            return
+        lp = res["loop"]
+        if not res["events"]:
+            if lp["status"] == "ended" and not lp["running"] and not lp["pending"]:
+                return
+            time.sleep(0.5)  # a terminal follower polls; nothing waits on it
+
+
+def _show_run_logs(orcr, name, run_id, follow):
+    res = orcr.loop_logs(name, run=run_id, source="run")
+    rows = res["runs"]
+    if not follow:
+        many = len(rows) > 1
+        for r in rows:
+            p = Path(r["log"])
+            if not p.exists():
+                continue
+            if many:
+                click.echo(f"==> {r['path']} ({r['status']}) <==")
+            sys.stdout.buffer.write(p.read_bytes())
+            sys.stdout.flush()
+        return
+    started = [r for r in rows if r["status"] != "pending"] or rows
+    if not started:
+        return
+    target = started[-1]
+    p = Path(target["log"])
+    pos = 0
+    while True:
+        if p.exists():
+            with p.open("rb") as f:
+                f.seek(pos)
+                chunk = f.read()
+            if chunk:
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+                pos += len(chunk)
+        runs = orcr.loop_logs(name, run=target["run_id"], source="run")["runs"]
+        if runs and runs[0]["status"] not in ("pending", "running", "stopping"):
+            if p.exists() and p.stat().st_size > pos:
+                continue
+            return
+        time.sleep(0.2)  # a terminal follower polls the file
+
+
+@loop.command(name="next")
+@click.argument("cron")
+@click.option("--tz", metavar="ZONE", help="IANA time zone (default: this machine's).")
+@click.option("--from", "from_", metavar="WHEN", help="Start after this time (default now).")
+@click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True)
+@click.option("--json", "json_", is_flag=True, help='{"fires": [UTC ISO 8601, ...]}')
+def loop_next(cron, tz, from_, count, json_):
+    """Preview the next fires of CRON without creating anything.
+
+    --from takes RFC 3339 with an offset, or the forms --once-at accepts.
+    """
+    from orcr_core.loops import cadence
+    from orcr_core.loops.zone import local_zone_name
+    from orcr_core.sdk import Orcr
+
+    tz = tz or local_zone_name()
+    try:
+        fires = Orcr.loop_next(cron, tz=tz, start=from_, count=count)
+    except cadence.CadenceError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if json_:
+        click.echo(jsonlib.dumps({"fires": fires}))
+        return
+    for f in fires:
+        click.echo(f"{_local(f, tz)}  {f}")
+
+
+@loop.group(name="run")
+def loop_run():
+    """A loop's runs: start one now, stop them, list them."""
+
+
+@loop_run.command(name="start")
+@click.argument("name")
+@click.option("--json", "json_", is_flag=True)
+def loop_run_start(name, json_):
+    """Allocate a manual run of NAME and print ``<loop>/<run_id> <run_uuid>``.
+
+    At max-concurrency the run waits pending and starts when a slot frees.
+    """
+    with _sdk() as orcr:
+        run = orcr.loop_run_start(name)
+    if json_:
+        click.echo(jsonlib.dumps(run))
+    else:
+        click.echo(f"{run['path']} {run['uuid']}")
+
+
+@loop_run.command(name="stop")
+@click.argument("target", metavar="NAME[/RUN_ID]")
+@click.option("--wait", is_flag=True, help="Return once the stop path has finished.")
+@click.option("--json", "json_", is_flag=True)
+def loop_run_stop(target, wait, json_):
+    """Stop one run (NAME/RUN_ID) or every unfinished run of NAME.
+
+    A pending run is canceled. A running one goes to stopping (no new agents
+    under its path), gets TERM, then KILL after timings.stop_grace, and its
+    agents are killed; it ends stopped.
+    """
+    with _sdk() as orcr:
+        res = orcr.loop_run_stop(target, wait=wait)
+    if json_:
+        click.echo(jsonlib.dumps(res, indent=2))
+        return
+    for r in res:
+        click.echo(f"{r['path']} {r['result']}")
+
+
+@loop_run.command(name="ls")
+@click.argument("name")
+@click.option("--json", "json_", is_flag=True)
+def loop_run_ls(name, json_):
+    """List the runs of loop NAME, oldest first."""
+    with _sdk() as orcr:
+        rows = orcr.loop_run_list(name)
+    if json_:
+        click.echo(jsonlib.dumps(rows, indent=2))
+        return
+    data = [
+        (
+            r["path"],
+            r["status"],
+            r["kind"],
+            _local(r["due_at"]),
+            "-" if r["exit_code"] is None else str(r["exit_code"]),
+            r["uuid"],
+        )
+        for r in rows
+    ]
+    if data:
+        _echo_table(("RUN", "STATUS", "KIND", "DUE", "EXIT", "UUID"), data)

@@ -1,0 +1,261 @@
+"""Loop definitions: create, pause, resume, remove, resolve, and their JSON shape.
+
+Every change is one ``BEGIN IMMEDIATE`` transaction with its event row. A loop
+name is one path segment, unique among loops that have not ended (a partial
+unique index); each definition has its own uuid, so the histories of
+same-named definitions never mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid as uuidlib
+from datetime import UTC, datetime
+
+from peewee import SQL, IntegrityError
+
+from orcr_core import events, paths
+from orcr_core.loops import cadence
+from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
+
+OVERLAP = ("queue", "skip")
+MAX_CONCURRENCY = 1000
+
+
+class LoopError(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def validate_name(name) -> str:
+    if not isinstance(name, str) or "/" in name:
+        raise LoopError(
+            "invalid_name",
+            f"loop name {name!r} is one segment of lowercase letters, digits and _ (e.g. nightly)",
+        )
+    try:
+        paths.validate(name, "loop name")
+    except paths.PathError as exc:
+        raise LoopError("invalid_name", str(exc)) from None
+    return name
+
+
+def create(params: dict, now: float | None = None) -> Loop:
+    """Validate everything first, then insert the loop row and its event."""
+    now = time.time() if now is None else now
+    name = validate_name(params.get("name"))
+    cron, once = params.get("cron"), params.get("once_at")
+    if (cron is None) == (once is None):
+        raise LoopError("invalid_params", "give a cron expression or --once-at, not both")
+    tz = params.get("tz") or "UTC"
+    try:
+        cadence.zone(tz)
+        if cron is not None:
+            if not isinstance(cron, str):
+                raise LoopError("invalid_params", "cron must be a string")
+            cron = cadence.validate_cron(cron)
+            next_fire = cadence.next_fire(cron, tz, now)
+            if next_fire is None:
+                raise LoopError("invalid_cron", f"{cron!r} never fires (within 5 years)")
+            once_at = None
+        else:
+            if isinstance(once, bool) or not isinstance(once, int | float | str):
+                raise LoopError("invalid_params", "once_at is a time string or UTC seconds")
+            once_at = (
+                float(once) if not isinstance(once, str) else cadence.parse_when(once, tz, now)
+            )
+            if once_at <= now:
+                raise LoopError(
+                    "invalid_once_at", f"--once-at {iso(once_at)} is in the past; pick a later time"
+                )
+            next_fire = once_at
+    except cadence.CadenceError as exc:
+        raise LoopError("invalid_cadence", str(exc)) from None
+    argv = params.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise LoopError("invalid_params", "argv (after --) must be a non-empty list of strings")
+    cwd = params.get("cwd")
+    if not isinstance(cwd, str) or not os.path.isabs(cwd) or not os.path.isdir(cwd):
+        raise LoopError("invalid_cwd", f"cwd {cwd!r} is not an existing absolute directory")
+    overlap = params.get("overlap") or "queue"
+    if overlap not in OVERLAP:
+        raise LoopError("invalid_params", f"overlap {overlap!r}: use queue or skip")
+    maxc = params.get("max_concurrency", 1)
+    if isinstance(maxc, bool) or not isinstance(maxc, int) or not 1 <= maxc <= MAX_CONCURRENCY:
+        raise LoopError(
+            "invalid_params", f"max_concurrency {maxc!r}: use a whole number 1-{MAX_CONCURRENCY}"
+        )
+    timeout = params.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        raise LoopError("invalid_params", "timeout must be a number of seconds > 0")
+    try:
+        with db.atomic("IMMEDIATE"):
+            loop = Loop.create(
+                uuid=str(uuidlib.uuid4()),
+                name=name,
+                status="active",
+                cron=cron,
+                once_at=once_at,
+                tz=tz,
+                argv=json.dumps(argv),
+                cwd=cwd,
+                overlap=overlap,
+                max_concurrency=maxc,
+                timeout=timeout,
+                next_fire_at=next_fire,
+                created_at=now,
+            )
+            events.emit(
+                "loop.created",
+                loop=loop.uuid,
+                name=name,
+                cron=cron,
+                tz=tz,
+                once_at=iso(once_at),
+                next_fire_at=iso(next_fire),
+            )
+    except IntegrityError:
+        raise LoopError(
+            "name_in_use",
+            f"a loop named {name!r} exists already; remove it (orcr loop rm {name}) or pick another name",
+        ) from None
+    return loop
+
+
+def resolve(target: str) -> Loop:
+    """By uuid, or by name: the active (or paused) definition first, else the newest ended one."""
+    row = Loop.get_or_none(Loop.uuid == target)
+    if row is None:
+        row = (
+            Loop.select()
+            .where(Loop.name == target)
+            .order_by((Loop.status == "ended").asc(), Loop.created_at.desc(), SQL("rowid DESC"))
+            .first()
+        )
+    if row is None:
+        raise LoopError("not_found", f"no loop {target!r} (orcr loop ls --all)")
+    return row
+
+
+def pause(loop: Loop) -> Loop:
+    with db.atomic("IMMEDIATE"):
+        loop = Loop.get_by_id(loop.uuid)
+        if loop.status != "active":
+            raise LoopError(
+                "not_active", f"loop {loop.name} is {loop.status}; only an active loop pauses"
+            )
+        Loop.update(status="paused", next_fire_at=None).where(Loop.uuid == loop.uuid).execute()
+        events.emit("loop.paused", loop=loop.uuid, name=loop.name)
+    return Loop.get_by_id(loop.uuid)
+
+
+def resume(loop: Loop, now: float | None = None) -> Loop:
+    """Fires that fell in the pause are not replayed: the next fire counts from now."""
+    now = time.time() if now is None else now
+    with db.atomic("IMMEDIATE"):
+        loop = Loop.get_by_id(loop.uuid)
+        if loop.status != "paused":
+            raise LoopError("not_paused", f"loop {loop.name} is {loop.status}, not paused")
+        if loop.cron:
+            nxt = cadence.next_fire(loop.cron, loop.tz, now)
+        else:
+            nxt = loop.once_at if loop.once_at > now else now  # a once fire held by the pause
+        Loop.update(status="active", next_fire_at=nxt).where(Loop.uuid == loop.uuid).execute()
+        events.emit("loop.resumed", loop=loop.uuid, name=loop.name, next_fire_at=iso(nxt))
+    return Loop.get_by_id(loop.uuid)
+
+
+def end(loop: Loop, reason: str, now: float) -> None:
+    """Inside a transaction: the loop ends and releases its name."""
+    Loop.update(status="ended", end_reason=reason, ended_at=now, next_fire_at=None).where(
+        Loop.uuid == loop.uuid
+    ).execute()
+    events.emit("loop.ended", loop=loop.uuid, name=loop.name, reason=reason)
+
+
+def remove(loop: Loop, now: float | None = None) -> list[LoopRun]:
+    from orcr_core.loops import runs as runs_mod  # runs builds on defs
+
+    """End the loop; its pending runs are canceled. Running runs finish (or are stopped
+    with ``loop run stop``). Returns the canceled runs."""
+    now = time.time() if now is None else now
+    with db.atomic("IMMEDIATE"):
+        loop = Loop.get_by_id(loop.uuid)
+        if loop.status == "ended":
+            raise LoopError("not_active", f"loop {loop.name} has ended already")
+        pending = list(
+            LoopRun.select().where((LoopRun.loop == loop.uuid) & (LoopRun.status == "pending"))
+        )
+        for run in pending:
+            runs_mod.set_status(run, "canceled", now, note={"why": "loop removed"})
+        end(loop, "removed", now)
+    return pending
+
+
+def run_dict(run: LoopRun, name: str) -> dict:
+    return {
+        "uuid": run.uuid,
+        "run_id": run.run_id,
+        "path": f"{name}/{run.run_id}",
+        "loop": run.loop,
+        "kind": run.kind,
+        "status": run.status,
+        "due_at": iso(run.due_at),
+        "fires": run.fires,
+        "pid": run.pid,
+        "pgid": run.pgid,
+        "exit_code": run.exit_code,
+        "error": run.error,
+        "created_at": iso(run.created_at),
+        "started_at": iso(run.started_at),
+        "ended_at": iso(run.ended_at),
+    }
+
+
+def loop_dict(loop: Loop) -> dict:
+    last = (
+        LoopRun.select()
+        .where((LoopRun.loop == loop.uuid) & (LoopRun.status != "pending"))
+        .order_by(LoopRun.created_at.desc())
+        .first()
+    )
+    counts = dict(
+        db.execute_sql(
+            "SELECT status, COUNT(*) FROM loop_run WHERE loop = ? AND status IN "
+            "('pending', 'running', 'stopping') GROUP BY status",
+            (loop.uuid,),
+        ).fetchall()
+    )
+    nxt = loop.next_fire_at
+    return {
+        "uuid": loop.uuid,
+        "name": loop.name,
+        "status": loop.status,
+        "cron": loop.cron,
+        "once_at": iso(loop.once_at),
+        "tz": loop.tz,
+        "argv": json.loads(loop.argv),
+        "cwd": loop.cwd,
+        "overlap": loop.overlap,
+        "max_concurrency": loop.max_concurrency,
+        "timeout": loop.timeout,
+        "next_fire_at": iso(nxt),
+        "next_fire_local": cadence.iso_local(nxt, loop.tz) if nxt is not None else None,
+        "created_at": iso(loop.created_at),
+        "ended_at": iso(loop.ended_at),
+        "end_reason": loop.end_reason,
+        "running": sum(counts.get(s, 0) for s in RUN_ACTIVE),
+        "pending": counts.get("pending", 0),
+        "last_run": run_dict(last, loop.name) if last else None,
+    }

@@ -1,0 +1,283 @@
+"""Runs: allocation, start, exit, the stop/timeout path, the stopping barrier, logs.
+
+Statuses: ``pending → running → ok | failed``, ``running → stopping → stopped |
+timeout``, ``pending → canceled``. A run is a durable row from the moment it is
+asked for. Its command runs under a supervisor (:mod:`orcr_core.loops.supervisor`)
+that records the exit status in ``<run_id>.state`` whatever happens to the
+server; the server turns that file into the row's final status.
+
+The identity guard: a pgid alone proves nothing (pids are reused), so a run's
+process group is signalled only while the process that leads it has the start
+time recorded when it was launched. Otherwise the run is closed as dead and
+nothing is signalled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import time
+import uuid as uuidlib
+from pathlib import Path
+
+import psutil
+
+from orcr_core import dirs, events, paths
+from orcr_core.loops.defs import iso
+from orcr_core.store.models import RUN_ACTIVE, RUN_ENDED, Loop, LoopRun, db
+
+RUN_ID = re.compile(r"r[a-z0-9]{5}")
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+#: how close a live process's start time must be to the recorded one (seconds):
+#: both are boot time + start ticks, and boot time is only known to the second
+START_TOLERANCE = 1.0
+#: statuses under which new agent runs beneath the run's path are refused
+BARRED = ("stopping", "stopped", "timeout", "canceled")
+
+
+def loops_dir() -> Path:
+    return dirs.data_dir() / "loops"
+
+
+def run_dir(loop_uuid: str) -> Path:
+    """``loops/<loop uuid>/runs``: by definition uuid, so same-named loops never mix."""
+    return loops_dir() / loop_uuid / "runs"
+
+
+def log_path(loop_uuid: str, run_id: str) -> Path:
+    return run_dir(loop_uuid) / f"{run_id}.log"
+
+
+def state_path(loop_uuid: str, run_id: str) -> Path:
+    return run_dir(loop_uuid) / f"{run_id}.state"
+
+
+def read_state(loop_uuid: str, run_id: str) -> dict | None:
+    try:
+        return json.loads(state_path(loop_uuid, run_id).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def new_run_id(loop: Loop) -> str:
+    """``r`` + 5 lowercase alphanumerics, unique among the runs of every loop of
+    this name (so a path ``<loop>/<run_id>`` never means two runs)."""
+    while True:
+        rid = "r" + "".join(secrets.choice(_ALPHABET) for _ in range(5))
+        taken = db.execute_sql(
+            "SELECT 1 FROM loop_run r JOIN loop l ON r.loop = l.uuid "
+            "WHERE l.name = ? AND r.run_id = ? LIMIT 1",
+            (loop.name, rid),
+        ).fetchone()
+        if not taken:
+            return rid
+
+
+def allocate(loop: Loop, kind: str, due_at: float, now: float) -> LoopRun:
+    """Inside a transaction: a pending run row."""
+    run = LoopRun.create(
+        uuid=str(uuidlib.uuid4()),
+        loop=loop.uuid,
+        run_id=new_run_id(loop),
+        kind=kind,
+        status="pending",
+        due_at=due_at,
+        created_at=now,
+        fires=1,
+    )
+    events.emit(
+        "run.status",
+        loop=loop.uuid,
+        run=run.uuid,
+        run_id=run.run_id,
+        run_kind=kind,
+        due_at=iso(due_at),
+        **{"from": None, "to": "pending"},
+    )
+    return run
+
+
+def set_status(run: LoopRun, to: str, now: float, note: dict | None = None, **fields) -> None:
+    """Inside a transaction: one status change and its event row (``note`` goes
+    into the event only)."""
+    if to in RUN_ENDED:
+        fields.setdefault("ended_at", now)
+    LoopRun.update(status=to, **fields).where(LoopRun.uuid == run.uuid).execute()
+    data = {k: v for k, v in fields.items() if k in ("exit_code", "error", "stop_reason")}
+    events.emit(
+        "run.status",
+        loop=run.loop,
+        run=run.uuid,
+        run_id=run.run_id,
+        **{"from": run.status, "to": to},
+        **data,
+        **(note or {}),
+    )
+    run.status = to
+
+
+def take_pending(loop_uuid: str, now: float) -> list[LoopRun]:
+    """One transaction: move the oldest pending runs to running while the loop's
+    max-concurrency has room. A paused loop holds its pending runs."""
+    with db.atomic("IMMEDIATE"):
+        loop = Loop.get_or_none(Loop.uuid == loop_uuid)
+        if loop is None or loop.status == "paused":
+            return []
+        active = (
+            LoopRun.select()
+            .where((LoopRun.loop == loop_uuid) & LoopRun.status.in_(RUN_ACTIVE))
+            .count()
+        )
+        free = loop.max_concurrency - active
+        if free <= 0:
+            return []
+        pending = list(
+            LoopRun.select()
+            .where((LoopRun.loop == loop_uuid) & (LoopRun.status == "pending"))
+            .order_by(LoopRun.created_at, LoopRun.due_at)
+            .limit(free)
+        )
+        for run in pending:
+            set_status(run, "running", now, started_at=now)
+        return pending
+
+
+def child_env(loop: Loop, run: LoopRun, socket_path: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("ORCR_FAULT", "ORCR_PATH")}
+    env["ORCR_PATH"] = f"{loop.name}/{run.run_id}"
+    env["ORCR_SOCKET"] = str(socket_path)  # its agents reach this server
+    return env
+
+
+def final_status(exit_code: int | None) -> str:
+    return "ok" if exit_code == 0 else "failed"
+
+
+def record_exit(run_uuid: str, state: dict | None, now: float) -> LoopRun | None:
+    """One transaction: a running run whose supervisor has exited gets its final
+    status from the state file. A stopping run only keeps the exit code: the stop
+    path finishes it (after its barrier glob-kill)."""
+    with db.atomic("IMMEDIATE"):
+        run = LoopRun.get_or_none(LoopRun.uuid == run_uuid)
+        if run is None or run.status not in RUN_ACTIVE:
+            return None
+        code = (state or {}).get("exit_code")
+        if code is None:
+            error = "the supervisor ended without recording an exit status"
+        else:
+            error = (state or {}).get("error")
+        if run.status == "stopping":
+            LoopRun.update(exit_code=code).where(LoopRun.uuid == run.uuid).execute()
+            return run
+        fields = {"exit_code": code, "ended_at": (state or {}).get("ended_at") or now}
+        if error:
+            fields["error"] = error
+        set_status(run, final_status(code), now, **fields)
+        return run
+
+
+def identity_ok(pid: int | None, start: float | None) -> bool:
+    """Does ``pid`` still name the process started at ``start``?"""
+    if not pid or start is None:
+        return False
+    try:
+        return abs(psutil.Process(pid).create_time() - start) <= START_TOLERANCE
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+
+
+def process_of(run: LoopRun) -> tuple[int | None, int | None, float | None]:
+    """(pid, pgid, start) from the row, else from the supervisor's state file."""
+    if run.pid:
+        return run.pid, run.pgid, run.proc_start
+    loop = Loop.get_by_id(run.loop)
+    st = read_state(loop.uuid, run.run_id) or {}
+    return st.get("pid"), st.get("pgid"), st.get("start")
+
+
+def signal_group(run: LoopRun, sig: int) -> bool:
+    """Signal the run's process group if, and only if, the identity guard passes."""
+    pid, pgid, start = process_of(run)
+    if not identity_ok(pid, start):
+        return False
+    try:
+        os.killpg(pgid or pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def barrier_refusal(scope: str | None, path: str | None, name: str | None) -> str | None:
+    """Why an agent run must be refused (its path is under a stopping or stopped
+    run), else None. Only paths that look like ``<loop>/r?????/...`` cost a query."""
+    full = paths.join(scope, path or name) if (path or name) else scope
+    if not full:
+        return None
+    segs = full.split("/")
+    if len(segs) < 2 or not RUN_ID.fullmatch(segs[1]):
+        return None
+    row = db.execute_sql(
+        "SELECT r.status FROM loop_run r JOIN loop l ON r.loop = l.uuid "
+        "WHERE l.name = ? AND r.run_id = ? "
+        "ORDER BY (l.status = 'ended'), l.created_at DESC LIMIT 1",
+        (segs[0], segs[1]),
+    ).fetchone()
+    if row and row[0] in BARRED:
+        return (
+            f"run {segs[0]}/{segs[1]} is {row[0]}: no new agents under its path "
+            "(the loop run stop barrier)"
+        )
+    return None
+
+
+def prune_logs(loop_uuid: str, keep: int) -> list[str]:
+    """Delete the log and state files of all but the newest ``keep`` ended runs."""
+    rows = list(
+        LoopRun.select(LoopRun.run_id)
+        .where((LoopRun.loop == loop_uuid) & LoopRun.status.in_(RUN_ENDED))
+        .order_by(LoopRun.created_at.desc())
+        .offset(keep)
+    )
+    removed = []
+    for r in rows:
+        for p in (log_path(loop_uuid, r.run_id), state_path(loop_uuid, r.run_id)):
+            try:
+                p.unlink()
+                if p.suffix == ".log":
+                    removed.append(r.run_id)
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+def agents_under(prefix: str) -> list:
+    from orcr_core.store.models import Agent
+
+    return list(
+        Agent.select().where((Agent.status != "ended") & Agent.path.startswith(prefix + "/"))
+    )
+
+
+def glob_kill(server, loop_name: str, run_id: str, timeout: float = 30.0) -> int:
+    """Kill ``<loop>/<run_id>/**`` until a snapshot shows none. Returns how many
+    kills were asked for."""
+    from orcr_core.agents import pipeline
+
+    prefix = f"{loop_name}/{run_id}"
+    pattern = prefix + "/**"
+    asked: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = [a for a in agents_under(prefix) if paths.glob_match(pattern, a.path)]
+        if not rows:
+            return len(asked)
+        for agent in rows:
+            if agent.uuid not in asked or agent.status in ("queued", "lost"):
+                pipeline.request_kill(server, agent)
+                asked.add(agent.uuid)
+        server.notify()
+        if time.monotonic() > deadline:
+            return len(asked)
+        time.sleep(0.05)  # the kills run on pipeline threads; look again

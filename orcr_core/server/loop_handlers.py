@@ -1,0 +1,178 @@
+"""Socket methods ``loop.*`` and ``loop.run.*`` (merged into the handler table)."""
+
+from __future__ import annotations
+
+import time
+
+from orcr_core import events
+from orcr_core.loops import defs, runs
+from orcr_core.loops.defs import LoopError
+from orcr_core.protocol import ProtocolError
+from orcr_core.store.models import RUN_ENDED, Event, Loop, LoopRun, db
+
+LOOP_HANDLERS = {}
+
+
+def method(name):
+    def deco(fn):
+        def wrapped(server, conn, rid, params):
+            try:
+                return fn(server, params)
+            except LoopError as exc:
+                raise ProtocolError(exc.code, str(exc)) from None
+
+        LOOP_HANDLERS[name] = wrapped
+        return fn
+
+    return deco
+
+
+def _target(params: dict, key: str = "target") -> str:
+    value = params.get(key)
+    if not isinstance(value, str) or not value:
+        raise LoopError("invalid_params", f"missing parameter {key!r} (a loop name or uuid)")
+    return value
+
+
+@method("loop.create")
+def loop_create(server, params):
+    loop = defs.create(params)
+    server.loops.wake()
+    server.notify(queue=False)
+    return {"loop": defs.loop_dict(loop)}
+
+
+@method("loop.get")
+def loop_get(server, params):
+    return {"loop": defs.loop_dict(defs.resolve(_target(params)))}
+
+
+@method("loop.list")
+def loop_list(server, params):
+    q = Loop.select().order_by(Loop.created_at)
+    if not params.get("all"):
+        q = q.where(Loop.status != "ended")
+    return {"loops": [defs.loop_dict(lp) for lp in q]}
+
+
+@method("loop.pause")
+def loop_pause(server, params):
+    loop = defs.pause(defs.resolve(_target(params)))
+    server.loops.wake()
+    server.notify(queue=False)
+    return {"loop": defs.loop_dict(loop)}
+
+
+@method("loop.resume")
+def loop_resume(server, params):
+    loop = defs.resume(defs.resolve(_target(params)))
+    server.loops.start_pending(loop.uuid)
+    server.loops.wake()
+    server.notify(queue=False)
+    return {"loop": defs.loop_dict(Loop.get_by_id(loop.uuid))}
+
+
+@method("loop.rm")
+def loop_rm(server, params):
+    loop = defs.resolve(_target(params))
+    canceled = defs.remove(loop)
+    server.loops.wake()
+    server.notify(queue=False)
+    return {
+        "loop": defs.loop_dict(Loop.get_by_id(loop.uuid)),
+        "canceled": [f"{loop.name}/{r.run_id}" for r in canceled],
+    }
+
+
+def _run_target(value: str) -> tuple[Loop, list[LoopRun]]:
+    """``NAME`` (its unfinished runs), ``NAME/RUN_ID``, or a run uuid."""
+    run = LoopRun.get_or_none(LoopRun.uuid == value)
+    if run is not None:
+        return Loop.get_by_id(run.loop), [run]
+    name, _, run_id = value.partition("/")
+    loop = defs.resolve(name)
+    q = LoopRun.select().where(LoopRun.loop == loop.uuid)
+    if run_id:
+        run = q.where(LoopRun.run_id == run_id).first()
+        if run is None:
+            raise LoopError("not_found", f"no run {value!r} (orcr loop run ls {name})")
+        return loop, [run]
+    return loop, list(q.where(LoopRun.status.not_in(RUN_ENDED)).order_by(LoopRun.created_at))
+
+
+@method("loop.run.start")
+def loop_run_start(server, params):
+    loop = defs.resolve(_target(params))
+    now = time.time()
+    with db.atomic("IMMEDIATE"):
+        loop = Loop.get_by_id(loop.uuid)
+        if loop.status == "ended":
+            raise LoopError(
+                "loop_ended", f"loop {loop.name} has ended ({loop.end_reason}); create it again"
+            )
+        run = runs.allocate(loop, "manual", now, now)
+        if loop.status == "paused":
+            events.emit(
+                "loop.paused_hold",
+                loop=loop.uuid,
+                name=loop.name,
+                run=run.uuid,
+                run_id=run.run_id,
+                why="the loop is paused; the run starts on resume",
+            )
+    server.loops.start_pending(loop.uuid)
+    server.notify(queue=False)
+    run = LoopRun.get_by_id(run.uuid)
+    return {"run": defs.run_dict(run, loop.name)}
+
+
+@method("loop.run.stop")
+def loop_run_stop(server, params):
+    loop, rows = _run_target(_target(params))
+    wait = bool(params.get("wait"))
+    out = []
+    for run in rows:
+        result = server.loops.stop_run(run.uuid, "stopped", wait=wait)
+        out.append({"path": f"{loop.name}/{run.run_id}", "uuid": run.uuid, "result": result})
+    return {"stopped": out}
+
+
+@method("loop.run.list")
+def loop_run_list(server, params):
+    loop = defs.resolve(_target(params))
+    rows = LoopRun.select().where(LoopRun.loop == loop.uuid).order_by(LoopRun.created_at)
+    return {"loop": loop.uuid, "runs": [defs.run_dict(r, loop.name) for r in rows]}
+
+
+@method("loop.logs")
+def loop_logs(server, params):
+    """``source=orcr``: the loop's event rows (``since_seq`` pages on); ``source=run``:
+    where each run's log file is (the caller reads it: same user, same machine)."""
+    loop = defs.resolve(_target(params))
+    source = params.get("source", "orcr")
+    run_id = params.get("run")
+    rows = LoopRun.select().where(LoopRun.loop == loop.uuid).order_by(LoopRun.created_at)
+    if run_id:
+        rows = rows.where(LoopRun.run_id == run_id)
+        if not rows.exists():
+            raise LoopError("not_found", f"no run {loop.name}/{run_id}")
+    if source == "run":
+        return {
+            "loop": defs.loop_dict(loop),
+            "runs": [
+                dict(defs.run_dict(r, loop.name), log=str(runs.log_path(loop.uuid, r.run_id)))
+                for r in rows
+            ],
+        }
+    if source != "orcr":
+        raise LoopError("invalid_params", f"source {source!r}: use orcr or run")
+    since = params.get("since_seq") or 0
+    q = Event.select().where((Event.loop == loop.uuid) & (Event.seq > since))
+    if run_id:
+        q = q.where(Event.run == rows.first().uuid)
+    q = q.order_by(Event.seq).limit(int(params.get("limit") or 1000))
+    return {
+        "loop": defs.loop_dict(loop),
+        "events": [events.row_to_dict(e) for e in q],
+        "last_seq": events.last_seq(),
+    }

@@ -1,0 +1,218 @@
+"""Cadence: five-field cron in a stored zone with cronie's DST rules, and --once-at.
+
+Both transitions, fixed-time and wildcard jobs, in a northern (New York) and a
+southern (Sydney) zone. Instants are checked in UTC so a wrong offset shows.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+from croniter import croniter
+
+from orcr_core.loops import cadence
+
+NY, SYD = "America/New_York", "Australia/Sydney"
+
+
+def _ts(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _fires(expr: str, tz: str, start: str, n: int) -> list[str]:
+    return [cadence.iso_utc(t) for t in cadence.fires(expr, tz, _ts(start), n)]
+
+
+def test_croniter_alone_fires_twice_on_a_fall_back_night():
+    """The bug orcr corrects: croniter 7 with a zone-aware start repeats 01:30."""
+    from zoneinfo import ZoneInfo
+
+    it = croniter("30 1 * * *", datetime(2026, 10, 31, 12, tzinfo=ZoneInfo(NY)))
+    raw = [it.get_next(datetime).astimezone(ZoneInfo("UTC")).isoformat() for _ in range(2)]
+    assert raw[0][:10] == raw[1][:10] == "2026-11-01"  # twice the same night
+    assert _fires("30 1 * * *", NY, "2026-10-31T12:00:00Z", 2) == [
+        "2026-11-01T05:30:00Z",  # 01:30 EDT, the first pass only
+        "2026-11-02T06:30:00Z",  # 01:30 EST the next day
+    ]
+
+
+@pytest.mark.parametrize(
+    "tz, start, expected",
+    [
+        # New York springs forward 2026-03-08 02:00 EST -> 03:00 EDT (07:00Z)
+        (NY, "2026-03-07T12:00:00Z", ["2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"]),
+        # Sydney springs forward 2026-10-04 02:00 AEST -> 03:00 AEDT (16:00Z the 3rd)
+        (
+            SYD,
+            "2026-10-02T12:00:00Z",
+            ["2026-10-02T16:30:00Z", "2026-10-03T16:00:00Z", "2026-10-04T15:30:00Z"],
+        ),
+    ],
+)
+def test_fixed_time_in_a_skipped_hour_runs_once_right_after_the_gap(tz, start, expected):
+    assert _fires("30 2 * * *", tz, start, len(expected)) == expected
+
+
+def test_several_fixed_times_in_one_gap_run_once():
+    # 02:00, 02:15, 02:30 and 02:45 all fall in the gap: one fire at 03:00 EDT
+    assert _fires("0,15,30,45 2 * * *", NY, "2026-03-08T05:00:00Z", 2) == [
+        "2026-03-08T07:00:00Z",
+        "2026-03-09T06:00:00Z",
+    ]
+
+
+@pytest.mark.parametrize(
+    "tz, expr, start, expected",
+    [
+        # New York falls back 2026-11-01 02:00 EDT -> 01:00 EST: 01:30 happens twice
+        (
+            NY,
+            "30 1 * * *",
+            "2026-10-31T12:00:00Z",
+            ["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"],
+        ),
+        # Sydney falls back 2026-04-05 03:00 AEDT -> 02:00 AEST: 02:30 happens twice
+        (
+            SYD,
+            "30 2 * * *",
+            "2026-04-04T12:00:00Z",
+            ["2026-04-04T15:30:00Z", "2026-04-05T16:30:00Z"],
+        ),
+    ],
+)
+def test_fixed_time_in_a_repeated_hour_runs_once(tz, expr, start, expected):
+    assert _fires(expr, tz, start, len(expected)) == expected
+
+
+@pytest.mark.parametrize(
+    "tz, start, expected",
+    [
+        # */30: 01:00 01:30 EDT, then 01:00 01:30 EST again, then 02:00 EST
+        (
+            NY,
+            "2026-11-01T04:40:00Z",
+            [
+                "2026-11-01T05:00:00Z",
+                "2026-11-01T05:30:00Z",
+                "2026-11-01T06:00:00Z",
+                "2026-11-01T06:30:00Z",
+                "2026-11-01T07:00:00Z",
+            ],
+        ),
+        # Sydney: 02:00 02:30 AEDT, 02:00 02:30 AEST, 03:00 AEST
+        (
+            SYD,
+            "2026-04-04T14:40:00Z",
+            [
+                "2026-04-04T15:00:00Z",
+                "2026-04-04T15:30:00Z",
+                "2026-04-04T16:00:00Z",
+                "2026-04-04T16:30:00Z",
+                "2026-04-04T17:00:00Z",
+            ],
+        ),
+    ],
+)
+def test_wildcard_job_follows_the_wall_clock_through_a_repeated_hour(tz, start, expected):
+    assert _fires("*/30 * * * *", tz, start, len(expected)) == expected
+
+
+@pytest.mark.parametrize(
+    "tz, start, expected",
+    [
+        # 01:30 EST, then 03:00 EDT: nothing at 02:00/02:30 (they never happen)
+        (
+            NY,
+            "2026-03-08T06:10:00Z",
+            ["2026-03-08T06:30:00Z", "2026-03-08T07:00:00Z", "2026-03-08T07:30:00Z"],
+        ),
+        (
+            SYD,
+            "2026-10-03T15:10:00Z",
+            ["2026-10-03T15:30:00Z", "2026-10-03T16:00:00Z", "2026-10-03T16:30:00Z"],
+        ),
+    ],
+)
+def test_wildcard_job_skips_a_skipped_hour(tz, start, expected):
+    assert _fires("*/30 * * * *", tz, start, len(expected)) == expected
+
+
+def test_wildcard_hour_with_fixed_minute_is_a_wildcard_job():
+    assert not cadence.is_fixed_time("30 * * * *") and cadence.is_fixed_time("30 1 * * *")
+    assert _fires("30 * * * *", NY, "2026-11-01T05:00:00Z", 3) == [
+        "2026-11-01T05:30:00Z",  # 01:30 EDT
+        "2026-11-01T06:30:00Z",  # 01:30 EST: the wall clock shows it again
+        "2026-11-01T07:30:00Z",
+    ]
+
+
+def test_nine_am_stays_nine_am_across_the_boundary():
+    fires = cadence.fires("0 9 * * *", NY, _ts("2026-03-07T00:00:00Z"), 2)
+    assert [cadence.iso_local(t, NY)[11:19] for t in fires] == ["09:00:00", "09:00:00"]
+    assert fires[1] - fires[0] == 23 * 3600
+
+
+def test_bad_cron_and_zone_are_refused_with_the_rule():
+    with pytest.raises(cadence.CadenceError, match="five fields"):
+        cadence.validate_cron("* * * *")
+    with pytest.raises(cadence.CadenceError, match="not a valid cron"):
+        cadence.validate_cron("61 * * * *")
+    with pytest.raises(cadence.CadenceError, match="IANA"):
+        cadence.zone("Mars/Olympus")
+    assert cadence.next_fire("0 0 30 2 *", "UTC", 0) is None
+
+
+def test_once_at_relative_duration():
+    assert cadence.parse_when("30m", NY, now=1000.0) == 1000.0 + 1800
+    assert cadence.parse_when("1h30m", NY, now=0.0) == 5400
+
+
+def test_once_at_rfc3339():
+    assert cadence.parse_when("2026-03-08T09:00:00+01:00", NY) == _ts("2026-03-08T08:00:00Z")
+    assert cadence.parse_when("2026-03-08T08:00:00Z", SYD) == _ts("2026-03-08T08:00:00Z")
+
+
+def test_once_at_local_wall_clock_in_the_loop_zone():
+    assert cadence.parse_when("2026-07-01 09:00", NY) == _ts("2026-07-01T13:00:00Z")
+    assert cadence.parse_when("2026-07-01T09:00:30", SYD) == _ts("2026-06-30T23:00:30Z")
+    # a repeated local time means its first occurrence; a skipped one is refused
+    assert cadence.parse_when("2026-11-01 01:30", NY) == _ts("2026-11-01T05:30:00Z")
+    with pytest.raises(cadence.CadenceError, match="does not exist"):
+        cadence.parse_when("2026-03-08 02:30", NY)
+    with pytest.raises(cadence.CadenceError, match="RFC 3339"):
+        cadence.parse_when("tomorrow", NY)
+
+
+def test_loop_next_cli_previews_fires_as_utc_json(orcr_home):
+    res = orcr_home.run(
+        "loop",
+        "next",
+        "30 1 * * *",
+        "--tz",
+        NY,
+        "--from",
+        "2026-10-31T12:00:00Z",
+        "--count",
+        "2",
+        "--json",
+        check=True,
+    )
+    assert json.loads(res.stdout) == {"fires": ["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"]}
+    text = orcr_home.run(
+        "loop",
+        "next",
+        "30 2 * * *",
+        "--tz",
+        NY,
+        "--from",
+        "2026-03-07 12:00",
+        "--count",
+        "1",
+        check=True,
+    ).stdout
+    assert text.split() == ["2026-03-08", "03:00:00", "EDT", "2026-03-08T07:00:00Z"]
+    assert not (orcr_home.path / "store.db").exists()  # nothing created, no server
+    bad = orcr_home.run("loop", "next", "61 * * * *")
+    assert bad.returncode == 2 and "not a valid cron" in bad.stderr

@@ -1,0 +1,383 @@
+"""Loop runs on a real server with real processes: direct argv in the creation
+cwd, ORCR_PATH scoping, process groups, logs with a cap and retention, stop and
+timeout (TERM, grace, KILL, barrier glob-kill), the identity guard, and a run's
+exit status surviving a SIGKILLed server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from orcr_core.testing import until
+
+PY = sys.executable
+
+
+def _runs(home, name):
+    return json.loads(home.run("loop", "run", "ls", name, "--json", check=True).stdout)
+
+
+def _run(home, path):
+    name, run_id = path.split("/")
+    return next(r for r in _runs(home, name) if r["run_id"] == run_id)
+
+
+def _ended(home, path):
+    r = _run(home, path)
+    return r if r["status"] not in ("pending", "running", "stopping") else None
+
+
+def _loop_events(home, name=None, kind=None):
+    conn = sqlite3.connect(home.path / "store.db")
+    try:
+        rows = conn.execute(
+            "SELECT e.kind, e.data FROM event e JOIN loop l ON e.loop = l.uuid "
+            + ("WHERE l.name = ? " if name else "")
+            + "ORDER BY e.seq",
+            (name,) if name else (),
+        ).fetchall()
+    finally:
+        conn.close()
+    return [(k, json.loads(d)) for k, d in rows if kind is None or k == kind]
+
+
+def _start(home, name):
+    out = home.run("loop", "run", "start", name, check=True).stdout.split()
+    assert len(out) == 2 and out[0].startswith(name + "/")
+    return out[0]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture
+def loops(orcr_home, short_tmp):
+    orcr_home.config(
+        '[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\nstop_grace = "1s"\n'
+        "[loops]\nlog_max_bytes = 2000\nkeep_runs = 2\n"
+    )
+    orcr_home.start_server()
+    orcr_home.work = short_tmp / "work"
+    orcr_home.work.mkdir()
+    return orcr_home
+
+
+def _create(home, *args, env=None):
+    return subprocess.run(
+        [PY, "-m", "orcr_core.cli", "loop", "create", *args],
+        env=dict(home.env, **(env or {})),
+        cwd=home.work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_run_is_direct_argv_in_the_creation_cwd_with_orcr_path_and_its_own_group(loops):
+    probe = (
+        "import os, sys; print(os.getcwd(), os.environ['ORCR_PATH'], "
+        "os.getpgid(0) == os.getpid(), sys.argv[1])"
+    )
+    # created from inside an agent's scope: the loop is still global
+    res = _create(
+        loops,
+        "probe",
+        "0 0 1 1 *",
+        "--",
+        PY,
+        "-c",
+        probe,
+        "$HOME;echo x",
+        env={"ORCR_PATH": "someagent/sub"},
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split()[0] == "probe"
+    path = _start(loops, "probe")
+    run = until(lambda: _ended(loops, path), what="run to end")
+    assert (run["status"], run["exit_code"], run["kind"]) == ("ok", 0, "manual")
+    assert run["pid"] == run["pgid"]
+    out = loops.run("loop", "logs", "probe", "--source", "run", check=True).stdout
+    assert out.split() == [str(loops.work), path, "True", "$HOME;echo", "x"]  # no shell
+    kinds = [k for k, _ in _loop_events(loops, "probe")]
+    assert kinds[:1] == ["loop.created"] and "run.started" in kinds
+    orcr = loops.run("loop", "logs", "probe", "--run", path.split("/")[1], check=True).stdout
+    assert "run.started" in orcr and "to=ok" in orcr and "loop.created" not in orcr
+
+
+def test_failed_exit_and_unknown_command(loops):
+    _create(loops, "bad", "0 0 1 1 *", "--", "sh", "-c", "exit 3")
+    run = until(lambda: _ended(loops, _start(loops, "bad")) or None, what="bad run")
+    assert (run["status"], run["exit_code"]) == ("failed", 3)
+    res = _create(loops, "missing", "0 0 1 1 *", "--", "no-such-command-x")
+    assert res.returncode == 1 and "not found on PATH" in res.stderr
+    res = _create(loops, "badname", "61 * * * *", "--", "true")
+    assert res.returncode == 1 and "not a valid cron" in res.stderr
+
+
+def test_log_cap_and_retention_of_the_last_runs(loops):
+    _create(loops, "chatty", "0 0 1 1 *", "--", PY, "-c", "print('x' * 9999)")
+    paths = []
+    for _ in range(3):
+        p = _start(loops, "chatty")
+        until(lambda p=p: _ended(loops, p), what="chatty run")
+        paths.append(p)
+    logs = sorted((loops.path / "loops").glob("*/runs/*.log"))
+    assert [f.stem for f in logs] == sorted(p.split("/")[1] for p in paths[1:])  # keep_runs = 2
+    text = logs[0].read_text()
+    assert text.startswith("x" * 2000) and "log capped at 2000 bytes" in text
+    assert len(text) < 2200
+
+
+def test_once_loop_fires_and_releases_its_name(loops):
+    res = _create(loops, "once", "--once-at", "1s", "--", "true")
+    assert res.returncode == 0, res.stderr
+    assert _create(loops, "once", "0 0 1 1 *", "--", "true").returncode == 1  # name in use
+    until(
+        lambda: (
+            json.loads(loops.run("loop", "ls", "--all", "--json", check=True).stdout)[0]["status"]
+            == "ended"
+        ),
+        what="the once loop to fire",
+    )
+    (run,) = _runs(loops, "once")
+    assert run["kind"] == "scheduled"
+    until(lambda: _ended(loops, run["path"]), what="the once run")
+    assert _create(loops, "once", "0 0 1 1 *", "--", "true").returncode == 0  # free again
+    assert [lp["name"] for lp in json.loads(loops.run("loop", "ls", "--json").stdout)] == ["once"]
+
+
+TRAP_TERM = "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done"
+IGNORE_TERM = "trap '' TERM; echo ready; exec sleep 300"
+
+
+def _ready(home, path):
+    name, run_id = path.split("/")
+    out = home.run("loop", "logs", name, "--run", run_id, "--source", "run").stdout
+    return "ready" in out
+
+
+def test_stop_during_the_grace_period_ends_stopped_without_kill(loops):
+    _create(loops, "graceful", "0 0 1 1 *", "--", "sh", "-c", TRAP_TERM)
+    path = _start(loops, "graceful")
+    until(lambda: _ready(loops, path), what="the run to be ready")
+    pid = _run(loops, path)["pid"]
+    res = loops.run("loop", "run", "stop", path, "--wait", check=True)
+    assert res.stdout.split() == [path, "stopping"]
+    run = _run(loops, path)
+    assert run["status"] == "stopped" and run["exit_code"] == 0
+    signals = [d["signal"] for _, d in _loop_events(loops, "graceful", "run.signal")]
+    assert signals == ["TERM"]  # it exited within the grace: no KILL
+    assert not _alive(pid)
+    assert "got TERM" in loops.run("loop", "logs", "graceful", "--source", "run").stdout
+
+
+def test_stop_kills_after_the_grace_period_and_a_second_stop_is_harmless(loops):
+    _create(loops, "stubborn", "0 0 1 1 *", "--", "sh", "-c", IGNORE_TERM)
+    path = _start(loops, "stubborn")
+    until(lambda: _ready(loops, path), what="the run to be ready")
+    pid = _run(loops, path)["pid"]
+    first = loops.run("loop", "run", "stop", path, check=True).stdout.split()
+    assert first == [path, "stopping"]
+    assert _run(loops, path)["status"] == "stopping"  # within the grace period
+    again = loops.run("loop", "run", "stop", path, check=True).stdout.split()
+    assert again == [path, "stopping"]
+    run = until(lambda: _ended(loops, path), what="the stop to finish")
+    assert run["status"] == "stopped" and run["exit_code"] == -signal.SIGKILL
+    signals = [d["signal"] for _, d in _loop_events(loops, "stubborn", "run.signal")]
+    assert signals == ["TERM", "KILL"]
+    assert not _alive(pid)
+
+
+def test_timeout_follows_the_stop_path(loops):
+    _create(loops, "slow", "0 0 1 1 *", "--timeout", "1s", "--", "sh", "-c", IGNORE_TERM)
+    path = _start(loops, "slow")
+    run = until(lambda: _ended(loops, path), what="the timeout")
+    assert run["status"] == "timeout"
+    statuses = [d["to"] for _, d in _loop_events(loops, "slow", "run.status")]
+    assert statuses == ["pending", "running", "stopping", "timeout"]
+
+
+def test_stop_a_pending_run_cancels_it_and_rm_cancels_the_rest(loops):
+    _create(loops, "busy", "0 0 1 1 *", "--", "sleep", "300")
+    first = _start(loops, "busy")
+    second, third = _start(loops, "busy"), _start(loops, "busy")
+    assert [r["status"] for r in _runs(loops, "busy")] == ["running", "pending", "pending"]
+    assert loops.run("loop", "run", "stop", second, check=True).stdout.split() == [
+        second,
+        "canceled",
+    ]
+    res = loops.run("loop", "rm", "busy", check=True).stdout
+    assert third in res
+    assert [r["status"] for r in _runs(loops, "busy")] == ["running", "canceled", "canceled"]
+    loops.run("loop", "run", "stop", first, "--wait", check=True)
+    assert _run(loops, first)["status"] == "stopped"
+
+
+def test_identity_guard_refuses_to_signal_a_reused_pid(loops):
+    _create(loops, "guarded", "0 0 1 1 *", "--", "sleep", "300")
+    path = _start(loops, "guarded")
+    real = until(lambda: _run(loops, path)["pid"], what="the run's pid")
+    decoy = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        # the row now names a live process that is not the run (its pid was reused)
+        conn = sqlite3.connect(loops.path / "store.db")
+        with conn:
+            conn.execute(
+                "UPDATE loop_run SET pid = ?, pgid = ?, proc_start = proc_start - 3600 "
+                "WHERE run_id = ?",
+                (decoy.pid, decoy.pid, path.split("/")[1]),
+            )
+        conn.close()
+        loops.run("loop", "run", "stop", path, "--wait", check=True)
+        assert decoy.poll() is None  # never signalled
+        assert _run(loops, path)["status"] == "stopped"
+        dead = _loop_events(loops, "guarded", "run.dead")
+        assert len(dead) == 1 and "nothing signalled" in dead[0][1]["why"]
+        assert _loop_events(loops, "guarded", "run.signal") == []
+    finally:
+        decoy.kill()
+        decoy.wait()
+        os.killpg(real, signal.SIGKILL)
+
+
+def test_server_sigkilled_mid_run_keeps_the_exit_status(loops):
+    marker = loops.work / "go"
+    script = f"echo started; while [ ! -e {marker} ]; do sleep 0.05; done; exit 7"
+    _create(loops, "durable", "0 0 1 1 *", "--", "sh", "-c", script)
+    # 1. the run ends while the server is down
+    path = _start(loops, "durable")
+    until(lambda: _ready_text(loops, path, "started"), what="the run to start")
+    loops.kill_server()
+    marker.touch()
+    state = next((loops.path / "loops").glob(f"*/runs/{path.split('/')[1]}.state"))
+    until(lambda: json.loads(state.read_text()).get("exit_code") == 7, what="the exit record")
+    loops.start_server()
+    run = until(lambda: _ended(loops, path), what="recovery")
+    assert (run["status"], run["exit_code"]) == ("failed", 7)
+    decisions = [d.get("decision") for _, d in _loop_events(loops, "durable", "run.status")]
+    assert "exited while the server was down" in decisions
+    # 2. the server dies and is back before the run ends: the run is adopted
+    marker.unlink()
+    path = _start(loops, "durable")
+    until(lambda: _ready_text(loops, path, "started"), what="the second run to start")
+    loops.kill_server()
+    loops.start_server()
+    until(
+        lambda: any(
+            d["decision"].startswith("still running")
+            for _, d in _loop_events(loops, "durable", "run.recovered")
+        ),
+        what="adoption",
+    )
+    marker.touch()
+    run = until(lambda: _ended(loops, path), what="the adopted run to end")
+    assert (run["status"], run["exit_code"]) == ("failed", 7)
+
+
+def _ready_text(home, path, text):
+    name, run_id = path.split("/")
+    return text in home.run("loop", "logs", name, "--run", run_id, "--source", "run").stdout
+
+
+def test_agents_of_a_run_land_under_its_path_and_are_glob_killed_by_stop(loops):
+    spawn = (
+        f"{PY} -m orcr_core.cli agent run --provider testp --path review/file_1 x && "
+        f"{PY} -m orcr_core.cli agent run --provider testp --name second x && "
+        "echo spawned; exec sleep 300"
+    )
+    _create(loops, "nightly", "0 0 1 1 *", "--", "sh", "-c", spawn)
+    path = _start(loops, "nightly")
+    until(lambda: _ready_text(loops, path, "spawned"), what="the agents to be admitted")
+    with loops.sdk() as o:
+        agents = o.list(prefix="nightly")
+        assert sorted(a["path"] for a in agents) == [f"{path}/review/file_1", f"{path}/second"]
+        until(lambda: all(a["status"] == "working" for a in o.list(prefix="nightly")))
+        o.run("x", provider="testp", path="elsewhere/keep", cwd="/")
+        loops.run("loop", "run", "stop", path, "--wait", check=True)
+        assert o.list(prefix="nightly") == []  # the barrier glob-kill left none
+        ended = o.list(prefix="nightly", all=True)
+        assert {a["exit_reason"] for a in ended} == {"killed"}
+        assert [a["path"] for a in o.list()] == ["elsewhere/keep"]
+    # the barrier: no new agents under a stopped run's path
+    res = loops.run(
+        "agent", "run", "--provider", "testp", "--path", "late", "x", env={"ORCR_PATH": path}
+    )
+    assert res.returncode == 1 and "run_stopping" in res.stderr
+    assert _run(loops, path)["status"] == "stopped"
+
+
+def test_pending_runs_survive_a_restart_and_start_when_a_slot_frees(loops):
+    marker = loops.work / "done"
+    _create(
+        loops,
+        "queue",
+        "0 0 1 1 *",
+        "--",
+        "sh",
+        "-c",
+        f"while [ ! -e {marker} ]; do sleep 0.05; done",
+    )
+    first, second = _start(loops, "queue"), _start(loops, "queue")
+    loops.kill_server()
+    loops.start_server()
+    assert _run(loops, second)["status"] == "pending"
+    kinds = [k for k, _ in _loop_events(loops, "queue")]
+    assert "loop.recovered" in kinds
+    marker.touch()
+    until(lambda: _ended(loops, first) and _ended(loops, second), what="both runs")
+    assert [r["status"] for r in _runs(loops, "queue")] == ["ok", "ok"]
+
+
+def test_paused_loop_holds_a_manual_run_until_resumed(loops):
+    _create(loops, "held", "0 0 1 1 *", "--", "true")
+    loops.run("loop", "pause", "held", check=True)
+    path = _start(loops, "held")
+    assert _run(loops, path)["status"] == "pending"
+    assert _loop_events(loops, "held", "loop.paused_hold")
+    loops.run("loop", "resume", "held", check=True)
+    assert until(lambda: _ended(loops, path))["status"] == "ok"
+
+
+def test_loop_ls_shows_next_fire_local_and_utc_and_the_last_run(loops):
+    _create(loops, "shown", "0 9 * * *", "--tz", "Europe/Paris", "--", "true")
+    path = _start(loops, "shown")
+    until(lambda: _ended(loops, path))
+    out = loops.run("loop", "ls", check=True).stdout.splitlines()
+    assert out[0].split()[:3] == ["NAME", "STATUS", "CADENCE"]
+    row = out[1]
+    assert "CET" in row and "0 9 * * * Europe/Paris" in row and path.split("/")[1] + " ok" in row
+    data = json.loads(loops.run("loop", "ls", "--json", check=True).stdout)[0]
+    assert data["next_fire_at"].endswith(":00:00.000Z") and data["tz"] == "Europe/Paris"
+
+
+@pytest.mark.parametrize(
+    "point, outcome",
+    [("before_run_launch", ("failed", None)), ("after_run_launch", ("failed", 5))],
+)
+def test_sigkill_at_each_launch_step(loops, point, outcome):
+    """Killed before the supervisor had the run: recovery claims it and closes it
+    (the command never runs). Killed after: the command runs and its exit is kept."""
+    loops.stop_server()
+    loops.start_server(extra_env={"ORCR_FAULT": point})
+    _create(loops, "crashy", "0 0 1 1 *", "--", "sh", "-c", "echo ran; exit 5")
+    loops.run("loop", "run", "start", "crashy")  # the reply may be lost
+    assert loops.proc.wait(30) == -signal.SIGKILL
+    loops.start_server()
+    (run,) = _runs(loops, "crashy")
+    run = until(lambda: _ended(loops, run["path"]), what="recovery to settle the run")
+    assert (run["status"], run["exit_code"]) == outcome
+    ran = _ready_text(loops, run["path"], "ran")
+    assert ran == (outcome[1] is not None)  # the command ran exactly when it should
+    if point == "before_run_launch":
+        assert "before the run's command started" in run["error"]

@@ -1,0 +1,186 @@
+"""The scheduler's decisions with an injected clock (nothing is slept): fires,
+coalescing at capacity, the skip policy, missed fires after a simulated sleep,
+names and their release, pause."""
+
+from __future__ import annotations
+
+import json
+import uuid as uuidlib
+
+import pytest
+
+from orcr_core.loops import defs, runs
+from orcr_core.loops.scheduler import fire_due
+from orcr_core.store import db as store_db
+from orcr_core.store.models import Event, Loop, LoopRun, db
+
+T0 = 1_780_000_020.0  # 2026-05-28 20:27:00 UTC, a whole minute
+MISSED_AFTER = 60.0
+
+
+@pytest.fixture
+def store(short_tmp):
+    store_db.open_store(short_tmp / "store.db")
+    yield
+    store_db.close_store()
+
+
+def _create(name="nightly", cron="*/5 * * * *", now=T0, **kw):
+    params = dict(name=name, cron=cron, tz="UTC", argv=["/bin/true"], cwd="/", **kw)
+    return defs.create(params, now=now)
+
+
+def _events(kind=None):
+    q = Event.select().order_by(Event.seq)
+    return [(e.kind, json.loads(e.data)) for e in q if kind is None or e.kind == kind]
+
+
+def _occupy(loop: Loop) -> LoopRun:
+    """A run holding the loop's only slot (as if its command were running)."""
+    with db.atomic("IMMEDIATE"):
+        run = runs.allocate(loop, "manual", T0, T0)
+        runs.set_status(run, "running", T0, started_at=T0)
+    return run
+
+
+def test_a_due_fire_allocates_a_run_and_advances(store):
+    loop = _create()
+    first = loop.next_fire_at
+    assert first == T0 + 180  # 20:30
+    assert fire_due(first - 1, MISSED_AFTER) == set()
+    assert fire_due(first + 0.01, MISSED_AFTER) == {loop.uuid}
+    run = LoopRun.get(LoopRun.loop == loop.uuid)
+    assert (run.status, run.kind, run.due_at) == ("pending", "scheduled", first)
+    assert runs.RUN_ID.fullmatch(run.run_id)
+    assert Loop.get_by_id(loop.uuid).next_fire_at == first + 300
+    assert [k for k, _ in _events()][-2:] == ["run.status", "loop.fired"]
+
+
+def test_fires_at_capacity_coalesce_into_one_pending_run_with_the_earliest_due(store):
+    loop = _create()
+    _occupy(loop)
+    dues = []
+    for _ in range(4):
+        due = Loop.get_by_id(loop.uuid).next_fire_at
+        dues.append(due)
+        assert fire_due(due, MISSED_AFTER) == set()  # at capacity: nothing starts
+    pending = list(LoopRun.select().where(LoopRun.status == "pending"))
+    assert len(pending) == 1
+    assert (pending[0].due_at, pending[0].fires, pending[0].kind) == (dues[0], 4, "scheduled")
+    assert len(_events("loop.coalesced")) == 3
+    # a manual run always gets its own row
+    with db.atomic("IMMEDIATE"):
+        runs.allocate(Loop.get_by_id(loop.uuid), "manual", T0 + 9999, T0 + 9999)
+    assert LoopRun.select().where(LoopRun.status == "pending").count() == 2
+
+
+def test_skip_policy_drops_the_fire_at_capacity(store):
+    loop = _create(overlap="skip")
+    _occupy(loop)
+    due = loop.next_fire_at
+    assert fire_due(due, MISSED_AFTER) == set()
+    assert LoopRun.select().where(LoopRun.status == "pending").count() == 0
+    ((kind, data),) = _events("loop.skipped")
+    assert data["active"] == 1
+    assert Loop.get_by_id(loop.uuid).next_fire_at == due + 300  # the cadence goes on
+
+
+def test_max_concurrency_two_fires_twice_before_queueing(store):
+    loop = _create(max_concurrency=2)
+    _occupy(loop)
+    assert fire_due(loop.next_fire_at, MISSED_AFTER) == {loop.uuid}  # one slot was free
+
+
+def test_missed_fires_after_a_sleep_are_skipped_and_logged_not_replayed(store):
+    loop = _create()
+    due = loop.next_fire_at
+    woke = due + 3 * 3600 + 42  # the machine slept three hours
+    assert fire_due(woke, MISSED_AFTER) == set()
+    assert LoopRun.select().count() == 0  # nothing fired late
+    ((kind, data),) = _events("loop.missed")
+    assert data["count"] == 37  # 20:30 .. 23:30 every 5 minutes
+    nxt = Loop.get_by_id(loop.uuid).next_fire_at
+    assert woke < nxt <= woke + 300  # the next fire is in the future
+    # a fire late by less than loops.missed_after still runs
+    assert fire_due(nxt + MISSED_AFTER - 1, MISSED_AFTER) == {loop.uuid}
+
+
+def test_a_missed_once_fire_ends_the_loop(store):
+    loop = defs.create(
+        dict(name="once", once_at=T0 + 60, tz="UTC", argv=["/bin/true"], cwd="/"), now=T0
+    )
+    fire_due(T0 + 3600, MISSED_AFTER)
+    row = Loop.get_by_id(loop.uuid)
+    assert (row.status, row.end_reason) == ("ended", "missed")
+    assert LoopRun.select().count() == 0
+
+
+def test_a_once_loop_fires_once_then_releases_its_name(store):
+    loop = defs.create(
+        dict(name="once", once_at="10m", tz="UTC", argv=["/bin/true"], cwd="/"), now=T0
+    )
+    assert loop.next_fire_at == T0 + 600
+    with pytest.raises(defs.LoopError) as exc:
+        _create(name="once")
+    assert exc.value.code == "name_in_use"
+    fire_due(T0 + 600, MISSED_AFTER)
+    assert (Loop.get_by_id(loop.uuid).status, Loop.get_by_id(loop.uuid).end_reason) == (
+        "ended",
+        "fired",
+    )
+    again = _create(
+        name="once", now=T0 + 600
+    )  # the name is free, a new definition with its own uuid
+    assert again.uuid != loop.uuid
+    assert defs.resolve("once").uuid == again.uuid  # the active definition first
+    defs.remove(again)
+    assert defs.resolve("once").uuid == again.uuid  # then the most recent ended one
+
+
+def test_names_are_one_segment_and_bad_input_is_refused(store):
+    for bad in ("a/b", "Nightly", "", "x" * 65):
+        with pytest.raises(defs.LoopError) as exc:
+            _create(name=bad)
+        assert exc.value.code == "invalid_name"
+    with pytest.raises(defs.LoopError, match="in the past"):
+        defs.create(dict(name="p", once_at=T0 - 1, tz="UTC", argv=["x"], cwd="/"), now=T0)
+    with pytest.raises(defs.LoopError, match="five fields"):
+        _create(cron="* * *")
+    with pytest.raises(defs.LoopError, match="cwd"):
+        defs.create(dict(name="c", cron="* * * * *", tz="UTC", argv=["x"], cwd="rel"), now=T0)
+    assert Loop.select().count() == 0 and Event.select().count() == 0  # nothing written
+
+
+def test_remove_cancels_pending_runs(store):
+    loop = _create()
+    _occupy(loop)
+    fire_due(loop.next_fire_at, MISSED_AFTER)
+    canceled = defs.remove(loop)
+    assert [r.status for r in LoopRun.select().where(LoopRun.uuid == canceled[0].uuid)] == [
+        "canceled"
+    ]
+    assert Loop.get_by_id(loop.uuid).end_reason == "removed"
+
+
+def test_pause_holds_fires_and_pending_runs_resume_counts_from_now(store):
+    loop = _create()
+    defs.pause(loop)
+    assert fire_due(T0 + 86400, MISSED_AFTER) == set()  # a paused loop never fires
+    assert LoopRun.select().count() == 0
+    with db.atomic("IMMEDIATE"):
+        runs.allocate(Loop.get_by_id(loop.uuid), "manual", T0, T0)
+    assert runs.take_pending(loop.uuid, T0) == []  # held while paused
+    resumed = defs.resume(Loop.get_by_id(loop.uuid), now=T0 + 86400)
+    assert resumed.next_fire_at == T0 + 86400 + 180
+    assert [r.status for r in runs.take_pending(loop.uuid, T0)] == ["running"]
+
+
+def test_run_ids_are_unique_per_loop_name(store, monkeypatch):
+    loop = _create()
+    monkeypatch.setattr(runs.secrets, "choice", lambda alphabet: next(chars))
+    chars = iter("aaaaa" + "aaaaa" + "bbbbb")
+    with db.atomic("IMMEDIATE"):
+        first = runs.allocate(loop, "manual", T0, T0)
+        second = runs.allocate(loop, "manual", T0, T0)
+    assert (first.run_id, second.run_id) == ("raaaaa", "rbbbbb")
+    assert str(uuidlib.UUID(first.uuid)) == first.uuid
