@@ -187,11 +187,12 @@ def test_stop_kills_after_the_grace_period_and_a_second_stop_is_harmless(loops):
     path = _start(loops, "stubborn")
     until(lambda: _ready(loops, path), what="the run to be ready")
     pid = _run(loops, path)["pid"]
-    first = loops.run("loop", "run", "stop", path, check=True).stdout.split()
-    assert first == [path, "stopping"]
-    assert _run(loops, path)["status"] == "stopping"  # within the grace period
-    again = loops.run("loop", "run", "stop", path, check=True).stdout.split()
-    assert again == [path, "stopping"]
+    loops.config(loops.path.joinpath("config.toml").read_text().replace('"1s"', '"3s"'))
+    with loops.sdk() as o:
+        o.client.call("config.reload")
+        # the second stop comes within the grace period: it neither restarts nor doubles it
+        assert [r["result"] for r in o.loop_run_stop(path)] == ["stopping"]
+        assert [r["result"] for r in o.loop_run_stop(path)] == ["stopping"]
     run = until(lambda: _ended(loops, path), what="the stop to finish")
     assert run["status"] == "stopped" and run["exit_code"] == -signal.SIGKILL
     signals = [d["signal"] for _, d in _loop_events(loops, "stubborn", "run.signal")]
