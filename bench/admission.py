@@ -1,6 +1,7 @@
 """Agent runs admitted per second over one SDK connection, divided by a raw sqlite3
-BEGIN IMMEDIATE insert-plus-event rate on the same machine, same pragmas, same
-schema and indexes (orcr's migrations make the baseline's tables), same run.
+BEGIN IMMEDIATE insert-plus-event rate on the same machine, same pragmas (so the same
+durability: synchronous = FULL), same schema and indexes (orcr's migrations make the
+baseline's tables), same run.
 
 Each admission is a full one: validation, the agent's data dir and launch.json
 (0600) written before the row, the row and its event in one BEGIN IMMEDIATE

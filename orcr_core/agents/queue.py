@@ -27,6 +27,7 @@ from peewee import IntegrityError
 from orcr_core import events, paths
 from orcr_core.agents import lifecycle
 from orcr_core.config import Config
+from orcr_core.store import durable
 from orcr_core.store.models import ACTIVE, LIVE, Agent, db
 
 MAX_PROMPT = 1024 * 1024
@@ -107,12 +108,8 @@ def _auto_name(scope: str | None, provider: str) -> str:
 
 
 def _write_launch(data_dir: str, payload: dict) -> None:
-    os.mkdir(data_dir, 0o700)
-    fd = os.open(data_dir + "/launch.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, json.dumps(payload).encode())
-    finally:
-        os.close(fd)
+    """launch.json on disk (file and directory entries) before the row's commit."""
+    durable.make_dir_with_file(data_dir, "launch.json", json.dumps(payload).encode())
 
 
 _DEPTH = "SELECT COUNT(*) FROM agent WHERE status = 'queued'"

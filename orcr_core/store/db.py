@@ -15,7 +15,11 @@ from pathlib import Path
 from orcr_core.store import models
 from orcr_core.store.models import Meta, OrcrMigration, db
 
-PRAGMAS = {"journal_mode": "wal", "foreign_keys": 1, "synchronous": "normal", "cache_size": -8000}
+#: ``synchronous = full``: every commit's WAL frames are on disk when COMMIT returns,
+#: so an admission the client was told about, or an intent event written before a
+#: side effect, survives a power loss (seed 002: durable state before side effects).
+#: Group commit keeps admission fast: one WAL sync per batch of pipelined requests.
+PRAGMAS = {"journal_mode": "wal", "foreign_keys": 1, "synchronous": "full", "cache_size": -8000}
 BUSY_TIMEOUT = 10  # seconds
 
 

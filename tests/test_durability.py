@@ -1,0 +1,78 @@
+"""Power loss: what admission promised is on disk before the client hears of it.
+
+A power cut cannot be staged in a test, so these check the mechanism the
+guarantee rests on: every store connection commits with ``synchronous = FULL``
+(the WAL is synced at COMMIT), and ``launch.json`` — its bytes, its name in the
+agent's directory and that directory's name in ``agents/`` — is fsync'd before
+the row's COMMIT runs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from orcr_core.agents import queue
+from orcr_core.plugins import build_registry, get_plugin_manager
+from orcr_core.store import db as store_db
+from orcr_core.store import durable
+from orcr_core.store.models import db
+
+
+@pytest.fixture
+def store(short_tmp):
+    store_db.open_store(short_tmp / "store.db")
+    yield short_tmp
+    store_db.close_store()
+
+
+def test_every_store_connection_syncs_the_wal_at_commit(store):
+    seen = []
+
+    def probe():
+        seen.append(db.execute_sql("PRAGMA synchronous").fetchone()[0])
+        db.close()
+
+    probe()
+    t = threading.Thread(target=probe)  # peewee opens one connection per thread
+    t.start()
+    t.join()
+    assert seen == [2, 2]  # 2 = FULL
+
+
+def test_launch_json_is_on_disk_before_the_row_commits(store, monkeypatch):
+    log: list[tuple[str, str]] = []
+    real_fsync, real_commit = os.fsync, db.commit
+
+    def fsync(fd):
+        log.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def commit():
+        log.append(("commit", ""))
+        real_commit()
+
+    monkeypatch.setattr(durable.os, "fsync", fsync)
+    monkeypatch.setattr(db, "commit", commit)
+    agents = store / "agents"
+    agents.mkdir()
+    providers = build_registry(get_plugin_manager()).providers
+    row = queue.admit(
+        queue.RunSpec(provider="echo", cwd="/", prompt="hi", path="p/a"), providers, agents
+    )
+    data = str(agents / row["uuid"])
+    assert log == [
+        ("fsync", data + "/launch.json"),
+        ("fsync", data),
+        ("fsync", str(agents)),
+        ("commit", ""),
+    ]
+
+
+def test_make_dir_with_file_writes_everything(tmp_path):
+    durable.make_dir_with_file(str(tmp_path / "d"), "f.json", b"x" * 100_000)
+    assert (tmp_path / "d" / "f.json").read_bytes() == b"x" * 100_000
+    assert oct((tmp_path / "d").stat().st_mode & 0o777) == "0o700"
+    assert oct((tmp_path / "d" / "f.json").stat().st_mode & 0o777) == "0o600"
