@@ -37,8 +37,7 @@ def test_watch_misses_and_duplicates_nothing_under_churn(orcr_home):
     state = {a["uuid"]: a["status"] for a in snap["agents"]}
     seqs = []
     c.sock.settimeout(5)
-    t_end = time.monotonic() + 2.0
-    while time.monotonic() < t_end:
+    while len(seqs) <= 200:  # real churn, far past the retention of 50
         ev = next(stream)
         seqs.append(ev["seq"])
         if ev["kind"] == "agent.queued":
@@ -53,7 +52,6 @@ def test_watch_misses_and_duplicates_nothing_under_churn(orcr_home):
     assert seqs == list(
         range(seqs[0], seqs[0] + len(seqs))
     )  # contiguous: nothing missed or doubled
-    assert len(seqs) > 200  # real churn, far past the retention of 50
     # the watcher's view equals the store's, row for row
     with Orcr(Client(orcr_home.socket, autostart=False)) as o:
         rows = {a["uuid"]: a["status"] for a in o.list(all=True)}
