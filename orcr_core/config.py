@@ -20,7 +20,7 @@ from typing import Any
 from orcr_core import dirs
 
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "concurrency": {"max": 25},
+    "concurrency": {"max": 25, "min_free_memory": "auto"},
     "timings": {
         "max_starting": "2m",
         "reconcile_every": "30s",
@@ -69,6 +69,43 @@ def parse_duration(value: Any, key: str = "duration") -> float:
     return total
 
 
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)")
+_SIZE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_SIZE_UNITS.update(KB=10**3, MB=10**6, GB=10**9, TB=10**12)
+MEMORY_HELP = (
+    "use a size (2GiB, 512MiB), a share of RAM (10%), auto (the smaller of 10% of RAM "
+    "and 2 GiB) or 0 (off)"
+)
+
+
+def memory_floor(value: Any, total: int, key: str = "concurrency.min_free_memory") -> int:
+    """The free-memory floor in bytes for a machine with ``total`` bytes of RAM."""
+    if value is None or value == "auto":
+        return min(total // 10, 2 * 2**30)
+    if isinstance(value, bool):
+        raise ConfigError(f"{key} = {value!r} is not allowed; {MEMORY_HELP}")
+    if isinstance(value, int | float) and value >= 0:
+        return int(value)  # bytes; 0 turns the check off
+    text = str(value).strip()
+    if text == "0":
+        return 0
+    if text.endswith("%"):
+        try:
+            share = float(text[:-1])
+        except ValueError:
+            share = -1.0
+        if 0 <= share < 100:
+            return int(total * share / 100)
+    elif m := _SIZE.fullmatch(text):
+        return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+    raise ConfigError(f"{key} = {value!r} is not allowed; {MEMORY_HELP}")
+
+
+def _memory(key: str, value: Any) -> Any:
+    memory_floor(value, 2**40, key)
+    return value
+
+
 def _positive_int(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{key} = {value!r} is not allowed; use a whole number >= 1")
@@ -111,6 +148,7 @@ def _str_list(key: str, value: Any) -> list:
 
 
 VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
+    "concurrency.min_free_memory": _memory,
     "concurrency.*": _positive_int,
     "timings.max_starting": _duration,
     "timings.reconcile_every": _duration,

@@ -233,5 +233,9 @@ def promote(config: Config, limit: int = 64) -> list[Agent]:
 _ANY_QUEUED = "SELECT 1 FROM agent WHERE status = 'queued' LIMIT 1"
 
 
+def any_queued() -> bool:
+    return db.execute_sql(_ANY_QUEUED).fetchone() is not None
+
+
 def queue_depth() -> int:
     return Agent.select().where(Agent.status == "queued").count()

@@ -62,6 +62,8 @@ def _print_status(s: dict) -> None:
         f"driver {drv['name'] or '-'}{facts}" + (f"  ERROR: {drv['error']}" if drv["error"] else "")
     )
     click.echo(f"queue {s['queue_depth']} queued  live {s['live']}/{s['caps']['max']}")
+    if s.get("held"):
+        click.echo(f"held: {s['held']}")
     for name, p in s["providers"].items():
         cap = p["cap"] if p["cap"] is not None else "-"
         click.echo(f"  {name}: {p['live']}/{cap}")

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from orcr_core import __version__, dirs, events, faults
 from orcr_core import config as config_mod
-from orcr_core.agents import queue
+from orcr_core.agents import memory, queue
 from orcr_core.events import Bus
 from orcr_core.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION
@@ -25,6 +25,8 @@ from orcr_core.store.db import SCHEMA_VERSION, open_store
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.server")
+
+MEMORY_RECHECK = 1.0  # seconds between memory readings while promotion is held for it
 
 
 class AlreadyRunning(Exception):
@@ -43,6 +45,7 @@ class Server:
         self.stopping = threading.Event()
         self.started_at = time.time()
         self.pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="orcr-pipe")
+        self.held: str | None = None  # why promotion waits (memory), for status and get
         self.counters = {"lost": 0, "repaired": 0, "orphan_agent_panes": 0, "unmarked_panes": 0}
         self._driver = None
         self._driver_error: str | None = None
@@ -137,14 +140,20 @@ class Server:
             promoted = []
             if self.driver is not None:
                 faults.point("before_promote")
-                promoted = queue.promote(self.config)
+                self.held = memory.held_reason(self.config) if queue.any_queued() else None
+                if self.held is None:
+                    promoted = queue.promote(self.config)
             if promoted:
                 faults.point("after_promote")
                 self.notify()
                 for agent in promoted:
                     self.start_pipeline(agent.uuid, pipeline.run)
                 continue
-            self.queue_bus.wait(gen, timeout=5.0 if self._driver is None else None)
+            if self.held:  # memory frees without an event: look again soon
+                timeout = MEMORY_RECHECK
+            else:
+                timeout = 5.0 if self._driver is None else None
+            self.queue_bus.wait(gen, timeout=timeout)
 
     def start_pipeline(self, uuid: str, fn, *args, queue_behind: bool = False) -> None:
         """Run ``fn(self, uuid, *args)`` on the pool, one job per agent at a time.
@@ -243,6 +252,7 @@ class Server:
             "socket": str(self.socket_path),
             "uptime": round(time.time() - self.started_at, 3),
             "queue_depth": queue.queue_depth(),
+            "held": self.held,
             "live": sum(counts.values()),
             "caps": caps,
             "providers": providers,

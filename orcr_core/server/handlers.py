@@ -177,7 +177,10 @@ def agent_list(server, conn, rid, params):
 
 @method("agent.get")
 def agent_get(server, conn, rid, params):
-    return {"agent": agent_dict(resolve(_param(params, "target", str)))}
+    agent = agent_dict(resolve(_param(params, "target", str)))
+    if agent["status"] == "queued" and server.held:
+        agent["held"] = server.held  # why the queue is not moving (memory)
+    return {"agent": agent}
 
 
 @method("agent.kill")
