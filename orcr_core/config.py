@@ -69,6 +69,9 @@ def parse_duration(value: Any, key: str = "duration") -> float:
     return total
 
 
+#: ``[concurrency]`` keys that are not a provider's cap.
+GLOBAL_CONCURRENCY_KEYS = ("max", "min_free_memory")
+
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)")
 _SIZE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _SIZE_UNITS.update(KB=10**3, MB=10**6, GB=10**9, TB=10**12)
@@ -254,10 +257,15 @@ class Config:
         """The global cap, or a provider's cap (None when it has none)."""
         if provider is None:
             return int(self.get("concurrency.max"))
-        if provider == "max":
+        if provider in GLOBAL_CONCURRENCY_KEYS:
             return None
         value = self.get(f"concurrency.{provider}")
         return int(value) if value is not None else None
+
+    def provider_caps(self) -> dict[str, int]:
+        """Every provider's own cap: the ``[concurrency]`` keys that name a provider."""
+        caps = self.section("concurrency")
+        return {k: int(v) for k, v in caps.items() if k not in GLOBAL_CONCURRENCY_KEYS}
 
     def provider_options(self, name: str) -> dict:
         return dict(self.get(f"providers.{name}", {}) or {})

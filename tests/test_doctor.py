@@ -69,7 +69,7 @@ def test_tmux_available_is_ok(doc):
     assert rows["codex cli"]["level"] == "warn" and "not found" in rows["codex cli"]["detail"]
     assert rows["server"]["level"] == "warn" and rows["server"]["fix"]  # warning, not failure
     assert rows["store"]["level"] == "ok" and "no store yet" in rows["store"]["detail"]
-    assert rows["caps"]["detail"] == "global 25; per provider: none"
+    assert rows["caps"]["detail"] == "global 25; per provider: none; min free memory auto"
     for row in rows.values():
         assert row["ok"] == (row["level"] == "ok")
         assert (row["fix"] is None) == row["ok"], row
@@ -159,7 +159,7 @@ def test_running_server_and_integration_found(doc):
     server = rows["server"]
     assert server["level"] == "ok" and "protocol 1" in server["detail"], server
     assert rows["store"]["level"] == "ok" and f"schema {SCHEMA_VERSION}" in rows["store"]["detail"]
-    assert rows["caps"]["detail"] == "global 7; per provider: claude 2"
+    assert rows["caps"]["detail"] == "global 7; per provider: claude 2; min free memory auto"
     assert rows["herdr codex integration"]["detail"].startswith("installed (v7)")
 
 

@@ -452,10 +452,14 @@ class Doctor:
             self.add("store", "ok", f"{path}: schema {found}")
 
     def check_caps(self) -> None:
-        caps = self.config.section("concurrency")
-        total = caps.pop("max", None)
+        caps = self.config.provider_caps()
         per = ", ".join(f"{k} {v}" for k, v in sorted(caps.items())) or "none"
-        self.add("caps", "ok", f"global {total}; per provider: {per}")
+        floor = self.config.get("concurrency.min_free_memory")
+        self.add(
+            "caps",
+            "ok",
+            f"global {self.config.cap()}; per provider: {per}; min free memory {floor}",
+        )
 
 
 def _print(rows: list[Check], can_run: bool) -> None:
