@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 
 from orcr_core.client import Client, ServerError, scope_from_env
+from orcr_core.watch import RESNAPSHOT, Watcher
 
 #: exit reasons after which ``wait`` reports failure
 BAD_ENDINGS = ("failed", "timeout", "lost", "canceled")
@@ -238,51 +239,51 @@ class Orcr:
             after = cadence.parse_when(start, tz)
         return [cadence.iso_utc(t) for t in cadence.fires(expr, tz, after, count)]
 
-    def watch(self, target: str | None = None) -> tuple[dict, Iterator[dict]]:
+    def watch(self, target: str | None = None, on_reconnect=None) -> tuple[dict, Iterator[dict]]:
         """A snapshot (``snapshot_seq``, ``agents``) and every later event.
 
-        Uses its own connection, so the SDK object stays usable meanwhile.
+        Uses its own connection, so the SDK object stays usable meanwhile. The
+        events go on across a server restart: the watch reconnects and resumes
+        from its last seq; if that fell out of retention it yields a
+        ``watch.snapshot`` pseudo-event whose ``data`` is a fresh snapshot
+        (see :mod:`orcr_core.watch`). ``on_reconnect(exc)`` is called when the
+        connection drops.
         """
-        c = Client(self.client.path, self.client.autostart).connect()
-        params = {"target": target} if target else {}
-        return c.stream("watch.open", **params)
+        w = Watcher(self.client.path, self.client.autostart, target, on_reconnect=on_reconnect)
+        return w.snapshot, iter(w)
 
     def wait(
         self, target: str, until: str = "idle", timeout: float | None = None, on_change=None
     ) -> dict:
         """Block until the agent is ``idle`` (or ``ended``); raise on timeout or a bad ending.
 
-        A queued agent is waited through promotion and its first turn.
+        A queued agent is waited through promotion and its first turn; a server
+        restart meanwhile is ridden out (the watch reconnects and resumes).
         """
         if until not in ("idle", "ended"):
             raise ValueError("until must be 'idle' or 'ended'")
-        c = Client(self.client.path, self.client.autostart).connect()
         deadline = None if timeout is None else time.monotonic() + timeout
+        w = Watcher(self.client.path, self.client.autostart, target)
         try:
-            snap = c.call("watch.open", target=target)
-            agent = _pick(snap["agents"], target)
+            agent = _pick(w.snapshot["agents"], target)
             while True:
                 if on_change:
                     on_change(agent)
                 if _done(agent, until):
                     return agent
-                left = 1.0
+                left = None
                 if deadline is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise WaitTimeout(
                             f"agent {agent['path']} still {agent['status']} after {timeout:g}s"
                         )
-                c.sock.settimeout(min(left, 1.0))
-                try:
-                    msg = c.recv()
-                except TimeoutError:
+                ev = w.next(left)
+                if ev is None:
                     continue
-                if "error" in msg:
-                    e = msg["error"]
-                    raise ServerError(e.get("code", "error"), e.get("message", ""), e.get("cause"))
-                ev = msg.get("event")
-                if ev and ev["agent"] == agent["uuid"] and ev["kind"] == "agent.status":
+                if ev["kind"] == RESNAPSHOT:
+                    agent = _pick(ev["data"]["agents"], agent["uuid"])
+                elif ev["agent"] == agent["uuid"] and ev["kind"] == "agent.status":
                     d = ev["data"]
                     agent = dict(
                         agent,
@@ -291,7 +292,7 @@ class Orcr:
                         error=d.get("error", agent.get("error")),
                     )
         finally:
-            c.close()
+            w.close()
 
 
 def _pick(rows: list[dict], target: str) -> dict:

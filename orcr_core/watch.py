@@ -1,0 +1,143 @@
+"""A watch that outlives the server: snapshot, then every later event, across restarts.
+
+``watch.open`` gives a snapshot and streams every later event under a cursor pin
+(seed 002). When the connection drops — the server was killed, upgraded or
+restarted — a :class:`Watcher` reconnects with backoff (autostarting a server as
+any verb does, when its client may), and resumes with ``events.subscribe`` from
+the last seq it handed out: the event log is durable, so nothing is missed, and
+seqs at or below the cursor are dropped, so nothing is applied twice. When that
+cursor has fallen out of retention meanwhile (``cursor_expired``) it takes a new
+snapshot and hands it out as a ``watch.snapshot`` pseudo-event, which replaces
+whatever the consumer built so far.
+
+Import-light: ``orcr agent wait`` rides it on the CLI's client path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from orcr_core.client import Client, ServerError
+
+#: Error codes that mean "the server went away", worth reconnecting for.
+GONE = ("connection_closed", "server_not_running", "server_start_failed")
+RESNAPSHOT = "watch.snapshot"
+
+
+class Watcher:
+    """Snapshot plus events; see the module docstring. Not thread-safe."""
+
+    def __init__(
+        self,
+        path: Path,
+        autostart: bool = True,
+        target: str | None = None,
+        reconnect_for: float = 60.0,
+        on_reconnect: Callable[[Exception], None] | None = None,
+    ):
+        self.path = path
+        self.autostart = autostart
+        self.target = target
+        self.reconnect_for = reconnect_for
+        self.on_reconnect = on_reconnect
+        self.conn: Client | None = None
+        self.cursor = 0
+        self.only: set[str] | None = None
+        self.snapshot = self._open()
+
+    def _open(self) -> dict:
+        """``watch.open`` on a fresh connection: the snapshot, and the cursor at it."""
+        self.close()
+        c = Client(self.path, self.autostart).connect()
+        try:
+            snap = c.call("watch.open", **({"target": self.target} if self.target else {}))
+        except BaseException:
+            c.close()
+            raise
+        self.conn = c
+        self.cursor = snap["snapshot_seq"]
+        # a targeted watch follows the agents its snapshot named, as watch.open does
+        self.only = {a["uuid"] for a in snap["agents"]} if self.target else None
+        return snap
+
+    def _resubscribe(self, deadline: float | None) -> dict | None:
+        """Reconnect and resume from the cursor; a re-snapshot pseudo-event if it expired.
+
+        Returns None once resumed, or when ``deadline`` passed first (the next
+        call tries again).
+        """
+        self.close()
+        delay, give_up = 0.05, time.monotonic() + self.reconnect_for
+        while True:
+            try:
+                c = Client(self.path, self.autostart).connect()
+                try:
+                    c.call("events.subscribe", since_seq=self.cursor)
+                except ServerError as exc:
+                    c.close()
+                    if exc.cause != "cursor_expired":
+                        raise
+                    snap = self.snapshot = self._open()
+                    return {"seq": self.cursor, "kind": RESNAPSHOT, "agent": None, "data": snap}
+                self.conn = c
+                return None
+            except (ServerError, OSError) as exc:
+                if isinstance(exc, ServerError) and exc.code not in GONE:
+                    raise
+                if time.monotonic() > give_up:
+                    raise
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return None
+            time.sleep(min(delay, (deadline - now) if deadline is not None else delay))
+            delay = min(delay * 2, 2.0)
+
+    def next(self, timeout: float | None = None) -> dict | None:
+        """The next event (or ``watch.snapshot``), or None after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if self.conn is None:
+                pseudo = self._resubscribe(deadline)
+                if pseudo is not None:
+                    return pseudo
+                if self.conn is None:
+                    return None  # still reconnecting when the caller's time ran out
+                continue
+            try:
+                self.conn.sock.settimeout(left if left is None or left > 0 else 0.001)
+                msg = self.conn.recv()
+            except TimeoutError:
+                return None
+            except (ServerError, OSError) as exc:
+                if isinstance(exc, ServerError) and exc.code not in GONE:
+                    raise
+                if self.on_reconnect:
+                    self.on_reconnect(exc)
+                self.close()
+                continue
+            if "error" in msg:
+                e = msg["error"]
+                if e.get("cause") == "cursor_expired":
+                    snap = self.snapshot = self._open()
+                    return {"seq": self.cursor, "kind": RESNAPSHOT, "agent": None, "data": snap}
+                raise ServerError(e.get("code", "error"), e.get("message", ""), e.get("cause"))
+            ev = msg.get("event")
+            if not ev or ev["seq"] <= self.cursor:
+                continue  # a reply, or an event this watcher already handed out
+            self.cursor = ev["seq"]
+            if self.only is None or ev["agent"] in self.only:
+                return ev
+
+    def __iter__(self) -> Iterator[dict]:
+        while True:
+            ev = self.next()
+            if ev is not None:
+                yield ev
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
