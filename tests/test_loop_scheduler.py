@@ -47,13 +47,15 @@ def test_a_due_fire_allocates_a_run_and_advances(store):
     loop = _create()
     first = loop.next_fire_at
     assert first == T0 + 180  # 20:30
-    assert fire_due(first - 1, MISSED_AFTER) == set()
-    assert fire_due(first + 0.01, MISSED_AFTER) == {loop.uuid}
+    assert fire_due(first - 1, MISSED_AFTER) == []
+    (started,) = fire_due(first + 0.01, MISSED_AFTER)
     run = LoopRun.get(LoopRun.loop == loop.uuid)
-    assert (run.status, run.kind, run.due_at) == ("pending", "scheduled", first)
+    assert started.uuid == run.uuid
+    # a free slot: the run is running from the fire's own transaction
+    assert (run.status, run.kind, run.due_at) == ("running", "scheduled", first)
     assert runs.RUN_ID.fullmatch(run.run_id)
     assert Loop.get_by_id(loop.uuid).next_fire_at == first + 300
-    assert [k for k, _ in _events()][-2:] == ["run.status", "loop.fired"]
+    assert [k for k, _ in _events()][-3:] == ["run.status", "loop.fired", "run.status"]
 
 
 def test_fires_at_capacity_coalesce_into_one_pending_run_with_the_earliest_due(store):
@@ -63,7 +65,7 @@ def test_fires_at_capacity_coalesce_into_one_pending_run_with_the_earliest_due(s
     for _ in range(4):
         due = Loop.get_by_id(loop.uuid).next_fire_at
         dues.append(due)
-        assert fire_due(due, MISSED_AFTER) == set()  # at capacity: nothing starts
+        assert fire_due(due, MISSED_AFTER) == []  # at capacity: nothing starts
     pending = list(LoopRun.select().where(LoopRun.status == "pending"))
     assert len(pending) == 1
     assert (pending[0].due_at, pending[0].fires, pending[0].kind) == (dues[0], 4, "scheduled")
@@ -78,7 +80,7 @@ def test_skip_policy_drops_the_fire_at_capacity(store):
     loop = _create(overlap="skip")
     _occupy(loop)
     due = loop.next_fire_at
-    assert fire_due(due, MISSED_AFTER) == set()
+    assert fire_due(due, MISSED_AFTER) == []
     assert LoopRun.select().where(LoopRun.status == "pending").count() == 0
     ((kind, data),) = _events("loop.skipped")
     assert data["active"] == 1
@@ -88,21 +90,22 @@ def test_skip_policy_drops_the_fire_at_capacity(store):
 def test_max_concurrency_two_fires_twice_before_queueing(store):
     loop = _create(max_concurrency=2)
     _occupy(loop)
-    assert fire_due(loop.next_fire_at, MISSED_AFTER) == {loop.uuid}  # one slot was free
+    (run,) = fire_due(loop.next_fire_at, MISSED_AFTER)  # one slot was free
+    assert run.status == "running"
 
 
 def test_missed_fires_after_a_sleep_are_skipped_and_logged_not_replayed(store):
     loop = _create()
     due = loop.next_fire_at
     woke = due + 3 * 3600 + 42  # the machine slept three hours
-    assert fire_due(woke, MISSED_AFTER) == set()
+    assert fire_due(woke, MISSED_AFTER) == []
     assert LoopRun.select().count() == 0  # nothing fired late
     ((kind, data),) = _events("loop.missed")
     assert data["count"] == 37  # 20:30 .. 23:30 every 5 minutes
     nxt = Loop.get_by_id(loop.uuid).next_fire_at
     assert woke < nxt <= woke + 300  # the next fire is in the future
     # a fire late by less than loops.missed_after still runs
-    assert fire_due(nxt + MISSED_AFTER - 1, MISSED_AFTER) == {loop.uuid}
+    assert [r.loop for r in fire_due(nxt + MISSED_AFTER - 1, MISSED_AFTER)] == [loop.uuid]
 
 
 def test_a_missed_once_fire_ends_the_loop(store):
@@ -165,7 +168,7 @@ def test_remove_cancels_pending_runs(store):
 def test_pause_holds_fires_and_pending_runs_resume_counts_from_now(store):
     loop = _create()
     defs.pause(loop)
-    assert fire_due(T0 + 86400, MISSED_AFTER) == set()  # a paused loop never fires
+    assert fire_due(T0 + 86400, MISSED_AFTER) == []  # a paused loop never fires
     assert LoopRun.select().count() == 0
     with db.atomic("IMMEDIATE"):
         runs.allocate(Loop.get_by_id(loop.uuid), "manual", T0, T0)

@@ -34,6 +34,8 @@ from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
 log = logging.getLogger("orcr.loops")
 
 MAX_WAIT = 60.0
+#: warm supervisors kept waiting: a fire never waits for Python to start
+SPARES = 2
 _NEXT_FIRE = "SELECT MIN(next_fire_at) FROM loop WHERE status = 'active'"
 _DEADLINES = (
     "SELECT MIN(r.started_at + l.timeout) FROM loop_run r JOIN loop l ON r.loop = l.uuid "
@@ -41,10 +43,11 @@ _DEADLINES = (
 )
 
 
-def fire_due(now: float, missed_after: float) -> set[str]:
+def fire_due(now: float, missed_after: float) -> list[LoopRun]:
     """Fire every active loop whose ``next_fire_at`` has come, one transaction per
-    loop. Returns the loops that may now start pending runs."""
-    to_start: set[str] = set()
+    loop. Returns the runs that fired into a free slot: already ``running`` (in the
+    fire's own transaction), to be launched."""
+    to_start: list[LoopRun] = []
     due_loops = [
         r[0]
         for r in db.execute_sql(
@@ -62,8 +65,9 @@ def fire_due(now: float, missed_after: float) -> set[str]:
             if now - due > missed_after:
                 _missed(loop, due, now)
                 continue
-            if _fire(loop, due, now):
-                to_start.add(loop.uuid)
+            run = _fire(loop, due, now)
+            if run is not None:
+                to_start.append(run)
             if loop.cron:
                 nxt = cadence.next_fire(loop.cron, loop.tz, due)
                 Loop.update(next_fire_at=nxt).where(Loop.uuid == loop.uuid).execute()
@@ -99,9 +103,9 @@ def _missed(loop: Loop, due: float, now: float) -> None:
         defs.end(loop, "missed", now)
 
 
-def _fire(loop: Loop, due: float, now: float) -> bool:
-    """Inside the loop's transaction: allocate, coalesce or skip. True when a
-    run may start now."""
+def _fire(loop: Loop, due: float, now: float) -> LoopRun | None:
+    """Inside the loop's transaction: allocate, coalesce or skip. Returns the run
+    when it starts now (a slot was free)."""
     active = (
         LoopRun.select().where((LoopRun.loop == loop.uuid) & LoopRun.status.in_(RUN_ACTIVE)).count()
     )
@@ -120,7 +124,7 @@ def _fire(loop: Loop, due: float, now: float) -> bool:
             active=active,
             why="at max-concurrency (overlap skip)",
         )
-        return False
+        return None
     held = next((r for r in pending if r.kind == "scheduled"), None)
     if at_cap and held is not None:
         # coalesce: at most one pending scheduled run, due at the earliest missed fire
@@ -137,7 +141,7 @@ def _fire(loop: Loop, due: float, now: float) -> bool:
             due_at=defs.iso(min(held.due_at, due)),
             fires=held.fires + 1,
         )
-        return False
+        return None
     run = runs.allocate(loop, "scheduled", due, now)
     events.emit(
         "loop.fired",
@@ -148,7 +152,10 @@ def _fire(loop: Loop, due: float, now: float) -> bool:
         due=defs.iso(due),
         queued=at_cap,
     )
-    return not at_cap
+    if at_cap:
+        return None
+    runs.set_status(run, "running", now, started_at=now)
+    return run
 
 
 class Scheduler:
@@ -158,7 +165,7 @@ class Scheduler:
         self.server = server
         self.clock = clock
         self.bus = Bus()
-        self._spare: subprocess.Popen | None = None
+        self._spares: list[subprocess.Popen] = []
         self._spare_lock = threading.Lock()
         self._watch: dict[int, tuple[str, subprocess.Popen | None]] = {}  # pidfd -> run
         self._watch_lock = threading.Lock()
@@ -202,8 +209,7 @@ class Scheduler:
         t0 = time.perf_counter()
         now = self.clock()
         started = fire_due(now, self.config.duration("loops.missed_after"))
-        for uuid in started:
-            self.start_pending(uuid)
+        self._launch_all(started)
         if started:
             self.server.notify(queue=False)
         self._timeouts(now)
@@ -225,6 +231,10 @@ class Scheduler:
     # -- starting runs -----------------------------------------------------
     def start_pending(self, loop_uuid: str) -> list[LoopRun]:
         started = runs.take_pending(loop_uuid, self.clock())
+        self._launch_all(started)
+        return started
+
+    def _launch_all(self, started: list[LoopRun]) -> None:
         for run in started:
             try:
                 self.launch(run)
@@ -236,7 +246,6 @@ class Scheduler:
                         runs.set_status(run, "failed", time.time(), error=f"launch failed: {exc}")
         if started:
             self.wake()  # a new run may bring the earliest timeout deadline
-        return started
 
     def _spawn_supervisor(self) -> subprocess.Popen:
         return subprocess.Popen(
@@ -251,13 +260,18 @@ class Scheduler:
 
     def _refill_spare(self) -> None:
         with self._spare_lock:
-            if self._spare is None and not self.server.stopping.is_set():
-                self._spare = self._spawn_supervisor()
+            while len(self._spares) < SPARES and not self.server.stopping.is_set():
+                self._spares.append(self._spawn_supervisor())
 
     def _take_supervisor(self) -> subprocess.Popen:
+        """The oldest warm spare (most likely done importing), else a new one."""
+        sup = None
         with self._spare_lock:
-            sup, self._spare = self._spare, None
-        if sup is None or sup.poll() is not None:
+            while self._spares and sup is None:
+                sup = self._spares.pop(0)
+                if sup.poll() is not None:
+                    sup = None
+        if sup is None:
             sup = self._spawn_supervisor()
         threading.Thread(target=self._refill_spare, name="orcr-spare", daemon=True).start()
         return sup
@@ -278,17 +292,20 @@ class Scheduler:
         faults.point("before_run_launch")
         sup = self._take_supervisor()
         self._exited[run.uuid] = threading.Event()
+        # the spec first: the command should not wait on a transaction. A crash
+        # before the supervisor pid is recorded is still safe: the supervisor
+        # claims the run's state file with its own pid, or recovery claims it first
+        sup.stdin.write((json.dumps(spec) + "\n").encode())
+        sup.stdin.close()
+        faults.point("after_run_launch")
         try:
             sup_start = psutil.Process(sup.pid).create_time()
         except psutil.Error:
             sup_start = None
-        with db.atomic("IMMEDIATE"):  # before the spec: recovery knows whom to look for
+        with db.atomic("IMMEDIATE"):
             LoopRun.update(sup_pid=sup.pid, sup_start=sup_start).where(
                 LoopRun.uuid == run.uuid
             ).execute()
-        sup.stdin.write((json.dumps(spec) + "\n").encode())
-        sup.stdin.close()
-        faults.point("after_run_launch")
         self.watch(run.uuid, sup.pid, sup)
         answer = json.loads(sup.stdout.readline() or b"{}")
         sup.stdout.close()
@@ -448,8 +465,8 @@ class Scheduler:
 
     def close(self) -> None:
         with self._spare_lock:
-            spare, self._spare = self._spare, None
-        if spare is not None and spare.poll() is None:
+            spares, self._spares = self._spares, []
+        for spare in spares:
             spare.stdin.close()  # EOF: a spare with no work exits
             try:
                 spare.wait(2)
