@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -382,3 +383,62 @@ def test_sigkill_at_each_launch_step(loops, point, outcome):
     assert ran == (outcome[1] is not None)  # the command ran exactly when it should
     if point == "before_run_launch":
         assert "before the run's command started" in run["error"]
+
+
+def _sql(home, query, args=()):
+    conn = sqlite3.connect(home.path / "store.db")
+    try:
+        with conn:
+            return conn.execute(query, args).fetchall()
+    finally:
+        conn.close()
+
+
+def test_recovery_closes_a_dead_run_and_glob_kills_its_agents(loops):
+    spawn = (
+        f"{PY} -m orcr_core.cli agent run --provider testp --path worker x && "
+        "echo spawned; exec sleep 300"
+    )
+    _create(loops, "reboot", "0 0 1 1 *", "--", "sh", "-c", spawn)
+    path = _start(loops, "reboot")
+    until(lambda: _ready_text(loops, path, "spawned"), what="the agent to be admitted")
+    ((sup_pid, pgid),) = _sql(
+        loops, "SELECT sup_pid, pgid FROM loop_run WHERE run_id = ?", (path.split("/")[1],)
+    )
+    loops.kill_server()
+    # as after a reboot: the supervisor and the command are gone, with no exit record
+    os.kill(sup_pid, signal.SIGKILL)
+    os.killpg(pgid, signal.SIGKILL)
+    until(lambda: not _alive(sup_pid) and not _alive(pgid), what="the processes to die")
+    loops.start_server()
+    run = until(lambda: _ended(loops, path), what="recovery")
+    assert run["status"] == "failed" and "vanished" in run["error"]
+    decisions = [d.get("decision") for _, d in _loop_events(loops, "reboot", "run.status")]
+    assert "dead" in decisions
+    with loops.sdk() as o:
+        until(lambda: o.list(prefix="reboot") == [], what="the run's agents to be killed")
+        (agent,) = o.list(prefix="reboot", all=True)
+        assert agent["path"] == f"{path}/worker"
+        assert agent["exit_reason"] in ("killed", "canceled")  # canceled if still queued
+
+
+def test_recovery_skips_a_fire_missed_while_the_server_was_down(loops):
+    _create(loops, "missed", "0 0 1 1 *", "--", "true")
+    _create(loops, "paused", "0 0 1 1 *", "--", "true")
+    loops.run("loop", "pause", "paused", check=True)
+    held = _start(loops, "paused")
+    loops.stop_server()
+    # the server was down through a fire an hour ago
+    _sql(loops, "UPDATE loop SET next_fire_at = ? WHERE name = 'missed'", (time.time() - 3600,))
+    loops.start_server()
+    (missed,) = _loop_events(loops, "missed", "loop.missed")
+    assert missed[1]["count"] == 1 and missed[1]["late_by"] >= 3600
+    lp = json.loads(loops.run("loop", "ls", "--json", check=True).stdout)[0]
+    assert lp["name"] == "missed" and lp["next_fire_at"].startswith(
+        f"{time.gmtime().tm_year + 1}-01-01"
+    )
+    assert _runs(loops, "missed") == []  # never replayed
+    assert _run(loops, held)["status"] == "pending"  # the paused loop still holds it
+    recovered = {d["name"]: d for _, d in _loop_events(loops, kind="loop.recovered")}
+    assert recovered["paused"]["status"] == "paused" and recovered["paused"]["pending"] == 1
+    assert len(_loop_events(loops, "paused", "loop.paused_hold")) == 2  # at start, at recovery

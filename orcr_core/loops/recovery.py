@@ -61,7 +61,7 @@ def _decide(run: LoopRun, loop: Loop, now: float) -> tuple[str, int | None]:
         return "exited", None
     sup_pid = run.sup_pid or st.get("supervisor")
     sup_start = run.sup_start or st.get("supervisor_start")
-    if runs.identity_ok(sup_pid, sup_start):
+    if runs.identity_ok(sup_pid, sup_start, running=True):
         fields = {}
         if not run.pid and st.get("pid"):
             fields = {"pid": st["pid"], "pgid": st["pgid"], "proc_start": st.get("start")}

@@ -178,12 +178,16 @@ def record_exit(run_uuid: str, state: dict | None, now: float) -> LoopRun | None
         return run
 
 
-def identity_ok(pid: int | None, start: float | None) -> bool:
-    """Does ``pid`` still name the process started at ``start``?"""
+def identity_ok(pid: int | None, start: float | None, running: bool = False) -> bool:
+    """Does ``pid`` still name the process started at ``start``? A zombie still
+    holds its pid (and pgid), so it passes unless ``running`` asks for a live one."""
     if not pid or start is None:
         return False
     try:
-        return abs(psutil.Process(pid).create_time() - start) <= START_TOLERANCE
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - start) > START_TOLERANCE:
+            return False
+        return not running or proc.status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return False
 

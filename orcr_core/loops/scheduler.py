@@ -79,7 +79,8 @@ def fire_due(now: float, missed_after: float) -> list[LoopRun]:
 def _missed(loop: Loop, due: float, now: float) -> None:
     """Skip fires that are too late (asleep, server down), with one event row."""
     if loop.cron:
-        n, _first, nxt = cadence.count_between(loop.cron, loop.tz, due - 0.001, now)
+        n, _first, nxt = cadence.count_between(loop.cron, loop.tz, due, now)
+        n += 1  # the due fire itself, then every later one up to now
         Loop.update(next_fire_at=nxt).where(Loop.uuid == loop.uuid).execute()
         events.emit(
             "loop.missed",
