@@ -235,3 +235,17 @@ def live(request, orcr_home, short_tmp):
     orcr_home.stop_server()
     orcr_home.kill_server()
     mux.close()
+
+
+@pytest.fixture
+def twin(live, short_tmp):
+    """A second orcr instance (its own ORCR_HOME) on the same multiplexer server as ``live``
+    (the socket is set explicitly in both configs, so they share it on purpose)."""
+    home = short_tmp / "h2"
+    home.mkdir()
+    h = OrcrHome(home, dict(live.env, ORCR_HOME=str(home)))
+    h.mux = live.mux
+    h.config(live.mux.config() + '[timings]\npoll_every = "50ms"\n')
+    yield h
+    h.stop_server()
+    h.kill_server()

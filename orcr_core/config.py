@@ -33,8 +33,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "loops": {"log_max_bytes": 10 * 1024 * 1024, "keep_runs": 50, "missed_after": "1m"},
     "agent": {"provider": "claude"},
     "driver": {"name": "auto"},
-    "herdr": {"session": "orcr", "binary": "herdr", "socket": ""},
-    "tmux": {"socket": "orcr", "binary": "tmux"},
+    # "" = this instance's own: ``orcr``, or ``orcr-<instance id>`` under ORCR_HOME
+    "herdr": {"session": "", "binary": "herdr", "socket": ""},
+    "tmux": {"socket": "", "binary": "tmux"},
 }
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -273,6 +274,11 @@ class Config:
     @property
     def data_dir(self) -> Path:
         return dirs.data_dir()
+
+    @property
+    def instance_id(self) -> str:
+        """This instance's id, marked on its panes (see :func:`orcr_core.dirs.instance_id`)."""
+        return dirs.instance_id()
 
 
 def load(path: Path | None = None) -> Config:

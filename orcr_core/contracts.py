@@ -48,11 +48,18 @@ class SessionPointer:
 
 @dataclass(frozen=True)
 class PaneRef:
-    """Where an agent runs. Ids are the multiplexer's own strings."""
+    """Where an agent runs. Ids are the multiplexer's own strings.
+
+    ``instance`` and ``launch_token``, when set, are the marks the pane must
+    carry: :meth:`Driver.close` then closes it only if it carries both (a pane
+    id can name another instance's pane after a multiplexer restart).
+    """
 
     workspace_id: str
     tab_id: str
     pane_id: str
+    instance: str | None = field(default=None, compare=False)
+    launch_token: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,10 @@ class PaneInfo:
     #: the pane's process has exited but the pane is kept (tmux remain-on-exit);
     #: orcr ends the agent with exit_reason ``exited`` and closes the pane
     dead: bool = False
+    #: the marks the pane was started with (``StartSpec.instance`` and
+    #: ``launch_token``), or None when it carries none (not started by an orcr)
+    instance: str | None = None
+    launch_token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,10 @@ class StartSpec:
 
     ``argv`` is executed directly, never through a shell. ``env`` holds
     ``ORCR_ID``, ``ORCR_PATH`` and ``ORCR_LAUNCH_TOKEN`` at least.
+    ``instance`` (the orcr instance's id) and ``launch_token`` (unique per
+    start attempt) are marks the driver records on the pane atomically with
+    its creation and reports back in :meth:`Driver.snapshot`: orcr only ever
+    closes a pane that carries both.
     """
 
     workspace_id: str
@@ -93,6 +108,8 @@ class StartSpec:
     cwd: str
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+    instance: str = ""
+    launch_token: str = ""
 
 
 @runtime_checkable
@@ -138,10 +155,16 @@ class Driver(Protocol):
         """The pane's visible screen as text (a passive read)."""
 
     def close(self, pane: PaneRef) -> None:
-        """Close the pane. Closing a pane that is already gone is not an error."""
+        """Close the pane. Closing a pane that is already gone is not an error.
+
+        When ``pane.instance``/``pane.launch_token`` are set, a pane that does
+        not carry those marks is left alone (as if it were gone).
+        """
 
     def snapshot(self) -> list[PaneInfo]:
-        """Every pane in orcr's own session. The truth for reconciliation."""
+        """Every pane in orcr's own session, with the marks it carries. The
+        truth for reconciliation. A multiplexer that does not answer raises
+        (retryable): a failed snapshot is never "no panes"."""
 
     def agent_status(self, pane: PaneRef) -> str | None:
         """The multiplexer's agent state for a pane, or None when it has none."""

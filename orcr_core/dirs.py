@@ -6,6 +6,7 @@ several side-by-side instances rely on it). Otherwise platformdirs decides.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -51,6 +52,30 @@ def socket_path() -> Path:
     reach the server that started it), else ``run/orcr.sock``."""
     value = os.environ.get("ORCR_SOCKET")
     return Path(value) if value else run_dir() / "orcr.sock"
+
+
+def instance_id() -> str:
+    """This orcr instance's id: a digest of its data directory.
+
+    Marked on every pane orcr starts (with the row's launch token); no cleanup
+    ever closes a pane that does not carry both. A copied or moved data
+    directory is another instance, so it never claims the original's panes.
+    """
+    return _instance_id(os.environ.get("ORCR_HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def _instance_id(_home_env: str | None) -> str:
+    import hashlib
+
+    return hashlib.sha256(str(data_dir()).encode()).hexdigest()[:12]
+
+
+def mux_name() -> str:
+    """The default tmux socket name / herdr session of this instance: ``orcr`` for
+    the default data directory, ``orcr-<instance id>`` under ``ORCR_HOME``, so two
+    instances never share a multiplexer server unless told to."""
+    return f"orcr-{instance_id()}" if _home() else "orcr"
 
 
 def ensure_private_dir(path: Path) -> Path:

@@ -174,7 +174,7 @@ def test_herdr_protocol_from_a_live_herdr(doc, protocol, level):
     emu = Emulator(sock, sock.parent, protocol=protocol, shell=["/bin/sh"], session="orcr")
     emu.start()
     try:
-        doc.home.config('[driver]\nname = "herdr"\n')
+        doc.home.config('[driver]\nname = "herdr"\n[herdr]\nsession = "orcr"\n')
         rc, rows = doc.run()
     finally:
         emu.stop(save=False)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 
+from orcr_core import dirs
 from orcr_core.testing import until as _until  # noqa: E402
 
 
@@ -31,8 +32,11 @@ def test_orcr_starts_its_own_herdr_and_runs_an_agent(orcr_home, short_tmp):
         st = json.loads(orcr_home.run("server", "status", "--json", check=True).stdout)
         assert (st["driver"]["name"], st["driver"]["error"]) == ("herdr", None)
         assert st["driver"]["info"]["protocol"] in (19, 20)
-        sock = xdg / "herdr" / "sessions" / "orcr" / "herdr.sock"
-        assert sock.exists()  # herdr's own socket path for session "orcr"
+        # the instance's own session (ORCR_HOME is set): orcr-<instance id>
+        session = st["driver"]["info"]["session"]
+        assert session == dirs.mux_name() == f"orcr-{dirs.instance_id()}"
+        sock = xdg / "herdr" / "sessions" / session / "herdr.sock"
+        assert sock.exists()  # herdr's own socket path for that session
         owned_cfg = orcr_home.path / "herdr-config.toml"
         assert "resume_agents_on_restore = false" in owned_cfg.read_text()
         r = orcr_home.run("agent", "attach", "h/one", check=True)

@@ -9,14 +9,40 @@ from __future__ import annotations
 import json
 
 from orcr_core import dirs
-from orcr_core.contracts import LaunchSpec, PaneRef
+from orcr_core.contracts import LaunchSpec, PaneInfo, PaneRef
 from orcr_core.store.models import Agent
 
 
 def pane_of(agent: Agent) -> PaneRef | None:
+    """The agent's recorded pane, with the marks it must carry to be closed."""
     if not agent.pane_id:
         return None
-    return PaneRef(agent.workspace_id or "", agent.tab_id or "", agent.pane_id)
+    return PaneRef(
+        agent.workspace_id or "",
+        agent.tab_id or "",
+        agent.pane_id,
+        instance=dirs.instance_id(),
+        launch_token=agent.launch_token,
+    )
+
+
+def owned(snapshot: list[PaneInfo]) -> dict[str, PaneInfo]:
+    """This instance's panes in a snapshot, by launch token: the only panes orcr
+    matches to its rows or ever closes. Panes of other instances (a shared
+    multiplexer server) and panes with no marks are not in it."""
+    me = dirs.instance_id()
+    return {p.launch_token: p for p in snapshot if p.instance == me and p.launch_token}
+
+
+def ref_of(pane: PaneInfo) -> PaneRef:
+    """A snapshot pane as a reference that still carries its marks."""
+    return PaneRef(
+        pane.workspace_id,
+        pane.tab_id,
+        pane.pane_id,
+        instance=pane.instance,
+        launch_token=pane.launch_token,
+    )
 
 
 def launch_info(server, agent: Agent) -> dict:

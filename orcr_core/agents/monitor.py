@@ -13,7 +13,7 @@ import time
 
 from orcr_core import events
 from orcr_core.agents import lifecycle, pipeline, transcripts
-from orcr_core.agents.launch import pane_of
+from orcr_core.agents.launch import owned, pane_of
 from orcr_core.agents.transcripts import read_transcript
 from orcr_core.contracts import DriverError, ProviderError
 from orcr_core.store.models import Agent, db
@@ -45,18 +45,15 @@ def _panes(server, active: list[Agent]) -> None:
         snap = driver.snapshot()
     except DriverError:
         return  # an outage never frees a name
-    by_id = {p.pane_id: p for p in snap}
-    by_label = {p.label: p for p in snap if p.label}
+    # a row's pane is the one carrying this instance's id and the row's launch
+    # token, whatever its id or label (another instance may share the server)
+    mine = owned(snap)
     for agent in active:
         if agent.status == "starting" or not agent.pane_id:
             if agent.status == "starting" and agent.pane_id and not agent.agent_session_value:
-                _capture_session(agent, by_id.get(agent.pane_id))
+                _capture_session(agent, mine.get(agent.launch_token))
             continue
-        pane = by_id.get(agent.pane_id)
-        if pane is not None and pane.label not in (None, agent.path):
-            pane = None  # the id now belongs to another pane
-        if pane is None:
-            pane = by_label.get(agent.path)
+        pane = mine.get(agent.launch_token)
         if pane is None:
             if not agent.cancel_requested:  # a kill closing its pane is not a loss
                 _vanished(server, agent)

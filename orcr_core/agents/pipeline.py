@@ -10,12 +10,20 @@ twice, and a prompt the transcript already shows is never typed twice.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
-from orcr_core import events, faults
+from orcr_core import dirs, events, faults
 from orcr_core.agents import lifecycle, transcripts
-from orcr_core.agents.launch import launch_command, launch_info, launch_spec, pane_of
+from orcr_core.agents.launch import (
+    launch_command,
+    launch_info,
+    launch_spec,
+    owned,
+    pane_of,
+    ref_of,
+)
 from orcr_core.contracts import DriverError, PaneRef, ProviderError, StartSpec
 from orcr_core.store.models import Agent, Event, db
 
@@ -97,9 +105,20 @@ def _run(server, agent: Agent) -> None:
                 events.emit("pane.start_requested", agent.uuid, path=agent.path, argv=argv)
             faults.point("before_start")
             ref = driver.start(
-                StartSpec(agent.workspace_id, agent.path, agent.cwd, tuple(argv), env)
+                StartSpec(
+                    agent.workspace_id,
+                    agent.path,
+                    agent.cwd,
+                    tuple(argv),
+                    env,
+                    instance=dirs.instance_id(),
+                    launch_token=agent.launch_token or "",
+                )
             )
             faults.point("after_start")
+            ref = dataclasses.replace(
+                ref, instance=dirs.instance_id(), launch_token=agent.launch_token
+            )
         with db.atomic("IMMEDIATE"):
             current = _fresh(agent)
             if current.status != "starting":
@@ -149,17 +168,16 @@ def _run(server, agent: Agent) -> None:
 
 def _started_before(driver, agent: Agent) -> PaneRef | None:
     """A pane an earlier attempt of this server started (the call failed after
-    the multiplexer acted on it), found by label: adopted, never started twice."""
+    the multiplexer acted on it), found by this row's marks (never by label
+    alone: another instance may run the same path): adopted, never started twice."""
     if (
         not Event.select()
         .where((Event.agent == agent.uuid) & (Event.kind == "pane.start_requested"))
         .exists()
     ):
         return None
-    for p in driver.snapshot():
-        if p.label == agent.path:
-            return PaneRef(p.workspace_id, p.tab_id, p.pane_id)
-    return None
+    pane = owned(driver.snapshot()).get(agent.launch_token)
+    return ref_of(pane) if pane is not None else None
 
 
 def _wait_ready(driver, pane: PaneRef) -> None:

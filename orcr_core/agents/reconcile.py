@@ -1,8 +1,8 @@
 """Drift repair between the store and the multiplexer (seed 002).
 
 ``recover`` runs once at server start, before the socket opens: rows are
-confirmed against one snapshot and re-matched by label (the agent's full path),
-never by location. ``run`` repeats the read-only part on a timer and closes the
+confirmed against one snapshot and re-matched by the marks every pane carries
+(this instance's id and the row's launch token), never by location. ``run`` repeats the read-only part on a timer and closes the
 late panes of starts orcr already ended. Panes orcr cannot explain are counted
 in ``server status`` and never touched.
 """
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 
-from orcr_core import events
+from orcr_core import dirs, events
 from orcr_core.agents import lifecycle, pipeline
-from orcr_core.contracts import DriverError, PaneRef
+from orcr_core.agents.launch import owned, ref_of
+from orcr_core.contracts import DriverError
 from orcr_core.store.models import ACTIVE, Agent, db
 
 log = logging.getLogger("orcr.reconcile")
@@ -30,29 +31,20 @@ def _snapshot(server):
         return None
 
 
-def _ref(p) -> PaneRef:
-    return PaneRef(p.workspace_id, p.tab_id, p.pane_id)
-
-
 def recover(server) -> None:
-    """Restart recovery: repair, fail or mark lost every row a crash left mid-way."""
+    """Restart recovery: repair, fail or mark lost every row a crash left mid-way.
+
+    A row's pane is the one carrying this instance's id and the row's launch
+    token (found whatever its id or label now is); no other pane is touched.
+    """
     snap = _snapshot(server)
     if snap is None:
         return  # multiplexer down: leave every row as it is; the monitor retries
-    by_id = {p.pane_id: p for p in snap}
-    by_label: dict[str, list] = {}
-    for p in snap:
-        if p.label:
-            by_label.setdefault(p.label, []).append(p)
+    mine = owned(snap)
     for agent in Agent.select().where(Agent.status.in_(("starting", "working", "idle", "lost"))):
-        pane = by_id.get(agent.pane_id) if agent.pane_id else None
-        if pane is not None and pane.label not in (None, agent.path):
-            pane = None
-        if pane is None and agent.pane_id:
-            matches = by_label.get(agent.path, [])
-            pane = matches[0] if matches else None
+        pane = mine.get(agent.launch_token)
         if agent.status == "starting":
-            _recover_starting(server, agent, pane, by_label.get(agent.path, []))
+            _recover_starting(server, agent, pane)
         elif agent.cancel_requested:
             pipeline.end(server, agent, "lost" if agent.status == "lost" else "killed")
         elif pane is None:
@@ -80,11 +72,11 @@ def recover(server) -> None:
     server.notify()
 
 
-def _recover_starting(server, agent: Agent, pane, same_label: list) -> None:
+def _recover_starting(server, agent: Agent, pane) -> None:
     if agent.cancel_requested:
         pipeline.finish_cancel(server, agent)
         return
-    if pane is not None:
+    if pane is not None and agent.pane_id:
         # repaired: the pipeline resumes at its next step (the prompt is typed
         # only if the transcript does not show it), then starting -> working
         with db.atomic("IMMEDIATE"):
@@ -98,11 +90,11 @@ def _recover_starting(server, agent: Agent, pane, same_label: list) -> None:
         server.counters["repaired"] += 1
         server.start_pipeline(agent.uuid, pipeline.run)
         return
-    for orphan in same_label:  # a pane started but never recorded
+    if pane is not None:  # a pane this start made but never recorded: its marks say so
         try:
-            pipeline.close_pane(server, agent, _ref(orphan), "orphan of a crashed start")
+            pipeline.close_pane(server, agent, ref_of(pane), "orphan of a crashed start")
         except DriverError as exc:
-            log.warning("could not close orphan pane %s: %s", orphan.pane_id, exc)
+            log.warning("could not close orphan pane %s: %s", pane.pane_id, exc)
     why = (
         "the server stopped mid-start and the pane it recorded is gone"
         if agent.pane_id
@@ -113,21 +105,36 @@ def _recover_starting(server, agent: Agent, pane, same_label: list) -> None:
 
 
 def _count(server, snap, close_late: bool) -> None:
-    active = {a.path for a in Agent.select(Agent.path).where(Agent.status.in_(ACTIVE))}
+    """Drift counts; with ``close_late``, close this instance's panes of rows
+    orcr itself ended (a start that finished after its row was failed or canceled).
+
+    Panes carrying another instance's id are that instance's business: neither
+    counted nor touched. A labelled pane with no marks, or with this instance's
+    id but no live row's token, is an orphan: counted, never touched.
+    """
+    me = dirs.instance_id()
+    live = {
+        a.launch_token
+        for a in Agent.select(Agent.launch_token).where(Agent.status.in_(ACTIVE))
+        if a.launch_token
+    }
     orphans = unmarked = 0
     for p in snap:
+        if p.instance is not None and p.instance != me:
+            continue
         if not p.label:
             unmarked += 1
             continue
-        if p.label in active:
+        if p.instance == me and p.launch_token in live:
             continue
-        last = Agent.select().where(Agent.path == p.label).order_by(Agent.id.desc()).first()
-        if close_late and last is not None and last.exit_reason in ORCR_ENDED:
-            try:
-                pipeline.close_pane(server, last, _ref(p), "late pane of an ended agent")
-            except DriverError:
-                pass
-            continue
+        if close_late and p.instance == me and p.launch_token:
+            row = Agent.get_or_none(Agent.launch_token == p.launch_token)
+            if row is not None and row.exit_reason in ORCR_ENDED:
+                try:
+                    pipeline.close_pane(server, row, ref_of(p), "late pane of an ended agent")
+                except DriverError:
+                    pass
+                continue
         orphans += 1
     server.counters["orphan_agent_panes"] = orphans
     server.counters["unmarked_panes"] = unmarked

@@ -231,7 +231,9 @@ class Doctor:
         t = threading.Thread(target=handshake, daemon=True)
         t.start()
         t.join(HANDSHAKE_TIMEOUT)
-        session = self.config.get("herdr.session")
+        from orcr_core import dirs
+
+        session = self.config.get("herdr.session") or dirs.mux_name()
         if t.is_alive():
             self.add(
                 "herdr protocol",

@@ -91,6 +91,8 @@ class TestDriver:
                 "cwd": spec.cwd,
                 "status": "idle",
                 "prompts": [],
+                "instance": spec.instance or None,
+                "token": spec.launch_token or None,
             }
             s["log"].append(["start", spec.label])
             return PaneRef(spec.workspace_id, f"{spec.workspace_id}:t{s['n']}", pid)
@@ -120,6 +122,10 @@ class TestDriver:
 
     def close(self, pane):
         with _state() as s:
+            p = s["panes"].get(pane.pane_id)
+            if p is not None and pane.launch_token is not None:
+                if (p.get("instance"), p.get("token")) != (pane.instance, pane.launch_token):
+                    return  # not this row's pane (Driver.close's contract)
             if s["panes"].pop(pane.pane_id, None) is not None:
                 s["log"].append(["close", pane.pane_id])
 
@@ -128,7 +134,15 @@ class TestDriver:
             raise DriverError("test driver down", retryable=True)
         with _state() as s:
             return [
-                PaneInfo(pid, p["ws"], p["tab"], label=p["label"], agent_status=p["status"])
+                PaneInfo(
+                    pid,
+                    p["ws"],
+                    p["tab"],
+                    label=p["label"],
+                    agent_status=p["status"],
+                    instance=p.get("instance"),
+                    launch_token=p.get("token"),
+                )
                 for pid, p in s["panes"].items()
             ]
 

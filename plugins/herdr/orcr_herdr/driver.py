@@ -5,11 +5,16 @@ pane label, and every top-level path segment is a workspace labelled with it.
 Both survive a herdr restart (ids too, but terminal ids do not), so the driver
 never remembers an id across calls: it asks herdr (``workspace.list``,
 ``session.snapshot``) and matches labels.
+
+Marks: the orcr instance id and the row's launch token ride on the agent's own
+tab label (:func:`tab_label`); :meth:`HerdrDriver.snapshot` reports them and a
+:meth:`HerdrDriver.close` that names marks closes only a pane carrying them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -19,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from orcr_core import dirs
 from orcr_core.argv import missing_program
 from orcr_core.contracts import DriverError, PaneInfo, PaneRef, SessionPointer, StartSpec
 from orcr_herdr.client import HerdrClient
@@ -69,6 +75,28 @@ def _pointer(raw: Any) -> SessionPointer | None:
     )
 
 
+#: The marks on an agent's tab label: ``<name> [orcr:<instance>:<launch token>]``.
+_MARKS = re.compile(r"\[orcr:([A-Za-z0-9_-]+):([A-Za-z0-9_-]+)\]$")
+
+
+def tab_label(leaf: str, instance: str, launch_token: str) -> str:
+    """The label of an agent's tab: its name, then the pane's marks.
+
+    herdr's socket exposes no pane env and no user data on a pane; the tab
+    label is the one thing besides the pane label that ``layout.apply`` sets
+    atomically with the pane and herdr persists across restarts. Each agent
+    has a tab of its own, so the tab's marks are the pane's.
+    """
+    if not (instance and launch_token):
+        return leaf
+    return f"{leaf} [orcr:{instance}:{launch_token}]"
+
+
+def parse_marks(label: str | None) -> tuple[str | None, str | None]:
+    m = _MARKS.search(label or "")
+    return (m.group(1), m.group(2)) if m else (None, None)
+
+
 def _first_pane_id(node: dict) -> str:
     if node.get("type") == "split":
         return _first_pane_id(node["first"])
@@ -82,7 +110,7 @@ class HerdrDriver:
 
     def __init__(self, config: Any, *, submit_delay: float = SUBMIT_DELAY):
         self.config = config
-        self.session = str(config.get("herdr.session") or "orcr")
+        self.session = str(config.get("herdr.session") or dirs.mux_name())
         self.binary = str(config.get("herdr.binary") or "herdr")
         explicit = str(config.get("herdr.socket") or "")
         self.owns_server = not explicit  # an explicit socket is someone else's server
@@ -240,7 +268,9 @@ class HerdrDriver:
         }
         params = {
             "workspace_id": spec.workspace_id,
-            "tab_label": spec.label.rstrip("/").rsplit("/", 1)[-1],
+            "tab_label": tab_label(
+                spec.label.rstrip("/").rsplit("/", 1)[-1], spec.instance, spec.launch_token
+            ),
             "focus": False,
             "root": root,
         }
@@ -297,10 +327,22 @@ class HerdrDriver:
         return self.request("pane.read", params)["read"]["text"]
 
     def close(self, pane: PaneRef) -> None:
+        """``pane.close``; with marks on ``pane``, only if its tab carries them.
+
+        herdr has no conditional close, so the marks are read first
+        (``pane.get``, ``tab.get``). herdr never reuses a pane id while its
+        server lives and restores the same ids (and tab labels) after a
+        restart, so the pane checked is the pane closed.
+        """
         try:
+            if pane.instance is not None or pane.launch_token is not None:
+                tab_id = self._pane(pane)["tab_id"]
+                label = self.request("tab.get", {"tab_id": tab_id})["tab"].get("label")
+                if parse_marks(label) != (pane.instance, pane.launch_token):
+                    return  # not this row's pane: never touched
             self.request("pane.close", {"pane_id": pane.pane_id})
         except DriverError as exc:
-            if exc.code != "pane_not_found":
+            if exc.code not in ("pane_not_found", "tab_not_found"):
                 raise
 
     def focus(self, pane: PaneRef) -> None:
@@ -313,6 +355,7 @@ class HerdrDriver:
 
     def snapshot(self) -> list[PaneInfo]:
         snap = self.request("session.snapshot", {})["snapshot"]
+        marks = {t.get("tab_id"): parse_marks(t.get("label")) for t in snap.get("tabs", [])}
         return [
             PaneInfo(
                 pane_id=p["pane_id"],
@@ -324,6 +367,8 @@ class HerdrDriver:
                 agent_session=_pointer(p.get("agent_session")),
                 session=self.session,
                 terminal_id=p.get("terminal_id"),
+                instance=marks.get(p["tab_id"], (None, None))[0],
+                launch_token=marks.get(p["tab_id"], (None, None))[1],
             )
             for p in snap.get("panes", [])
         ]

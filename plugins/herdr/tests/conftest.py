@@ -60,7 +60,9 @@ def config_factory():
 
 
 def make_config(**herdr) -> Config:
+    """A config on the session ``orcr`` (``session=""`` gives the instance default)."""
     data = copy.deepcopy(DEFAULTS)
+    herdr.setdefault("session", "orcr")
     data["herdr"].update(herdr)
     return Config(data, Path("/nonexistent/config.toml"))
 

@@ -10,6 +10,7 @@ from orcr_herdr.driver import HerdrDriver
 from orcr_herdr.paths import session_socket
 from orcr_herdr.testing.wire import LINE_AGENT, wait_for
 
+from orcr_core import dirs
 from orcr_core.contracts import Driver, DriverError, PaneRef, SessionPointer, StartSpec
 
 
@@ -20,6 +21,19 @@ def spec(ws: str, label: str = "proj/agent_a", argv=None, env=None) -> StartSpec
 def test_driver_satisfies_the_contract(driver):
     assert isinstance(driver, Driver) and driver.name == "herdr"
     assert driver.socket_path == str(session_socket("orcr"))
+
+
+def test_the_default_session_is_this_instances_own(config_factory, tmp_path, monkeypatch):
+    """``orcr`` for the default data directory; per data directory under ORCR_HOME."""
+    monkeypatch.setenv("ORCR_HOME", str(tmp_path / "a"))
+    a = HerdrDriver(config_factory(session="")).session
+    monkeypatch.setenv("ORCR_HOME", str(tmp_path / "b"))
+    b = HerdrDriver(config_factory(session="")).session
+    assert a != b and a.startswith("orcr-") and b.startswith("orcr-")
+    assert b == dirs.mux_name() == "orcr-" + dirs.instance_id()
+    monkeypatch.delenv("ORCR_HOME")
+    assert HerdrDriver(config_factory(session="")).session == "orcr"
+    assert HerdrDriver(config_factory(session="mine")).session == "mine"
 
 
 @pytest.mark.parametrize("protocol", [19, 20])
@@ -36,6 +50,22 @@ def test_handshake_refuses_other_protocols(make_emulator, config_factory, protoc
         HerdrDriver(config_factory()).handshake()
     assert exc.value.code == "unsupported_herdr_protocol" and not exc.value.retryable
     assert "herdr 0.8" in str(exc.value) and f"protocol {protocol}" in str(exc.value)
+
+
+def test_marks_ride_on_the_tab_label_and_guard_every_close(driver):
+    """herdr cannot hold pane data: the instance id and launch token go on the
+    agent's own tab label, set by the same layout.apply that makes the pane."""
+    ws = driver.ensure_workspace("proj")
+    ref = driver.start(
+        StartSpec(ws, "proj/agent_a", "/tmp", tuple(LINE_AGENT), instance="i1", launch_token="t1")
+    )
+    (pane,) = [p for p in driver.snapshot() if p.label]
+    assert (pane.instance, pane.launch_token) == ("i1", "t1")
+    for instance, token in (("i2", "t1"), ("i1", "t2")):
+        driver.close(PaneRef(ref.workspace_id, ref.tab_id, ref.pane_id, instance, token))
+        assert [p.pane_id for p in driver.snapshot() if p.label] == [ref.pane_id]
+    driver.close(PaneRef(ref.workspace_id, ref.tab_id, ref.pane_id, "i1", "t1"))
+    assert [p for p in driver.snapshot() if p.label] == []
 
 
 def test_down_server_is_a_retryable_error(short_tmp, config_factory):

@@ -1,6 +1,7 @@
 """The tmux driver: orcr's multiplexer contract over tmux's command line.
 
-Layout on orcr's own tmux server (``tmux -L orcr``):
+Layout on orcr's own tmux server (``tmux -L orcr``, or ``-L orcr-<instance id>``
+under ``ORCR_HOME``):
 
 * one tmux **session per level-1 path segment**, named ``orcr-<level1>``
   (segments are ``[a-z0-9_]+``, so names never contain the ``.``/``:`` tmux
@@ -12,8 +13,9 @@ Layout on orcr's own tmux server (``tmux -L orcr``):
   pane option ``@orcr_role=placeholder``, left out of :meth:`snapshot`).
   tmux cannot hold a session with no window, and without the placeholder the
   session would vanish with its last agent, racing a concurrent ``start``.
-* one **window per agent**, its single pane tagged with pane option
-  ``@orcr_path=<label>`` and the window named after the label (for humans).
+* one **window per agent**, its single pane tagged with pane options
+  ``@orcr_path=<label>``, ``@orcr_instance`` and ``@orcr_token`` (the marks orcr
+  matches and closes panes by) and the window named after the label (for humans).
 
 Server lifetime: tmux's default ``exit-empty on`` is kept. The server starts
 with the first session and the placeholders keep it up while any workspace
@@ -27,12 +29,14 @@ the current orcr process (tmux takes a new pane's PATH from its client).
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import threading
 import time
 from typing import Any
 
+from orcr_core import dirs
 from orcr_core.argv import missing_program
 from orcr_core.contracts import DriverError, PaneInfo, PaneRef, SessionPointer, StartSpec
 from orcr_tmux.keys import tmux_key
@@ -41,6 +45,8 @@ from orcr_tmux.tmuxcli import INSTALL_HINT, Tmux, TmuxError, no_format, version_
 SESSION_PREFIX = "orcr-"
 LABEL_OPTION = "@orcr_path"
 ROLE_OPTION = "@orcr_role"
+INSTANCE_OPTION = "@orcr_instance"
+TOKEN_OPTION = "@orcr_token"
 PLACEHOLDER_ARGV = ("sleep", "2147483647")  # ~68 years; no "infinity" on BSD sleep
 #: Detached windows get this size (tmux's own default is 80x24, cramped for TUIs);
 #: an attaching client resizes them to its terminal.
@@ -53,8 +59,11 @@ _FIELDS = (
     "#{session_name}",
     "#{pane_dead}",
     f"#{{{ROLE_OPTION}}}",
+    f"#{{{INSTANCE_OPTION}}}",
+    f"#{{{TOKEN_OPTION}}}",
     f"#{{{LABEL_OPTION}}}",
 )
+_MARK = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _session_target(workspace_id: str) -> str:
@@ -87,7 +96,8 @@ class TmuxDriver:
     def __init__(self, config: Any = None):
         get = config.get if config is not None else (lambda key, default=None: default)
         self.tmux = Tmux(
-            binary=get("tmux.binary", "tmux") or "tmux", socket=get("tmux.socket", "orcr")
+            binary=get("tmux.binary", "tmux") or "tmux",
+            socket=get("tmux.socket", "") or dirs.mux_name(),
         )
         self._version: str | None = None
         self._lock = threading.Lock()
@@ -152,7 +162,9 @@ class TmuxDriver:
         """Start ``spec.argv`` in a new window of the workspace, labelled atomically.
 
         One tmux invocation creates the window under a unique temporary name and,
-        in the same command group, sets ``@orcr_path``, ``remain-on-exit on``
+        in the same command group, sets ``@orcr_path``, the marks
+        ``@orcr_instance`` and ``@orcr_token`` (``spec.instance``,
+        ``spec.launch_token``), ``remain-on-exit on``
         and the final window name through that temporary name. tmux runs the
         group back to back inside its server, so no crash of orcr can leave an
         unlabelled agent pane behind. ``ORCR_PATH`` in the pane env carries the
@@ -177,11 +189,20 @@ class TmuxDriver:
         token = "orcr-new-" + secrets.token_hex(8)
         window = f"{session}:={token}"
         env_args = [a for k, v in spec.env.items() for a in ("-e", f"{k}={v}")]
+        marks = [
+            ["set-option", "-p", "-t", window, option, value]
+            for option, value in (
+                (INSTANCE_OPTION, spec.instance),
+                (TOKEN_OPTION, spec.launch_token),
+            )
+            if value
+        ]
         try:
             out = self.tmux.run(
                 ["new-window", "-d", "-P", "-F", "#{window_id} #{pane_id}", "-t", session + ":",
                  "-n", token, "-c", no_format(spec.cwd), *env_args, "--", *safe_argv(spec.argv)],
                 ["set-option", "-p", "-t", window, LABEL_OPTION, spec.label],
+                *marks,
                 # a finished agent leaves a dead pane: snapshot() reports it
                 # dead, orcr ends the agent ``exited`` and closes the pane
                 ["set-option", "-w", "-t", window, "remain-on-exit", "on"],
@@ -213,8 +234,24 @@ class TmuxDriver:
             raise DriverError(why, code="command_not_found")
 
     def close(self, pane: PaneRef) -> None:
+        """``kill-pane``; with marks on ``pane``, only if the pane carries them.
+
+        The mark check runs in the tmux server, in the same step as the kill
+        (``if-shell -F``), so a pane id that now names another instance's pane
+        (pane ids restart with a new tmux server) is never closed.
+        """
+        command = ["kill-pane", "-t", pane.pane_id]
+        if pane.instance is not None or pane.launch_token is not None:
+            want = f"{pane.instance or ''}:{pane.launch_token or ''}"
+            if not _MARK.fullmatch(want.replace(":", "_")):
+                return  # marks orcr never writes: no pane can carry them
+            have = f"#{{{INSTANCE_OPTION}}}:#{{{TOKEN_OPTION}}}"
+            command = [
+                "if-shell", "-F", "-t", pane.pane_id, f"#{{==:{have},{want}}}",
+                f"kill-pane -t {pane.pane_id}",
+            ]  # fmt: skip
         try:
-            self.tmux.run(["kill-pane", "-t", pane.pane_id])
+            self.tmux.run(command)
         except TmuxError as exc:
             if exc.code not in ("not_found", "server_not_running"):
                 raise
@@ -319,7 +356,7 @@ class TmuxDriver:
             parts = line.split("\t", len(_FIELDS) - 1)
             if len(parts) != len(_FIELDS):
                 continue
-            pane_id, window_id, session, dead, role, label = parts
+            pane_id, window_id, session, dead, role, instance, token, label = parts
             if role == "placeholder":
                 continue
             panes.append(
@@ -330,6 +367,8 @@ class TmuxDriver:
                     label=label or None,
                     session=self.tmux.socket,
                     dead=dead == "1",
+                    instance=instance or None,
+                    launch_token=token or None,
                 )
             )
         return panes

@@ -104,3 +104,24 @@ def test_safe_argv():
     assert safe_argv(("a", "b")) == ["a", "b"]
     assert safe_argv(("my prog",)) == ["env", "--", "my prog"]
     assert safe_argv(("/x/a=b",)) == ["nice", "-n", "0", "--", "/x/a=b"]
+
+
+def test_the_default_socket_is_this_instances_own(tmp_path, monkeypatch):
+    """``orcr`` for the default data directory; per data directory under ORCR_HOME."""
+    from orcr_tmux import TmuxDriver
+
+    from orcr_core.config import DEFAULTS, Config
+
+    def socket(**tmux):
+        data = {k: dict(v) for k, v in DEFAULTS.items()}
+        data["tmux"].update(tmux)
+        return TmuxDriver(Config(data, tmp_path / "config.toml")).tmux.socket
+
+    monkeypatch.setenv("ORCR_HOME", str(tmp_path / "a"))
+    a = socket()
+    monkeypatch.setenv("ORCR_HOME", str(tmp_path / "b"))
+    b = socket()
+    assert a != b and a.startswith("orcr-") and b.startswith("orcr-")
+    monkeypatch.delenv("ORCR_HOME")
+    assert socket() == "orcr"
+    assert socket(socket="shared") == "shared"
