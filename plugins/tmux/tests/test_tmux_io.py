@@ -87,7 +87,8 @@ def test_a_prompt_for_a_dead_pane_is_refused_and_the_server_lives(h, sandbox):
     paste are one server-side step, and a dead pane is an error naming the exit."""
     out = sandbox.root / "lines.jsonl"
     other = h.start_script("print('ready', flush=True)\n" + h.LINE_READER, str(out), label="b/x")
-    dead = h.start(["sh", "-c", "echo 'sh: 1: boom: not found'; exit 3"], label="alpha/dead")
+    # (the pause lets tmux read the line: output of a program that exits at once can be lost)
+    dead = h.start(["sh", "-c", "echo 'sh: 1: boom: not found'; sleep 0.2; exit 3"], label="a/d")
     h.wait_for(
         lambda: any(p.dead for p in h.driver.snapshot() if p.pane_id == dead.pane_id),
         what="the pane to die",
@@ -104,14 +105,25 @@ def test_a_prompt_for_a_dead_pane_is_refused_and_the_server_lives(h, sandbox):
     h.wait_for(lambda: h.read_json_lines(out) == ["still here\n"], what="the live pane's line")
 
 
-def test_enter_for_a_pane_that_died_after_the_paste_is_refused(h, sandbox):
+def test_enter_for_a_pane_that_died_after_the_paste_is_refused(h, sandbox, monkeypatch):
     script = (
         "import os, sys, tty\ntty.setraw(0)\nos.write(1, b'ready\\r\\n')\n"
         "os.read(0, 1)\nos.write(1, b'got input, leaving\\r\\n')\nsys.exit(4)\n"
     )
     pane = h.start([h.PY, "-c", script])
     _ready(h, pane)
-    h.driver.prompt_delay = 1.0  # ample time for the program to die after the paste
+
+    run = h.driver.tmux.run
+
+    def run_enter_once_dead(*commands, **kw):  # the program dies between paste and Enter
+        if any("send-keys" in " ".join(c) for c in commands):
+            h.wait_for(
+                lambda: any(p.dead for p in h.driver.snapshot() if p.pane_id == pane.pane_id),
+                what="the program to exit on its input",
+            )
+        return run(*commands, **kw)
+
+    monkeypatch.setattr(h.driver.tmux, "run", run_enter_once_dead)
     with pytest.raises(DriverError) as err:
         h.driver.send_prompt(pane, "x")
     assert err.value.code == "pane_dead"
