@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -442,3 +443,65 @@ def test_recovery_skips_a_fire_missed_while_the_server_was_down(loops):
     recovered = {d["name"]: d for _, d in _loop_events(loops, kind="loop.recovered")}
     assert recovered["paused"]["status"] == "paused" and recovered["paused"]["pending"] == 1
     assert len(_loop_events(loops, "paused", "loop.paused_hold")) == 2  # at start, at recovery
+
+
+def test_the_timer_sleeps_until_the_next_fire_instead_of_scanning(loops):
+    with loops.sdk() as o:
+        for i in range(20):
+            o.loop_create(f"idle{i}", ["/bin/true"], cron="0 0 1 1 *", tz="UTC")
+        before = o.status()["loops"]
+        assert before["active"] == 20 and before["next_fire_at"].endswith("-01-01T00:00:00.000Z")
+        time.sleep(2.5)  # the quiet period under test: nothing is due
+        assert o.status()["loops"]["ticks"] == before["ticks"]  # not a single wake-up
+        # a loop change wakes it early
+        o.loop_create("soon", ["/bin/true"], once_at="1s", tz="UTC")
+        until(lambda: o.status()["loops"]["ticks"] > before["ticks"], what="an early wake-up")
+
+
+def test_sdk_loop_verbs(loops):
+    from orcr_core.sdk import Orcr
+
+    assert Orcr.loop_next(
+        "0 9 * * *", tz="Europe/Paris", start="2026-07-01T00:00:00Z", count=2
+    ) == [
+        "2026-07-01T07:00:00Z",
+        "2026-07-02T07:00:00Z",
+    ]
+    with loops.sdk() as o:
+        lp = o.loop_create(
+            "sdk", ["sh", "-c", "echo via sdk"], cron="0 9 * * *", cwd=str(loops.work)
+        )
+        assert (lp["name"], lp["status"], lp["cwd"]) == ("sdk", "active", str(loops.work))
+        assert o.loop_pause("sdk")["status"] == "paused"
+        assert o.loop_get("sdk")["next_fire_at"] is None
+        assert o.loop_resume("sdk")["status"] == "active"
+        run = o.loop_run_start("sdk")
+        assert run["path"] == f"sdk/{run['run_id']}"
+        until(lambda: o.loop_run_list("sdk")[0]["status"] == "ok")
+        logs = o.loop_logs("sdk", source="run")["runs"]
+        assert Path(logs[0]["log"]).read_text() == "via sdk\n"
+        kinds = [e["kind"] for e in o.loop_logs("sdk")["events"]]
+        assert kinds[:3] == ["loop.created", "loop.paused", "loop.resumed"]
+        assert o.loop_rm("sdk")["loop"]["status"] == "ended"
+        assert [x["name"] for x in o.loop_list(all=True)] == ["sdk"] and o.loop_list() == []
+
+
+def test_loop_logs_follow_prints_a_run_until_it_ends(loops):
+    marker = loops.work / "more"
+    script = f"echo one; while [ ! -e {marker} ]; do sleep 0.05; done; echo two"
+    _create(loops, "follow", "0 0 1 1 *", "--", "sh", "-c", script)
+    path = _start(loops, "follow")
+    until(lambda: _ready_text(loops, path, "one"), what="the first line")
+    follower = subprocess.Popen(
+        [PY, "-m", "orcr_core.cli", "loop", "logs", "follow", "--source", "run", "--follow"],
+        env=loops.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follower.stdout.readline() == "one\n"
+        marker.touch()
+        assert follower.stdout.readline() == "two\n"
+        assert follower.wait(30) == 0  # it ends with the run
+    finally:
+        follower.kill()

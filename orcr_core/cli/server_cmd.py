@@ -72,6 +72,9 @@ def _print_status(s: dict) -> None:
         f"drift lost {d['lost']}  repaired {d['repaired']}  orphan agent panes "
         f"{d['orphan_agent_panes']}  unmarked panes {d['unmarked_panes']}"
     )
+    lp = s.get("loops")
+    if lp:
+        click.echo(f"loops {lp['active']} active  next fire {lp['next_fire_at'] or '-'}")
 
 
 @server.command(name="status")

@@ -175,6 +175,7 @@ class Scheduler:
         self._stopping: set[str] = set()
         self._stop_lock = threading.Lock()
         self.last_tick_ms: float | None = None
+        self.ticks = 0
 
     @property
     def config(self):
@@ -205,8 +206,21 @@ class Scheduler:
                 wait = 1.0
             self.bus.wait(gen, timeout=wait)
 
+    def status(self) -> dict:
+        """For ``server.status``: how often the timer woke and what the last wake cost."""
+        active = db.execute_sql("SELECT COUNT(*) FROM loop WHERE status = 'active'").fetchone()
+        nxt = db.execute_sql(_NEXT_FIRE).fetchone()[0]
+        return {
+            "active": active[0],
+            "next_fire_at": defs.iso(nxt),
+            "ticks": self.ticks,
+            "last_tick_ms": round(self.last_tick_ms, 3) if self.last_tick_ms else None,
+            "warm_supervisors": len(self._spares),
+        }
+
     def tick(self) -> float:
         """Fire what is due, time out what is over time; return how long to sleep."""
+        self.ticks += 1
         t0 = time.perf_counter()
         now = self.clock()
         started = fire_due(now, self.config.duration("loops.missed_after"))

@@ -260,6 +260,7 @@ class Server:
             "drift": dict(self.counters),
             "lost": Agent.select().where(Agent.status == "lost").count(),
             "last_seq": events.last_seq(),
+            "loops": self.loops.status() if self.loops is not None else None,
         }
 
     def serve(self) -> None:
