@@ -45,6 +45,7 @@ LAZY = {
     "uninstall": "orcr_core.cli.misc.uninstall",
     "provider": "orcr_core.cli.misc.provider",
     "doctor": "orcr_core.cli.doctor.doctor",
+    "top": "orcr_core.cli.top.top",
 }
 
 

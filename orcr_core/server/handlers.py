@@ -73,6 +73,7 @@ def agent_dict(a: Agent) -> dict:
         "started_at": iso(a.started_at),
         "ended_at": iso(a.ended_at),
         "idle_since": iso(a.idle_since),
+        "turn_started_at": iso(a.turn_started_at),
     }
 
 

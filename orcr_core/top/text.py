@@ -1,0 +1,96 @@
+"""Plain-text rendering of a frame (``orcr top --once``) and the header line the
+screen shares with it."""
+
+from __future__ import annotations
+
+from orcr_core.top.model import STATUSES, duration
+
+COLUMNS = ("PATH", "PROVIDER", "STATUS", "TIME", "TURN", "STALLED", "EXIT", "ANSWER")
+
+
+def header_line(h: dict) -> str:
+    """``queue 3  live 12/25  claude 5/10 …  drift …  tmux ok``."""
+    cap = h["cap"] if h.get("cap") is not None else "-"
+    parts = [f"queue {h['queue_depth']}", f"live {h['live']}/{cap}"]
+    for name, p in h["providers"].items():
+        if p["cap"] is None and not p["live"]:
+            continue  # an installed provider with no cap and nothing running
+        pcap = p["cap"] if p["cap"] is not None else "-"
+        parts.append(f"{name} {p['live']}/{pcap}")
+    if h.get("stalled"):
+        parts.append(f"stalled {h['stalled']}")
+    return "  ".join(parts)
+
+
+def held_line(h: dict) -> str | None:
+    """Why queued agents are held back, when the server reports it."""
+    held = h.get("held_back")
+    if not held:
+        return None
+    if isinstance(held, dict):
+        text = ", ".join(f"{k}: {v}" for k, v in held.items())
+    elif isinstance(held, list):
+        text = ", ".join(str(x) for x in held)
+    else:
+        text = str(held)
+    return f"held back: {text}"
+
+
+def drift_line(h: dict) -> str:
+    d = h.get("drift") or {}
+    drift = (
+        f"drift lost {d.get('lost', 0)} repaired {d.get('repaired', 0)} "
+        f"orphan panes {d.get('orphan_agent_panes', 0)} unmarked {d.get('unmarked_panes', 0)}"
+    )
+    drv = h.get("driver")
+    if drv is None:
+        mux = "multiplexer ?"
+    elif drv.get("error"):
+        mux = f"{drv.get('name') or 'multiplexer'} DOWN: {drv['error']}"
+    else:
+        mux = f"{drv.get('name')} ok"
+    return f"{drift}  {mux}"
+
+
+def group_label(name: str, agents: list[dict]) -> str:
+    counts: dict[str, int] = {}
+    for a in agents:
+        counts[a["status"]] = counts.get(a["status"], 0) + 1
+    summary = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts.get(s))
+    return f"{name}/ ({summary})"
+
+
+def cells(a: dict) -> tuple[str, ...]:
+    return (
+        a["path"],
+        a["provider"],
+        a["status"],
+        duration(a["in_status"]),
+        str(a["turn"]),
+        "stalled" if a["stalled"] else "",
+        a["exit_reason"] or "",
+        (a["answer"] or "")[:80],
+    )
+
+
+def format_frame(frame: dict) -> str:
+    h = frame["header"]
+    lines = [header_line(h)]
+    if held := held_line(h):
+        lines.append(held)
+    lines.append(drift_line(h))
+    rows: list[tuple[str, ...] | str] = [COLUMNS]
+    for g in frame["groups"]:
+        rows.append(group_label(g["name"], g["agents"]))
+        rows.extend(cells(a) for a in g["agents"])
+    table = [r for r in rows if not isinstance(r, str)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS) - 1)]
+    lines.append("")
+    for r in rows:
+        if isinstance(r, str):
+            lines.append(r)
+        else:
+            lines.append(
+                "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1]
+            )
+    return "\n".join(line.rstrip() for line in lines)

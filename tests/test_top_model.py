@@ -1,0 +1,271 @@
+"""orcr top's view model: snapshot + events by seq, filter, sort, header, text frame."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orcr_core.top.model import Filter, FleetModel, Gap, duration, iso
+from orcr_core.top.text import format_frame
+
+T0 = 1_800_000_000.0
+
+
+def agent(uuid, path, status="working", provider="echo", turn=1, **kw):
+    a = {
+        "uuid": uuid,
+        "path": path,
+        "provider": provider,
+        "status": status,
+        "exit_reason": None,
+        "turn": turn,
+        "created_at": iso(T0),
+        "started_at": iso(T0 + 1),
+        "turn_started_at": iso(T0 + 2),
+        "idle_since": iso(T0 + 3) if status == "idle" else None,
+        "ended_at": None,
+    }
+    a.update(kw)
+    return a
+
+
+def ev(seq, kind, uuid, ts=None, **data):
+    return {"seq": seq, "ts": ts or T0 + seq, "kind": kind, "agent": uuid, "data": data}
+
+
+def status(seq, uuid, path, frm, to, **kw):
+    return ev(
+        seq, "agent.status", uuid, path=path, provider="echo", **{"from": frm, "to": to}, **kw
+    )
+
+
+def snapshot(seq, *agents):
+    return {"snapshot_seq": seq, "agents": list(agents)}
+
+
+def test_events_apply_in_seq_order_over_the_snapshot():
+    m = FleetModel()
+    m.load_snapshot(snapshot(10, agent("a", "demo/a")))
+    assert m.apply(ev(9, "agent.queued", "old", path="x/old")) is False  # before the snapshot
+    assert m.apply(ev(10, "agent.queued", "old", path="x/old")) is False
+    assert "old" not in m.rows
+    assert m.apply(ev(11, "agent.queued", "b", path="demo/b", provider="echo", queue_seq=2))
+    assert m.apply(status(12, "b", "demo/b", "queued", "starting"))
+    assert m.rows["b"].status == "starting" and m.rows["b"].since == T0 + 12
+    assert m.seq == 12
+    with pytest.raises(Gap) as gap:
+        m.apply(status(14, "b", "demo/b", "starting", "working"))
+    assert (gap.value.expected, gap.value.got) == (13, 14)
+    assert m.rows["b"].status == "starting" and m.seq == 12  # a gap applies nothing
+
+
+def test_a_replayed_event_is_not_applied_twice():
+    m = FleetModel()
+    m.load_snapshot(snapshot(0))
+    m.apply_batch(
+        [
+            ev(1, "agent.queued", "b", path="demo/b", provider="echo"),
+            status(2, "b", "demo/b", "queued", "starting"),
+        ]
+    )
+    # the same frames again (a re-sent batch): the row must stay starting, not go back to queued
+    assert (
+        m.apply_batch(
+            [
+                ev(1, "agent.queued", "b", path="demo/b"),
+                status(2, "b", "demo/b", "queued", "starting"),
+            ]
+        )
+        == 0
+    )
+    assert m.rows["b"].status == "starting" and m.duplicates == 2
+
+
+def test_resnapshot_replaces_rows_keeps_ended_and_reports_vanished():
+    m = FleetModel()
+    m.load_snapshot(snapshot(5, agent("a", "demo/a"), agent("b", "demo/b", status="idle")))
+    m.apply(status(6, "b", "demo/b", "idle", "ended", exit_reason="killed"))
+    m.set_answer("a", "first\nsecond")
+    # the server restarted: 'a' ended meanwhile (absent from the active snapshot), 'c' is new
+    vanished = m.load_snapshot(snapshot(40, agent("c", "demo/c", status="queued")))
+    assert vanished == ["a"]
+    assert m.rows["a"].status == "ended" and m.rows["a"].exit_reason is None
+    assert m.seq == m.snapshot_seq == 40
+    assert m.rows["b"].status == "ended" and m.rows["b"].exit_reason == "killed"
+    assert m.rows["c"].status == "queued"
+    assert m.apply(status(40, "c", "demo/c", "queued", "starting")) is False  # in the snapshot
+    assert m.apply(status(41, "c", "demo/c", "queued", "starting"))
+    m.set_final(agent("a", "demo/a", status="ended", exit_reason="exited", ended_at=iso(T0 + 30)))
+    assert m.rows["a"].status == "ended" and m.rows["a"].answer == "first"
+
+
+def test_snapshot_time_in_status_comes_from_the_row():
+    m = FleetModel()
+    m.load_snapshot(
+        snapshot(
+            1,
+            agent("q", "a/q", status="queued"),
+            agent("w", "a/w", status="working"),
+            agent("i", "a/i", status="idle"),
+        )
+    )
+    assert [m.rows[u].since for u in "qwi"] == [T0, T0 + 2, T0 + 3]
+    rows = {a["uuid"]: a for g in m.frame(now=T0 + 70)["groups"] for a in g["agents"]}
+    assert rows["w"]["in_status"] == 68 and duration(rows["w"]["in_status"]) == "1m08s"
+
+
+def test_turns_stalls_and_stale_answers_follow_events():
+    m = FleetModel()
+    m.load_snapshot(snapshot(0, agent("a", "demo/a", status="idle", turn=1)))
+    assert m.stale_answers() == ["a"]  # an idle agent's answer is worth fetching
+    m.set_answer("a", "\n  hello there  \nmore")
+    assert m.rows["a"].answer == "hello there" and m.stale_answers() == []
+    m.apply_batch(
+        [
+            status(1, "a", "demo/a", "idle", "working"),
+            ev(2, "prompt.requested", "a", path="demo/a", turn=2),
+            ev(3, "agent.stalled", "a", path="demo/a"),
+        ]
+    )
+    assert m.rows["a"].turn == 2 and m.rows["a"].stalled and m.stale_answers() == []
+    m.apply(status(4, "a", "demo/a", "working", "idle", turn_status="completed"))
+    assert not m.rows["a"].stalled and m.stale_answers() == ["a"]
+
+
+def test_filter_by_status_glob_substring_and_stalled():
+    m = FleetModel()
+    m.load_snapshot(
+        snapshot(
+            0,
+            agent("1", "review/file_1", status="idle"),
+            agent("2", "review/deep/file_2"),
+            agent("3", "nightly/r1/build", status="queued"),
+            agent("4", "nightly/r2/build", stalled=True),
+        )
+    )
+
+    def paths(text):
+        return [r.path for g in m.groups(Filter.parse(text)) for r in g.rows]
+
+    assert paths("review/*") == ["review/file_1"]
+    assert paths("review/**") == ["review/deep/file_2", "review/file_1"]
+    assert paths("build") == ["nightly/r1/build", "nightly/r2/build"]
+    assert paths("working") == ["nightly/r2/build", "review/deep/file_2"]
+    assert paths("idle queued") == ["nightly/r1/build", "review/file_1"]
+    assert paths("working nightly/**") == ["nightly/r2/build"]
+    assert paths("stalled") == ["nightly/r2/build"]
+    assert Filter.parse("review/*").glob == "review/*"
+    assert Filter.parse("idle review/*").glob == "review/*"
+    assert Filter.parse("review").glob is None
+    assert [r.path for r in m.matching("nightly/**")] == ["nightly/r1/build", "nightly/r2/build"]
+
+
+def test_sort_and_grouping_by_level_one():
+    m = FleetModel()
+    m.load_snapshot(
+        snapshot(
+            0,
+            agent("1", "b/z", status="idle", created_at=iso(T0 + 1)),
+            agent("2", "b/a", status="queued", created_at=iso(T0 + 3)),
+            agent("3", "b/m", status="working", created_at=iso(T0 + 2)),
+            agent("4", "a/x", status="idle"),
+        )
+    )
+    assert [g.name for g in m.groups()] == ["a", "b"]
+
+    def order(sort):
+        return [r.path for r in m.groups(sort=sort)[1].rows]
+
+    assert order("path") == ["b/a", "b/m", "b/z"]
+    assert order("status") == ["b/m", "b/z", "b/a"]  # working, idle, queued
+    assert order("age") == ["b/z", "b/m", "b/a"]  # oldest first
+
+
+def test_header_counts_rows_and_takes_caps_and_drift_from_status():
+    m = FleetModel()
+    m.load_snapshot(
+        snapshot(
+            0,
+            agent("1", "a/1", status="queued"),
+            agent("2", "a/2", status="working", provider="claude"),
+            agent("3", "a/3", status="idle"),
+            agent("4", "a/4", status="lost"),
+        )
+    )
+    m.set_status(
+        {
+            "caps": {"max": 25},
+            "providers": {"claude": {"live": 9, "cap": 10}, "codex": {"live": 0, "cap": 5}},
+            "drift": {"lost": 1, "repaired": 2, "orphan_agent_panes": 0, "unmarked_panes": 3},
+            "driver": {"name": "tmux", "error": None, "info": {}},
+        }
+    )
+    h = m.header()
+    assert h["queue_depth"] == 1 and h["live"] == 2 and h["cap"] == 25
+    # live counts are the rows' (exact at the cursor), caps the server's
+    assert h["providers"] == {
+        "claude": {"live": 1, "cap": 10},
+        "codex": {"live": 0, "cap": 5},
+        "echo": {"live": 1, "cap": None},
+    }
+    assert h["held_back"] is None and h["drift"]["repaired"] == 2
+    m.apply(ev(1, "agent.queued", "5", path="a/5", provider="echo"))
+    assert m.header()["queue_depth"] == 2
+    m.set_status(dict(m.status, held_back={"memory": 2}, driver={"name": "herdr", "error": "gone"}))
+    text = format_frame(m.frame(now=T0 + 5))
+    assert "held back: memory: 2" in text
+    assert "herdr DOWN: gone" in text
+    assert "queue 2  live 2/25  claude 1/10  codex 0/5  echo 1/-" in text
+
+
+def test_text_frame_lists_groups_and_columns():
+    m = FleetModel()
+    m.load_snapshot(snapshot(0, agent("1", "demo/a", status="idle", turn=3)))
+    m.set_answer("1", "the answer\nis long")
+    m.apply(status(1, "1", "demo/a", "idle", "ended", exit_reason="killed"))
+    text = format_frame(m.frame(now=T0 + 1 + 65))
+    assert "demo/ (1 ended)" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("demo/a"))
+    assert line.split() == ["demo/a", "echo", "ended", "1m05s", "3", "killed", "the", "answer"]
+
+
+def test_ended_rows_age_out_oldest_first():
+    m = FleetModel(keep_ended=2)
+    m.load_snapshot(snapshot(0, *(agent(str(i), f"g/a{i}") for i in range(4))))
+    m.apply_batch([status(i + 1, str(i), f"g/a{i}", "working", "ended") for i in range(4)])
+    assert sorted(m.rows) == ["2", "3"]
+
+
+# a stream delivered with re-sent frames (duplicates) ends in the same state as the clean one
+_kinds = st.sampled_from(["queued", "starting", "working", "idle", "ended", "prompt"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(st.tuples(st.integers(0, 4), _kinds), min_size=1, max_size=40),
+    resend=st.lists(st.integers(0, 39), max_size=20),
+)
+def test_duplicates_never_change_the_outcome(steps, resend):
+    events = []
+    for seq, (who, kind) in enumerate(steps, start=1):
+        uid = f"u{who}"
+        if kind == "queued":
+            events.append(ev(seq, "agent.queued", uid, path=f"p/{uid}", provider="echo"))
+        elif kind == "prompt":
+            events.append(ev(seq, "prompt.requested", uid, path=f"p/{uid}", turn=seq))
+        else:
+            events.append(status(seq, uid, f"p/{uid}", "?", kind))
+    clean = FleetModel()
+    clean.load_snapshot(snapshot(0))
+    clean.apply_batch(events)
+    noisy = FleetModel()
+    noisy.load_snapshot(snapshot(0))
+    for i, e in enumerate(events):
+        noisy.apply(e)
+        for r in resend:
+            if r <= i:
+                noisy.apply(events[r])  # an old frame again
+    assert {u: vars(r) for u, r in noisy.rows.items()} == {
+        u: vars(r) for u, r in clean.rows.items()
+    }
