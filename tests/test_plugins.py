@@ -124,7 +124,7 @@ def test_client_path_imports_no_heavy_modules(server):
         "sys.argv = ['orcr'] + sys.argv[1:]\n"
         "try:\n    runpy.run_module('orcr_core.cli', run_name='__main__')\n"
         "except SystemExit:\n    pass\n"
-        "bad = sorted({m.split('.')[0] for m in sys.modules} & {'peewee', 'pluggy', 'croniter', 'tomlkit'})\n"
+        "bad = sorted({m.split('.')[0] for m in sys.modules} & {'peewee', 'pluggy', 'croniter', 'tomlkit', 'textual'})\n"
         "sys.stderr.write('HEAVY=' + ','.join(bad) + '\\n')\n"
     )
     for args in CLIENT_PATH:

@@ -91,7 +91,20 @@ class Row:
 
     @property
     def group(self) -> str:
-        return self.path.split("/", 1)[0]
+        return self.path.partition("/")[0]
+
+    def signature(self) -> tuple:
+        """What a drawn line shows of this row (the clock aside)."""
+        return (
+            self.path,
+            self.provider,
+            self.status,
+            self.since,
+            self.turn,
+            self.stalled,
+            self.exit_reason,
+            self.answer,
+        )
 
     @classmethod
     def from_agent(cls, a: dict) -> Row:
@@ -384,10 +397,15 @@ class FleetModel:
         """Rows grouped by level-1 path (a loop's runs sit under their loop), filtered, sorted."""
         key = sort_key(sort)
         by_group: dict[str, Group] = {}
-        for r in self.rows.values():
-            if flt and not flt.matches(r):
-                continue
-            by_group.setdefault(r.group, Group(r.group)).rows.append(r)
+        rows = self.rows.values()
+        if flt:
+            rows = [r for r in rows if flt.matches(r)]
+        for r in rows:
+            name = r.path.partition("/")[0]
+            g = by_group.get(name)
+            if g is None:
+                g = by_group[name] = Group(name)
+            g.rows.append(r)
         groups = [by_group[name] for name in sorted(by_group)]
         for g in groups:
             g.rows.sort(key=key)

@@ -1,0 +1,175 @@
+"""The orcr top screen, driven headlessly with Textual's Pilot against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from orcr_core.top.app import AnswerScreen, ConfirmScreen, HelpScreen, PromptScreen, TopApp
+
+SIZE = (160, 40)
+
+
+async def wait_for(pilot, cond, what: str, timeout: float = 30.0):
+    """Let the app run until ``cond()`` holds (a condition, never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        await pilot.pause(0.05)
+    raise AssertionError(f"{what} not reached in {timeout}s")
+
+
+def shown(app: TopApp) -> list[str]:
+    """The table's rows as the screen lists them: group keys and agent paths."""
+    return [k if k.startswith("g:") else app.model.rows[k].path for k in app.table.keys]
+
+
+def row(app: TopApp, path: str):
+    return next((r for r in app.model.rows.values() if r.path == path), None)
+
+
+def status_of(app: TopApp, path: str) -> str | None:
+    r = row(app, path)
+    return r.status if r else None
+
+
+def run(coro):
+    asyncio.run(coro)
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_rows_live_prompt_answer_kill_filter_sort_attach(live):
+    live.start_server()
+    o = live.sdk().__enter__()
+
+    async def main():
+        app = TopApp(live.socket)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.connected, "the first snapshot")
+            o.run("[sleep 0.5] first answer\nmore", provider="echo", path="demo/a", cwd="/")
+            # rows appear and change status as events arrive
+            await wait_for(pilot, lambda: status_of(app, "demo/a") == "working", "demo/a working")
+            await wait_for(pilot, lambda: status_of(app, "demo/a") == "idle", "demo/a idle")
+            await wait_for(pilot, lambda: row(app, "demo/a").answer == "first answer", "answer")
+            assert shown(app) == ["g:demo", "demo/a"]
+            line = app.table.line_text(app.table.keys.index(row(app, "demo/a").uuid))
+            assert line.split()[:3] == ["demo/a", "echo", "idle"] and "first answer" in line
+            assert "live 1/" in app.header_text() and "tmux ok" in app.header_text()
+
+            # p: a prompt to the idle agent
+            assert app.select("demo/a")
+            await pilot.press("p")
+            assert isinstance(app.screen, PromptScreen)
+            await pilot.press(*"second turn", "enter")
+            await wait_for(pilot, lambda: row(app, "demo/a").turn == 2, "turn 2")
+            await wait_for(pilot, lambda: row(app, "demo/a").answer == "second turn", "answer 2")
+            assert status_of(app, "demo/a") == "idle"
+
+            # enter: the last answer, in full
+            await pilot.press("enter")
+            assert isinstance(app.screen, AnswerScreen)
+            body = app.screen.query_one("#answer")
+            await wait_for(pilot, lambda: str(body.render()) == "second turn", "the answer shown")
+            await pilot.press("escape")
+            assert not isinstance(app.screen, AnswerScreen)
+
+            # p refuses an agent that is not idle
+            o.run("[sleep 60] busy", provider="echo", path="demo/b", cwd="/")
+            await wait_for(pilot, lambda: status_of(app, "demo/b") == "working", "demo/b working")
+            assert app.select("demo/b")
+            await pilot.press("p")
+            assert not isinstance(app.screen, PromptScreen)
+
+            # a: headless top cannot hand over the terminal, so it shows the command
+            await pilot.press("a")
+            await wait_for(pilot, lambda: getattr(app, "last_attach_hint", ""), "attach hint")
+            assert "demo/b" in app.last_attach_hint and "tmux" in app.last_attach_hint
+
+            # /: filter by status, then by glob; s: sort
+            await pilot.press("slash", *"idle", "enter")
+            assert shown(app) == ["g:demo", "demo/a"]
+            await pilot.press("slash", *["backspace"] * 4, *"demo/*", "enter")
+            assert shown(app) == ["g:demo", "demo/a", "demo/b"]
+            await pilot.press("s")
+            assert app.sort == "status"
+            assert shown(app) == ["g:demo", "demo/b", "demo/a"]  # working before idle
+            await pilot.press("s")
+            assert app.sort == "age" and shown(app) == ["g:demo", "demo/a", "demo/b"]
+
+            # k: a confirmation naming the agent; n keeps it, y kills it
+            assert app.select("demo/a")
+            await pilot.press("k")
+            assert isinstance(app.screen, ConfirmScreen)
+            assert app.screen.question == "Kill demo/a (idle, echo)?"
+            await pilot.press("n")
+            await pilot.pause(0.3)
+            assert status_of(app, "demo/a") == "idle"
+            await pilot.press("k", "y")
+            await wait_for(pilot, lambda: status_of(app, "demo/a") == "ended", "demo/a ended")
+            assert row(app, "demo/a").exit_reason == "killed"
+            assert "demo/a" in shown(app)  # an ended agent stays on screen
+
+            # k on a group row kills its glob, after a confirmation with the count
+            await pilot.press("slash", *["backspace"] * 6, "enter")
+            o.run("[sleep 60] x", provider="echo", path="grp/x1", cwd="/")
+            o.run("[sleep 60] x", provider="echo", path="grp/sub/x2", cwd="/")
+            await wait_for(pilot, lambda: "grp/sub/x2" in shown(app), "the grp rows")
+            assert app.select("grp/")
+            await pilot.press("k")
+            assert app.screen.question == "Kill 2 agents matching grp/**?"
+            assert "grp/sub/x2" in app.screen.detail
+            await pilot.press("y")
+            await wait_for(
+                pilot,
+                lambda: status_of(app, "grp/x1") == status_of(app, "grp/sub/x2") == "ended",
+                "grp/** ended",
+            )
+            assert status_of(app, "demo/b") == "working"  # outside the glob
+
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            assert app.model.duplicates == 0
+
+    try:
+        run(main())
+    finally:
+        o.close()
+
+
+def test_server_restart_mid_session_reconnects_and_resnapshots(server):
+    o = server.sdk().__enter__()
+
+    async def main():
+        app = TopApp(server.socket)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.connected, "the first snapshot")
+            o.run("x", provider="testp", path="r/a", cwd="/")
+            await wait_for(pilot, lambda: status_of(app, "r/a") == "working", "r/a working")
+            first_snapshot = app.model.snapshot_seq
+            o.close()
+            server.kill_server()
+            banner = app.banner
+            await wait_for(pilot, lambda: banner.has_class("shown"), "the banner")
+            assert "reconnecting" in str(banner.render())
+            server.start_server()
+            o.run("x", provider="testp", path="r/b", cwd="/")
+            await wait_for(pilot, lambda: app.connected, "reconnected")
+            await wait_for(pilot, lambda: status_of(app, "r/b") == "working", "r/b after restart")
+            assert not banner.has_class("shown")
+            # r/a's pane went with the test driver's server: recovery found it lost
+            assert app.model.snapshot_seq > first_snapshot  # a new snapshot, not a replay
+            assert status_of(app, "r/a") == "working"  # its pane outlived the server
+            o.kill("r/a")
+            await wait_for(pilot, lambda: status_of(app, "r/a") == "ended", "r/a killed")
+            o.kill("r/b")
+            await wait_for(pilot, lambda: status_of(app, "r/b") == "ended", "r/b killed")
+
+    try:
+        run(main())
+    finally:
+        o.close()
