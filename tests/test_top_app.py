@@ -173,3 +173,50 @@ def test_server_restart_mid_session_reconnects_and_resnapshots(server):
         run(main())
     finally:
         o.close()
+
+
+class ScriptedSource:
+    """A stream the test writes: what a server would send, gaps included."""
+
+    def __init__(self):
+        self.app = None
+        self.resnapshots = 0
+
+    def start(self):
+        return self
+
+    def stop(self):
+        pass
+
+    def resnapshot(self):
+        self.resnapshots += 1
+
+
+def test_a_gap_in_the_stream_makes_top_resnapshot_instead_of_guessing(short_tmp):
+    from orcr_core.top.app import Events, Snapshot
+
+    def agent(uuid, path, status):
+        return {"uuid": uuid, "path": path, "provider": "echo", "status": status, "turn": 1}
+
+    def status(seq, uuid, frm, to):
+        data = {"path": "g/a", "from": frm, "to": to}
+        return {"seq": seq, "ts": time.time(), "kind": "agent.status", "agent": uuid, "data": data}
+
+    async def main():
+        src = ScriptedSource()
+        app = TopApp(short_tmp / "none.sock", source=src)
+        async with app.run_test(size=SIZE) as pilot:
+            app.post_message(Snapshot({"snapshot_seq": 7, "agents": [agent("a", "g/a", "idle")]}))
+            await wait_for(pilot, lambda: app.connected, "the snapshot")
+            app.post_message(Events([status(8, "a", "idle", "working")]))
+            await wait_for(pilot, lambda: status_of(app, "g/a") == "working", "seq 8 applied")
+            app.post_message(Events([status(10, "a", "working", "idle")]))  # 9 is missing
+            await wait_for(pilot, lambda: src.resnapshots == 1, "a re-snapshot")
+            assert not app.connected and status_of(app, "g/a") == "working"
+            # what the old stream still delivers is dropped until the new snapshot
+            app.post_message(Events([status(9, "a", "working", "idle")]))
+            app.post_message(Snapshot({"snapshot_seq": 12, "agents": [agent("a", "g/a", "idle")]}))
+            await wait_for(pilot, lambda: app.connected, "the new snapshot")
+            assert status_of(app, "g/a") == "idle" and app.model.seq == 12
+
+    asyncio.run(main())

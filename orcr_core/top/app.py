@@ -555,14 +555,16 @@ class TopApp(App[None]):
 
     def _run_attach(self, res: dict) -> None:
         command = res.get("command")
+        self.last_attach_hint = res.get("hint") or ""
         if command:
             try:
                 with self.suspend():
-                    subprocess.run(command)  # argv, no shell; returns when detached
-                return
+                    rc = subprocess.run(command).returncode  # argv, no shell; until detached
+                if rc == 0:
+                    return
+                self.last_attach_hint = f"the attach command exited {rc}; {self.last_attach_hint}"
             except (SuspendNotSupported, OSError):
                 pass
-        self.last_attach_hint = res.get("hint") or ""
         self.notify(self.last_attach_hint, title="attach", timeout=15)
 
     def action_help(self) -> None:
