@@ -212,9 +212,12 @@ def test_header_counts_rows_and_takes_caps_and_drift_from_status():
     assert h["held_back"] is None and h["drift"]["repaired"] == 2
     m.apply(ev(1, "agent.queued", "5", path="a/5", provider="echo"))
     assert m.header()["queue_depth"] == 2
-    m.set_status(dict(m.status, held_back={"memory": 2}, driver={"name": "herdr", "error": "gone"}))
+    m.set_status(
+        dict(m.status, held="memory: 1.2 GiB free", driver={"name": "herdr", "error": "gone"})
+    )
+    assert m.header()["held_back"] == "memory: 1.2 GiB free"
     text = format_frame(m.frame(now=T0 + 5))
-    assert "held back: memory: 2" in text
+    assert "held back: memory: 1.2 GiB free" in text
     assert "herdr DOWN: gone" in text
     assert "queue 2  live 2/25  claude 1/10  codex 0/5  echo 1/-" in text
 

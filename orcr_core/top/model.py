@@ -386,7 +386,7 @@ class FleetModel:
             "providers": providers,
             "statuses": counts,
             "stalled": stalled,
-            "held_back": s.get("held_back") or None,
+            "held_back": s.get("held") or None,  # why promotions wait (memory), if they do
             "drift": s.get("drift"),
             "driver": {"name": driver.get("name"), "error": driver.get("error")}
             if driver
