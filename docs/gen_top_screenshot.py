@@ -73,7 +73,25 @@ class StaticSource:
         pass
 
 
+LOOPS = [
+    {
+        "uuid": "l1",
+        "name": "nightly",
+        "status": "active",
+        "cron": "0 3 * * *",
+        "tz": "Europe/Paris",
+        "next_fire_at": "2026-12-01T02:00:00Z",
+        "running": 1,
+        "pending": 0,
+        "last_run": {"run_id": "r82c9s", "status": "ok"},
+    }
+]
+
+
 class ShotApp(TopApp):
+    def refresh_loops(self):
+        self.model.set_loops(LOOPS)
+
     def refresh_status(self):
         self.model.set_status(
             {

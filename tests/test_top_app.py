@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -224,3 +225,36 @@ def test_a_gap_in_the_stream_makes_top_resnapshot_instead_of_guessing(short_tmp)
             assert status_of(app, "g/a") == "idle" and app.model.seq == 12
 
     asyncio.run(main())
+
+
+def test_loops_show_on_their_group_fire_now_and_pause(server):
+    server.run("loop", "create", "nl", "0 0 1 1 *", "--tz", "UTC", "--", "sleep", "30", check=True)
+
+    def loop_line(app):
+        return app.table.line_text(app.table.keys.index("g:nl"))
+
+    async def main():
+        app = TopApp(server.socket)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: "nl" in app.model.loops, "the loop")
+            await wait_for(pilot, lambda: "g:nl" in app.table.keys, "the loop's group line")
+            assert "nl/ (no agents)" in loop_line(
+                app
+            ) and "loop 0 0 1 1 * UTC · next " in loop_line(app)
+            assert app.select("nl/")
+            await pilot.press("f")  # fire now: its run.* events bring the loop line up to date
+            await wait_for(pilot, lambda: "1 running, 0 pending" in loop_line(app), "a run")
+            await pilot.press("space")
+            await wait_for(pilot, lambda: "PAUSED" in loop_line(app), "paused")
+            assert server.sdk().__enter__().loop_get("nl")["status"] == "paused"
+            await pilot.press("space")
+            await wait_for(pilot, lambda: "PAUSED" not in loop_line(app), "resumed")
+            server.run("loop", "run", "stop", "nl", "--wait", check=True)
+            await wait_for(pilot, lambda: "last stopped" in loop_line(app), "the run stopped")
+
+    asyncio.run(main())
+    frame = json.loads(server.run("top", "--once", "--json", check=True).stdout)
+    (group,) = [g for g in frame["groups"] if g["name"] == "nl"]
+    assert (
+        group["loop"]["schedule"] == "0 0 1 1 *" and group["loop"]["last_run_status"] == "stopped"
+    )

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orcr_core.top.model import Filter, FleetModel, Gap, duration, iso
+from orcr_core.top.model import Filter, FleetModel, Gap, duration, iso, local_time
 from orcr_core.top.text import format_frame
 
 T0 = 1_800_000_000.0
@@ -272,3 +272,60 @@ def test_duplicates_never_change_the_outcome(steps, resend):
     assert {u: vars(r) for u, r in noisy.rows.items()} == {
         u: vars(r) for u, r in clean.rows.items()
     }
+
+
+def test_loops_sit_on_their_group_with_schedule_next_fire_and_runs():
+    m = FleetModel()
+    m.load_snapshot(snapshot(0, agent("1", "nightly/r82c9s/review", status="working")))
+    m.set_loops(
+        [
+            {
+                "uuid": "L1",
+                "name": "nightly",
+                "status": "active",
+                "cron": "0 9 * * 1-5",
+                "tz": "Europe/Paris",
+                "next_fire_at": "2026-12-01T08:00:00Z",
+                "running": 1,
+                "pending": 0,
+                "last_run": {"run_id": "r82c9s", "status": "ok"},
+            },
+            {
+                "uuid": "L2",
+                "name": "weekly",
+                "status": "paused",
+                "cron": "0 0 * * 0",
+                "tz": "UTC",
+                "next_fire_at": None,
+                "running": 0,
+                "pending": 2,
+                "last_run": None,
+            },
+            {"uuid": "L3", "name": "gone", "status": "ended", "cron": "* * * * *", "tz": "UTC"},
+        ]
+    )
+    assert [(g.name, g.loop and g.loop["uuid"]) for g in m.groups()] == [
+        ("nightly", "L1"),
+        ("weekly", "L2"),
+    ]
+    f = m.frame()
+    info = f["groups"][0]["loop"]
+    assert (info["schedule"], info["tz"], info["running"], info["pending"]) == (
+        "0 9 * * 1-5",
+        "Europe/Paris",
+        1,
+        0,
+    )
+    assert info["last_run_status"] == "ok" and info["next_fire"] == local_time(
+        "2026-12-01T08:00:00Z"
+    )
+    assert f["groups"][1]["agents"] == [] and f["groups"][1]["loop"]["status"] == "paused"
+    text = format_frame(f)
+    assert (
+        f"nightly/ (1 working)  loop 0 9 * * 1-5 Europe/Paris · next {info['next_fire']}"
+        " · 1 running, 0 pending · last ok"
+    ) in text
+    assert "weekly/ (no agents)  loop 0 0 * * 0 UTC · PAUSED · 0 running, 2 pending" in text
+    # a status filter shows loops through their agents only; naming a loop shows it
+    assert [g.name for g in m.groups(Filter.parse("working"))] == ["nightly"]
+    assert [g.name for g in m.groups(Filter.parse("weekly"))] == ["weekly"]

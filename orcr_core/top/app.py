@@ -46,6 +46,9 @@ orcr top: the fleet live, over one watch.open stream
   K        kill every active agent matching the filter's path glob
   a        attach to the agent's pane (top suspends until you detach), or show
            the attach command when top cannot hand over the terminal
+  space    pause or resume the loop of the selected group (its runs' agents sit
+           under it)
+  f        fire a run of that loop now (pending when the loop is at its cap)
   ?        this help
   q        quit
 
@@ -205,6 +208,8 @@ class TopApp(App[None]):
         Binding("k", "kill", "Kill"),
         Binding("K", "kill_filtered", "Kill filter", show=False),
         Binding("a", "attach", "Attach"),
+        Binding("space", "loop_toggle", "Pause loop"),
+        Binding("f", "fire", "Fire loop"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -231,6 +236,7 @@ class TopApp(App[None]):
         self._answer_queue: queue.Queue[str | None] = queue.Queue()
         self._asked: set[str] = set()
         self._status_due = 0.0
+        self._loops_scheduled = False
         self.source = source if source is not None else WatchSource(socket_path, _Sink(self))
         self.renders = 0
         self.last_render_ms = 0.0
@@ -274,6 +280,7 @@ class TopApp(App[None]):
         if vanished:
             self.fetch_final(vanished)
         self.refresh_status()
+        self.refresh_loops()
         self._ask_answers()
         self.refresh_view()
 
@@ -286,6 +293,11 @@ class TopApp(App[None]):
             self.connected = False
             self.source.resnapshot()
             return
+        if not self._loops_scheduled and any(
+            e["kind"].startswith(("loop.", "run.")) for e in msg.events
+        ):
+            self._loops_scheduled = True  # one loop.list for a burst of loop events
+            self.set_timer(0.2, self.refresh_loops)
         if any(e["kind"] == "agent.status" for e in msg.events):
             self._status_due = min(
                 self._status_due or time.monotonic() + 0.5, time.monotonic() + 0.5
@@ -372,6 +384,20 @@ class TopApp(App[None]):
     def _set_status(self, status: dict) -> None:
         self.model.set_status(status)
         self._update_header()
+
+    @work(thread=True, group="loops")
+    def refresh_loops(self) -> None:
+        """Loops from loop.list: at each snapshot and after loop/run events."""
+        self._loops_scheduled = False
+        try:
+            loops = self.requests.call("loop.list")["loops"]
+        except (ServerError, OSError):
+            return
+        self.call_from_thread(self._set_loops, loops)
+
+    def _set_loops(self, loops: list[dict]) -> None:
+        self.model.set_loops(loops)
+        self.refresh_view()
 
     def _ask_answers(self) -> None:
         for uuid in self.model.stale_answers():
@@ -566,6 +592,42 @@ class TopApp(App[None]):
             except (SuspendNotSupported, OSError):
                 pass
         self.notify(self.last_attach_hint, title="attach", timeout=15)
+
+    def selected_loop(self) -> dict | None:
+        key = self.selected_key()
+        if key is None:
+            return None
+        name = key[2:] if key.startswith("g:") else self.model.rows[key].group
+        return self.model.loops.get(name)
+
+    def action_loop_toggle(self) -> None:
+        loop = self.selected_loop()
+        if loop is None:
+            self.notify("space pauses or resumes a loop: select a loop's group", severity="warning")
+            return
+        method = "loop.resume" if loop["status"] == "paused" else "loop.pause"
+        self._loop_call(method, loop["name"], f"{loop['name']}: {method.split('.')[1]}d")
+
+    def action_fire(self) -> None:
+        loop = self.selected_loop()
+        if loop is None:
+            self.notify("f fires a loop now: select a loop's group", severity="warning")
+            return
+        self._loop_call("loop.run.start", loop["name"], None)
+
+    @work(thread=True)
+    def _loop_call(self, method: str, name: str, done: str | None) -> None:
+        try:
+            res = self.requests.call(method, target=name)
+        except (ServerError, OSError) as exc:
+            self.call_from_thread(
+                self.notify, f"{name}: {getattr(exc, 'message', exc)}", severity="error"
+            )
+            return
+        if done is None:  # a run: say which
+            run = res["run"]
+            done = f"{run['path']} {run['status']}"
+        self.call_from_thread(self.notify, done, timeout=3)  # its events refresh the loop line
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

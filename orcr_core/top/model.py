@@ -194,8 +194,55 @@ class Filter:
         return None
 
 
+def _loop_shown(flt: Filter, name: str) -> bool:
+    """A loop with no matching agents still shows when the filter names it."""
+    if flt.statuses or flt.stalled:
+        return False
+    return any(_path_match(p, name) or p.rstrip("/*") == name for p in flt.paths)
+
+
 def _path_match(term: str, path: str) -> bool:
     return glob_match(term, path) if is_glob(term) else term in path
+
+
+def local_time(value: str | None) -> str | None:
+    """An RFC 3339 instant in this machine's local time: ``2026-12-01 09:00 CET``."""
+    if not value:
+        return None
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone()
+    return dt.strftime("%Y-%m-%d %H:%M %Z")
+
+
+def loop_info(loop: dict) -> dict:
+    """What the view shows of a loop: schedule, next fire, runs, last run."""
+    last = loop.get("last_run") or {}
+    schedule = loop.get("cron") or (f"once at {loop['once_at']}" if loop.get("once_at") else "")
+    return {
+        "name": loop["name"],
+        "uuid": loop.get("uuid"),
+        "status": loop.get("status"),
+        "schedule": schedule,
+        "tz": loop.get("tz"),
+        "next_fire_at": loop.get("next_fire_at"),
+        "next_fire": local_time(loop.get("next_fire_at")),
+        "running": loop.get("running", 0),
+        "pending": loop.get("pending", 0),
+        "last_run": last.get("run_id"),
+        "last_run_status": last.get("status"),
+    }
+
+
+def loop_summary(info: dict) -> str:
+    """``loop 0 9 * * 1-5 Europe/Paris · next 2026-12-01 09:00 CET · 1 running · last ok``."""
+    parts = [f"loop {info['schedule']} {info['tz'] or ''}".rstrip()]
+    if info["status"] == "paused":
+        parts.append("PAUSED")
+    elif info["next_fire"]:
+        parts.append(f"next {info['next_fire']}")
+    parts.append(f"{info['running']} running, {info['pending']} pending")
+    if info["last_run_status"]:
+        parts.append(f"last {info['last_run_status']}")
+    return " · ".join(parts)
 
 
 def sort_key(sort: str):
@@ -210,6 +257,7 @@ def sort_key(sort: str):
 class Group:
     name: str
     rows: list[Row] = field(default_factory=list)
+    loop: dict | None = None  # the loop of this name, when there is one (loop.list)
 
 
 class FleetModel:
@@ -221,6 +269,7 @@ class FleetModel:
         self.seq: int | None = None  # the cursor: the last event applied
         self.snapshot_seq: int | None = None
         self.status: dict = {}  # the last server.status
+        self.loops: dict[str, dict] = {}  # active loops by name (loop.list)
         self.duplicates = 0  # events ignored because already applied
         self.applied = 0
 
@@ -347,6 +396,10 @@ class FleetModel:
         self.rows[row.uuid] = row
         self._trim()
 
+    def set_loops(self, loops: list[dict]) -> None:
+        """The loops as ``loop.list`` returns them (asked again after loop events)."""
+        self.loops = {lp["name"]: lp for lp in loops if lp.get("status") != "ended"}
+
     def set_status(self, status: dict) -> None:
         self.status = status or {}
 
@@ -406,6 +459,12 @@ class FleetModel:
             if g is None:
                 g = by_group[name] = Group(name)
             g.rows.append(r)
+        for name, loop in self.loops.items():
+            g = by_group.get(name)
+            if g is None and (not flt or _loop_shown(flt, name)):
+                g = by_group[name] = Group(name)
+            if g is not None:
+                g.loop = loop
         groups = [by_group[name] for name in sorted(by_group)]
         for g in groups:
             g.rows.sort(key=key)
@@ -428,7 +487,11 @@ class FleetModel:
             "filter": flt.text if flt else "",
             "header": self.header(),
             "groups": [
-                {"name": g.name, "agents": [r.to_json(now) for r in g.rows]}
+                {
+                    "name": g.name,
+                    "loop": loop_info(g.loop) if g.loop else None,
+                    "agents": [r.to_json(now) for r in g.rows],
+                }
                 for g in self.groups(flt, sort)
             ],
         }

@@ -144,14 +144,15 @@ class Requests:
 
 
 def load_once(socket_path: Path, all: bool = False, answers: bool = True) -> FleetModel:
-    """One frame's model, for ``orcr top --once``: a snapshot, the server's status
-    and the last answer of every agent that has one."""
+    """One frame's model, for ``orcr top --once``: a snapshot, the server's status,
+    the loops and the last answer of every agent that has one."""
     model = FleetModel()
     with Client(socket_path, autostart=False) as c:
         model.load_snapshot(c.call("watch.open", all=all))
     req = Requests(socket_path)
     try:
         model.set_status(req.call("server.status"))
+        model.set_loops(req.call("loop.list")["loops"])
         if answers:
             for uuid in model.stale_answers():
                 model.set_answer(uuid, req.answer(uuid))

@@ -16,7 +16,7 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from orcr_core.top.model import STATUSES, Group, Row, duration
+from orcr_core.top.model import STATUSES, Group, Row, duration, loop_info, loop_summary
 
 STATUS_STYLE = {
     "working": Style(color="green", bold=True),
@@ -27,6 +27,7 @@ STATUS_STYLE = {
     "ended": Style(dim=True),
 }
 GROUP_STYLE = Style(bold=True)
+LOOP_STYLE = Style(color="magenta")
 STALLED_STYLE = Style(color="red", bold=True)
 CURSOR_STYLE = Style(reverse=True)
 HEAD_STYLE = Style(bold=True, underline=True)
@@ -116,7 +117,9 @@ class FleetTable(ScrollView, can_focus=True):
     def _signature(self, index: int) -> tuple:
         key, item = self.lines[index]
         if isinstance(item, Group):
-            return (key, tuple(r.status for r in item.rows))
+            loop = item.loop
+            shown = loop_summary(loop_info(loop)) if loop else None
+            return (key, tuple(r.status for r in item.rows), shown)
         return (key, item.signature())
 
     def selected_key(self) -> str | None:
@@ -175,7 +178,14 @@ class FleetTable(ScrollView, can_focus=True):
             for r in item.rows:
                 counts[r.status] = counts.get(r.status, 0) + 1
             summary = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts.get(s))
-            return [Segment(_fit(f"▾ {item.name}/ ({summary})", width), GROUP_STYLE)]
+            label = f"▾ {item.name}/ ({summary or 'no agents'})"
+            if item.loop is None:
+                return [Segment(_fit(label, width), GROUP_STYLE)]
+            loop = "  ⟳ " + loop_summary(loop_info(item.loop))
+            return [
+                Segment(label, GROUP_STYLE),
+                Segment(_fit(loop, max(0, width - len(label))), LOOP_STYLE),
+            ]
         segs = []
         for (text, style), w in zip(self.cells(item, now), self.widths(width), strict=True):
             segs.append(Segment(_fit(text, w) + " ", style))

@@ -3,7 +3,7 @@ screen shares with it."""
 
 from __future__ import annotations
 
-from orcr_core.top.model import STATUSES, duration
+from orcr_core.top.model import STATUSES, duration, loop_summary
 
 COLUMNS = ("PATH", "PROVIDER", "STATUS", "TIME", "TURN", "STALLED", "EXIT", "ANSWER")
 
@@ -52,12 +52,13 @@ def drift_line(h: dict) -> str:
     return f"{drift}  {mux}"
 
 
-def group_label(name: str, agents: list[dict]) -> str:
+def group_label(name: str, agents: list[dict], loop: dict | None = None) -> str:
     counts: dict[str, int] = {}
     for a in agents:
         counts[a["status"]] = counts.get(a["status"], 0) + 1
     summary = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts.get(s))
-    return f"{name}/ ({summary})"
+    label = f"{name}/ ({summary or 'no agents'})"
+    return f"{label}  {loop_summary(loop)}" if loop else label
 
 
 def cells(a: dict) -> tuple[str, ...]:
@@ -81,7 +82,7 @@ def format_frame(frame: dict) -> str:
     lines.append(drift_line(h))
     rows: list[tuple[str, ...] | str] = [COLUMNS]
     for g in frame["groups"]:
-        rows.append(group_label(g["name"], g["agents"]))
+        rows.append(group_label(g["name"], g["agents"], g.get("loop")))
         rows.extend(cells(a) for a in g["agents"])
     table = [r for r in rows if not isinstance(r, str)]
     widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS) - 1)]
