@@ -79,3 +79,24 @@ def test_once_flags_are_checked(orcr_home):
 def test_top_without_a_terminal_says_to_use_once(server):
     r = server.run("top")
     assert r.returncode == 1 and "orcr top --once" in r.stderr
+
+
+def test_once_shows_why_the_queue_is_held(orcr_home):
+    orcr_home.config(
+        '[driver]\nname = "test"\n[concurrency]\nmin_free_memory = "100000GiB"\n'
+        '[timings]\npoll_every = "50ms"\n'
+    )
+    orcr_home.start_server()
+    orcr_home.run("agent", "run", "--provider", "testp", "--path", "h/a", "x", check=True)
+    f = until(
+        lambda: (
+            (f := json.loads(orcr_home.run("top", "--once", "--json", check=True).stdout))[
+                "header"
+            ]["held_back"]
+            and f
+        ),
+        what="a held-back reason",
+    )
+    assert "memory" in f["header"]["held_back"] and f["header"]["queue_depth"] == 1
+    text = orcr_home.run("top", "--once", check=True).stdout
+    assert "held back: " in text and "memory" in text.splitlines()[1]
