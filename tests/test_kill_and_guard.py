@@ -84,3 +84,47 @@ def test_stuck_start_guard_fails_and_frees_slot(orcr_home):
         _until(lambda: o.get("s/next")["status"] == "working", 10)
     labels = [p["label"] for p in td.read_state()["panes"].values()]
     assert labels == ["s/next"]
+
+
+def test_kill_while_the_start_call_hangs_is_canceled_not_failed(orcr_home):
+    """The multiplexer's start call hangs past the stuck-start guard after a kill was
+    requested: the requested kill decides the outcome (canceled), and the pane the
+    hung call makes in the end is closed."""
+    orcr_home.config(
+        '[driver]\nname = "test"\n[timings]\nmax_starting = "1s"\npoll_every = "50ms"\n'
+    )
+    orcr_home.start_server(extra_env={"ORCR_TEST_START_DELAY": "3"})
+    with orcr_home.sdk() as o:
+        o.run("x", provider="testp", path="h/hung", cwd="/")
+        _until(lambda: _has_event(orcr_home, "pane.start_requested"))  # start() hangs
+        assert o.kill("h/hung")[0]["result"] == "cancel_requested"
+        a = _until(lambda: (lambda a: a if a["status"] == "ended" else None)(o.get("h/hung")), 10)
+        assert a["exit_reason"] == "canceled", a
+        # the guard expired first (1s < 3s): it ended the row, honouring the kill
+        ended = [
+            e["data"] for e in orcr_home.events(a["uuid"])
+            if e["kind"] == "agent.status" and e["data"]["to"] == "ended"
+        ]  # fmt: skip
+        assert "stuck-start guard" in ended[0]["reason"]
+        _until(lambda: [e[0] for e in td.read_state()["log"]] == ["start", "close"], 10)
+        assert td.read_state()["panes"] == {}
+
+
+def test_kill_while_the_start_call_fails_is_canceled_not_failed(orcr_home):
+    """A start call that errors after a kill was requested: still canceled."""
+    orcr_home.start_server(
+        extra_env={"ORCR_TEST_START_DELAY": "1.0", "ORCR_TEST_START_ERROR": "boom"}
+    )
+    with orcr_home.sdk() as o:
+        o.run("x", provider="testp", path="h/err", cwd="/")
+        _until(lambda: _has_event(orcr_home, "pane.start_requested"))
+        assert o.kill("h/err")[0]["result"] == "cancel_requested"
+        a = _until(lambda: (lambda a: a if a["status"] == "ended" else None)(o.get("h/err")), 10)
+        assert a["exit_reason"] == "canceled" and a["error"] is None, a
+    # without a kill the same error fails the agent
+    orcr_home.stop_server()
+    orcr_home.start_server(extra_env={"ORCR_TEST_START_ERROR": "boom"})
+    with orcr_home.sdk() as o:
+        o.run("x", provider="testp", path="h/err2", cwd="/")
+        a = _until(lambda: (lambda a: a if a["status"] == "ended" else None)(o.get("h/err2")), 10)
+        assert a["exit_reason"] == "failed" and "boom" in a["error"], a

@@ -159,7 +159,11 @@ def _guard_expired(server, agent: Agent, guard: float) -> None:
         agent = Agent.get_by_id(agent.id)
         if agent.status != "starting":
             return
-        lifecycle.transition(agent, "ended", "failed", error=msg)
+        if agent.cancel_requested:
+            # a kill was requested while the multiplexer call hung: the kill decides
+            lifecycle.transition(agent, "ended", "canceled", reason=msg)
+        else:
+            lifecycle.transition(agent, "ended", "failed", error=msg)
     server.notify()
     try:
         pipeline.close_pane(server, agent, pane_of(agent), "stuck-start guard")

@@ -301,7 +301,10 @@ def fail(server, agent: Agent, error: str) -> None:
     with db.atomic("IMMEDIATE"):
         agent = _fresh(agent)
         if agent.status == "starting":
-            lifecycle.transition(agent, "ended", "failed", error=error)
+            if agent.cancel_requested:  # a requested kill decides the outcome
+                lifecycle.transition(agent, "ended", "canceled", reason=error)
+            else:
+                lifecycle.transition(agent, "ended", "failed", error=error)
 
 
 def end(server, agent: Agent, reason: str, error: str | None = None) -> bool:

@@ -79,6 +79,8 @@ class TestDriver:
         only = os.environ.get("ORCR_TEST_SLOW_LABEL")
         if delay and (not only or only == spec.label):
             time.sleep(delay)
+        if os.environ.get("ORCR_TEST_START_ERROR"):
+            raise DriverError(os.environ["ORCR_TEST_START_ERROR"], code="start_failed")
         with _state() as s:
             s["n"] += 1
             pid = f"{spec.workspace_id}:p{s['n']}"
