@@ -128,3 +128,27 @@ def test_kill_while_the_start_call_fails_is_canceled_not_failed(orcr_home):
         o.run("x", provider="testp", path="h/err2", cwd="/")
         a = _until(lambda: (lambda a: a if a["status"] == "ended" else None)(o.get("h/err2")), 10)
         assert a["exit_reason"] == "failed" and "boom" in a["error"], a
+
+
+def test_stuck_start_guard_is_reset_by_each_progress_marker(orcr_home):
+    """Two slow steps (workspace, pane) each well within max_starting, together past
+    it: the guard is measured from the last progress marker, not from started_at."""
+    orcr_home.config(
+        '[driver]\nname = "test"\n[timings]\nmax_starting = "2s"\npoll_every = "50ms"\n'
+    )
+    orcr_home.start_server(
+        extra_env={"ORCR_TEST_WORKSPACE_DELAY": "1.3", "ORCR_TEST_START_DELAY": "1.3"}
+    )
+    with orcr_home.sdk() as o:
+        o.run("x", provider="testp", path="g/slow", cwd="/")
+        a = _until(
+            lambda: (lambda a: a if a["status"] in ("working", "ended") else None)(o.get("g/slow")),
+            15,
+        )
+        assert a["status"] == "working", a
+    ts = {
+        e["data"]["to"]: e["ts"] for e in orcr_home.events(a["uuid"]) if e["kind"] == "agent.status"
+    }
+    assert ts["working"] - ts["starting"] > 2.0  # the start outlived one guard period
+    markers = [e["kind"] for e in orcr_home.events(a["uuid"])]
+    assert "pane.workspace_applied" in markers and "pane.start_applied" in markers

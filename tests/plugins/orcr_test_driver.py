@@ -71,6 +71,7 @@ class TestDriver:
         pass
 
     def ensure_workspace(self, level1):
+        time.sleep(float(os.environ.get("ORCR_TEST_WORKSPACE_DELAY", "0")))
         with _state() as s:
             return s["workspaces"].setdefault(level1, f"w{len(s['workspaces']) + 1}")
 
