@@ -130,11 +130,16 @@ def test_two_call_rule_submits_where_one_write_would_not(make_emulator, config_f
     time.sleep(0.5)
     assert "GOT:" not in driver.read(ref)
     driver.send_keys(ref, ["ctrl+u"])  # clear the stuck line
-    started = time.monotonic()
+    mark = len(emu.inputs(ref.pane_id))
     driver.send_prompt(ref, "hello")
-    assert time.monotonic() - started >= 0.3
+    # what herdr saw: the text alone in one call, Enter alone in a later one,
+    # at least herdr's own 300 ms apart, and nothing swallowed
+    text, enter = emu.inputs(ref.pane_id)[mark:]
+    assert (text.method, text.sent, text.delivered) == ("pane.send_input", b"hello", b"hello")
+    assert (enter.method, enter.sent, enter.delivered) == ("pane.send_keys", b"\r", b"\r")
+    assert enter.at - text.at >= 0.3
+    assert text.swallowed_enters == enter.swallowed_enters == 0
     wait_for(lambda: "GOT:hello" in driver.read(ref))
-    assert emu.inputs(ref.pane_id)[-1].delivered == b"\r"
     assert emu.violations == []
 
 
