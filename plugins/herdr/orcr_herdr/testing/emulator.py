@@ -166,6 +166,8 @@ class Emulator(SessionState):
         self._ticker: threading.Thread | None = None
         self._dirty_at: float | None = None
         self._drop: list[str] = []  # fault injection: "before" / "after" per connection
+        self._muted = False  # fault injection: an outage, every connection dropped
+        self.muted_connections = 0  # connections dropped while muted
         self._reply_hooks: list[Callable[[str, dict], dict]] = []
         self._resume_at: dict[str, float] = {}
         self.stop_requested = threading.Event()  # set by server.stop (the CLI exits on it)
@@ -337,6 +339,17 @@ class Emulator(SessionState):
         with self.lock:
             self._drop.extend([when] * count)
 
+    def mute(self) -> None:
+        """Fault injection: an outage. Every connection is closed unanswered (its
+        processes run on, existing event streams stay open) until :meth:`unmute`;
+        ``muted_connections`` counts the requests refused meanwhile."""
+        with self.lock:
+            self._muted = True
+
+    def unmute(self) -> None:
+        with self.lock:
+            self._muted = False
+
     def corrupt_next_reply(self, mutate: Callable[[str, dict], dict]) -> None:
         """Fault injection: ``mutate(method, reply) -> reply`` for the next reply sent."""
         with self.lock:
@@ -377,6 +390,9 @@ class Emulator(SessionState):
     def _serve(self, conn: socket.socket) -> None:
         with self.lock:
             drop = self._drop.pop(0) if self._drop else None
+            if self._muted:
+                drop = "before"
+                self.muted_connections += 1
         if drop == "before":
             return
         line = read_request(conn, self.request_timeout)
