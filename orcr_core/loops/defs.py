@@ -223,20 +223,35 @@ def run_dict(run: LoopRun, name: str) -> dict:
     }
 
 
+_LAST_RUNS = (
+    "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY loop ORDER BY created_at DESC) "
+    "AS n FROM loop_run WHERE status != 'pending'{where}) WHERE n = 1"
+)
+_COUNTS = (
+    "SELECT loop, status, COUNT(*) FROM loop_run WHERE status IN "
+    "('pending', 'running', 'stopping'){where} GROUP BY loop, status"
+)
+
+
+def loop_dicts(loops: list[Loop]) -> list[dict]:
+    """Many loops with their counts and last runs: two queries for all of them."""
+    if not loops:
+        return []
+    where, args = "", ()
+    if len(loops) == 1:
+        where, args = " AND loop = ?", (loops[0].uuid,)
+    last = {r.loop: r for r in LoopRun.raw(_LAST_RUNS.format(where=where), *args)}
+    counts: dict[str, dict[str, int]] = {}
+    for loop_uuid, status, n in db.execute_sql(_COUNTS.format(where=where), args).fetchall():
+        counts.setdefault(loop_uuid, {})[status] = n
+    return [_loop_dict(lp, last.get(lp.uuid), counts.get(lp.uuid, {})) for lp in loops]
+
+
 def loop_dict(loop: Loop) -> dict:
-    last = (
-        LoopRun.select()
-        .where((LoopRun.loop == loop.uuid) & (LoopRun.status != "pending"))
-        .order_by(LoopRun.created_at.desc())
-        .first()
-    )
-    counts = dict(
-        db.execute_sql(
-            "SELECT status, COUNT(*) FROM loop_run WHERE loop = ? AND status IN "
-            "('pending', 'running', 'stopping') GROUP BY status",
-            (loop.uuid,),
-        ).fetchall()
-    )
+    return loop_dicts([loop])[0]
+
+
+def _loop_dict(loop: Loop, last: LoopRun | None, counts: dict[str, int]) -> dict:
     nxt = loop.next_fire_at
     return {
         "uuid": loop.uuid,

@@ -52,7 +52,7 @@ def loop_list(server, params):
     q = Loop.select().order_by(Loop.created_at)
     if not params.get("all"):
         q = q.where(Loop.status != "ended")
-    return {"loops": [defs.loop_dict(lp) for lp in q]}
+    return {"loops": defs.loop_dicts(list(q))}
 
 
 @method("loop.pause")
