@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from orcr_core.client import ServerError
 from orcr_core.testing import until
 
 PY = sys.executable
@@ -195,6 +196,11 @@ def test_stop_kills_after_the_grace_period_and_a_second_stop_is_harmless(loops):
         # the second stop comes within the grace period: it neither restarts nor doubles it
         assert [r["result"] for r in o.loop_run_stop(path)] == ["stopping"]
         assert [r["result"] for r in o.loop_run_stop(path)] == ["stopping"]
+        # the barrier: while stopping, no new agent under the run's path
+        with pytest.raises(ServerError) as exc:
+            o.run("x", provider="testp", path="late", cwd="/", scope=path)
+        assert exc.value.code == "run_stopping"
+        assert o.loop_run_list("stubborn")[0]["status"] == "stopping"
     run = until(lambda: _ended(loops, path), what="the stop to finish")
     assert run["status"] == "stopped" and run["exit_code"] == -signal.SIGKILL
     signals = [d["signal"] for _, d in _loop_events(loops, "stubborn", "run.signal")]
@@ -505,3 +511,29 @@ def test_loop_logs_follow_prints_a_run_until_it_ends(loops):
         assert follower.wait(30) == 0  # it ends with the run
     finally:
         follower.kill()
+
+
+def test_a_stop_under_way_resumes_after_a_server_crash(loops):
+    _create(loops, "resumed", "0 0 1 1 *", "--", "sh", "-c", IGNORE_TERM)
+    path = _start(loops, "resumed")
+    until(lambda: _ready(loops, path), what="the run to be ready")
+    pid = _run(loops, path)["pid"]
+    conf = loops.path / "config.toml"
+    loops.config(conf.read_text().replace('stop_grace = "1s"', 'stop_grace = "1h"'))
+    with loops.sdk() as o:
+        o.client.call("config.reload")
+        o.loop_run_stop(path)
+    until(lambda: _loop_events(loops, "resumed", "run.signal"), what="TERM")
+    loops.kill_server()  # mid-grace
+    assert _alive(pid) and _run_status_in_store(loops, path) == "stopping"
+    loops.config(conf.read_text().replace('stop_grace = "1h"', 'stop_grace = "1s"'))
+    loops.start_server()
+    run = until(lambda: _ended(loops, path), what="the resumed stop")
+    assert run["status"] == "stopped" and not _alive(pid)
+    signals = [d["signal"] for _, d in _loop_events(loops, "resumed", "run.signal")]
+    assert signals == ["TERM", "TERM", "KILL"]  # the stop path ran again from its start
+
+
+def _run_status_in_store(home, path):
+    ((status,),) = _sql(home, "SELECT status FROM loop_run WHERE run_id = ?", (path.split("/")[1],))
+    return status
