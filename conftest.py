@@ -19,10 +19,49 @@ from pathlib import Path
 
 import pytest
 
-from orcr_core.testing import until  # noqa: F401  (re-exported for tests)
+from orcr_core.testing import CORPUS_HOW, corpus_dir, until  # noqa: F401  (until: re-exported)
 
 ROOT = Path(__file__).resolve().parent
 TEST_PLUGINS = ROOT / "tests" / "plugins"
+
+# The conformance group: tests marked ``conformance`` read the third-party transcript
+# corpus, which stays outside the repository (mixed licences). They run whenever it
+# is found; otherwise they are deselected and one summary line says why and how to
+# run them. ``.ci/run`` sets ORCR_SHARED, so CI always runs them.
+_CONFORMANCE = pytest.StashKey[tuple]()
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "conformance: reads the third-party transcript corpus (shared/fixtures/transcripts); "
+        "runs when it is found, else is reported as not run",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        corpus = corpus_dir(ROOT)
+    except FileNotFoundError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    group = [item for item in items if item.get_closest_marker("conformance")]
+    if corpus is None and group:
+        items[:] = [item for item in items if not item.get_closest_marker("conformance")]
+        config.hook.pytest_deselected(items=group)
+    config.stash[_CONFORMANCE] = (corpus, len(group))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    corpus, count = config.stash.get(_CONFORMANCE, (None, 0))
+    if not count:
+        return
+    if corpus is None:
+        terminalreporter.write_line(
+            f"conformance: {count} tests NOT RUN: no transcript corpus found; {CORPUS_HOW}, "
+            "e.g. ORCR_SHARED=/path/to/shared python -m pytest -m conformance"
+        )
+    else:
+        terminalreporter.write_line(f"conformance: {count} tests selected, corpus {corpus}")
 
 
 class OrcrHome:

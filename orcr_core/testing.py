@@ -19,23 +19,42 @@ def until(fn, timeout: float = 30.0, what: str = "condition"):
     raise AssertionError(f"{what} not reached in {timeout}s")
 
 
-def shared_dir(start: str | os.PathLike[str] | None = None) -> Path:
-    """The read-only ``shared/`` tree: ``$ORCR_SHARED``, else the first ``shared/``
-    with a ``fixtures`` folder beside one of ``start``'s ancestors (the repo
-    is ``/work/main`` with ``/work/shared``; CI clones it with ``../shared``)."""
+CORPUS_HOW = (
+    "set ORCR_SHARED to the shared/ folder that holds fixtures/transcripts "
+    "(or put shared/ beside the repository)"
+)
+
+
+def corpus_dir(start: str | os.PathLike[str] | None = None) -> Path | None:
+    """The third-party transcript corpus, ``<shared>/fixtures/transcripts``, or None.
+
+    ``$ORCR_SHARED`` names ``shared/``; when it is set the corpus must be there
+    (FileNotFoundError otherwise: CI must not pass by running nothing). Else the
+    first ``shared/`` holding it beside ``start``'s ancestors (this file's by
+    default) is used: ``/work/main`` with ``/work/shared``, a CI clone with
+    ``../shared``. The corpus has mixed licences and never enters the repository;
+    the tests that read it are the ``conformance`` group.
+    """
     env = os.environ.get("ORCR_SHARED")
     if env:
-        return Path(env)
+        corpus = Path(env) / "fixtures" / "transcripts"
+        if not corpus.is_dir():
+            raise FileNotFoundError(f"ORCR_SHARED={env} has no fixtures/transcripts folder")
+        return corpus
     here = Path(start or __file__).resolve()
     for parent in here.parents:
-        candidate = parent / "shared"
-        if (candidate / "fixtures").is_dir():
-            return candidate
-    raise FileNotFoundError(f"no shared/fixtures beside any parent of {here}; set ORCR_SHARED")
+        corpus = parent / "shared" / "fixtures" / "transcripts"
+        if corpus.is_dir():
+            return corpus
+    return None
 
 
 def transcript_fixtures(provider: str) -> Path:
-    return shared_dir() / "fixtures" / "transcripts" / provider
+    """One provider's folder of the corpus (conformance tests only)."""
+    corpus = corpus_dir()
+    if corpus is None:
+        raise FileNotFoundError(f"no transcript corpus found: {CORPUS_HOW}")
+    return corpus / provider
 
 
 class FakeClock:

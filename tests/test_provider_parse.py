@@ -1,19 +1,25 @@
-"""`orcr provider parse` prints what the adapter reads, for every shared fixture."""
+"""`orcr provider parse` prints what the adapter reads.
+
+orcr's own fixtures (plugins/*/tests/fixtures) always run; the third-party corpus
+is the ``conformance`` group (see conftest.py).
+"""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from orcr_core.testing import shared_dir
+from orcr_core.testing import corpus_dir
 
-FIXTURES = sorted((shared_dir() / "fixtures" / "transcripts").glob("*/*.jsonl"))
+ROOT = Path(__file__).resolve().parent.parent
+OWN = sorted(ROOT.glob("plugins/*/tests/fixtures/*.jsonl"))
 
 
-@pytest.mark.parametrize("path", FIXTURES, ids=[p.name for p in FIXTURES])
-def test_parse_matches_the_adapter(orcr_home, path):
-    provider = path.parent.name
+def check_parse(orcr_home, path: Path) -> dict:
+    # plugins/<provider>/tests/fixtures/x.jsonl, or <corpus>/<provider>/x.jsonl
+    provider = path.parents[2].name if path.parent.name == "fixtures" else path.parent.name
     r = orcr_home.run("provider", "parse", provider, str(path), "--json", check=True)
     out = json.loads(r.stdout)
     from orcr_core.plugins import build_registry, get_plugin_manager
@@ -22,35 +28,36 @@ def test_parse_matches_the_adapter(orcr_home, path):
     assert out == expected
     assert set(out) == {"provider", "version", "state", "turns"}
     assert out["state"] in ("idle", "working", "blocked", "unknown")
+    return out
+
+
+def test_own_fixtures_exist_for_both_providers():
+    assert {p.parent.parent.parent.name for p in OWN} == {"claude", "codex"}
+
+
+@pytest.mark.parametrize("path", OWN, ids=[p.name for p in OWN])
+def test_parse_matches_the_adapter(orcr_home, path):
+    out = check_parse(orcr_home, path)
+    assert out["turns"], "every own fixture has at least one turn"
 
 
 def test_parse_ground_truth_spot_checks(orcr_home):
-    base = shared_dir() / "fixtures" / "transcripts"
-    out = json.loads(
-        orcr_home.run(
-            "provider",
-            "parse",
-            "claude",
-            str(base / "claude" / "claude-1.0.98-init.jsonl"),
-            "--json",
-            check=True,
-        ).stdout
-    )
+    claude = ROOT / "plugins" / "claude" / "tests" / "fixtures"
+    out = check_parse(orcr_home, claude / "orcr-1.0.98-init-sidechain.jsonl")
     assert out["version"] == "1.0.98" and out["state"] == "idle"
     assert [t["status"] for t in out["turns"]] == ["completed"]
-    assert out["turns"][0]["final_text"].startswith("I've created a basic CLAUDE.md file")
-    out = json.loads(
-        orcr_home.run(
-            "provider",
-            "parse",
-            "claude",
-            str(base / "claude" / "claude-2.1.38-tool-heavy.jsonl"),
-            "--json",
-            check=True,
-        ).stdout
-    )
-    assert [t["status"] for t in out["turns"]] == ["interrupted", "interrupted"]
-    r = orcr_home.run(
-        "provider", "parse", "nope", str(base / "claude" / "claude-1.0.98-init.jsonl")
-    )
+    assert out["turns"][0]["final_text"].startswith("I drafted a CLAUDE.md")
+    out = check_parse(orcr_home, claude / "orcr-2.1.38-split-interrupted.jsonl")
+    assert [t["status"] for t in out["turns"]] == ["interrupted"]
+    r = orcr_home.run("provider", "parse", "nope", str(claude / "orcr-1.0.98-init-sidechain.jsonl"))
     assert r.returncode == 1 and "unknown provider 'nope'" in r.stderr
+
+
+@pytest.mark.conformance
+def test_parse_matches_the_adapter_on_the_corpus(orcr_home):
+    corpus = sorted(corpus_dir().glob("*/*.jsonl"))
+    assert len(corpus) >= 9, corpus
+    for path in corpus:
+        check_parse(orcr_home, path)
+    out = check_parse(orcr_home, corpus_dir() / "claude" / "claude-2.1.38-tool-heavy.jsonl")
+    assert [t["status"] for t in out["turns"]] == ["interrupted", "interrupted"]

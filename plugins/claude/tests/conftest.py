@@ -1,8 +1,6 @@
-from pathlib import Path
-
 import pytest
 
-from orcr_core.testing import FakeClock, Transcript, transcript_fixtures
+from orcr_core.testing import FakeClock, Transcript
 
 
 @pytest.fixture
@@ -13,8 +11,3 @@ def clock():
 @pytest.fixture
 def transcript(tmp_path):
     return Transcript(tmp_path / "session.jsonl")
-
-
-@pytest.fixture(scope="session")
-def claude_fixtures() -> Path:
-    return transcript_fixtures("claude")

@@ -1,4 +1,14 @@
-"""Every Claude fixture against its SOURCES.md ground truth, whole and in chunks."""
+"""Every Claude fixture against its ground truth, whole and in chunks.
+
+Two sets: orcr's own fixtures (``fixtures/``, written from the documented format,
+README.md there says what each exercises, OWN_TRUTH below what it reads as) always run; the third-party corpus
+(``shared/fixtures/transcripts/claude``, ground truth in its SOURCES.md) is the
+``conformance`` group, run when the corpus is found.
+"""
+
+import os
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -8,10 +18,33 @@ from orcr_claude import ClaudeProvider, summarize
 from orcr_core.testing import FakeClock, transcript_fixtures
 from orcr_core.testing import feed_in_chunks as _feed_in_chunks
 
-FIXTURES = transcript_fixtures("claude")
+OWN = Path(__file__).parent / "fixtures"
 
 # file -> (version, final state, [(status, first 200 code points of final text, full length)])
-GROUND_TRUTH = {
+OWN_TRUTH = {
+    "orcr-2.1.38-split-interrupted.jsonl": ("2.1.38", "idle", [("interrupted", None, None)]),
+    "orcr-1.0.98-init-sidechain.jsonl": (
+        "1.0.98",
+        "idle",
+        [
+            (
+                "completed",
+                "I drafted a CLAUDE.md for this empty repository. "
+                "Grant write access and I will save it.",
+                87,
+            )
+        ],
+    ),
+    "orcr-2.1.233-hook-two-turns.jsonl": (
+        "2.1.233",
+        "idle",
+        [
+            ("completed", "It printed hello.", 17),
+            ("completed", "The background job finished cleanly.", 36),
+        ],
+    ),
+}
+CORPUS_TRUTH = {
     "claude-2.1.38-interrupted-short.jsonl": ("2.1.38", "idle", [("interrupted", None, None)]),
     "claude-2.1.38-tool-heavy.jsonl": (
         "2.1.38",
@@ -47,8 +80,24 @@ GROUND_TRUTH = {
 }
 
 
-def test_every_fixture_has_ground_truth():
-    assert sorted(p.name for p in FIXTURES.glob("*.jsonl")) == sorted(GROUND_TRUTH)
+GROUND_TRUTH = {**OWN_TRUTH, **CORPUS_TRUTH}
+CASES = [pytest.param(name, id=name) for name in sorted(OWN_TRUTH)] + [
+    pytest.param(name, id=name, marks=pytest.mark.conformance) for name in sorted(CORPUS_TRUTH)
+]
+
+
+def fixture(name: str) -> Path:
+    return OWN / name if name in OWN_TRUTH else transcript_fixtures("claude") / name
+
+
+def test_every_own_fixture_has_ground_truth():
+    assert sorted(p.name for p in OWN.glob("*.jsonl")) == sorted(OWN_TRUTH)
+
+
+@pytest.mark.conformance
+def test_every_corpus_fixture_has_ground_truth():
+    corpus = transcript_fixtures("claude")
+    assert sorted(p.name for p in corpus.glob("*.jsonl")) == sorted(CORPUS_TRUTH)
 
 
 def check(result: dict, name: str) -> None:
@@ -65,9 +114,9 @@ def check(result: dict, name: str) -> None:
             assert len(got["final_text"]) == length
 
 
-@pytest.mark.parametrize("name", sorted(GROUND_TRUTH))
+@pytest.mark.parametrize("name", CASES)
 def test_fixture_whole(name):
-    result = summarize(str(FIXTURES / name))
+    result = summarize(str(fixture(name)))
     check(result, name)
     assert set(result) == {"provider", "version", "state", "turns"}
     assert all(set(t) == {"status", "final_text"} for t in result["turns"])
@@ -77,34 +126,44 @@ def feed_in_chunks(data: bytes, cuts: list[int]) -> dict:
     return _feed_in_chunks(ClaudeProvider(), data, cuts)
 
 
-@pytest.mark.parametrize("name", sorted(GROUND_TRUTH))
+@pytest.mark.parametrize("name", CASES)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_fixture_in_random_chunks_matches_whole_read(name, data):
-    raw = (FIXTURES / name).read_bytes()
+    raw = fixture(name).read_bytes()
     cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=15))
-    assert feed_in_chunks(raw, cuts) == summarize(str(FIXTURES / name))
+    assert feed_in_chunks(raw, cuts) == summarize(str(fixture(name)))
 
 
-@pytest.mark.parametrize("name", sorted(GROUND_TRUTH))
+@pytest.mark.parametrize("name", CASES)
 def test_fixture_cut_in_the_middle_of_every_line(name):
-    raw = (FIXTURES / name).read_bytes()
+    raw = fixture(name).read_bytes()
     starts = [0] + [i + 1 for i, b in enumerate(raw) if b == 0x0A]
     cuts = [s + 7 for s in starts if s + 7 < len(raw)]
-    assert feed_in_chunks(raw, cuts) == summarize(str(FIXTURES / name))
+    assert feed_in_chunks(raw, cuts) == summarize(str(fixture(name)))
 
 
-def test_fixture_byte_by_byte():
-    name = "claude-2.1.233-print-hook.jsonl"
-    raw = (FIXTURES / name).read_bytes()
-    assert feed_in_chunks(raw, list(range(len(raw)))) == summarize(str(FIXTURES / name))
+@pytest.mark.parametrize(
+    "name",
+    [
+        "orcr-2.1.233-hook-two-turns.jsonl",
+        pytest.param("claude-2.1.233-print-hook.jsonl", marks=pytest.mark.conformance),
+    ],
+)
+def test_fixture_byte_by_byte(name):
+    raw = fixture(name).read_bytes()
+    assert feed_in_chunks(raw, list(range(len(raw)))) == summarize(str(fixture(name)))
 
 
-@pytest.mark.parametrize("name", sorted(GROUND_TRUTH))
-def test_fixture_live_reader(name):
-    """The live reader with its defaults: the fixtures' old mtimes make them quiet,
+@pytest.mark.parametrize("name", CASES)
+def test_fixture_live_reader(name, tmp_path):
+    """The live reader with its defaults: a file last written a day ago is quiet,
     so it agrees with the whole read at once."""
-    state = ClaudeProvider().open_reader(str(FIXTURES / name)).poll()
+    path = tmp_path / name
+    path.write_bytes(fixture(name).read_bytes())
+    day_ago = time.time() - 86400
+    os.utime(path, (day_ago, day_ago))
+    state = ClaudeProvider().open_reader(str(path)).poll()
     check(
         {
             "provider": "claude",
@@ -116,16 +175,17 @@ def test_fixture_live_reader(name):
     )
 
 
-@pytest.mark.parametrize("name", sorted(GROUND_TRUTH))
+@pytest.mark.parametrize("name", CASES)
 def test_fixture_freshly_written_is_provisional_until_settled(name, tmp_path):
     """Written just now, a text-only last answer waits for the settle period."""
     clock = FakeClock()
     path = tmp_path / name
-    path.write_bytes((FIXTURES / name).read_bytes())
+    path.write_bytes(fixture(name).read_bytes())
     reader = ClaudeProvider().open_reader(str(path), clock=clock, wall=clock)
     first = reader.poll()
     clock.advance(3.0)
     settled = reader.poll()
     assert [t.status for t in settled.turns] == [t[0] for t in GROUND_TRUTH[name][2]]
-    if name == "claude-1.0.98-init.jsonl":  # stop_reason end_turn: 0.5 s would do
+    if name in ("claude-1.0.98-init.jsonl", "orcr-1.0.98-init-sidechain.jsonl"):
+        # stop_reason end_turn: 0.5 s would do
         assert first.state == "working" and first.turns[-1].status == "open"

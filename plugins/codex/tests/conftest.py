@@ -1,8 +1,6 @@
-from pathlib import Path
-
 import pytest
 
-from orcr_core.testing import FakeClock, Transcript, transcript_fixtures
+from orcr_core.testing import FakeClock, Transcript
 
 
 @pytest.fixture
@@ -13,8 +11,3 @@ def clock():
 @pytest.fixture
 def rollout(tmp_path):
     return Transcript(tmp_path / "rollout.jsonl")
-
-
-@pytest.fixture(scope="session")
-def codex_fixtures() -> Path:
-    return transcript_fixtures("codex")

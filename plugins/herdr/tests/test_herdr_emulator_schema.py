@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
 
+import orcr_herdr.testing
 import pytest
-from orcr_herdr.testing.schema import SchemaChecker, default_checker, find_schema
+from orcr_herdr.testing.schema import VENDORED, SchemaChecker, default_checker, find_schema
 from orcr_herdr.testing.wire import ok
 
 
-def test_schema_is_found_beside_the_repository():
-    path = find_schema()
-    assert path is not None and path.name == "herdr-api.schema.json"
+def test_the_vendored_schema_is_used_with_its_licence_and_provenance(monkeypatch):
+    monkeypatch.delenv("ORCR_HERDR_SCHEMA", raising=False)
+    here = Path(orcr_herdr.testing.__file__).parent / "herdr_schema"
+    assert find_schema() == VENDORED == here / "herdr-api.schema.json"
+    assert default_checker().path == VENDORED
     assert default_checker().protocol == 20
+    assert "Apache License" in (here / "LICENSE").read_text()
+    notice = (here / "NOTICE").read_text()
+    digest = re.search(r"sha256\s+([0-9a-f]{64})", notice).group(1)
+    assert hashlib.sha256(VENDORED.read_bytes()).hexdigest() == digest
+    assert "github.com/ogulcancelik/herdr" in notice and "Version:   herdr 0.8.0" in notice
     assert {"layout.apply", "pane.send_input", "events.subscribe"} <= default_checker().methods
 
 

@@ -7,9 +7,10 @@ constant (``method``, ``result.type``, ``data.type``). We pick the branch by
 that constant and validate against it alone: the same verdict as the whole
 ``oneOf`` (the constants are unique), far faster and with readable errors.
 
-The file is found through ``ORCR_HERDR_SCHEMA`` or by walking up from this
-module to a directory holding ``shared/reference/herdr/`` (the repository and
-``shared/`` are siblings, in development and in CI).
+The schema is vendored beside this module (``herdr_schema/``: the file as
+herdr publishes it, its Apache-2.0 licence and a NOTICE with its provenance),
+so the emulator validates on any machine. ``ORCR_HERDR_SCHEMA`` names another
+copy instead (to try a newer herdr's schema).
 """
 
 from __future__ import annotations
@@ -20,20 +21,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-SCHEMA_RELPATH = Path("shared") / "reference" / "herdr" / "herdr-api.schema.json"
+VENDORED = Path(__file__).resolve().parent / "herdr_schema" / "herdr-api.schema.json"
 _URI = "urn:orcr:herdr-api"
 
 
 def find_schema() -> Path | None:
-    """The schema file, or None when neither the env var nor a ``shared/`` dir has it."""
+    """The vendored schema, or ``$ORCR_HERDR_SCHEMA`` (None if that file is missing)."""
     env = os.environ.get("ORCR_HERDR_SCHEMA")
     if env:
         return Path(env) if Path(env).is_file() else None
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / SCHEMA_RELPATH
-        if candidate.is_file():
-            return candidate
-    return None
+    return VENDORED
 
 
 class SchemaChecker:
@@ -47,8 +44,8 @@ class SchemaChecker:
         path = Path(path) if path else find_schema()
         if path is None:
             raise FileNotFoundError(
-                "herdr-api.schema.json not found; set ORCR_HERDR_SCHEMA or keep shared/ "
-                "beside the repository"
+                f"ORCR_HERDR_SCHEMA={os.environ.get('ORCR_HERDR_SCHEMA')} is not a file; "
+                "unset it to use the vendored herdr-api.schema.json"
             )
         self.path = path
         self.doc = json.loads(path.read_text())
