@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+from orcr_core.testing import until
+
 ADMITTER = r"""
 import os, sys
 from orcr_core.client import Client
@@ -142,3 +144,74 @@ def test_cap_raised_by_config_set_promotes_waiting_rows(orcr_home):
         while o.get("c/two")["status"] == "queued" and time.monotonic() < deadline:
             time.sleep(0.02)
         assert o.get("c/two")["status"] != "queued"
+
+
+def test_global_cap_binds_across_providers(short_tmp):
+    """Three slots for the machine, two per provider: after p0, q0, p1 the global
+    cap is full though testq has room, so q1 waits; each freed slot goes to the
+    oldest row whose provider has room (the recount under the write lock)."""
+    from orcr_core.agents import lifecycle, queue
+    from orcr_core.config import DEFAULTS, Config, _merge
+    from orcr_core.store import db as store_db
+    from orcr_core.store.models import Agent
+
+    store_db.open_store(short_tmp / "store.db")
+    try:
+        config = Config(
+            _merge(DEFAULTS, {"concurrency": {"max": 3, "testp": 2, "testq": 2}}),
+            short_tmp / "config.toml",
+        )
+        providers = {"testp": object(), "testq": object()}
+        rows = {}
+        for i in range(3):
+            for prov in ("testp", "testq"):
+                spec = queue.RunSpec(provider=prov, cwd="/", prompt="x", path=f"{prov}/{i}")
+                rows[f"{prov}/{i}"] = queue.admit(spec, providers, short_tmp)["uuid"]
+
+        def promoted():
+            return [a.path for a in queue.promote(config)]
+
+        def end(path):
+            agent = Agent.get(Agent.uuid == rows[path])
+            assert lifecycle.transition(agent, "ended", "killed")
+
+        assert promoted() == ["testp/0", "testq/0", "testp/1"]
+        assert queue.live_counts() == {"testp": 2, "testq": 1}
+        assert promoted() == []  # global cap full; testq/1 has provider room but waits
+        end("testp/0")  # global 2/3; testq/1 (testq 1/2) is the oldest with room
+        assert promoted() == ["testq/1"]
+        assert promoted() == []
+        end("testq/0")  # testp/2 is older than testq/2 and testp has room
+        assert promoted() == ["testp/2"]
+        end("testp/1")
+        end("testp/2")  # two free slots, one queued row
+        assert promoted() == ["testq/2"]
+        assert sum(queue.live_counts().values()) == 2
+    finally:
+        store_db.close_store()
+
+
+def test_global_cap_binds_across_providers_live(orcr_home):
+    """The same with a server: the global cap (3) is below the sum of the provider
+    caps (2 + 2), so only it keeps a fourth agent out; the event log is replayed."""
+    orcr_home.config(
+        '[driver]\nname = "test"\n[concurrency]\nmax = 3\ntestp = 2\ntestq = 2\n'
+        '[timings]\npoll_every = "50ms"\n'
+    )
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        for i in range(4):
+            for prov in ("testp", "testq"):
+                o.run("x", provider=prov, path=f"{prov}/{i}", cwd="/")
+        slots = ("starting", "working", "idle")
+        for _ in range(8):  # end the agents one at a time as they come up
+            agent = until(
+                lambda: next((a for a in o.list() if a["status"] in ("working", "idle")), None),
+                20,
+                "a live agent",
+            )
+            assert sum(a["status"] in slots for a in o.list()) <= 3
+            o.kill(agent["uuid"])
+        until(lambda: o.list() == [], 20, "every agent ended")
+    order = _replay_check(orcr_home.events(), 3, {"testp": 2, "testq": 2})
+    assert len(order) == 8

@@ -16,7 +16,21 @@ from peewee import (
     TextField,
 )
 
-db = SqliteDatabase(None)
+from orcr_core import faults
+
+
+class StoreDatabase(SqliteDatabase):
+    """The store's connection; a crash test can SIGKILL the server right after any
+    COMMIT (fault point ``after_commit``), before whatever the code does next, to
+    show that what must be durable with a change was written inside its
+    transaction (its events) or before it (launch.json)."""
+
+    def commit(self):
+        super().commit()
+        faults.point("after_commit")
+
+
+db = StoreDatabase(None)
 
 #: statuses whose TUI is alive: they hold a concurrency slot (RAM protection)
 LIVE = ("starting", "working", "idle")

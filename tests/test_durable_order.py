@@ -1,0 +1,143 @@
+"""Durable state before side effects (seed 002): SIGKILL the server right after
+each COMMIT along one agent's whole life and check, on the store the crash left,
+that every change is durable together with what must go with it:
+
+* an agent row never exists without its ``launch.json`` (written before the
+  insert: the queue worker may start the pipeline, which reads it, at once);
+* every change has its event, written in the same transaction (``agent.queued``
+  with the row, ``agent.status`` with each status, the pane/session/prompt
+  events with the fields they describe).
+
+The fault point ``after_commit`` fires in the store's ``commit()``, so a write
+moved after its transaction (launch.json after the insert, an event after the
+change) is exactly what a crash there loses.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent / "plugins"))
+import orcr_test_driver as td  # noqa: E402
+
+from orcr_core.client import ServerError  # noqa: E402
+from orcr_core.testing import until  # noqa: E402
+
+
+def _store(home) -> tuple[list[dict], list[dict]]:
+    conn = sqlite3.connect(home.path / "store.db")
+    conn.row_factory = sqlite3.Row
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        if not {"agent", "event"} <= tables:  # killed while migrating a new store
+            return [], []
+        rows = [dict(r) for r in conn.execute("SELECT * FROM agent")]
+    finally:
+        conn.close()
+    return rows, home.events()
+
+
+def check_durable_together(home) -> list[str]:
+    """What the store says must agree with itself and with the data dir."""
+    rows, evs = _store(home)
+    problems = []
+    for row in rows:
+        uuid, mine = row["uuid"], [e for e in evs if e["agent"] == row["uuid"]]
+        kinds = [e["kind"] for e in mine]
+        if not (home.path / "agents" / uuid / "launch.json").is_file():
+            problems.append(f"{row['path']}: a row without launch.json")
+        if "agent.queued" not in kinds:
+            problems.append(f"{row['path']}: a row without its agent.queued event")
+        moves = [e["data"]["to"] for e in mine if e["kind"] == "agent.status"]
+        if (moves[-1] if moves else "queued") != row["status"]:
+            problems.append(f"{row['path']}: status {row['status']}, events say {moves}")
+        pairs = [
+            ("workspace_id", "pane.workspace_applied"),
+            ("pane_id", "pane.start_applied"),
+        ]
+        for field, kind in pairs:
+            if bool(row[field]) != (kind in kinds):
+                problems.append(f"{row['path']}: {field}={row[field]!r} but {kind} in {kinds}")
+        if (row["turn"] >= 1) != ("prompt.applied" in kinds):
+            problems.append(f"{row['path']}: turn {row['turn']} but events {kinds}")
+    for e in evs:
+        if e["kind"] == "agent.queued" and e["agent"] not in {r["uuid"] for r in rows}:
+            problems.append(f"an agent.queued event for no row: {e}")
+    return problems
+
+
+def _life(home, path: str) -> bool:
+    """One agent from admission to ended; False as soon as the server is dead."""
+    dead = lambda: home.proc.poll() is not None  # noqa: E731
+
+    def step(cond, what):
+        return until(lambda: dead() or cond(), 30, what) and not dead()
+
+    try:
+        with home.sdk() as o:
+            o.run("hi", provider="testp", path=path, cwd="/")
+            if not step(lambda: o.get(path)["status"] == "working", "working"):
+                return False
+            td.set_status(o.get(path)["pane_id"], "idle")
+            if not step(lambda: o.get(path)["status"] == "idle", "idle"):
+                return False
+            o.kill(path)
+            return step(lambda: o.list(path) == [], "ended")
+    except (OSError, ServerError):  # the reply was lost to the crash
+        home.proc.wait(10)
+        return False
+
+
+def _fresh_store(home) -> None:
+    """Back to a blank data dir (the config stays): each run counts commits from 1."""
+    for name in ("store.db", "store.db-wal", "store.db-shm", "testdriver.json"):
+        (home.path / name).unlink(missing_ok=True)
+    shutil.rmtree(home.path / "agents", ignore_errors=True)
+
+
+def test_sigkill_after_every_commit_keeps_state_and_its_evidence_together(orcr_home):
+    crashes = 0
+    for n in range(1, 40):
+        _fresh_store(orcr_home)
+        orcr_home.start_server(extra_env={"ORCR_FAULT": f"after_commit:{n}"}, wait=False)
+        try:
+            orcr_home.wait_socket()
+            survived = _life(orcr_home, "d/a")
+        except RuntimeError:  # died while starting: a commit of startup itself
+            survived = False
+        if survived:
+            orcr_home.stop_server()
+            break
+        assert orcr_home.proc.wait(10) == -9, orcr_home.server_log()
+        crashes += 1
+        assert check_durable_together(orcr_home) == [], f"crash after commit {n}"
+        # recovery from that crash keeps it so
+        orcr_home.start_server()
+        with orcr_home.sdk() as o:
+            until(lambda: all(a["status"] not in ("queued", "starting") for a in o.list()), 30)
+        orcr_home.stop_server()
+        assert check_durable_together(orcr_home) == [], f"recovery from commit {n}"
+    else:
+        raise AssertionError("the agent's life never ran to the end without a crash")
+    assert crashes >= 8  # startup, admission, promotion, workspace, pane, prompt, idle, ended
+
+
+def test_the_check_catches_a_row_without_launch_json_or_an_event(orcr_home):
+    """The checker bites: a row whose launch.json or event went missing fails it."""
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        a = o.run("hi", provider="testp", path="c/one", cwd="/")
+        until(lambda: o.get("c/one")["status"] == "working", 30)
+    orcr_home.stop_server()
+    assert check_durable_together(orcr_home) == []
+    (orcr_home.path / "agents" / a["uuid"] / "launch.json").unlink()
+    conn = sqlite3.connect(orcr_home.path / "store.db")
+    with conn:
+        conn.execute("DELETE FROM event WHERE kind = 'prompt.applied'")
+    conn.close()
+    problems = check_durable_together(orcr_home)
+    assert any("launch.json" in p for p in problems)
+    assert any("turn 1" in p for p in problems)
