@@ -8,6 +8,7 @@ import time
 
 from orcr_core.client import Client, ServerError
 from orcr_core.sdk import Orcr
+from orcr_core.testing import until
 
 
 def _db_events(home):
@@ -175,3 +176,77 @@ def test_wait_shows_progress_on_a_terminal_only(orcr_home):
     piped = orcr_home.run("agent", "wait", "tty/a", "--timeout", "0.5s")
     assert "tty/a: working" not in piped.stderr  # nothing extra when piped
     assert piped.returncode == 4
+
+
+def _floor(home) -> int:
+    import sqlite3
+
+    conn = sqlite3.connect(home.path / "store.db")
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'events_floor'").fetchone()
+    finally:
+        conn.close()
+    return int(row[0]) if row else 0
+
+
+def test_a_watcher_far_behind_holds_retention_back(orcr_home):
+    """retention = 5, and a watcher that stops reading while ~1500 events (far
+    more than its socket holds) are written: its pin keeps every event it has
+    not read, so when it reads again its stream is whole; once it is gone,
+    retention catches up."""
+    orcr_home.config(
+        '[driver]\nname = "test"\n[concurrency]\nmax = 1\n[events]\nretention = 5\n'
+        '[timings]\npoll_every = "20ms"\n'
+    )
+    orcr_home.start_server()
+    watcher = Client(orcr_home.socket, autostart=False).connect()
+    snap, stream = watcher.stream("watch.open")
+    deep = "/".join(["x" * 60, "y" * 60, "z" * 60])  # long paths: big events
+    with orcr_home.sdk() as o:
+        done = o.run_many(
+            [dict(prompt="x", provider="testp", path=f"{deep}/a{i}", cwd="/") for i in range(1500)]
+        )
+        assert all("uuid" in r for r in done)
+        last = _db_events(orcr_home)[-1]
+        # retention ran meanwhile (it has deleted up to a floor), yet kept the rest
+        until(lambda: _floor(orcr_home) > 0, 10, "a retention pass")
+    watcher.sock.settimeout(10)
+    seqs = []
+    while not seqs or seqs[-1] < last:
+        seqs.append(next(stream)["seq"])
+    assert seqs == list(range(snap["snapshot_seq"] + 1, last + 1))  # nothing missed
+    watcher.close()
+    # unpinned, retention deletes down to the newest 5
+    until(lambda: len(_db_events(orcr_home)) <= 10, 10, "retention after the watcher left")
+
+
+def test_since_seq_exactly_at_the_retention_floor(orcr_home):
+    """Events up to the floor are deleted: since_seq = floor asks for floor + 1
+    on, which is kept (accepted); floor - 1 asks for the deleted floor (expired)."""
+    orcr_home.config(
+        '[driver]\nname = "test"\n[events]\nretention = 5\n[timings]\npoll_every = "20ms"\n'
+    )
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        for i in range(4):
+            o.run("x", provider="testp", path=f"f/a{i}", cwd="/")
+        until(lambda: all(a["status"] == "working" for a in o.list()), 20, "quiet")
+    until(lambda: len(_db_events(orcr_home)) == 5, 10, "retention down to 5 events")
+    floor = _floor(orcr_home)
+    kept = _db_events(orcr_home)
+    assert floor > 0 and kept == list(range(floor + 1, floor + 6))
+    c = Client(orcr_home.socket, autostart=False).connect()
+    c.sock.settimeout(5)
+    head, stream = c.stream("events.subscribe", since_seq=floor)
+    assert head["since_seq"] == floor
+    assert [next(stream)["seq"] for _ in kept] == kept  # the whole kept log, from floor + 1
+    c.close()
+    c = Client(orcr_home.socket, autostart=False).connect()
+    try:
+        c.call("events.subscribe", since_seq=floor - 1)
+        raise AssertionError("since_seq below the floor must be cursor_expired")
+    except ServerError as exc:
+        assert exc.code == "server_error" and exc.cause == "cursor_expired"
+        assert f"oldest kept: {floor + 1}" in str(exc)
+    finally:
+        c.close()
