@@ -77,4 +77,7 @@ def test_agent_that_exits_by_itself(live):
     a = json.loads(live.run("agent", "get", "x/bye", "--json", check=True).stdout)
     # tmux keeps the dead pane; herdr removes it and says pane_exited on its event stream
     assert a["exit_reason"] == "exited", (a, r.stderr)
+    # exiting by itself is not a bad ending: wait says so and exits 0
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["exit_reason"] == "exited"
     _until(lambda: live.mux.labels() == [], what="the pane to go")

@@ -75,12 +75,14 @@ def test_stuck_start_guard_fails_and_frees_slot(orcr_home):
         assert a["exit_reason"] == "failed" and "stuck-start guard" in a["error"]
         _until(lambda: o.get("s/next")["status"] == "starting", 5)  # the slot was freed
         # the hung start's pane shows up later and is closed, never kept
-        _until(
-            lambda: any(
-                e == ["close", p] for e in td.read_state()["log"] for p in [e[1]] if e[0] == "close"
+        hung = _until(
+            lambda: next(
+                (e[2] for e in td.read_state()["log"] if e[:2] == ["start", "s/hung"]), None
             ),
             10,
+            "the hung start's pane",
         )
+        _until(lambda: ["close", hung] in td.read_state()["log"], 10, "the late pane closed")
         _until(lambda: o.get("s/next")["status"] == "working", 10)
     labels = [p["label"] for p in td.read_state()["panes"].values()]
     assert labels == ["s/next"]

@@ -32,7 +32,7 @@ def test_watch_misses_and_duplicates_nothing_under_churn(orcr_home):
     threads = [threading.Thread(target=churn, args=(k,)) for k in range(3)]
     for t in threads:
         t.start()
-    time.sleep(0.3)
+    until(lambda: len(_db_events(orcr_home)) > 30, 20, "churn under way")
     c = Client(orcr_home.socket, autostart=False).connect()
     snap, stream = c.stream("watch.open")
     state = {a["uuid"]: a["status"] for a in snap["agents"]}
@@ -81,9 +81,7 @@ def test_cursor_expired_for_an_unpinned_subscriber(orcr_home):
     with orcr_home.sdk() as o:
         for i in range(10):
             o.run("x", provider="testp", path=f"e/a{i}", cwd="/")
-        deadline = time.monotonic() + 10
-        while _db_events(orcr_home)[0] <= 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: _db_events(orcr_home)[0] > 1, 10, "retention to delete the first events")
     c = Client(orcr_home.socket, autostart=False).connect()
     try:
         c.call("events.subscribe", since_seq=0)
@@ -115,32 +113,37 @@ def test_wait_through_queue_and_first_turn(orcr_home):
         first = o.run("x", provider="testp", path="w/first", cwd="/")
         o.run("x", provider="testp", path="w/second", cwd="/")
         result = {}
+        seen: list[str] = []  # every status the waiter saw, from its snapshot on
+        watching = threading.Event()
+
+        def on_change(agent):
+            seen.append(agent["status"])
+            watching.set()
 
         def waiter():
             try:
                 result["agent"] = Orcr(Client(orcr_home.socket, autostart=False)).wait(
-                    "w/second", timeout=20
+                    "w/second", timeout=20, on_change=on_change
                 )
             except Exception as exc:
                 result["error"] = exc
 
         t = threading.Thread(target=waiter)
         t.start()
-        time.sleep(0.3)
-        assert o.get("w/second")["status"] == "queued"
-        for _ in range(100):
-            if o.get(first["uuid"])["status"] == "working":
-                break
-            time.sleep(0.02)
+        assert watching.wait(20), result
+        assert seen == ["queued"]  # it waits from the queue
+        until(lambda: o.get(first["uuid"])["status"] == "working", 20, "the first agent working")
         o.kill(first["uuid"])
-        for _ in range(200):
-            a = o.get("w/second")
-            if a["status"] == "working":
-                break
-            time.sleep(0.02)
+        a = until(
+            lambda: (lambda a: a if a["status"] == "working" else None)(o.get("w/second")),
+            20,
+            "the second agent promoted and working",
+        )
+        assert seen[-1] != "idle" and t.is_alive()  # no turn has ended yet: still waiting
         td.set_status(a["pane_id"], "idle")
         t.join(20)
         assert result.get("agent", {}).get("status") == "idle", result
+        assert seen[0] == "queued" and "working" in seen and seen[-1] == "idle", seen
     r = orcr_home.run("agent", "wait", "w/second", "--until", "ended", "--timeout", "0.3s")
     assert r.returncode == 4 and "still idle" in r.stderr
     orcr_home.run("agent", "kill", "w/second", check=True)
@@ -160,7 +163,7 @@ def test_wait_shows_progress_on_a_terminal_only(orcr_home):
     master, slave = os.openpty()
     p = subprocess.Popen(cmd, env=orcr_home.env, stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
-    p.wait(30)
+    assert p.wait(30) == 4  # the documented exit code of a wait that timed out
     out = b""
     while True:
         try:

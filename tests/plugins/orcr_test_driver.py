@@ -97,7 +97,7 @@ class TestDriver:
                 "instance": spec.instance or None,
                 "token": spec.launch_token or None,
             }
-            s["log"].append(["start", spec.label])
+            s["log"].append(["start", spec.label, pid])
             return PaneRef(spec.workspace_id, f"{spec.workspace_id}:t{s['n']}", pid)
 
     def _pane(self, s, pane):

@@ -76,17 +76,24 @@ def test_events_wait_matches_a_status(emulator):
     assert reply["error"]["code"] == "unsupported_event_wait_match"
 
 
-def test_a_wait_does_not_block_other_requests(emulator):
+def test_a_wait_does_not_block_other_requests(emulator, monkeypatch):
     pane = agent_pane(emulator, "working")
+    held = threading.Event()
+    wait_status = waits._wait_status
+
+    def observed(*args, **kwargs):
+        held.set()  # the emulator is holding the agent.wait now
+        return wait_status(*args, **kwargs)
+
+    monkeypatch.setattr(waits, "_wait_status", observed)
     result: list = []
     waiter = threading.Thread(
         target=lambda: result.append(call(emulator, "agent.wait", {"target": pane}))
     )
     waiter.start()
-    time.sleep(0.2)
-    started = time.monotonic()
-    ok(emulator, "pane.list")
-    assert time.monotonic() - started < 0.5
+    assert held.wait(10)
+    ok(emulator, "pane.list")  # answered while the wait is still held
+    assert waiter.is_alive() and result == []
     emulator.set_agent_status(pane, "done")
     waiter.join(5)
     assert result[0]["result"]["agent"]["agent_status"] == "done"

@@ -164,10 +164,11 @@ def test_a_missing_workspace_is_an_error(h, driver, sandbox):
 def test_program_that_exits_at_once_still_returns_a_pane_ref(h, driver):
     pane = h.start(["true", "x"])
     assert pane.pane_id.startswith("%")
-    # it exited before or after remain-on-exit was set: gone, or reported dead
+    # remain-on-exit is set in the same tmux command group that creates the
+    # window, before tmux reaps the program: the pane stays, reported dead
     h.wait_for(
-        lambda: all(p.dead for p in driver.snapshot() if p.pane_id == pane.pane_id),
-        what="the pane to vanish or be reported dead",
+        lambda: [p.dead for p in driver.snapshot() if p.pane_id == pane.pane_id] == [True],
+        what="the pane to be reported dead",
     )
 
 
