@@ -20,10 +20,14 @@ def test_quick_start_lifecycle(live):
 
     r = live.run("agent", "send", "demo/hello", "[sleep 0.5] second turn", check=True)
     assert "working turn 2" in r.stdout
-    r = live.run("agent", "send", "demo/hello", "too soon")
-    assert r.returncode == 1 and "not_idle" in r.stderr
     live.run("agent", "wait", "demo/hello", "--timeout", "30s", check=True)
     assert live.run("agent", "read", "demo/hello", check=True).stdout == "second turn\n"
+
+    # a turn that outlasts the test: a send meanwhile is refused, whatever the load
+    r = live.run("agent", "send", "demo/hello", "[sleep 600] third turn", check=True)
+    assert "working turn 3" in r.stdout
+    r = live.run("agent", "send", "demo/hello", "too soon")
+    assert r.returncode == 1 and "not_idle" in r.stderr
 
     live.run("agent", "kill", "demo/hello", check=True)
     a = json.loads(live.run("agent", "get", "demo/hello", "--json", check=True).stdout)
