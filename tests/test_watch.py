@@ -193,7 +193,7 @@ def _floor(home) -> int:
 
 
 def test_a_watcher_far_behind_holds_retention_back(orcr_home):
-    """retention = 5, and a watcher that stops reading while ~1500 events (far
+    """retention = 5, and a watcher that stops reading while ~2000 events (far
     more than its socket holds) are written: its pin keeps every event it has
     not read, so when it reads again its stream is whole; once it is gone,
     retention catches up."""
@@ -207,17 +207,21 @@ def test_a_watcher_far_behind_holds_retention_back(orcr_home):
     deep = "/".join(["x" * 60, "y" * 60, "z" * 60])  # long paths: big events
     with orcr_home.sdk() as o:
         done = o.run_many(
-            [dict(prompt="x", provider="testp", path=f"{deep}/a{i}", cwd="/") for i in range(1500)]
+            [dict(prompt="x", provider="testp", path=f"{deep}/a{i}", cwd="/") for i in range(2000)]
         )
         assert all("uuid" in r for r in done)
         last = _db_events(orcr_home)[-1]
         # retention ran meanwhile (it has deleted up to a floor), yet kept the rest
         until(lambda: _floor(orcr_home) > 0, 10, "a retention pass")
     watcher.sock.settimeout(10)
-    seqs = []
+    seqs, size = [], 0
     while not seqs or seqs[-1] < last:
-        seqs.append(next(stream)["seq"])
+        ev = next(stream)
+        seqs.append(ev["seq"])
+        size += len(json.dumps(ev))
     assert seqs == list(range(snap["snapshot_seq"] + 1, last + 1))  # nothing missed
+    # the stream really stalled: far more than a socket buffer was waiting
+    assert size > 2 * int(open("/proc/sys/net/core/wmem_default").read())
     watcher.close()
     # unpinned, retention deletes down to the newest 5
     until(lambda: len(_db_events(orcr_home)) <= 10, 10, "retention after the watcher left")
