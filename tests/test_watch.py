@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 from orcr_core.client import Client, ServerError
 from orcr_core.sdk import Orcr
