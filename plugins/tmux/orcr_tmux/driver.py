@@ -32,6 +32,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import threading
 import time
 from typing import Any
@@ -54,6 +55,7 @@ WIDTH, HEIGHT = "200", "50"
 #: What the dead-pane branch of a guarded paste prints (see ``send_prompt``).
 DEAD_MARKER = "orcr-pane-dead"
 _FIELDS = (
+    "#{pid}",  # the tmux server's
     "#{pane_id}",
     "#{window_id}",
     "#{session_name}",
@@ -86,6 +88,21 @@ def safe_argv(argv: tuple[str, ...] | list[str]) -> list[str]:
     return ["nice", "-n", "0", "--", *argv] if "=" in argv[0] else ["env", "--", *argv]
 
 
+def _tmux_server_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live tmux server (``/proc`` names it; elsewhere any live pid)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False  # not ours: the pid was reused
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().startswith("tmux")
+    except OSError:
+        return True
+
+
 class TmuxDriver:
     """orcr's :class:`~orcr_core.contracts.Driver` for tmux >= 3.2."""
 
@@ -100,6 +117,7 @@ class TmuxDriver:
             socket=get("tmux.socket", "") or dirs.mux_name(),
         )
         self._version: str | None = None
+        self._server_pid: int | None = None  # the tmux server last seen answering
         self._lock = threading.Lock()
 
     # -- availability and version ---------------------------------------------------------
@@ -341,7 +359,11 @@ class TmuxDriver:
     def snapshot(self) -> list[PaneInfo]:
         """Every live pane on orcr's tmux server but the workspace placeholders.
 
-        No server means no panes: an empty list, not an error. A dead pane (its
+        No server means no panes (tmux's panes die with their server): an empty
+        list. But a server that still runs while its socket file is gone (a /tmp
+        cleaner deleted it) is an outage, not "no panes": the driver remembers the
+        server's pid, asks it to recreate its socket (``SIGUSR1``) and raises a
+        retryable error, so no agent is taken for lost. A dead pane (its
         program exited; agent windows keep ``remain-on-exit on``) is reported
         with ``dead=True`` so orcr ends its agent ``exited`` and closes it.
         """
@@ -349,6 +371,7 @@ class TmuxDriver:
             out = self.tmux.run(["list-panes", "-a", "-F", "\t".join(_FIELDS)])
         except TmuxError as exc:
             if exc.code == "server_not_running":
+                self._socket_gone_or_none(exc)
                 return []
             raise
         panes = []
@@ -356,7 +379,8 @@ class TmuxDriver:
             parts = line.split("\t", len(_FIELDS) - 1)
             if len(parts) != len(_FIELDS):
                 continue
-            pane_id, window_id, session, dead, role, instance, token, label = parts
+            server_pid, pane_id, window_id, session, dead, role, instance, token, label = parts
+            self._server_pid = int(server_pid) if server_pid.isdigit() else self._server_pid
             if role == "placeholder":
                 continue
             panes.append(
@@ -372,6 +396,26 @@ class TmuxDriver:
                 )
             )
         return panes
+
+    def _socket_gone_or_none(self, exc: TmuxError) -> None:
+        """Raise (retryable) when the tmux server last seen still runs: its socket
+        is gone, not its panes. Return when there is no such server."""
+        pid = self._server_pid
+        # a socket file still there but refusing belongs to a server that exited
+        # (or is exiting: kill-server); only a missing socket file can hide a live one
+        gone = "No such file or directory" in str(exc)
+        if pid is None or not gone or not _tmux_server_alive(pid):
+            return
+        try:
+            os.kill(pid, signal.SIGUSR1)  # tmux recreates its socket on SIGUSR1
+        except OSError:
+            pass
+        raise DriverError(
+            f"the tmux server (pid {pid}) runs but its socket {self.tmux.socket} is gone "
+            f"({exc}); asked it to recreate its socket",
+            code="tmux_socket_gone",
+            retryable=True,
+        ) from exc
 
     def session_pointer(self, pane: PaneRef) -> SessionPointer | None:
         """tmux knows nothing about agent sessions."""

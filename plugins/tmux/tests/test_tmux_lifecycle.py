@@ -198,3 +198,23 @@ def test_a_dead_pane_is_reported_dead_and_closable(h, driver, socket_path, sandb
     h.wait_for(lambda: [p.dead for p in driver.snapshot()] == [True], what="the pane to die")
     driver.close(pane)
     assert driver.snapshot() == []
+
+
+def test_a_server_whose_socket_was_deleted_is_an_outage_not_no_panes(h, driver, socket_path):
+    """A /tmp cleaner deletes the socket of a live tmux server: the snapshot fails
+    (retryable) instead of reporting no panes, and tmux is asked to recreate it."""
+    import os
+
+    from orcr_core.contracts import DriverError
+
+    pane = h.start(["sleep", "60"])
+    assert [p.pane_id for p in driver.snapshot()] == [pane.pane_id]
+    os.unlink(socket_path)
+    with pytest.raises(DriverError) as err:
+        driver.snapshot()
+    assert err.value.retryable and err.value.code == "tmux_socket_gone"
+    h.wait_for(lambda: os.path.exists(socket_path), what="tmux to recreate its socket")
+    assert [p.pane_id for p in driver.snapshot()] == [pane.pane_id]
+    # a server that is really gone took its panes with it: no panes, no error
+    h.sandbox.tmux(["-S", socket_path], "kill-server")
+    h.wait_for(lambda: driver.snapshot() == [], what="no panes once the server is gone")
