@@ -58,3 +58,21 @@ def test_claude_and_codex_drop_nested_session_markers():
 
     assert ClaudeProvider().launch_env(_spec())["CLAUDECODE"] is None
     assert CodexProvider().launch_env(_spec()) == {"CODEX_THREAD_ID": None}
+
+
+def test_a_rows_pane_reference_carries_the_marks_a_close_checks(monkeypatch, tmp_path):
+    """Every close orcr makes of a row's pane (kill, guard, cancel, failed start)
+    goes through pane_of: it must name this instance and the row's launch token,
+    so a driver never closes another instance's pane that took over the id."""
+    from orcr_core import dirs
+    from orcr_core.agents.launch import owned, pane_of
+    from orcr_core.contracts import PaneInfo
+
+    monkeypatch.setenv("ORCR_HOME", str(tmp_path))
+    agent = Agent(uuid="u1", path="a/b", launch_token="tok", pane_id="%3", tab_id="@2")
+    ref = pane_of(agent)
+    assert (ref.pane_id, ref.instance, ref.launch_token) == ("%3", dirs.instance_id(), "tok")
+    mine = PaneInfo("%3", "w", "@2", label="a/b", instance=dirs.instance_id(), launch_token="tok")
+    theirs = PaneInfo("%4", "w", "@3", label="a/b", instance="other", launch_token="tok2")
+    unmarked = PaneInfo("%5", "w", "@4", label="a/b")
+    assert owned([mine, theirs, unmarked]) == {"tok": mine}
