@@ -122,6 +122,29 @@ def test_failed_exit_and_unknown_command(loops):
     _create(loops, "bad", "0 0 1 1 *", "--", "sh", "-c", "exit 3")
     run = until(lambda: _ended(loops, _start(loops, "bad")) or None, what="bad run")
     assert (run["status"], run["exit_code"]) == ("failed", 3)
+    # a command that is gone by the time it runs, and a directory that is gone
+    script = loops.work / "gone.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o755)
+    _create(loops, "vanish", "0 0 1 1 *", "--", str(script))
+    script.unlink()
+    run = until(lambda: _ended(loops, _start(loops, "vanish")) or None, what="vanish run")
+    assert (run["status"], run["exit_code"]) == ("failed", 127)
+    assert "cannot start" in run["error"] and "gone.sh" in run["error"]
+    sub = loops.work / "sub"
+    sub.mkdir()
+    res = subprocess.run(
+        [PY, "-m", "orcr_core.cli", "loop", "create", "nodir", "0 0 1 1 *", "--", "true"],
+        env=loops.env,
+        cwd=sub,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    sub.rmdir()
+    run = until(lambda: _ended(loops, _start(loops, "nodir")) or None, what="nodir run")
+    assert run["status"] == "failed" and f"directory {sub} is gone" in run["error"]
     res = _create(loops, "missing", "0 0 1 1 *", "--", "no-such-command-x")
     assert res.returncode == 1 and "not found on PATH" in res.stderr
     res = _create(loops, "badname", "61 * * * *", "--", "true")

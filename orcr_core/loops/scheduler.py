@@ -390,6 +390,8 @@ class Scheduler:
         ev = self._exited.get(run_uuid)
         if ev is not None:
             ev.set()
+        if run.status != "stopping":  # else the stop path still waits on it (and drops it)
+            self._exited.pop(run_uuid, None)
         self._after_end(run.loop)
 
     def _after_end(self, loop_uuid: str) -> None:
@@ -471,6 +473,7 @@ class Scheduler:
                 runs.set_status(
                     run, run.stop_reason or "stopped", self.clock(), note={"agents_killed": killed}
                 )
+        self._exited.pop(run_uuid, None)
         self._after_end(loop.uuid)
 
     def _emit(self, run: LoopRun, kind: str, **data) -> None:

@@ -126,7 +126,10 @@ def main() -> int:
             close_fds=True,
         )
     except OSError as exc:
-        msg = f"cannot start {spec['argv'][0]!r}: {exc.strerror or exc}"
+        if not os.path.isdir(spec["cwd"]):
+            msg = f"cannot start the run: the loop's directory {spec['cwd']} is gone"
+        else:
+            msg = f"cannot start {spec['argv'][0]!r}: {exc.strerror or exc}"
         os.write(log_fd, f"orcr: {msg}\n".encode())
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         write_state(spec["state"], dict(state, exit_code=code, error=msg, ended_at=time.time()))
