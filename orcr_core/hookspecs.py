@@ -47,3 +47,21 @@ def register_providers(register):
 
     versionadded: 0.1
     """
+
+
+@hookspec
+def register_commands(cli):
+    """Add commands to the ``orcr`` command line.
+
+    ``cli`` is the top-level :class:`click.Group`; add a command or a group with
+    ``cli.add_command(...)`` or the ``@cli.command()`` / ``@cli.group()``
+    decorators, as llm and datasette plugins do. Called the first time the
+    command line needs a name it does not know (``orcr tasks ...``) or lists its
+    commands (``orcr --help``), never on the client path (``orcr agent run``
+    loads no plugin). Import heavy modules inside the command, not at the top.
+
+    Returns nothing. A name that is already a built-in command or was added by
+    another plugin is an error naming both, never a silent override.
+
+    versionadded: 0.1
+    """

@@ -120,3 +120,33 @@ def describe(pm: pluggy.PluginManager) -> list[dict]:
         hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or ())
         rows.append({"name": name, "distribution": dist, "version": version, "hooks": hooks})
     return rows
+
+
+def register_commands(pm: pluggy.PluginManager, cli, reserved: set[str]) -> dict[str, str]:
+    """Call ``register_commands(cli)`` on every plugin; return ``{command: plugin}``.
+
+    Each implementation is called alone so every new name is attributed to its
+    plugin. A name in ``reserved`` (the built-in commands, loaded or not) or one
+    another plugin already added is refused loudly: click's ``add_command``
+    would silently replace it.
+    """
+    owners: dict[str, str] = {}
+    for impl in reversed(pm.hook.register_commands.get_hookimpls()):  # registration order
+        before = dict(cli.commands)
+        impl.function(**{a: cli for a in impl.argnames})
+        for name, cmd in cli.commands.items():
+            if before.get(name) is cmd:
+                continue
+            if name in reserved or name in before:
+                if name in before:
+                    cli.commands[name] = before[name]
+                else:
+                    del cli.commands[name]
+                other = owners.get(name, "orcr (built in)")
+                raise PluginError(
+                    f"command {name!r} is added by plugin {impl.plugin_name!r} but already "
+                    f"belongs to {other!r}; uninstall or block one "
+                    f"(ORCR_BLOCK_PLUGINS={impl.plugin_name})"
+                )
+            owners[name] = impl.plugin_name
+    return owners

@@ -241,3 +241,13 @@ def test_example_plugin_end_to_end_on_tmux(orcr_home):
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
         tmpdir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
         (tmpdir / sock).unlink(missing_ok=True)  # kill-server leaves the socket file
+
+
+def test_example_plugin_adds_a_command(orcr_home):
+    """The tutorial's last section: `orcr upper` comes from the example's register_commands."""
+    env = {
+        "ORCR_PLUGIN_MODULES": "orcr_example_provider",
+        "PYTHONPATH": f"{EXAMPLE}:{orcr_home.env.get('PYTHONPATH', '')}",
+    }
+    assert orcr_home.run("upper", "hello", "there", env=env, check=True).stdout == "HELLO THERE\n"
+    assert "upper" in orcr_home.run("--help", env=env, check=True).stdout

@@ -14,7 +14,14 @@ import orcr_core
 from orcr_core.plugins import PluginError, build_registry, get_plugin_manager
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN_PACKAGES = {"orcr_herdr", "orcr_tmux", "orcr_providers", "orcr_claude", "orcr_codex"}
+PLUGIN_PACKAGES = {
+    "orcr_herdr",
+    "orcr_tmux",
+    "orcr_providers",
+    "orcr_claude",
+    "orcr_codex",
+    "orcr_tasks",
+}
 
 
 def test_core_never_imports_a_plugin_package():
@@ -88,6 +95,71 @@ def test_duplicate_names_are_refused_naming_both_plugins():
     with pytest.raises(PluginError) as e:
         build_registry(pm)
     assert "plugin_a" in str(e.value) and "plugin_b" in str(e.value) and "'same'" in str(e.value)
+
+
+def _cmd_plugin(name: str, command: str):
+    import click
+
+    class P:
+        @orcr_core.hookimpl
+        def register_commands(self, cli):
+            @cli.command(name=command)
+            def _cmd():
+                click.echo(name)
+
+    return P()
+
+
+def test_register_commands_attributes_names_and_refuses_clashes():
+    import click
+
+    from orcr_core.plugins import register_commands
+
+    pm = get_plugin_manager(load=False)
+    pm.register(_cmd_plugin("a", "hello"), name="plugin_a")
+    assert register_commands(pm, click.Group(), {"agent"}) == {"hello": "plugin_a"}
+
+    pm.register(_cmd_plugin("b", "hello"), name="plugin_b")
+    with pytest.raises(PluginError) as e:
+        register_commands(pm, click.Group(), {"agent"})
+    assert "'hello'" in str(e.value) and "plugin_a" in str(e.value) and "plugin_b" in str(e.value)
+
+    pm = get_plugin_manager(load=False)
+    pm.register(_cmd_plugin("x", "agent"), name="plugin_x")
+    with pytest.raises(PluginError, match="'agent' is added by plugin 'plugin_x'.*built in"):
+        register_commands(pm, click.Group(), {"agent"})
+
+
+CMD_PLUGIN = """import click, orcr_core
+@orcr_core.hookimpl
+def register_commands(cli):
+    @cli.command(name='greet')
+    @click.argument('who')
+    def greet(who):
+        "Greet WHO."
+        click.echo('hi ' + who)
+"""
+
+
+def test_plugin_command_runs_and_cannot_replace_a_builtin(orcr_home, tmp_path):
+    (tmp_path / "orcr_cmdplugin.py").write_text(CMD_PLUGIN)
+    env = {
+        "PYTHONPATH": f"{tmp_path}:{orcr_home.env['PYTHONPATH']}",
+        "ORCR_PLUGIN_MODULES": "orcr_test_driver,orcr_cmdplugin",
+    }
+    assert orcr_home.run("greet", "bob", env=env, check=True).stdout == "hi bob\n"
+    assert "Greet WHO." in orcr_home.run("--help", env=env, check=True).stdout
+    r = orcr_home.run("nosuch", env=env)  # still unknown after asking the plugins
+    assert r.returncode == 2 and "No such command 'nosuch'" in r.stderr
+
+    (tmp_path / "orcr_cmdplugin.py").write_text(
+        "import click, orcr_core\n"
+        "@orcr_core.hookimpl\n"
+        "def register_commands(cli):\n"
+        "    cli.add_command(click.Command('doctor', callback=lambda: None))\n"
+    )
+    r = orcr_home.run("greet", env=env)
+    assert r.returncode == 1 and "'doctor'" in r.stderr and "orcr_cmdplugin" in r.stderr
 
 
 def test_misspelt_hook_is_an_error(monkeypatch, tmp_path):

@@ -18,19 +18,41 @@ from orcr_core.cli.errors import ExitCode, handle_errors
 
 class LazyGroup(click.Group):
     """Subcommands imported when used (click's lazy-loading recipe): ``orcr agent
-    run`` never pays for the doctor, plugin or config modules."""
+    run`` never pays for the doctor, plugin or config modules.
+
+    Plugin commands (the ``register_commands`` hook) are loaded only when a name
+    is not a built-in one or when the commands are listed (``orcr --help``), so
+    the client path never imports pluggy.
+    """
 
     def __init__(self, *args, lazy: dict[str, str], **kwargs):
         super().__init__(*args, **kwargs)
         self.lazy = lazy
+        self.plugin_commands: dict[str, str] | None = None  # {name: plugin} once loaded
+
+    def load_plugin_commands(self) -> dict[str, str]:
+        """Ask every plugin for its commands, once."""
+        if self.plugin_commands is None:
+            from orcr_core.cli.errors import OrcrCliError
+            from orcr_core.plugins import PluginError, get_plugin_manager, register_commands
+
+            self.plugin_commands = {}
+            try:
+                self.plugin_commands = register_commands(get_plugin_manager(), self, set(self.lazy))
+            except PluginError as exc:
+                raise OrcrCliError(str(exc)) from None
+        return self.plugin_commands
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        self.load_plugin_commands()
         return sorted(set(super().list_commands(ctx)) | set(self.lazy))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in self.commands and name in self.lazy:
             module, _, attr = self.lazy[name].rpartition(".")
             self.add_command(getattr(importlib.import_module(module), attr), name)
+        elif name not in self.commands:
+            self.load_plugin_commands()
         return super().get_command(ctx, name)
 
 

@@ -146,3 +146,14 @@ def register_providers(register):
 
 if __name__ == "__main__":
     sys.exit(agent_main(sys.argv[1:]))
+
+
+@orcr_core.hookimpl
+def register_commands(cli):
+    import click  # inside the hook: only loaded when the command line asks for plugins
+
+    @cli.command(name="upper")
+    @click.argument("text", nargs=-1, required=True)
+    def upper(text):
+        """Print TEXT the way the upper agent would answer it."""
+        click.echo(" ".join(text).upper())
