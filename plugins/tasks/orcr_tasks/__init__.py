@@ -1,0 +1,18 @@
+"""orcr tasks: the crash-safe file task queue of the 100-agent playbook.
+
+A bundled plugin written the way a third party would: it adds the ``orcr tasks``
+command group through the ``register_commands`` hook, and starts its agents
+through orcr's public SDK. The queue is a directory of Markdown task files; a
+task's state is the folder it is in (docs/tasks.md).
+"""
+
+import orcr_core
+
+__version__ = "0.1.0"
+
+
+@orcr_core.hookimpl
+def register_commands(cli):
+    from orcr_tasks.cli import tasks
+
+    cli.add_command(tasks)

@@ -1,0 +1,330 @@
+"""The ``orcr tasks`` command group (added through the ``register_commands`` hook)."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from orcr_tasks.lock import LockBusy
+from orcr_tasks.queue import MARKER, STATES, Queue, QueueError
+from orcr_tasks.taskfile import TaskFileError
+
+ENV = "ORCR_TASKS_DIR"
+DIR_HELP = f"DIR is the queue directory; it may be left out when ${ENV} names it."
+
+
+def _duration(ctx, param, value):
+    if value is None:
+        return None
+    from orcr_core.config import ConfigError, parse_duration
+
+    try:
+        seconds = parse_duration(value, param.name)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if seconds <= 0:
+        raise click.BadParameter(f"{value!r} must be longer than 0s")
+    return seconds
+
+
+def _open(path: str | None) -> Queue:
+    if not path:
+        raise click.UsageError(f"give the queue directory first, or set {ENV}")
+    try:
+        return Queue.open(path)
+    except QueueError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _split(args: tuple[str, ...], what: str) -> tuple[Queue, list[str]]:
+    """``[DIR] REST...``: the first argument is the queue when it is one, else $ORCR_TASKS_DIR."""
+    args = list(args)
+    if args and (Path(args[0]).expanduser() / MARKER).exists():
+        return _open(args[0]), args[1:]
+    if os.environ.get(ENV):
+        return _open(os.environ[ENV]), args
+    if args and Path(args[0]).expanduser().is_dir():
+        return _open(args[0]), args[1:]  # says why it is not a queue
+    raise click.UsageError(f"give the queue directory before {what}, or set {ENV}")
+
+
+def _errors(fn):
+    """Expected failures as one-line errors (exit 1), never tracebacks."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        try:
+            return fn(*a, **kw)
+        except (QueueError, TaskFileError, LockBusy) as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return wrapper
+
+
+queue_arg = click.argument("queue_dir", metavar="DIR", envvar=ENV, required=True)
+
+
+@click.group(name="tasks")
+def tasks():
+    """A crash-safe file task queue worked by orcr agents (docs/tasks.md).
+
+    A task's state is the folder its file is in: backlog/ todo/ doing/ review/
+    verifying/ done/ failed/ inbox/. Builders claim from todo/ by rename,
+    verifiers from review/; a stale heartbeat is reaped back.
+    """
+
+
+@tasks.command(name="init")
+@click.argument("queue_dir", metavar="DIR")
+@_errors
+def tasks_init(queue_dir):
+    """Create a queue at DIR (an absolute path outside every worktree and sync folder)."""
+    q = Queue.init(queue_dir)
+    click.echo(str(q.root))
+
+
+@tasks.command(name="add", context_settings={"ignore_unknown_options": False})
+@click.option("--id", "task_id", metavar="ID", help="Task id (default: T<n>).")
+@click.option(
+    "--done-when", required=True, metavar="TEXT", help="What would fail if it were wrong."
+)
+@click.option(
+    "--depends-on", multiple=True, metavar="ID", help="Wait in backlog/ until ID is done."
+)
+@click.option("--cluster", metavar="NAME", help="Group for reject rates in status.")
+@click.option("--provider", "-p", metavar="P", help="Provider for the builder of this task.")
+@click.option(
+    "--verifiers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="How many verifiers must pass it (risk).",
+)
+@click.argument("args", nargs=-1, metavar="[DIR] -- TEXT...")
+@_errors
+def tasks_add(task_id, done_when, depends_on, cluster, provider, verifiers, args):
+    """Write one task file into todo/ (backlog/ while a dependency is not done).
+
+    TEXT is the task ('-' reads it from stdin). Prints ``<id> <state>``.
+    """
+    q, rest = _split(args, "the task text")
+    text = " ".join(rest)
+    if text == "-":
+        text = sys.stdin.read()
+    tid, state = q.add(
+        text,
+        done_when,
+        task_id=task_id,
+        depends_on=list(depends_on),
+        cluster=cluster,
+        provider=provider,
+        verifiers=verifiers,
+    )
+    click.echo(f"{tid} {state}")
+
+
+@tasks.command(name="ls")
+@queue_arg
+@click.option("--state", type=click.Choice(STATES), multiple=True, help="Only these states.")
+@click.option("--json", "json_", is_flag=True)
+@_errors
+def tasks_ls(queue_dir, state, json_):
+    """List tasks: id, state, attempts, cluster."""
+    q = _open(queue_dir)
+    rows = []
+    for s in state or STATES:
+        for task, _st, tid in q.tasks(s):
+            meta = task.meta if task else {}
+            rows.append(
+                {
+                    "id": tid,
+                    "state": s,
+                    "attempts": int(meta.get("attempts") or 0),
+                    "cluster": meta.get("cluster"),
+                    "depends_on": meta.get("depends_on") or [],
+                }
+            )
+    if json_:
+        click.echo(jsonlib.dumps(rows, indent=2))
+        return
+    for r in rows:
+        deps = f" after {','.join(r['depends_on'])}" if r["depends_on"] else ""
+        click.echo(
+            f"{r['id']:<16} {r['state']:<10} attempts {r['attempts']} {r['cluster'] or '-'}{deps}"
+        )
+
+
+@tasks.command(name="show")
+@click.argument("args", nargs=-1, metavar="[DIR] ID")
+@click.option("--json", "json_", is_flag=True)
+@_errors
+def tasks_show(args, json_):
+    """Print a task's file (its state on stderr)."""
+    q, rest = _split(args, "the task id")
+    if len(rest) != 1:
+        raise click.UsageError("give one task id")
+    state = q.locate(rest[0])
+    task = q.read(state, rest[0])
+    if json_:
+        result = q.root / "results" / f"{task.id}.md"
+        click.echo(
+            jsonlib.dumps(
+                {
+                    "id": task.id,
+                    "state": state,
+                    "meta": task.meta,
+                    "body": task.body,
+                    "results": str(result) if result.exists() else None,
+                },
+                indent=2,
+            )
+        )
+        return
+    click.echo(f"{task.id} is in {state}/", err=True)
+    click.echo(q.file(state, task.id).read_text(), nl=False)
+
+
+@tasks.command(name="path")
+@click.argument("args", nargs=-1, metavar="[DIR] ID")
+@_errors
+def tasks_path(args):
+    """Print the path of a task's file."""
+    q, rest = _split(args, "the task id")
+    if len(rest) != 1:
+        raise click.UsageError("give one task id")
+    click.echo(str(q.file(q.locate(rest[0]), rest[0])))
+
+
+@tasks.command(name="status")
+@queue_arg
+@click.option(
+    "--stale",
+    callback=_duration,
+    default="10m",
+    show_default=True,
+    help="A heartbeat older than this is stale.",
+)
+@click.option("--json", "json_", is_flag=True)
+@_errors
+def tasks_status(queue_dir, stale, json_):
+    """Counts per state, reject rate per cluster, stale heartbeats, attempts, the oldest
+    task in each state, throughput over the last hour: all computed from the files."""
+    from orcr_tasks.status import compute, render
+
+    s = compute(_open(queue_dir), stale)
+    click.echo(jsonlib.dumps(s, indent=2) if json_ else render(s))
+
+
+@tasks.command(name="answer")
+@click.argument("args", nargs=-1, metavar="[DIR] ID TEXT...")
+@_errors
+def tasks_answer(args):
+    """Answer a parked task's question and release it from inbox/ to todo/."""
+    q, rest = _split(args, "the task id")
+    if len(rest) < 2:
+        raise click.UsageError("give the task id and the answer")
+    text = " ".join(rest[1:])
+    if text == "-":
+        text = sys.stdin.read()
+    click.echo(f"{rest[0]} {q.answer(rest[0], text)}")
+
+
+@tasks.command(name="reap")
+@queue_arg
+@click.option(
+    "--stale",
+    callback=_duration,
+    default="10m",
+    show_default=True,
+    help="Reap a claim whose heartbeat is older than this.",
+)
+@_errors
+def tasks_reap(queue_dir, stale):
+    """Return stale claims: builds to todo/ (attempts + 1; failed/ after 3), verifications
+    to review/ (not an attempt). Also releases backlog tasks whose dependencies are done."""
+    for tid, src, dst in _open(queue_dir).reap(stale):
+        click.echo(f"{tid} {src} -> {dst}")
+
+
+@tasks.command(name="unlock")
+@queue_arg
+@click.option("--force", is_flag=True, help="Clear it even when the owner cannot be checked.")
+@_errors
+def tasks_unlock(queue_dir, force):
+    """Clear a stale queue lock, after checking that its owner is gone.
+
+    A move the owner was half way through is finished first.
+    """
+    click.echo(_open(queue_dir).unlock(force))
+
+
+@tasks.command(name="work")
+@queue_arg
+@click.option("--role", type=click.Choice(["builder", "verifier"]), required=True)
+@click.option(
+    "--slots",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Tasks worked at once.",
+)
+@click.option(
+    "--provider",
+    "-p",
+    "providers",
+    multiple=True,
+    metavar="P",
+    help="Provider(s); a verifier uses one other than the builder's.",
+)
+@click.option("--timeout", callback=_duration, help="End an agent whose turn runs longer.")
+@click.option(
+    "--heartbeat",
+    callback=_duration,
+    default="30s",
+    show_default=True,
+    help="Touch the heartbeat this often.",
+)
+@click.option(
+    "--stale",
+    callback=_duration,
+    default="10m",
+    show_default=True,
+    help="Reap claims whose heartbeat is older.",
+)
+@click.option(
+    "--cwd", type=click.Path(file_okay=False, exists=True), help="Agents' working directory."
+)
+@click.option("--drain", is_flag=True, help="Stop when there is nothing left to claim.")
+@_errors
+def tasks_work(queue_dir, role, slots, providers, timeout, heartbeat, stale, cwd, drain):
+    """Claim tasks and work each with a fresh agent started through orcr.
+
+    Builders claim todo/ -> doing/ and finish to review/ (a QUESTION parks the task in
+    inbox/); verifiers claim review/ -> verifying/ and pass to done/ or reject to todo/.
+    """
+    from orcr_core.sdk import Orcr
+    from orcr_tasks.worker import Worker
+
+    if heartbeat >= stale:
+        raise click.BadParameter(f"--heartbeat must be shorter than --stale ({stale:g}s)")
+    w = Worker(
+        _open(queue_dir),
+        role,
+        slots=slots,
+        providers=list(providers),
+        timeout=timeout,
+        heartbeat=heartbeat,
+        stale=stale,
+        cwd=cwd,
+        drain=drain,
+        sdk_factory=Orcr,
+    )
+    try:
+        w.run()
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)

@@ -1,0 +1,96 @@
+"""``orcr tasks status``: every number read from the files, never from memory."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+from orcr_tasks.lock import owner_alive, read_owner
+from orcr_tasks.queue import STATES, Queue
+
+
+def _ts(value) -> float | None:
+    try:
+        return datetime.fromisoformat(str(value)).timestamp()
+    except ValueError:
+        return None
+
+
+def compute(queue: Queue, stale: float, now: float | None = None) -> dict:
+    now = time.time() if now is None else now
+    counts = {s: 0 for s in STATES}
+    oldest: dict[str, dict] = {}
+    clusters: dict[str, dict] = {}
+    attempts = {"total": 0, "tasks_retried": 0, "max": 0}
+    stale_rows = []
+    unreadable = []
+    done_last_hour = 0
+    for state in STATES:
+        for task, st, tid in queue.tasks(state):
+            counts[state] += 1
+            age = now - st.st_ctime
+            if state not in oldest or age > oldest[state]["age"]:
+                oldest[state] = {"id": tid, "age": round(age, 1)}
+            if task is None:
+                unreadable.append(f"{state}/{tid}.md")
+                continue
+            n = task.attempts
+            attempts["total"] += n
+            attempts["tasks_retried"] += 1 if n else 0
+            attempts["max"] = max(attempts["max"], n)
+            c = clusters.setdefault(
+                str(task.meta.get("cluster") or "-"), {"tasks": 0, "rejects": 0, "passes": 0}
+            )
+            c["tasks"] += 1
+            c["rejects"] += task.sections("Reject")
+            c["passes"] += task.sections("Pass")
+            if state == "done":
+                at = _ts(task.meta.get("done_at"))
+                if at is not None and now - at <= 3600:
+                    done_last_hour += 1
+            if state in ("doing", "verifying"):
+                hb_age = queue.age(state, tid, now)
+                if hb_age > stale:
+                    stale_rows.append({"id": tid, "state": state, "age": round(hb_age, 1)})
+    for c in clusters.values():
+        verdicts = c["rejects"] + c["passes"]
+        c["reject_rate"] = round(c["rejects"] / verdicts, 3) if verdicts else None
+    owner = read_owner(queue.lock.path) if queue.lock.path.exists() else None
+    return {
+        "queue": str(queue.root),
+        "counts": counts,
+        "oldest": oldest,
+        "clusters": clusters,
+        "attempts": attempts,
+        "stale": stale_rows,
+        "done_last_hour": done_last_hour,
+        "lock": None
+        if not queue.lock.path.exists()
+        else {"owner": owner, "alive": owner_alive(owner)},
+        "unreadable": unreadable,
+    }
+
+
+def render(s: dict) -> str:
+    lines = [f"queue {s['queue']}"]
+    lines.append("  " + "  ".join(f"{k} {v}" for k, v in s["counts"].items()))
+    lines.append(f"  done in the last hour: {s['done_last_hour']}")
+    a = s["attempts"]
+    lines.append(
+        f"  attempts: {a['total']} failed attempts over {a['tasks_retried']} task(s), at most {a['max']}"
+    )
+    for state, o in s["oldest"].items():
+        lines.append(f"  oldest in {state}/: {o['id']} ({o['age']:.0f}s)")
+    for name, c in sorted(s["clusters"].items()):
+        rate = "-" if c["reject_rate"] is None else f"{c['reject_rate']:.0%}"
+        lines.append(
+            f"  cluster {name}: {c['tasks']} task(s), {c['rejects']} reject(s), "
+            f"{c['passes']} pass(es), reject rate {rate}"
+        )
+    for r in s["stale"]:
+        lines.append(f"  STALE {r['state']}/{r['id']}: no heartbeat for {r['age']:.0f}s")
+    if s["lock"]:
+        lines.append(f"  LOCKED by {s['lock']['owner']} (alive: {s['lock']['alive']})")
+    for u in s["unreadable"]:
+        lines.append(f"  UNREADABLE {u}")
+    return "\n".join(lines)

@@ -1,0 +1,385 @@
+"""The queue's file rules, with real processes racing on a real filesystem."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from orcr_tasks.queue import STATES, Queue, QueueError
+from orcr_tasks.status import compute
+from orcr_tasks.taskfile import parse
+from orcr_tasks.worker import builder_prompt, last_line, pick_verifier_provider, verifier_prompt
+
+from orcr_core.testing import until
+
+
+@pytest.fixture
+def q(short_tmp) -> Queue:
+    return Queue.init(short_tmp / "queue")
+
+
+def states_of(q: Queue) -> dict[str, list[str]]:
+    """Every task id -> the state folders holding it (counted from the files)."""
+    seen: dict[str, list[str]] = {}
+    for s in STATES:
+        for tid in q.ids(s):
+            seen.setdefault(tid, []).append(s)
+    return seen
+
+
+def cli(*args, env=None, input=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "orcr_core.cli", "tasks", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **(env or {})),
+        input=input,
+        timeout=60,
+    )
+
+
+# -- where a queue may live ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "where, says",
+    [
+        ("repo/.git", "git worktree"),
+        ("vault/.obsidian", "Obsidian vault"),
+        ("Dropbox/x", "Dropbox"),
+        ("Library/Mobile Documents/com~apple~CloudDocs/x", "iCloud"),
+        ("Library/CloudStorage/GoogleDrive-me/x", "cloud storage"),
+        ("OneDrive/x", "OneDrive"),
+        ("Google Drive/x", "Google Drive"),
+    ],
+)
+def test_init_refuses_worktrees_and_sync_folders(short_tmp, where, says):
+    marker = short_tmp / where
+    marker.mkdir(parents=True)
+    target = marker.parent / "queue"
+    r = cli("init", str(target))
+    assert r.returncode == 1 and says in r.stderr and "refusing" in r.stderr, r.stderr
+    assert not target.exists()
+
+
+def test_init_makes_every_folder_and_is_idempotent(short_tmp):
+    r = cli("init", str(short_tmp / "q"))
+    assert r.returncode == 0 and r.stdout.strip() == str(short_tmp / "q")
+    assert sorted(p.name for p in (short_tmp / "q").iterdir() if p.is_dir()) == sorted(
+        [*STATES, "results", "hb"]
+    )
+    assert cli("init", str(short_tmp / "q")).returncode == 0
+    (short_tmp / "notq").mkdir()
+    (short_tmp / "notq" / "file").write_text("x")
+    r = cli("init", str(short_tmp / "notq"))
+    assert r.returncode == 1 and "not empty" in r.stderr
+
+
+# -- adding -------------------------------------------------------------------------
+
+
+def test_add_writes_a_task_file_with_front_matter(q):
+    r = cli(
+        "add",
+        str(q.root),
+        "--id",
+        "T12",
+        "--done-when",
+        "pytest passes",
+        "--cluster",
+        "billing",
+        "--provider",
+        "echo",
+        "--verifiers",
+        "2",
+        "--",
+        "Port",
+        "billing",
+    )
+    assert r.stdout == "T12 todo\n", r.stderr
+    t = parse(q.file("todo", "T12").read_text())
+    assert t.meta["done_when"] == "pytest passes" and t.meta["attempts"] == 0
+    assert (t.meta["cluster"], t.meta["provider"], t.verifiers) == ("billing", "echo", 2)
+    assert t.text == "Port billing" and t.depends_on == []
+    # the same id twice, a bad id, an unknown dependency, no text: clear errors, nothing written
+    for args, says in [
+        (["--id", "T12"], "already exists (in todo/)"),
+        (["--id", "a/b"], "not allowed"),
+        (["--depends-on", "nope"], "names no task"),
+    ]:
+        r = cli("add", str(q.root), *args, "--done-when", "x", "--", "text")
+        assert r.returncode == 1 and says in r.stderr, r.stderr
+    r = cli("add", str(q.root), "--done-when", "x", "-", input="from stdin\n")
+    assert r.stdout == "T2 todo\n" and q.read("todo", "T2").text == "from stdin"
+    assert sorted(states_of(q)) == ["T12", "T2"]
+
+
+def test_every_verb_reads_the_queue_from_the_environment(q):
+    env = {"ORCR_TASKS_DIR": str(q.root)}
+    assert cli("add", "--id", "a", "--done-when", "x", "--", "do", env=env).stdout == "a todo\n"
+    assert cli("show", "a", env=env).stdout.startswith('---\nid: "a"')
+    assert "todo" in cli("ls", env=env).stdout
+    assert json.loads(cli("status", "--json", env=env).stdout)["counts"]["todo"] == 1
+    r = cli("show", "a")
+    assert r.returncode == 2 and "ORCR_TASKS_DIR" in r.stderr
+
+
+# -- claims ---------------------------------------------------------------------------
+
+RACER = """
+import json, os, sys
+from orcr_tasks.queue import Queue
+q = Queue(sys.argv[1])
+out = open(sys.argv[2], "w")
+while True:
+    tid = q.claim("builder", token=str(os.getpid()))
+    if tid is None:
+        break
+    out.write(tid + "\\n")
+    out.flush()
+"""
+
+
+def test_sixteen_processes_race_for_two_hundred_tasks(q, short_tmp):
+    for n in range(200):
+        q.add(f"task {n}", "x", task_id=f"t{n:03d}")
+    logs = [short_tmp / f"claims{i}.txt" for i in range(16)]
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(q.root), str(log)]) for log in logs]
+    assert [p.wait(120) for p in procs] == [0] * 16
+    claims = [ln for log in logs for ln in log.read_text().split()]
+    assert len(claims) == 200 and len(set(claims)) == 200  # none twice, none lost
+    assert sum(1 for log in logs if log.read_text()) > 1  # it was a race
+    assert q.ids("todo") == [] and len(q.ids("doing")) == 200
+    assert all(v == ["doing"] for v in states_of(q).values())
+    hb = {json.loads(p.read_text())["token"] for p in (q.root / "hb").iterdir()}
+    assert len(hb) > 1
+
+
+# -- the reaper, attempts and the cap ------------------------------------------------------
+
+
+def _age(q: Queue, state: str, tid: str, seconds: float) -> None:
+    """Make a claim look ``seconds`` old (heartbeat mtime; the claim's ctime cannot be set)."""
+    past = time.time() - seconds
+    os.utime(q.hb(tid), (past, past))
+
+
+def test_reaper_returns_stale_builds_with_an_attempt_and_caps_at_three(q):
+    q.add("t", "x", task_id="a")
+    for attempt in (1, 2, 3):
+        assert q.claim("builder", token="w") == "a"
+        assert q.reap(stale=60) == []  # fresh: left alone
+        _age(q, "doing", "a", 3600)
+        time.sleep(0.01)
+        assert q.reap(stale=0.001) == [("a", "doing", "failed" if attempt == 3 else "todo")]
+        state = q.where("a")
+        assert state == (["failed"] if attempt == 3 else ["todo"])
+        assert q.read(state[0], "a").attempts == attempt
+        assert not q.hb("a").exists()
+    assert q.read("failed", "a").sections("Attempt failed") == 3
+
+
+def test_a_reaped_verification_is_not_an_attempt(q):
+    q.add("t", "x", task_id="a")
+    q.claim("builder", token="b")
+    q.finish_build("a", "b", "rev1", "echo")
+    assert q.claim("verifier", token="v") == "a"
+    _age(q, "verifying", "a", 3600)
+    time.sleep(0.01)
+    assert q.reap(stale=0.001) == [("a", "verifying", "review")]
+    t = q.read("review", "a")
+    assert t.attempts == 0 and t.meta["revision"] == "rev1"
+
+
+def test_a_reaped_worker_cannot_finish_over_the_next_claim(q):
+    q.add("t", "x", task_id="a")
+    q.claim("builder", token="old")
+    _age(q, "doing", "a", 3600)
+    time.sleep(0.01)
+    q.reap(stale=0.001)
+    q.claim("builder", token="new")
+    with pytest.raises(QueueError, match="no longer claimed"):
+        q.finish_build("a", "old", None, "echo")
+    assert q.where("a") == ["doing"]
+    q.finish_build("a", "new", None, "echo")
+    assert q.where("a") == ["review"]
+
+
+def test_reject_cap_and_passes(q):
+    q.add("t", "x", task_id="a", verifiers=2)
+    q.claim("builder", token="b")
+    q.finish_build("a", "b", "r", "claude")
+    q.claim("verifier", token="v1")
+    assert q.verdict("a", "v1", True, "codex", "ok") == "review"  # one of two verifiers
+    q.claim("verifier", token="v2")
+    assert q.verdict("a", "v2", False, "echo", "reject: tests fail") == "todo"
+    t = q.read("todo", "a")
+    assert t.attempts == 1 and t.meta["passes"] == [] and "tests fail" in t.body
+    for n in (2, 3):
+        q.claim("builder", token="b")
+        q.finish_build("a", "b", "r", "claude")
+        q.claim("verifier", token="v")
+        dst = q.verdict("a", "v", False, "codex", "no")
+        assert dst == ("failed" if n == 3 else "todo")
+    assert q.read("failed", "a").sections("Reject") == 3
+
+
+# -- dependencies, inbox --------------------------------------------------------------------
+
+
+def test_dependencies_wait_in_backlog_until_done(q):
+    q.add("first", "x", task_id="a")
+    q.add("second", "x", task_id="b")
+    assert q.add("after both", "x", task_id="c", depends_on=["a", "b"]) == ("c", "backlog")
+    for tid in ("a", "b"):
+        assert q.claim("builder", token=tid) == tid
+        q.finish_build(tid, tid, None, "echo")
+        q.claim("verifier", token=tid)
+        q.verdict(tid, tid, True, "codex", "ok")
+        assert q.where("c") == (["todo"] if tid == "b" else ["backlog"])
+    # added after its dependency is done: straight to todo/
+    assert q.add("late", "x", task_id="d", depends_on=["a"]) == ("d", "todo")
+
+
+def test_park_and_answer(q):
+    q.add("t", "x", task_id="a")
+    q.claim("builder", token="w")
+    q.park("a", "w", "which port?")
+    assert q.where("a") == ["inbox"] and not q.hb("a").exists()
+    r = cli("answer", str(q.root), "a", "use", "8080")
+    assert r.stdout == "a todo\n", r.stderr
+    t = q.read("todo", "a")
+    assert "which port?" in t.body and "use 8080" in t.body and t.attempts == 0
+    r = cli("answer", str(q.root), "a", "again")
+    assert r.returncode == 1 and "not inbox/" in r.stderr
+
+
+# -- prompts and verdicts ----------------------------------------------------------------------
+
+
+def test_verifier_prompt_has_the_condition_and_revision_not_the_builders_report(q):
+    q.add("Say hello.", "VERDICT: pass", task_id="a")
+    q.claim("builder", token="w")
+    report = "I did it brilliantly. REASONING-SECRET"
+    (q.root / "results" / "a.md").write_text(report)
+    q.finish_build("a", "w", "abc123", "claude")
+    q.claim("verifier", token="v")
+    t = q.read("verifying", "a")
+    t.append("Answer (x)", "ANSWER-SECRET")  # sections after the task text are not shown
+    p = verifier_prompt(q, t)
+    assert p.startswith("VERDICT: pass\n") and "abc123" in p and "Say hello." in p
+    assert "SECRET" not in p
+    assert builder_prompt(q, t).startswith("Say hello.") and "ANSWER-SECRET" in builder_prompt(q, t)
+
+
+def test_answer_lines():
+    text = "work\nREVISION: abc\nmore\n**VERDICT:** no\nVERDICT: reject tests fail\n"
+    assert last_line(text, "REVISION") == "abc"
+    assert last_line(text, "VERDICT") == "reject tests fail"
+    assert last_line("a line that mentions VERDICT: inline", "VERDICT") is None
+    assert last_line(None, "QUESTION") is None
+
+
+def test_verifiers_use_another_provider_where_one_is_available():
+    assert pick_verifier_provider("claude", [], ["claude", "codex"]) == "codex"
+    assert pick_verifier_provider("codex", [], ["claude", "codex"]) == "claude"
+    assert pick_verifier_provider("claude", ["codex"], ["claude", "codex", "echo"]) == "echo"
+    assert pick_verifier_provider("claude", ["codex"], ["claude", "codex"]) == "codex"
+    assert pick_verifier_provider("claude", [], ["claude"]) == "claude"  # nothing else
+    assert pick_verifier_provider("claude", [], []) == "claude"
+
+
+# -- status -------------------------------------------------------------------------------------
+
+
+def test_status_is_computed_from_the_files(q):
+    q.add("a", "x", task_id="a", cluster="api")
+    q.add("b", "x", task_id="b", cluster="api")
+    q.add("c", "x", task_id="c", cluster="db")
+    q.add("d", "x", task_id="d", depends_on=["c"])
+    for tid in ("a", "b"):
+        q.claim("builder", token=tid)
+        q.finish_build(tid, tid, None, "claude")
+    q.claim("verifier", token="v")  # a (oldest first)
+    q.verdict("a", "v", True, "codex", "ok")
+    q.claim("verifier", token="v")
+    q.verdict("b", "v", False, "codex", "no")
+    q.claim("builder", token="w")  # c (b went back to todo/ after it)
+    _age(q, "doing", "c", 3600)
+    s = compute(q, stale=600)
+    assert s["counts"] == dict.fromkeys(STATES, 0) | {
+        "done": 1,
+        "todo": 1,
+        "doing": 1,
+        "backlog": 1,
+    }
+    assert s["clusters"]["api"] == {"tasks": 2, "rejects": 1, "passes": 1, "reject_rate": 0.5}
+    assert s["clusters"]["db"]["reject_rate"] is None
+    assert [r["id"] for r in s["stale"]] == ["c"]
+    assert s["attempts"] == {"total": 1, "tasks_retried": 1, "max": 1}
+    assert s["done_last_hour"] == 1 and s["oldest"]["done"]["id"] == "a"
+    # a file moved by hand is counted where it is now: nothing is remembered
+    os.rename(q.file("done", "a"), q.file("failed", "a"))
+    s = compute(q, stale=600)
+    assert (s["counts"]["done"], s["counts"]["failed"], s["done_last_hour"]) == (0, 1, 0)
+    r = cli("status", str(q.root))
+    assert "cluster api: 2 task(s), 1 reject(s), 1 pass(es), reject rate 50%" in r.stdout
+    assert "STALE doing/c" in r.stdout
+
+
+# -- the lock --------------------------------------------------------------------------------------
+
+HOLDER = """
+import sys, time
+from orcr_tasks.queue import Queue
+q = Queue(sys.argv[1])
+q.lock.acquire()
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_stale_lock_is_cleared_only_when_its_owner_is_dead(q):
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(q.root)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert p.stdout.readline() == "held\n"
+        r = cli("unlock", str(q.root))
+        assert r.returncode == 1 and "alive" in r.stderr and q.lock.path.exists()
+        with pytest.raises(Exception, match="held by pid"):
+            q.lock.acquire(timeout=0.2, on_dead=q.recover)
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    assert q.lock.path.exists()  # a SIGKILLed holder leaves it behind
+    assert cli("unlock", str(q.root)).stdout == "cleared the lock\n"
+    assert not q.lock.path.exists()
+    assert cli("unlock", str(q.root)).stdout == "the queue is not locked\n"
+
+
+def test_a_dead_owners_lock_is_taken_over_by_the_next_waiter(q):
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(q.root)], stdout=subprocess.PIPE, text=True
+    )
+    assert p.stdout.readline() == "held\n"
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert q.add("t", "x", task_id="a") == ("a", "todo")  # waited, saw the owner dead
+    assert not q.lock.path.exists()
+
+
+def test_an_owner_on_another_host_needs_force(q):
+    q.lock.path.mkdir()
+    (q.lock.path / "owner").write_text(json.dumps({"pid": 1, "host": "elsewhere", "started": 0}))
+    r = cli("unlock", str(q.root))
+    assert r.returncode == 1 and "--force" in r.stderr
+    assert cli("unlock", str(q.root), "--force").returncode == 0
+    assert not Path(q.lock.path).exists()
+    until(lambda: not q.lock.path.exists(), what="lock gone")
