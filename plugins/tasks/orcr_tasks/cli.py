@@ -246,9 +246,18 @@ def tasks_answer(args):
 @_errors
 def tasks_reap(queue_dir, stale):
     """Return stale claims: builds to todo/ (attempts + 1; failed/ after 3), verifications
-    to review/ (not an attempt). Also releases backlog tasks whose dependencies are done."""
-    for tid, src, dst in _open(queue_dir).reap(stale):
-        click.echo(f"{tid} {src} -> {dst}")
+    to review/ (not an attempt), and end the agents they had started. Also releases
+    backlog tasks whose dependencies are done."""
+    from orcr_core.client import Client
+    from orcr_core.sdk import Orcr
+    from orcr_tasks.worker import end_agent
+
+    orcr = Orcr(Client(autostart=False))  # no server: no agent to end
+    try:
+        for tid, src, dst in _open(queue_dir).reap(stale, end_agent(orcr)):
+            click.echo(f"{tid} {src} -> {dst}")
+    finally:
+        orcr.close()
 
 
 @tasks.command(name="unlock")

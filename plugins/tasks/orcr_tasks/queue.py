@@ -458,10 +458,13 @@ class Queue:
         with self.locked():
             return self._release()
 
-    def reap(self, stale: float) -> list[tuple[str, str, str]]:
+    def reap(self, stale: float, on_reap=None) -> list[tuple[str, str, str]]:
         """Return tasks whose heartbeat went stale: builds to todo/ (attempts + 1,
-        failed/ at the cap), verifications to review/ (not an attempt)."""
-        reaped = []
+        failed/ at the cap), verifications to review/ (not an attempt).
+
+        ``on_reap(task_id, heartbeat)`` is called after each, with what the
+        heartbeat file said (the agent the dead worker started, to end it)."""
+        reaped, ended = [], []
         with self.locked():
             now = time.time()
             for state in ("doing", "verifying"):
@@ -469,6 +472,7 @@ class Queue:
                     age = self.age(state, tid, now)
                     if age <= stale:
                         continue
+                    hb = self.read_heartbeat(tid) or {}
                     if state == "doing":
                         why = f"reaped: no heartbeat for {age:.0f}s"
                         dst = self._fail(tid, "doing", "Attempt failed", why)
@@ -477,7 +481,10 @@ class Queue:
                         self.drop_heartbeat(tid)
                         dst = "review"
                     reaped.append((tid, state, dst))
+                    ended.append((tid, hb))
             self._release()
+        for tid, hb in ended if on_reap is not None else ():
+            on_reap(tid, hb)  # outside the lock: it may talk to the orcr server
         return reaped
 
     def unlock(self, force: bool = False) -> str:

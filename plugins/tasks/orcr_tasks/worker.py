@@ -38,6 +38,12 @@ def last_line(text: str, key: str) -> str | None:
     return found[-1].strip() if found else None
 
 
+def answered_questions(task: Task) -> set[str]:
+    """Questions the coordinator already answered: asking one again does not park."""
+    asked = re.findall(r"^## Question[^\n]*\n+(.*?)\n+(?=## |\Z)", task.body, re.M | re.S)
+    return {q.strip() for q in asked} if "## Answer" in task.body else set()
+
+
 def builder_prompt(queue: Queue, task: Task) -> str:
     """The task text first (so an agent's leading directives work), then the rules."""
     return (
@@ -86,6 +92,19 @@ def pick_verifier_provider(
     return candidates[0] if candidates else builder
 
 
+def end_agent(orcr):
+    """An ``on_reap`` callback: end the agent a reaped claim had started, if it runs."""
+
+    def kill(tid: str, hb: dict) -> None:
+        if hb.get("uuid"):
+            try:
+                orcr.kill(hb["uuid"])
+            except Exception:  # already ended, or no server: nothing to end
+                pass
+
+    return kill
+
+
 @dataclass
 class Worker:
     queue: Queue
@@ -128,7 +147,7 @@ class Worker:
                 if time.monotonic() - reaped_at >= min(self.heartbeat, self.stale):
                     reaped_at = time.monotonic()
                     try:
-                        for tid, src, dst in self.queue.reap(self.stale):
+                        for tid, src, dst in self.queue.reap(self.stale, end_agent(orcr)):
                             self.say(f"{tid}: heartbeat stale, reaped from {src}/ -> {dst}/")
                     except LockBusy as exc:
                         self.say(str(exc))
@@ -179,12 +198,8 @@ class Worker:
                 except AgentEnded as exc:
                     return None, str(exc)
             res = orcr.read(agent["uuid"])
-            if res.get("turn_status") not in (None, "done", "completed", "idle") and not res.get(
-                "text"
-            ):
+            if not res.get("text"):
                 return None, f"the agent's turn ended {res.get('turn_status')} with no answer"
-            if res.get("text") is None:
-                return None, "the agent gave no answer"
             return res["text"], None
         finally:
             try:
@@ -206,7 +221,7 @@ class Worker:
             self.say(f"{tid}: attempt failed ({error}) -> {dst}/")
             return
         question = last_line(answer, "QUESTION")
-        if question:
+        if question and question not in answered_questions(task):
             self.queue.park(tid, token, question)
             self.say(f"{tid}: parked in inbox/: {question}")
             return

@@ -383,3 +383,26 @@ def test_an_owner_on_another_host_needs_force(q):
     assert cli("unlock", str(q.root), "--force").returncode == 0
     assert not Path(q.lock.path).exists()
     until(lambda: not q.lock.path.exists(), what="lock gone")
+
+
+def test_installed_model_families_are_the_default_verifier_providers(tmp_path, monkeypatch):
+    from orcr_tasks.worker import installed_families
+
+    fake = tmp_path / "codex"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert installed_families() == ["codex"]
+    # a task built with claude is verified with codex, the other family installed
+    assert pick_verifier_provider("claude", [], installed_families()) == "codex"
+
+
+def test_an_answered_question_does_not_park_again(q):
+    from orcr_tasks.worker import answered_questions
+
+    q.add("Migrate.\nQUESTION: which db?", "x", task_id="a")
+    q.claim("builder", token="w")
+    q.park("a", "w", "which db?")
+    assert answered_questions(q.read("inbox", "a")) == set()  # asked, not answered yet
+    q.answer("a", "postgres")
+    assert answered_questions(q.read("todo", "a")) == {"which db?"}

@@ -1,0 +1,167 @@
+"""A process killed in the middle of every move leaves every task in exactly one state
+folder, and whoever clears its lock finishes the move exactly once.
+
+The kill is real: ``ORCR_FAULT`` makes the process SIGKILL itself at a point
+(docs/internals.md), so nothing after it runs, no ``finally`` included.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from orcr_tasks.queue import STATES, Queue
+
+OP = """
+import sys
+from orcr_tasks.queue import Queue
+q = Queue(sys.argv[1])
+op = sys.argv[2]
+if op == "claim":
+    q.claim("builder", token="c")
+elif op == "finish":
+    q.finish_build("a", "b", "rev7", "echo")
+elif op == "pass":
+    q.verdict("a", "v", True, "codex", "ok")
+elif op == "reject":
+    q.verdict("a", "v", False, "codex", "VERDICT: reject no")
+elif op == "reap":
+    q.reap(0.0)
+elif op == "answer":
+    q.answer("a", "use 8080")
+elif op == "add":
+    q.add("new", "x", task_id="n")
+"""
+
+
+def run_op(q: Queue, op: str, fault: str | None) -> int:
+    env = dict(os.environ)
+    env.pop("ORCR_FAULT", None)
+    if fault:
+        env["ORCR_FAULT"] = fault
+    return subprocess.run([sys.executable, "-c", OP, str(q.root), op], env=env).returncode
+
+
+def one_state_each(q: Queue) -> dict[str, str]:
+    seen: dict[str, list[str]] = {}
+    for s in STATES:
+        for tid in q.ids(s):
+            seen.setdefault(tid, []).append(s)
+    assert all(len(v) == 1 for v in seen.values()), seen
+    return {tid: v[0] for tid, v in seen.items()}
+
+
+def setup(q: Queue, op: str) -> None:
+    """Task ``a`` where ``op`` takes it from; ``z`` a bystander; ``d`` waits on ``a``."""
+    q.add("the task", "x", task_id="a")
+    q.add("after a", "x", task_id="d", depends_on=["a"])
+    if op == "claim":
+        return
+    assert q.claim("builder", token="b") == "a"
+    q.add("bystander", "x", task_id="z")
+    if op == "reap":
+        past = time.time() - 3600
+        os.utime(q.hb("a"), (past, past))
+        return
+    if op == "answer":
+        q.park("a", "b", "which port?")
+        return
+    if op == "finish":
+        return
+    q.finish_build("a", "b", "rev7", "echo")
+    assert q.claim("verifier", token="v") == "a"
+
+
+#: op -> (where a ends up, a check of the edit having been applied once)
+EXPECT = {
+    "finish": ("review", lambda t: t.meta["revision"] == "rev7" and t.attempts == 0),
+    "pass": ("done", lambda t: t.meta["passes"] == ["codex"] and t.sections("Pass") == 1),
+    "reject": ("todo", lambda t: t.attempts == 1 and t.sections("Reject") == 1),
+    "reap": ("todo", lambda t: t.attempts == 1 and t.sections("Attempt failed") == 1),
+    "answer": ("todo", lambda t: t.sections("Answer") == 1 and t.attempts == 0),
+}
+POINTS = ["tasks.lock.acquired", "tasks.move.journaled", "tasks.move.edited", "tasks.move.renamed"]
+SOURCE = {"finish": "doing", "pass": "verifying", "reject": "verifying", "reap": "doing",
+          "answer": "inbox"}  # fmt: skip
+
+
+@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("op", sorted(EXPECT))
+def test_a_crash_in_every_step_of_every_move(short_tmp, op, point):
+    q = Queue.init(short_tmp / "q")
+    setup(q, op)
+    before = one_state_each(q)
+    assert run_op(q, op, point) == -signal.SIGKILL
+    states = one_state_each(q)
+    assert set(states) == set(before)  # none lost, none doubled
+    assert states["a"] in (SOURCE[op], EXPECT[op][0])
+    assert q.lock.path.exists()  # the dead holder's lock is left behind
+
+    r = subprocess.run(
+        [sys.executable, "-m", "orcr_core.cli", "tasks", "unlock", str(q.root)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    states = one_state_each(q)
+    if point == "tasks.lock.acquired":  # nothing was journaled: the move never began
+        assert states["a"] == SOURCE[op] and "finished the move" not in r.stdout
+        assert run_op(q, op, None) == 0  # so it can simply be done again
+    else:
+        assert states["a"] == EXPECT[op][0], r.stdout
+    dst, check = EXPECT[op]
+    q.reap(stale=3600)  # what every worker does next: also releases backlog tasks
+    states = one_state_each(q)
+    assert states["a"] == dst and check(q.read(dst, "a"))
+    assert states["z"] == "todo"  # untouched
+    assert states["d"] == ("todo" if dst == "done" else "backlog")
+
+
+def test_a_crash_in_the_dependency_release_after_a_pass(short_tmp):
+    q = Queue.init(short_tmp / "q")
+    setup(q, "pass")
+    assert run_op(q, "pass", "tasks.move.edited:2") == -signal.SIGKILL  # the second move
+    assert one_state_each(q)["a"] == "done"
+    q.reap(stale=3600)  # the next locked operation takes the dead lock over
+    assert one_state_each(q)["d"] == "todo" and not q.lock.path.exists()
+
+
+def test_a_crash_between_a_claims_rename_and_its_heartbeat(short_tmp):
+    q = Queue.init(short_tmp / "q")
+    setup(q, "claim")
+    assert run_op(q, "claim", "tasks.claim.renamed") == -signal.SIGKILL
+    assert one_state_each(q)["a"] == "doing" and not q.hb("a").exists()
+    assert q.reap(stale=60) == []  # the claim itself is the sign of life
+    time.sleep(0.05)
+    assert q.reap(stale=0.01) == [("a", "doing", "todo")]
+    assert q.read("todo", "a").attempts == 1
+
+
+def test_a_crash_while_adding(short_tmp):
+    q = Queue.init(short_tmp / "q")
+    assert run_op(q, "add", "tasks.lock.acquired") == -signal.SIGKILL
+    assert one_state_each(q) == {}
+    assert run_op(q, "add", None) == 0  # takes the dead lock over
+    assert one_state_each(q) == {"n": "todo"}
+
+
+def test_recovery_leaves_a_task_claimed_back_since(short_tmp):
+    """Reaped into todo/, killed before the journal went, claimed back into doing/ by a
+    live worker: finishing the journaled move must not take it from that worker."""
+    q = Queue.init(short_tmp / "q")
+    setup(q, "reap")
+    assert run_op(q, "reap", "tasks.move.renamed") == -signal.SIGKILL
+    assert one_state_each(q)["a"] == "todo"
+    assert q.claim("builder", token="other") == "z"
+    assert q.claim("builder", token="live") == "a"  # claims take no lock
+    r = subprocess.run(
+        [sys.executable, "-m", "orcr_core.cli", "tasks", "unlock", str(q.root)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0 and "finished the move" not in r.stdout
+    assert one_state_each(q)["a"] == "doing" and q.holds("a", "doing", "live")

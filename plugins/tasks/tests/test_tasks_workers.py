@@ -1,0 +1,131 @@
+"""Workers end to end: real orcr server, real tmux, the bundled echo agent.
+
+The echo agent answers each prompt with the prompt's own text (``[sleep N]`` and
+``[fail]`` in front change a turn), so a builder's answer carries the task's
+``REVISION:``/``QUESTION:`` lines and a verifier's carries the ``VERDICT:`` line
+of the finish condition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from orcr_tasks.queue import STATES, Queue
+
+from orcr_core.testing import until
+
+pytestmark = pytest.mark.parametrize("live", ["tmux"], indirect=True)
+
+FAST = ["--provider", "echo", "--heartbeat", "0.2s", "--drain"]
+
+
+def tasks(live, *args, check=True, timeout=120):
+    return live.run("tasks", *args, check=check, timeout=timeout)
+
+
+def where(q: Queue) -> dict[str, str]:
+    seen = {}
+    for s in STATES:
+        for tid in q.ids(s):
+            assert tid not in seen, f"{tid} in {seen[tid]}/ and {s}/"
+            seen[tid] = s
+    return seen
+
+
+def test_build_review_verify_park_answer_and_release(live, short_tmp):
+    live.start_server()
+    q = Queue.init(short_tmp / "q")
+    d = str(q.root)
+    tasks(live, "add", d, "--id", "hello", "--done-when", "VERDICT: pass", "--cluster", "docs",
+          "--", "Say hello.\nREVISION: abc123")  # fmt: skip
+    tasks(live, "add", d, "--id", "after", "--depends-on", "hello", "--done-when",
+          "VERDICT: pass", "--", "Then wave.")  # fmt: skip
+    tasks(live, "add", d, "--id", "iso", "--done-when", "tests pass", "--cluster", "db",
+          "--", "Migrate.\nQUESTION: which database?")  # fmt: skip
+
+    r = tasks(live, "work", d, "--role", "builder", *FAST)
+    assert where(q) == {"hello": "review", "after": "backlog", "iso": "inbox"}, r.stderr
+    assert "which database?" in q.read("inbox", "iso").body
+    assert q.read("review", "hello").meta["revision"] == "abc123"
+    assert q.read("review", "hello").meta["built_by"] == "echo"
+
+    assert tasks(live, "answer", d, "iso", "postgres, ANSWER-SECRET").stdout == "iso todo\n"
+    tasks(live, "work", d, "--role", "builder", *FAST)  # answered: no second park
+    assert where(q)["iso"] == "review"
+    results = (q.root / "results" / "iso.md").read_text()
+    assert "ANSWER-SECRET" in results and "Do the work" in results  # the builder's report
+
+    r = tasks(live, "work", d, "--role", "verifier", *FAST)
+    assert where(q) == {"hello": "done", "after": "todo", "iso": "todo"}, r.stderr
+    done = q.read("done", "hello")
+    assert done.meta["passes"] == ["echo"] and done.meta["done_at"]
+    iso = q.read("todo", "iso")
+    assert iso.attempts == 1 and iso.sections("Reject") == 1  # no VERDICT line: rejected
+    reject = iso.body[iso.body.index("## Reject") :]
+    # the verifier's answer is its prompt (echo): the finish condition, never the report
+    assert "tests pass" in reject and "Migrate." in reject
+    assert "ANSWER-SECRET" not in reject and "Do the work" not in reject
+
+    agents = json.loads(live.run("agent", "ls", "--all", "--json", check=True).stdout)
+    paths = sorted(a["path"].rsplit("_", 1)[0] for a in agents)
+    assert paths == sorted(
+        ["tasks/q/hello/build", "tasks/q/iso/build", "tasks/q/iso/build",
+         "tasks/q/hello/verify", "tasks/q/iso/verify"]
+    )  # fmt: skip
+    assert all(a["status"] == "ended" for a in agents)  # each killed once collected
+
+    s = json.loads(tasks(live, "status", d, "--json").stdout)
+    assert s["counts"]["done"] == 1 and s["counts"]["todo"] == 2 and s["done_last_hour"] == 1
+    assert s["clusters"]["db"]["reject_rate"] == 1.0
+    assert s["clusters"]["docs"]["reject_rate"] == 0.0
+
+
+def test_three_failed_attempts_and_a_turn_timeout_go_to_failed(live, short_tmp):
+    live.start_server()
+    q = Queue.init(short_tmp / "q")
+    d = str(q.root)
+    tasks(live, "add", d, "--id", "broken", "--done-when", "x", "--", "[fail] nope")
+    tasks(live, "add", d, "--id", "hangs", "--done-when", "x", "--", "[sleep 60] forever")
+    r = tasks(live, "work", d, "--role", "builder", "--slots", "2", "--timeout", "1s", *FAST)
+    assert where(q) == {"broken": "failed", "hangs": "failed"}, r.stderr
+    for tid in ("broken", "hangs"):
+        t = q.read("failed", tid)
+        assert t.attempts == 3 and t.sections("Attempt failed") == 3
+    assert "timeout" in q.read("failed", "hangs").body
+    assert not (q.root / "results" / "broken.md").exists()
+
+
+def test_a_sigkilled_worker_is_reaped_and_its_task_retried(live, short_tmp):
+    live.start_server()
+    q = Queue.init(short_tmp / "q")
+    d = str(q.root)
+    tasks(live, "add", d, "--id", "slow", "--done-when", "x", "--", "[sleep 3] slow\nREVISION: r1")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "orcr_core.cli", "tasks", "work", d, "--role", "builder",
+         "--provider", "echo", "--heartbeat", "0.2s"],
+        env=live.env, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        until(lambda: (q.read_heartbeat("slow") or {}).get("uuid"), what="the agent to start")
+        before = q.hb("slow").stat().st_mtime
+        until(lambda: q.hb("slow").stat().st_mtime > before, what="the loop to touch hb")
+    finally:
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+    assert where(q) == {"slow": "doing"}
+    assert tasks(live, "reap", d, "--stale", "30s").stdout == ""  # not stale yet
+    orphan = q.read_heartbeat("slow")["uuid"]
+    until(lambda: q.age("doing", "slow") > 1.0, what="the heartbeat to go stale")
+    assert tasks(live, "reap", d, "--stale", "1s").stdout == "slow doing -> todo\n"
+    a = json.loads(live.run("agent", "get", orphan, "--json", check=True).stdout)
+    assert (a["status"], a["exit_reason"]) == ("ended", "killed")  # the dead worker's agent
+    t = q.read("todo", "slow")
+    assert t.attempts == 1 and "reaped: no heartbeat" in t.body
+    tasks(live, "work", d, "--role", "builder", *FAST)
+    assert where(q) == {"slow": "review"}
+    assert q.read("review", "slow").attempts == 1
