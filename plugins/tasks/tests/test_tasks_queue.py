@@ -406,3 +406,65 @@ def test_an_answered_question_does_not_park_again(q):
     assert answered_questions(q.read("inbox", "a")) == set()  # asked, not answered yet
     q.answer("a", "postgres")
     assert answered_questions(q.read("todo", "a")) == {"which db?"}
+
+
+class FakeOrcr:
+    """Stands in for the SDK where no agent needs to run: ``during_wait`` runs while
+    the worker waits on its agent (as another process would)."""
+
+    def __init__(self, answer: str, during_wait=None):
+        self.answer, self.during_wait = answer, during_wait
+        self.prompts, self.killed = [], []
+
+    def run(self, prompt, **kw):
+        self.prompts.append(prompt)
+        return {"path": kw["path"], "uuid": f"u{len(self.prompts)}"}
+
+    def wait(self, uuid, until, timeout):
+        if self.during_wait:
+            self.during_wait()
+
+    def read(self, uuid):
+        return {"text": self.answer, "turn_status": "completed"}
+
+    def kill(self, uuid):
+        self.killed.append(uuid)
+
+    def close(self):
+        pass
+
+
+def test_a_reaped_builder_writes_no_results_and_moves_nothing(q):
+    from orcr_tasks.worker import Worker
+
+    q.add("t", "x", task_id="a")
+    assert q.claim("builder", token="old") == "a"
+
+    def reaped_and_reclaimed():
+        _age(q, "doing", "a", 3600)
+        q.reap(stale=60)
+        assert q.claim("builder", token="new") == "a"
+
+    fake = FakeOrcr("done\nREVISION: r", during_wait=reaped_and_reclaimed)
+    w = Worker(q, "builder")
+    with pytest.raises(QueueError, match="no longer claimed"):
+        w.build(fake, "a", "old")
+    assert not (q.root / "results" / "a.md").exists()  # one writer: the holder of the claim
+    assert q.where("a") == ["doing"] and q.holds("a", "doing", "new")
+    assert fake.killed == ["u1"]
+
+
+def test_worker_builds_and_verifies_with_the_agents_answers(q):
+    from orcr_tasks.worker import Worker
+
+    q.add("t", "x", task_id="a", provider="claude")
+    assert q.claim("builder", token="b") == "a"
+    Worker(q, "builder").build(FakeOrcr("did it\nREVISION: r9"), "a", "b")
+    assert q.read("review", "a").meta["built_by"] == "claude"
+    assert (q.root / "results" / "a.md").read_text() == "did it\nREVISION: r9\n"
+    assert q.claim("verifier", token="v") == "a"
+    fake = FakeOrcr("ran it\nVERDICT: pass")
+    Worker(q, "verifier", providers=["claude", "codex"]).verify(fake, "a", "v")
+    t = q.read("done", "a")
+    assert t.meta["passes"] == ["codex"]  # not the builder's provider
+    assert "r9" in fake.prompts[0] and "did it" not in fake.prompts[0]
