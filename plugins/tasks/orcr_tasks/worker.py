@@ -166,6 +166,10 @@ class Worker:
                         self.verify(orcr, tid, token)
                 except (QueueError, LockBusy) as exc:
                     self.say(f"{tid}: {exc}")
+                except Exception as exc:  # e.g. the server went away mid-task
+                    # the claim stays in doing/verifying and is reaped when its heartbeat
+                    # goes stale; this slot goes on with the next task
+                    self.say(f"{tid}: {type(exc).__name__}: {exc}; leaving it to the reaper")
         finally:
             orcr.close()
 

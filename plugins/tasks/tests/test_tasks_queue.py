@@ -161,6 +161,53 @@ def test_sixteen_processes_race_for_two_hundred_tasks(q, short_tmp):
     assert len(hb) > 1
 
 
+WORKER = """
+import sys
+from orcr_tasks.queue import Queue
+from orcr_tasks.worker import Worker
+
+class Agentless:  # the SDK's shape; answers at once, so the race is all in the files
+    n = 0
+    def run(self, prompt, **kw):
+        Agentless.n += 1
+        return {"path": kw["path"], "uuid": str(Agentless.n)}
+    def wait(self, uuid, until, timeout):
+        pass
+    def read(self, uuid):
+        return {"text": "built\\nREVISION: r1"}
+    def kill(self, uuid):
+        pass
+    def close(self):
+        pass
+
+Worker(Queue(sys.argv[1]), "builder", slots=2, drain=True, sdk_factory=Agentless).run()
+"""
+
+
+def test_sixteen_worker_processes_build_two_hundred_tasks_once_each(q, short_tmp):
+    """The whole builder loop (claim, heartbeat, results, the locked finish) in 16
+    processes of 2 slots each; counted from the files and the workers' logs."""
+    for n in range(200):
+        q.add(f"task {n}", "x", task_id=f"t{n:03d}")
+    logs = [short_tmp / f"worker{i}.log" for i in range(16)]
+    procs = []
+    for log in logs:
+        with open(log, "w") as fh:
+            procs.append(subprocess.Popen([sys.executable, "-c", WORKER, str(q.root)], stderr=fh))
+    assert [p.wait(300) for p in procs] == [0] * 16
+    built = [
+        ln.split()[3].rstrip(":")
+        for log in logs
+        for ln in log.read_text().splitlines()
+        if ln.endswith("built -> review/")
+    ]
+    assert len(built) == 200 and len(set(built)) == 200, [log.read_text() for log in logs][:2]
+    assert sum(1 for log in logs if "built" in log.read_text()) > 1
+    assert all(v == ["review"] for v in states_of(q).values()) and len(states_of(q)) == 200
+    assert len(list((q.root / "results").iterdir())) == 200
+    assert list((q.root / "hb").iterdir()) == [] and not q.lock.path.exists()
+
+
 # -- the reaper, attempts and the cap ------------------------------------------------------
 
 
@@ -468,3 +515,22 @@ def test_worker_builds_and_verifies_with_the_agents_answers(q):
     t = q.read("done", "a")
     assert t.meta["passes"] == ["codex"]  # not the builder's provider
     assert "r9" in fake.prompts[0] and "did it" not in fake.prompts[0]
+
+
+def test_a_slot_survives_an_unexpected_error_and_leaves_the_claim_to_the_reaper(q):
+    from orcr_tasks.worker import Worker
+
+    class Flaky(FakeOrcr):
+        def read(self, uuid):
+            if uuid == "u1":
+                raise ConnectionResetError("server went away")
+            return super().read(uuid)
+
+    q.add("first", "x", task_id="a")
+    q.add("second", "x", task_id="b")
+    import io
+
+    log = io.StringIO()
+    Worker(q, "builder", drain=True, sdk_factory=lambda: Flaky("ok"), log=log).run()
+    assert q.where("a") == ["doing"] and q.where("b") == ["review"]
+    assert "a: ConnectionResetError: server went away; leaving it to the reaper" in log.getvalue()
