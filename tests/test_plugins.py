@@ -209,3 +209,14 @@ def test_client_path_imports_no_heavy_modules(server):
         )
         heavy = [ln for ln in r.stderr.splitlines() if ln.startswith("HEAVY=")]
         assert heavy == ["HEAVY="], (args, r.stderr)
+
+
+def test_a_plugin_that_fails_to_import_is_a_clear_error(orcr_home, tmp_path):
+    (tmp_path / "orcr_brokenplugin.py").write_text("import no_such_module_here\n")
+    env = {
+        "PYTHONPATH": f"{tmp_path}:{orcr_home.env['PYTHONPATH']}",
+        "ORCR_PLUGIN_MODULES": "orcr_test_driver,orcr_brokenplugin",
+    }
+    r = orcr_home.run("--help", env=env)
+    assert r.returncode == 1 and "no_such_module_here" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "ORCR_BLOCK_PLUGINS" in r.stderr

@@ -41,6 +41,11 @@ class LazyGroup(click.Group):
                 self.plugin_commands = register_commands(get_plugin_manager(), self, set(self.lazy))
             except PluginError as exc:
                 raise OrcrCliError(str(exc)) from None
+            except ImportError as exc:  # an installed plugin whose code is gone or broken
+                raise OrcrCliError(
+                    f"a plugin failed to load: {exc}; uninstall it or block it with "
+                    "ORCR_BLOCK_PLUGINS=<name>"
+                ) from None
         return self.plugin_commands
 
     def list_commands(self, ctx: click.Context) -> list[str]:
