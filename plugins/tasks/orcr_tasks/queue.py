@@ -438,6 +438,16 @@ class Queue:
                 self._release()
             return dst
 
+    def unclaim(self, task_id: str, token: str | None) -> str:
+        """Give a claim back untouched (orcr would not start its agent): not an attempt."""
+        with self.locked():
+            state = "doing" if self.file("doing", task_id).exists() else "verifying"
+            self._held(task_id, state, token)
+            dst = "todo" if state == "doing" else "review"
+            self.move(task_id, state, dst)
+            self.drop_heartbeat(task_id)
+            return dst
+
     def return_verification(self, task_id: str, token: str | None) -> None:
         """A verification that could not run goes back to review/: not an attempt."""
         with self.locked():

@@ -92,6 +92,10 @@ def pick_verifier_provider(
     return candidates[0] if candidates else builder
 
 
+class AgentRefused(Exception):
+    """orcr refused to admit the agent: a wrong provider, a bad path, no server."""
+
+
 def end_agent(orcr):
     """An ``on_reap`` callback: end the agent a reaped claim had started, if it runs."""
 
@@ -120,6 +124,7 @@ class Worker:
     sdk_factory: object = None
     log: object = None
     stop: threading.Event = field(default_factory=threading.Event)
+    refused: str | None = None
 
     def say(self, msg: str) -> None:
         print(f"orcr tasks [{self.role}] {msg}", file=self.log or sys.stderr, flush=True)
@@ -138,6 +143,8 @@ class Worker:
         except KeyboardInterrupt:
             self.stop.set()
             raise
+        if self.refused:
+            raise QueueError(f"stopped: {self.refused}")
 
     def run_slot(self, n: int) -> None:
         orcr = self.sdk_factory()
@@ -164,6 +171,13 @@ class Worker:
                         self.build(orcr, tid, token)
                     else:
                         self.verify(orcr, tid, token)
+                except AgentRefused as exc:
+                    # the worker's setup is wrong (or orcr is down), not the task: give it
+                    # back untouched and stop, rather than use up every task's attempts
+                    self.queue.unclaim(tid, token)
+                    self.refused = f"{tid}: {exc}; the task went back untouched"
+                    self.say(self.refused)
+                    self.stop.set()
                 except (QueueError, LockBusy) as exc:
                     self.say(f"{tid}: {exc}")
                 except Exception as exc:  # e.g. the server went away mid-task
@@ -183,7 +197,7 @@ class Worker:
                 prompt, provider=provider, path=path, cwd=self.cwd, timeout=self.timeout
             )
         except Exception as exc:  # refused admission: a bad provider, the server down
-            return None, f"orcr agent run refused: {exc}"
+            raise AgentRefused(f"orcr would not start the agent: {exc}") from exc
         hb = self.queue.read_heartbeat(tid) or {}
         self.queue.write_heartbeat(tid, dict(hb, agent=agent["path"], uuid=agent["uuid"]))
         self.say(f"{tid}: started {agent['path']}")

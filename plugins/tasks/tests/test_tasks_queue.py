@@ -531,3 +531,27 @@ def test_a_slot_survives_an_unexpected_error_and_leaves_the_claim_to_the_reaper(
     Worker(q, "builder", drain=True, sdk_factory=lambda: Flaky("ok"), log=log).run()
     assert q.where("a") == ["doing"] and q.where("b") == ["review"]
     assert "a: ConnectionResetError: server went away; leaving it to the reaper" in log.getvalue()
+
+
+def test_a_refused_agent_gives_the_task_back_and_stops_the_worker(q):
+    """A worker started with a wrong provider must not use up every task's attempts."""
+    import io
+
+    from orcr_tasks.worker import Worker
+
+    from orcr_core.client import ServerError
+
+    class Refusing(FakeOrcr):
+        def run(self, prompt, **kw):
+            raise ServerError("invalid_provider", "unknown provider 'nosuch'")
+
+    q.add("first", "x", task_id="a")
+    q.add("second", "x", task_id="b")
+    log = io.StringIO()
+    w = Worker(q, "builder", drain=True, sdk_factory=lambda: Refusing("ok"), log=log)
+    with pytest.raises(QueueError, match="unknown provider 'nosuch'"):
+        w.run()
+    for tid in ("a", "b"):
+        t = q.read("todo", tid)
+        assert t.attempts == 0 and t.sections("Attempt failed") == 0
+    assert list((q.root / "hb").iterdir()) == []
