@@ -390,6 +390,7 @@ class Doctor:
                 f"orcr server {info.get('pid')} ({info.get('server_version')}) answers on "
                 f"{client.path}, protocol {info.get('protocol')}",
             )
+            self._multiplexer(client.call("server.status").get("driver") or {})
         except ServerError as exc:
             if exc.code == "server_not_running":
                 self.add(
@@ -416,6 +417,19 @@ class Doctor:
         finally:
             client.close()
             socket.setdefaulttimeout(old)
+
+    def _multiplexer(self, drv: dict) -> None:
+        """The running server's view of its multiplexer (it restarts its own when gone)."""
+        name = drv.get("name") or "-"
+        if drv.get("healthy"):
+            self.add("multiplexer", "ok", f"the server's {name} answers")
+        else:
+            self.add(
+                "multiplexer",
+                "warn",
+                f"the server's {name} is unreachable: {drv.get('error')}; queued agents wait",
+                "see orcr server status; orcr restarts its own multiplexer with backoff",
+            )
 
     def check_store(self) -> None:
         from orcr_core import dirs

@@ -26,7 +26,8 @@ from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.server")
 
-MEMORY_RECHECK = 1.0  # seconds between memory readings while promotion is held for it
+MEMORY_RECHECK = 1.0  # seconds between readings while promotion is held (memory, multiplexer)
+MUX_BACKOFF_MIN, MUX_BACKOFF_MAX = 0.25, 5.0  # seconds between restarts of a dead multiplexer
 
 
 class AlreadyRunning(Exception):
@@ -45,7 +46,7 @@ class Server:
         self.stopping = threading.Event()
         self.started_at = time.time()
         self.pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="orcr-pipe")
-        self.held: str | None = None  # why promotion waits (memory), for status and get
+        self.held: str | None = None  # why promotion waits (multiplexer, memory), for status/get
         self.counters = {"lost": 0, "repaired": 0, "orphan_agent_panes": 0, "unmarked_panes": 0}
         self._driver = None
         self._driver_error: str | None = None
@@ -53,6 +54,10 @@ class Server:
         self._driver_lock = threading.Lock()
         self._driver_retry_at = 0.0
         self._driver_backoff = 0.125
+        self._mux_lock = threading.Lock()
+        self._mux_error: str | None = None  # why the multiplexer is unreachable, if it is
+        self._mux_retry_at = 0.0
+        self._mux_backoff = MUX_BACKOFF_MIN
         self._active_pipelines: set[str] = set()
         self._waiting: dict[str, list] = {}
         self.exited_panes: dict[str, float] = {}  # pane id -> when the multiplexer said so
@@ -99,11 +104,47 @@ class Server:
                     self._driver_backoff = 0.125
             return self._driver
 
+    def mux_ready(self) -> str | None:
+        """None when orcr's multiplexer answers, else why not (the ``held`` reason).
+
+        ``ensure_session`` starts orcr's own multiplexer server again when it
+        is gone (herdr: ``herdr --session <name> server``). After a failure the
+        next attempt waits, with backoff from 0.25 s up to 5 s, so a multiplexer
+        that cannot start is not hammered; promotion waits meanwhile instead of
+        starting agents in a dead driver.
+        """
+        drv = self.driver
+        if drv is None:
+            return f"multiplexer: no driver can run ({self._driver_error})"
+        with self._mux_lock:
+            if self._mux_error is not None and time.monotonic() < self._mux_retry_at:
+                return self._mux_error
+            try:
+                drv.ensure_session()
+            except Exception as exc:
+                first = self._mux_error is None
+                self._mux_error = (
+                    f"multiplexer: {drv.name} does not answer and could not be started again "
+                    f"({exc}); queued agents start when it answers"
+                )
+                self._mux_retry_at = time.monotonic() + self._mux_backoff
+                self._mux_backoff = min(self._mux_backoff * 2, MUX_BACKOFF_MAX)
+                if first:
+                    log.warning("%s", self._mux_error)
+                return self._mux_error
+            if self._mux_error is not None:
+                log.info("multiplexer %s answers again", drv.name)
+            self._mux_error = None
+            self._mux_backoff = MUX_BACKOFF_MIN
+            return None
+
     def driver_status(self) -> dict:
         drv = self.driver
+        error = self._driver_error if drv is None else self._mux_error
         return {
             "name": getattr(drv, "name", None),
-            "error": self._driver_error,
+            "healthy": drv is not None and self._mux_error is None,
+            "error": error,
             "info": self.driver_info if drv is not None else None,  # version, protocol
         }
 
@@ -140,16 +181,22 @@ class Server:
             promoted = []
             if self.driver is not None:
                 faults.point("before_promote")
-                self.held = memory.held_reason(self.config) if queue.any_queued() else None
+                # the multiplexer first: a promotion into a dead one would only fail
+                queued = queue.any_queued()
+                self.held = (
+                    (self.mux_ready() or memory.held_reason(self.config)) if queued else None
+                )
                 if self.held is None:
                     promoted = queue.promote(self.config)
+            elif queue.any_queued():
+                self.held = self.mux_ready()
             if promoted:
                 faults.point("after_promote")
                 self.notify()
                 for agent in promoted:
                     self.start_pipeline(agent.uuid, pipeline.run)
                 continue
-            if self.held:  # memory frees without an event: look again soon
+            if self.held:  # memory frees, a multiplexer comes back, without an event
                 timeout = MEMORY_RECHECK
             else:
                 timeout = 5.0 if self._driver is None else None
@@ -199,6 +246,7 @@ class Server:
         next_reconcile = 0.0
         while not self.stopping.wait(poll):
             try:
+                self.mux_ready()  # keeps orcr's own multiplexer running, queue or not
                 now = time.monotonic()
                 if now >= next_reconcile and self.driver is not None:
                     reconcile.run(self)

@@ -1,0 +1,107 @@
+"""orcr's own multiplexer is kept alive (issue 10 item 2): when the herdr server
+orcr owns is gone, the server starts it again (with backoff) before any promotion;
+while it cannot, queued rows stay queued with the reason in ``server status`` and
+``agent get`` instead of being promoted into a dead driver and failing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from orcr_core import dirs
+from orcr_core.testing import until
+
+
+def _status(home) -> dict:
+    return json.loads(home.run("server", "status", "--json", check=True).stdout)
+
+
+def _get(home, path) -> dict:
+    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
+
+
+def _broken_herdr(bindir) -> None:
+    """A ``herdr`` that exits at once: orcr's restarts of its server fail."""
+    path = bindir / "herdr"
+    path.write_text(f"#!{sys.executable}\nimport sys\nsys.exit(3)\n")
+    path.chmod(0o755)
+
+
+def test_owned_herdr_restarted_and_queue_held_while_it_is_down(orcr_home, short_tmp):
+    from orcr_herdr.testing.shim import write_herdr_shim
+    from orcr_herdr.testing.wire import raw
+
+    bindir = short_tmp / "bin"
+    write_herdr_shim(bindir, env={"ORCR_HERDR_EMU_SHELL": "/bin/sh"})
+    xdg = short_tmp / "xdg"
+    orcr_home.env.update(
+        {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "XDG_CONFIG_HOME": str(xdg)}
+    )
+    orcr_home.config('[driver]\nname = "herdr"\n[timings]\npoll_every = "50ms"\n')
+    sock = xdg / "herdr" / "sessions" / dirs.mux_name() / "herdr.sock"
+    try:
+        orcr_home.start_server()
+        orcr_home.run("agent", "run", "-p", "echo", "--path", "k/one", "hi", check=True)
+        orcr_home.run("agent", "wait", "k/one", "--timeout", "30s", check=True)
+        assert _status(orcr_home)["driver"]["healthy"] is True
+
+        # herdr goes away and cannot be started again for now
+        _broken_herdr(bindir)
+        raw(sock, json.dumps({"id": "stop", "method": "server.stop", "params": {}}) + "\n")
+        until(lambda: not sock.exists(), 15, what="herdr stopped")
+        st = until(lambda: (s := _status(orcr_home))["driver"]["healthy"] is False and s)
+        assert "herdr" in st["driver"]["error"], st["driver"]
+
+        out = orcr_home.run("agent", "run", "-p", "echo", "--path", "k/two", "later", check=True)
+        uuid = out.stdout.split()[1]
+        held = until(lambda: _get(orcr_home, "k/two").get("held"), 15, what="a held reason")
+        assert "multiplexer" in held and "herdr" in held, held
+        st = _status(orcr_home)
+        assert st["queue_depth"] == 1 and "multiplexer" in st["held"], st
+        text = orcr_home.run("server", "status", check=True).stdout
+        assert "held: multiplexer" in text and "ERROR" in text, text
+        doctor = orcr_home.run("doctor").stdout
+        assert "multiplexer: the server's herdr is unreachable" in doctor, doctor
+        # several failed restarts later, still queued: never promoted into a dead driver
+        until(lambda: "could not be started again" in orcr_home.server_log(), 15)
+        assert _get(orcr_home, "k/two")["status"] == "queued"
+        assert not [e for e in orcr_home.events(uuid) if e["kind"] == "agent.status"], (
+            "k/two was promoted while herdr was down"
+        )
+
+        # herdr can start again: orcr restarts it and the queue moves
+        write_herdr_shim(bindir, env={"ORCR_HERDR_EMU_SHELL": "/bin/sh"})
+        orcr_home.run("agent", "wait", "k/two", "--timeout", "60s", check=True)
+        assert orcr_home.run("agent", "read", "k/two", check=True).stdout == "later\n"
+        st = _status(orcr_home)
+        assert st["driver"]["healthy"] is True and st["driver"]["error"] is None
+        assert st["held"] is None
+        assert "multiplexer: the server's herdr answers" in orcr_home.run("doctor").stdout
+    finally:
+        orcr_home.stop_server()
+        pids = subprocess.run(
+            ["pgrep", "-f", f"{bindir}/herdr"], capture_output=True, text=True
+        ).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def test_tmux_server_gone_is_started_again_for_the_next_agent(live):
+    """tmux: the server orcr owns is killed; the next promotion starts it again."""
+    if live.mux.kind != "tmux":
+        return  # the herdr case is the test above (orcr owns that herdr server)
+    live.start_server()
+    live.run("agent", "run", "-p", "echo", "--path", "t/one", "hi", check=True)
+    live.run("agent", "wait", "t/one", "--timeout", "30s", check=True)
+    subprocess.run(["tmux", "-S", str(live.mux.socket), "kill-server"], check=True)
+    live.run("agent", "run", "-p", "echo", "--path", "t/two", "again", check=True)
+    live.run("agent", "wait", "t/two", "--timeout", "60s", check=True)
+    assert live.run("agent", "read", "t/two", check=True).stdout == "again\n"
+    st = json.loads(live.run("server", "status", "--json", check=True).stdout)
+    assert st["driver"]["healthy"] is True and st["held"] is None
