@@ -89,6 +89,9 @@ class PaneInfo:
     #: ``launch_token``), or None when it carries none (not started by an orcr)
     instance: str | None = None
     launch_token: str | None = None
+    #: the pid of the pane's own process (tmux ``#{pane_pid}``), or None when the
+    #: snapshot does not carry it
+    pid: int | None = None
 
 
 @dataclass(frozen=True)

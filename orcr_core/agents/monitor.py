@@ -12,7 +12,7 @@ import logging
 import time
 
 from orcr_core import events
-from orcr_core.agents import lifecycle, pipeline, transcripts
+from orcr_core.agents import lifecycle, pipeline, rematch, transcripts
 from orcr_core.agents.launch import owned, pane_of
 from orcr_core.agents.transcripts import read_transcript
 from orcr_core.contracts import DriverError, ProviderError
@@ -50,8 +50,13 @@ def _panes(server, active: list[Agent]) -> None:
     mine = owned(snap)
     for agent in active:
         if agent.status == "starting" or not agent.pane_id:
-            if agent.status == "starting" and agent.pane_id and not agent.agent_session_value:
-                _capture_session(agent, mine.get(agent.launch_token))
+            if agent.status == "starting" and agent.pane_id:
+                pane = mine.get(agent.launch_token)
+                if pane is not None and not agent.pane_process:
+                    with db.atomic("IMMEDIATE"):
+                        rematch.record(agent, pane)  # who orcr started in the pane
+                if not agent.agent_session_value:
+                    _capture_session(agent, pane)
             continue
         pane = mine.get(agent.launch_token)
         if pane is None:
@@ -60,6 +65,10 @@ def _panes(server, active: list[Agent]) -> None:
             continue
         if pane.dead:
             pipeline.end(server, agent, "exited")
+            continue
+        if rematch.replaced(agent, pane):  # a shell restored in its place: not the agent
+            if not agent.cancel_requested:
+                rematch.lose(server, agent, pane)
             continue
         with db.atomic("IMMEDIATE"):
             current = Agent.get_by_id(agent.id)
@@ -77,6 +86,7 @@ def _panes(server, active: list[Agent]) -> None:
                 back = "idle" if current.idle_since else "working"
                 lifecycle.transition(current, back, repair=True)
                 server.counters["repaired"] += 1
+            rematch.record(current, pane)
             if not current.agent_session_value:
                 _capture_session(current, pane)
             agent.__data__.update(current.__data__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from orcr_core import dirs, events
-from orcr_core.agents import lifecycle, pipeline
+from orcr_core.agents import lifecycle, pipeline, rematch
 from orcr_core.agents.launch import owned, ref_of
 from orcr_core.contracts import DriverError
 from orcr_core.store.models import ACTIVE, Agent, db
@@ -52,6 +52,8 @@ def recover(server) -> None:
                 if agent.status in ("working", "idle"):
                     lifecycle.transition(agent, "lost", repair=True, pane_id=agent.pane_id)
                     server.counters["lost"] += 1
+        elif rematch.replaced(agent, pane):  # restored as a shell: the agent is gone
+            rematch.lose(server, agent, pane)
         elif pane.pane_id != agent.pane_id:
             with db.atomic("IMMEDIATE"):
                 lifecycle.update(

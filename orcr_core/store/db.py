@@ -76,6 +76,13 @@ def _loops(database) -> None:
     )
 
 
+def _pane_process(database) -> None:
+    # the identity of the process orcr started in a pane (a blank store has it)
+    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
+    if "pane_process" not in have:
+        database.execute_sql("ALTER TABLE agent ADD COLUMN pane_process TEXT")
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
@@ -83,6 +90,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("0002_agent_status_seq_index", _status_seq_index),
     ("0003_drop_agent_status_index", _drop_status_index),
     ("0004_loops", _loops),
+    ("0005_agent_pane_process", _pane_process),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -75,6 +75,8 @@ class Agent(BaseModel):
     workspace_id = TextField(null=True)
     tab_id = TextField(null=True)
     pane_id = TextField(null=True)
+    #: who runs in the pane (rematch.identity): herdr's terminal id, or pid@start time
+    pane_process = TextField(null=True)
     agent_session_source = TextField(null=True)
     agent_session_kind = TextField(null=True)
     agent_session_value = TextField(null=True)

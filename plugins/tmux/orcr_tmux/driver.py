@@ -63,6 +63,7 @@ _FIELDS = (
     f"#{{{ROLE_OPTION}}}",
     f"#{{{INSTANCE_OPTION}}}",
     f"#{{{TOKEN_OPTION}}}",
+    "#{pane_pid}",
     f"#{{{LABEL_OPTION}}}",
 )
 _MARK = re.compile(r"[A-Za-z0-9_-]+")
@@ -379,7 +380,7 @@ class TmuxDriver:
             parts = line.split("\t", len(_FIELDS) - 1)
             if len(parts) != len(_FIELDS):
                 continue
-            server_pid, pane_id, window_id, session, dead, role, instance, token, label = parts
+            server_pid, pane_id, window_id, session, dead, role, instance, token, pid, label = parts
             self._server_pid = int(server_pid) if server_pid.isdigit() else self._server_pid
             if role == "placeholder":
                 continue
@@ -393,6 +394,7 @@ class TmuxDriver:
                     dead=dead == "1",
                     instance=instance or None,
                     launch_token=token or None,
+                    pid=int(pid) if pid.isdigit() else None,
                 )
             )
         return panes

@@ -1,0 +1,86 @@
+"""Re-match means the agent is still there (issue 10 item 1).
+
+A pane found again by its marks after a multiplexer restart is the agent only
+if the process orcr started still runs in it. herdr restores panes under their
+labels (and tab labels, so the marks) as plain shells with new terminal ids;
+tmux can respawn a pane's process in place (``respawn-pane``). So orcr records
+who runs in the pane once it first sees it (:func:`identity`: herdr's terminal
+id, else the pane's pid and its start time) and compares on every later match.
+A different process means the agent is gone: the row becomes ``lost`` (and
+``ended (lost)`` a poll later, as for a vanished pane) and the pane, which
+carries this instance's id and the row's launch token, is closed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from orcr_core.agents import lifecycle, pipeline
+from orcr_core.agents.launch import ref_of
+from orcr_core.contracts import DriverError, PaneInfo
+from orcr_core.store.models import Agent, db
+
+log = logging.getLogger("orcr.rematch")
+
+try:
+    import psutil
+except ImportError:  # pragma: no cover - psutil is a dependency
+    psutil = None
+
+
+def identity(pane: PaneInfo) -> str | None:
+    """Who runs in ``pane``: ``terminal:<id>`` (herdr), ``pid:<pid>@<start>`` (tmux),
+    or None when the multiplexer says nothing that tells processes apart."""
+    if pane.terminal_id:
+        return f"terminal:{pane.terminal_id}"
+    if pane.pid and psutil is not None:
+        try:
+            started = psutil.Process(pane.pid).create_time()
+        except psutil.Error:
+            return None
+        return f"pid:{pane.pid}@{started:.2f}"
+    return None
+
+
+def replaced(agent: Agent, pane: PaneInfo) -> bool:
+    """The pane now runs another process than the one orcr started for ``agent``."""
+    if not agent.pane_process or pane.dead:
+        return False
+    now = identity(pane)
+    return now is not None and now != agent.pane_process
+
+
+def record(agent: Agent, pane: PaneInfo) -> None:
+    """Remember who runs in the agent's pane, the first time orcr sees it.
+
+    Call inside the caller's transaction."""
+    if agent.pane_process or pane.dead:
+        return
+    ident = identity(pane)
+    if ident is not None:
+        lifecycle.update(agent, None, pane_process=ident)
+
+
+def lose(server, agent: Agent, pane: PaneInfo) -> None:
+    """The agent is gone from its re-matched pane: ``lost``, and the leftover closed.
+
+    The close names the pane's marks (this instance, the row's token), so the
+    driver closes it only if it still carries them."""
+    with db.atomic("IMMEDIATE"):
+        current = Agent.get_by_id(agent.id)
+        if current.status in ("working", "idle"):
+            lifecycle.transition(
+                current,
+                "lost",
+                pane_id=pane.pane_id,
+                why="the multiplexer reports another process in the agent's pane "
+                "(restored as a shell after a restart, or respawned)",
+                was=current.pane_process,
+                now=identity(pane),
+            )
+            server.counters["lost"] += 1
+        agent.__data__.update(current.__data__)
+    try:
+        pipeline.close_pane(server, agent, ref_of(pane), "the agent is gone from its pane")
+    except DriverError as exc:
+        log.warning("agent %s: could not close its leftover pane: %s", agent.path, exc)

@@ -1,0 +1,92 @@
+"""Re-match means the agent is still there (issue 10 item 1): a pane found again by
+its marks counts as the agent only if the process orcr started still runs in it.
+
+herdr (the emulator): a cold restart restores every pane under its labels as a plain
+shell with a new terminal id. tmux: ``respawn-pane -k`` puts a shell in the agent's
+pane (same pane id, same marks, another pid). Either way the row becomes lost, then
+ended (lost), and the shell left in the pane is closed (it carries the row's marks).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+
+from orcr_core.testing import until
+
+
+def _get(home, path) -> dict:
+    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
+
+
+def _pane_process(home, uuid: str):
+    conn = sqlite3.connect(home.path / "store.db")
+    try:
+        row = conn.execute("SELECT pane_process FROM agent WHERE uuid = ?", (uuid,)).fetchone()
+    finally:
+        conn.close()
+    return row[0] if row else None
+
+
+def _replace_with_shell(live, pane_id: str) -> None:
+    if live.mux.kind == "herdr":
+        live.mux.emulator.restart()  # panes come back as plain shells, new terminal ids
+    else:
+        subprocess.run(
+            ["tmux", "-S", str(live.mux.socket), "respawn-pane", "-k", "-t", pane_id, "/bin/sh"],
+            check=True,
+        )
+
+
+def test_a_pane_restored_as_a_shell_is_not_the_agent(live):
+    live.start_server()
+    live.run("agent", "run", "-p", "echo", "--path", "r/gone", "hi", check=True)
+    live.run("agent", "wait", "r/gone", "--timeout", "30s", check=True)
+    live.run("agent", "run", "-p", "echo", "--path", "r/stays", "hello", check=True)
+    live.run("agent", "wait", "r/stays", "--timeout", "30s", check=True)
+    gone = _get(live, "r/gone")
+    until(lambda: _pane_process(live, gone["uuid"]), 15, what="the pane's process recorded")
+    stays = _get(live, "r/stays")
+    until(lambda: _pane_process(live, stays["uuid"]), 15, what="the pane's process recorded")
+
+    _replace_with_shell(live, gone["pane_id"])
+
+    ended = until(
+        lambda: (a := _get(live, "r/gone"))["status"] == "ended" and a, 30, what="r/gone ended"
+    )
+    assert ended["exit_reason"] == "lost", ended
+    statuses = [e["data"] for e in live.events(gone["uuid"]) if e["kind"] == "agent.status"]
+    lost = [d for d in statuses if d["to"] == "lost"]
+    assert lost and "another process" in lost[0]["why"], statuses
+    # the shell left in its pane carried the row's marks: closed
+    until(lambda: "r/gone" not in live.mux.labels(), 15, what="the leftover shell closed")
+    # nothing is typed into a shell: the path is free for a new agent
+    live.run("agent", "run", "-p", "echo", "--path", "r/gone", "again", check=True)
+    live.run("agent", "wait", "r/gone", "--timeout", "30s", check=True)
+    assert live.run("agent", "read", "r/gone", check=True).stdout == "again\n"
+    if live.mux.kind == "tmux":
+        # the untouched agent is still its own process, and still answers
+        assert _get(live, "r/stays")["status"] == "idle"
+        live.run("agent", "send", "r/stays", "more", check=True)
+        live.run("agent", "wait", "r/stays", "--timeout", "30s", check=True)
+        assert live.run("agent", "read", "r/stays", check=True).stdout == "more\n"
+    else:
+        # herdr restarted under every pane: r/stays is gone too
+        a = until(lambda: (a := _get(live, "r/stays"))["status"] == "ended" and a, 30)
+        assert a["exit_reason"] == "lost"
+
+
+def test_a_restart_of_orcr_alone_keeps_its_agents(live):
+    """The same process still in the pane (orcr restarted, the multiplexer did not):
+    recovery re-matches it and the agent goes on."""
+    live.start_server()
+    live.run("agent", "run", "-p", "echo", "--path", "r/keep", "hi", check=True)
+    live.run("agent", "wait", "r/keep", "--timeout", "30s", check=True)
+    uuid = _get(live, "r/keep")["uuid"]
+    until(lambda: _pane_process(live, uuid), 15, what="the pane's process recorded")
+    live.kill_server()
+    live.start_server()
+    live.run("agent", "send", "r/keep", "more", check=True)
+    live.run("agent", "wait", "r/keep", "--timeout", "30s", check=True)
+    assert live.run("agent", "read", "r/keep", check=True).stdout == "more\n"
