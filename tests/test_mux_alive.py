@@ -23,6 +23,20 @@ def _get(home, path) -> dict:
     return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
 
 
+def _herdr_pid(sock, bindir) -> int | None:
+    """The pid of orcr's herdr server when one answers on ``sock``, else None."""
+    from orcr_herdr.testing.wire import raw
+
+    try:
+        raw(sock, json.dumps({"id": "p", "method": "ping", "params": {}}) + "\n", 2.0)
+    except OSError:
+        return None
+    out = subprocess.run(
+        ["pgrep", "-f", f"{bindir}/herdr --session"], capture_output=True, text=True
+    ).stdout.split()
+    return int(out[0]) if len(out) == 1 else None
+
+
 def _broken_herdr(bindir) -> None:
     """A ``herdr`` that exits at once: orcr's restarts of its server fail."""
     path = bindir / "herdr"
@@ -47,6 +61,13 @@ def test_owned_herdr_restarted_and_queue_held_while_it_is_down(orcr_home, short_
         orcr_home.run("agent", "run", "-p", "echo", "--path", "k/one", "hi", check=True)
         orcr_home.run("agent", "wait", "k/one", "--timeout", "30s", check=True)
         assert _status(orcr_home)["driver"]["healthy"] is True
+
+        # herdr goes away with nothing queued: the monitor starts it again by itself
+        first = _herdr_pid(sock, bindir)
+        assert first is not None
+        raw(sock, json.dumps({"id": "stop", "method": "server.stop", "params": {}}) + "\n")
+        until(lambda: _herdr_pid(sock, bindir) not in (None, first), 30, what="herdr started again")
+        assert _status(orcr_home)["queue_depth"] == 0
 
         # herdr goes away and cannot be started again for now
         _broken_herdr(bindir)

@@ -90,3 +90,22 @@ def test_a_restart_of_orcr_alone_keeps_its_agents(live):
     live.run("agent", "send", "r/keep", "more", check=True)
     live.run("agent", "wait", "r/keep", "--timeout", "30s", check=True)
     assert live.run("agent", "read", "r/keep", check=True).stdout == "more\n"
+
+
+def test_recovery_finds_a_shell_where_the_agent_was(live):
+    """orcr is down while the multiplexer puts a shell in the agent's pane: recovery,
+    before the socket opens, makes the row lost (a repair) and closes the shell."""
+    live.start_server()
+    live.run("agent", "run", "-p", "echo", "--path", "r/down", "hi", check=True)
+    live.run("agent", "wait", "r/down", "--timeout", "30s", check=True)
+    agent = _get(live, "r/down")
+    until(lambda: _pane_process(live, agent["uuid"]), 15, what="the pane's process recorded")
+    live.kill_server()
+    _replace_with_shell(live, agent["pane_id"])
+    live.start_server()
+    statuses = [e["data"] for e in live.events(agent["uuid"]) if e["kind"] == "agent.status"]
+    lost = [d for d in statuses if d["to"] == "lost"]
+    assert lost and lost[0].get("repair") is True, statuses  # recovery's, not a later poll's
+    ended = until(lambda: (a := _get(live, "r/down"))["status"] == "ended" and a, 30)
+    assert ended["exit_reason"] == "lost"
+    until(lambda: "r/down" not in live.mux.labels(), 15, what="the leftover shell closed")

@@ -53,7 +53,7 @@ def recover(server) -> None:
                     lifecycle.transition(agent, "lost", repair=True, pane_id=agent.pane_id)
                     server.counters["lost"] += 1
         elif rematch.replaced(agent, pane):  # restored as a shell: the agent is gone
-            rematch.lose(server, agent, pane)
+            rematch.lose(server, agent, pane, repair=True)
         elif pane.pane_id != agent.pane_id:
             with db.atomic("IMMEDIATE"):
                 lifecycle.update(

@@ -61,11 +61,12 @@ def record(agent: Agent, pane: PaneInfo) -> None:
         lifecycle.update(agent, None, pane_process=ident)
 
 
-def lose(server, agent: Agent, pane: PaneInfo) -> None:
+def lose(server, agent: Agent, pane: PaneInfo, repair: bool = False) -> None:
     """The agent is gone from its re-matched pane: ``lost``, and the leftover closed.
 
     The close names the pane's marks (this instance, the row's token), so the
-    driver closes it only if it still carries them."""
+    driver closes it only if it still carries them. ``repair`` marks the change
+    as recovery's (at server start), as every status change recovery makes."""
     with db.atomic("IMMEDIATE"):
         current = Agent.get_by_id(agent.id)
         if current.status in ("working", "idle"):
@@ -77,6 +78,7 @@ def lose(server, agent: Agent, pane: PaneInfo) -> None:
                 "(restored as a shell after a restart, or respawned)",
                 was=current.pane_process,
                 now=identity(pane),
+                **({"repair": True} if repair else {}),
             )
             server.counters["lost"] += 1
         agent.__data__.update(current.__data__)
