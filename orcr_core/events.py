@@ -109,6 +109,8 @@ def apply_retention(bus: Bus, keep: int) -> int:
         cutoff = min(cutoff, pinned)
     if cutoff <= 0:
         return 0
+    if db.execute_sql("SELECT 1 FROM event WHERE seq <= ? LIMIT 1", (cutoff,)).fetchone() is None:
+        return 0  # nothing to delete: no write transaction
     with db.atomic("IMMEDIATE"):
         n = Event.delete().where(Event.seq <= cutoff).execute()
         if n:

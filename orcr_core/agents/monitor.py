@@ -1,19 +1,33 @@
-"""The monitor tick: turns from transcripts, panes from one snapshot, timers.
+"""The monitor: turns from transcripts, panes from the multiplexer, timers.
 
 Working and idle come from the provider's transcript, never the screen; the
 multiplexer's agent state is used only for providers without a transcript.
-Every clock (stuck-start guard, turn timeout, GC) is computed from persisted
-timestamps, so a server restart neither resets nor skips one.
+
+Event-driven, so an idle fleet costs next to nothing: transcript growth comes
+from filesystem notifications (:mod:`orcr_core.agents.fswatch`), pane changes
+from the multiplexer's own event stream, and every clock (stuck-start guard,
+turn timeout, GC) from one heap of deadlines (:mod:`orcr_core.agents.timers`)
+computed from persisted timestamps, so a restart neither resets nor skips one.
+Notifications are hints, never the truth: each one makes the monitor read the
+transcript or take a snapshot and compare. What cannot be notified is polled
+every ``timings.poll_every`` (agents starting, working or lost, transcripts
+with no watch, and every pane while the driver has no live event stream), and
+every ``timings.reconcile_every`` the reconciler's full pass re-reads every
+transcript and snapshot as a safety net. Nothing is written unless something
+changed: a steady fleet costs no write transaction at all.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from orcr_core import events
 from orcr_core.agents import lifecycle, pipeline, rematch, transcripts
+from orcr_core.agents.fswatch import TranscriptWatcher
 from orcr_core.agents.launch import owned, pane_of
+from orcr_core.agents.timers import Timers
 from orcr_core.agents.transcripts import read_transcript
 from orcr_core.contracts import DriverError, ProviderError
 from orcr_core.store.models import Agent, db
@@ -21,19 +35,218 @@ from orcr_core.store.models import Agent, db
 log = logging.getLogger("orcr.monitor")
 
 LOST_CONFIRM = 1.0  # seconds: the least time between lost and ended (lost)
+MONITORED = ("starting", "working", "idle", "lost")
 
 
-def tick(server) -> None:
-    now = time.time()
-    active = list(Agent.select().where(Agent.status.in_(("starting", "working", "idle", "lost"))))
-    if active:
-        _panes(server, active)
-    for agent in active:
-        try:
-            _agent(server, agent, now)
-        except (DriverError, ProviderError) as exc:
-            log.warning("agent %s: %s", agent.path, exc)
-    transcripts.forget_except(server, {a.uuid for a in active})
+class Monitor:
+    """The monitor thread's state: the active rows, the wakeup hints, the timers."""
+
+    def __init__(self, server):
+        self.server = server
+        self._cond = threading.Condition()
+        self._dirty: set[str] = set()  # agents whose transcript may have grown
+        self._everything = True  # visit every agent (start, overflow, reconcile)
+        self._panes_hint = True  # a pane may have changed: take a snapshot
+        self._reload = True
+        self.agents: dict[str, Agent] = {}
+        self._fast: set[str] = set()  # visited every poll_every
+        self._snapshot_polling = True
+        self._writes_seen = -1
+        self._next_poll = 0.0
+        self._next_reconcile = 0.0
+        self.timers = Timers()
+        self.watcher = TranscriptWatcher(self.transcript_changed)
+        self.counters = {"snapshots": 0, "steps": 0}
+
+    # -- hints, from any thread -------------------------------------------
+    def poke(self) -> None:
+        """Something was written: re-read the active rows."""
+        with self._cond:
+            self._reload = True
+            self._cond.notify()
+
+    def transcript_changed(self, uuid: str | None) -> None:
+        with self._cond:
+            if uuid is None:
+                self._everything = True
+            else:
+                self._dirty.add(uuid)
+            self._cond.notify()
+
+    def pane_changed(self) -> None:
+        """The multiplexer said a pane may have changed: snapshot and compare."""
+        with self._cond:
+            self._panes_hint = True
+            self._cond.notify()
+
+    def status(self) -> dict:
+        """For ``server status``: how the monitor learns things right now."""
+        watched = self.watcher.count()
+        return {
+            "transcripts_notified": watched,
+            "transcripts_polled": sum(
+                1 for u in list(self._fast) if u in self.agents and not self.watcher.watched(u)
+            ),
+            "notifications": "inotify" if self.watcher.available else "off",
+            "notifications_error": self.watcher.error,
+            "pane_events": bool(self.server.mux_events_live),
+            "timers": len(self.timers),
+            "snapshots": self.counters["snapshots"],
+        }
+
+    # -- the thread -------------------------------------------------------
+    def run(self) -> None:
+        srv = self.server
+        self.watcher.start()
+        while not srv.stopping.is_set():
+            with self._cond:
+                timeout = self._timeout()
+                if timeout > 0 and not (
+                    self._dirty or self._everything or self._panes_hint or self._reload
+                ):
+                    self._cond.wait(min(timeout, 3600.0))
+                dirty, self._dirty = self._dirty, set()
+                everything, self._everything = self._everything, False
+                panes_hint, self._panes_hint = self._panes_hint, False
+                reload, self._reload = self._reload, False
+            if srv.stopping.is_set():
+                break
+            try:
+                self.step(dirty, everything, panes_hint, reload)
+            except Exception:
+                log.exception("monitor step failed")
+                with self._cond:
+                    self._reload = True
+                srv.stopping.wait(srv.config.duration("timings.poll_every"))
+        self.watcher.stop()
+
+    def _timeout(self) -> float:
+        now = time.monotonic()
+        candidates = [self._next_reconcile - now]
+        if self._fast or (self._snapshot_polling and self.agents):
+            candidates.append(self._next_poll - now)
+        at = self.timers.next_at()
+        if at is not None:
+            candidates.append(at - time.time())
+        return max(0.0, min(candidates))
+
+    def step(self, dirty: set[str], everything: bool, panes_hint: bool, reload: bool) -> None:
+        srv = self.server
+        cfg = srv.config
+        self.counters["steps"] += 1
+        srv.mux_ready()  # keeps orcr's own multiplexer running, queue or not
+        now_m = time.monotonic()
+        if now_m >= self._next_reconcile and srv.driver is not None:
+            from orcr_core.agents import reconcile
+
+            reconcile.run(srv)
+            self._next_reconcile = now_m + cfg.duration("timings.reconcile_every")
+            everything = panes_hint = reload = True
+        poll_due = now_m >= self._next_poll
+        if poll_due:
+            self._next_poll = now_m + cfg.duration("timings.poll_every")
+        if reload or db.write_transactions != self._writes_seen:
+            self._load()
+        if self.agents and (panes_hint or (poll_due and self._snapshot_polling)):
+            self.counters["snapshots"] += 1
+            _panes(srv, list(self.agents.values()))
+        now = time.time()
+        due: set[str] = set()
+        for uuid, kind in self.timers.due(now):
+            if kind == "lost":
+                self.pane_changed()  # confirm a loss with one following snapshot
+            else:
+                due.add(uuid)
+        visit = (
+            set(self.agents) if everything else dirty | due | (self._fast if poll_due else set())
+        )
+        for uuid in visit:
+            agent = self.agents.get(uuid)
+            if agent is None:
+                continue
+            try:
+                _agent(srv, agent, now)
+            except (DriverError, ProviderError) as exc:
+                log.warning("agent %s: %s", agent.path, exc)
+            self._watch(agent)
+            if uuid in due:
+                self._arm(agent)  # a deadline met to the millisecond comes round again
+        if db.write_transactions != self._writes_seen:
+            self._load()
+            events.apply_retention(srv.bus, int(cfg.get("events.retention")))
+
+    # -- rows, watches, timers --------------------------------------------
+    def _load(self) -> None:
+        """Re-read the active rows (only after some write: none while the fleet is steady)."""
+        self._writes_seen = db.write_transactions
+        rows = {a.uuid: a for a in Agent.select().where(Agent.status.in_(MONITORED))}
+        old = self.agents
+        for uuid in old.keys() - rows.keys():
+            self.watcher.unwatch(uuid)
+            self.server.lost_at.pop(uuid, None)
+        for uuid, agent in rows.items():
+            before = old.get(uuid)
+            if before is None or (before.status, before.turn, before.agent_session_value) != (
+                agent.status,
+                agent.turn,
+                agent.agent_session_value,
+            ):
+                with self._cond:
+                    self._dirty.add(uuid)  # a new state: read its transcript once now
+            if before is not None and hasattr(before, "_mux_status"):
+                agent._mux_status = before._mux_status
+        self.agents = rows
+        transcripts.forget_except(self.server, set(rows))
+        self.timers.forget(set(rows))
+        for agent in rows.values():
+            self._arm(agent)
+        self._classify()
+
+    def _arm(self, agent: Agent) -> None:
+        cfg = self.server.config
+        if agent.status == "starting":
+            start = agent.last_progress_at or agent.started_at or time.time()
+            self.timers.arm(start + cfg.duration("timings.max_starting"), agent.uuid, "guard")
+        elif agent.status == "working" and agent.timeout and agent.turn_started_at:
+            self.timers.arm(agent.turn_started_at + agent.timeout, agent.uuid, "timeout")
+        elif agent.status == "idle" and agent.idle_since:
+            self.timers.arm(agent.idle_since + cfg.duration("timings.gc_after"), agent.uuid, "gc")
+
+    def _watch(self, agent: Agent) -> None:
+        """Watch the agent's transcript once its reader exists (then read it once more:
+        what was written before the watch was added has no notification)."""
+        if agent.uuid not in self.agents or self.watcher.watched(agent.uuid):
+            return
+        path = transcripts.path_of(self.server, agent.uuid)
+        if path and self.watcher.watch(agent.uuid, path):
+            with self._cond:
+                self._dirty.add(agent.uuid)
+            self._classify()
+
+    def _classify(self) -> None:
+        """Which agents are polled every poll_every, and whether panes are."""
+        providers = self.server.registry.providers
+        fast = set()
+        panes = not self.server.mux_events_live
+        for uuid, agent in self.agents.items():
+            provider = providers.get(agent.provider)
+            no_transcript = provider is not None and not provider.has_transcript
+            if (
+                agent.status in ("starting", "working", "lost")
+                or agent.cancel_requested
+                or no_transcript
+                or (provider is not None and not self.watcher.watched(uuid))
+            ):
+                fast.add(uuid)
+            if agent.status in ("starting", "lost") or no_transcript:
+                panes = True
+        self._fast = fast
+        self._snapshot_polling = panes
+
+    def events_live_changed(self) -> None:
+        """The multiplexer's event stream came up or went down."""
+        self._classify()
+        self.pane_changed()
 
 
 def _panes(server, active: list[Agent]) -> None:
@@ -70,31 +283,42 @@ def _panes(server, active: list[Agent]) -> None:
             if not agent.cancel_requested:
                 rematch.lose(server, agent, pane)
             continue
-        with db.atomic("IMMEDIATE"):
-            current = Agent.get_by_id(agent.id)
-            if current.status == "ended":
-                continue
-            if pane.pane_id != current.pane_id:
-                lifecycle.update(
-                    current,
-                    "agent.rematched",
-                    pane_id=pane.pane_id,
-                    tab_id=pane.tab_id,
-                    workspace_id=pane.workspace_id,
-                )
-            if current.status == "lost":
-                back = "idle" if current.idle_since else "working"
-                lifecycle.transition(current, back, repair=True)
-                server.counters["repaired"] += 1
-            rematch.record(current, pane)
-            if not current.agent_session_value:
-                _capture_session(current, pane)
-            agent.__data__.update(current.__data__)
+        if (
+            pane.pane_id != agent.pane_id
+            or agent.status == "lost"
+            or (not agent.agent_session_value and pane.agent_session is not None)
+            or (not agent.pane_process and not pane.dead and rematch.identity(pane) is not None)
+        ):
+            _pane_changed(server, agent, pane)  # else nothing changed: no write at all
         if (
             agent.provider in server.registry.providers
             and not server.registry.providers[agent.provider].has_transcript
         ):
             agent._mux_status = pane.agent_status
+
+
+def _pane_changed(server, agent: Agent, pane) -> None:
+    """Record what a snapshot shows differently: a rematch, a repair, a session."""
+    with db.atomic("IMMEDIATE"):
+        current = Agent.get_by_id(agent.id)
+        if current.status == "ended":
+            return
+        if pane.pane_id != current.pane_id:
+            lifecycle.update(
+                current,
+                "agent.rematched",
+                pane_id=pane.pane_id,
+                tab_id=pane.tab_id,
+                workspace_id=pane.workspace_id,
+            )
+        if current.status == "lost":
+            back = "idle" if current.idle_since else "working"
+            lifecycle.transition(current, back, repair=True)
+            server.counters["repaired"] += 1
+        rematch.record(current, pane)
+        if not current.agent_session_value:
+            _capture_session(current, pane)
+        agent.__data__.update(current.__data__)
 
 
 def _capture_session(agent: Agent, pane) -> None:
@@ -111,6 +335,12 @@ def _capture_session(agent: Agent, pane) -> None:
 
 
 def _vanished(server, agent: Agent) -> None:
+    exited = agent.pane_id in server.exited_panes
+    if agent.status == "lost" and not exited:
+        first_seen = server.lost_at.setdefault(agent.uuid, time.monotonic())
+        if time.monotonic() - first_seen < LOST_CONFIRM:
+            _confirm_later(server, first_seen)
+            return  # not yet: no write transaction
     with db.atomic("IMMEDIATE"):
         agent = Agent.get_by_id(agent.id)
         if agent.cancel_requested:
@@ -123,15 +353,25 @@ def _vanished(server, agent: Agent) -> None:
                 lifecycle.transition(agent, "lost", pane_id=agent.pane_id)
                 server.counters["lost"] += 1
                 server.lost_at[agent.uuid] = time.monotonic()
+                _confirm_later(server, server.lost_at[agent.uuid])
         elif agent.status == "lost":
             # "one following poll", at least LOST_CONFIRM later: a multiplexer's
             # pane_exited hint (paced by its event stream) has time to arrive
             first_seen = server.lost_at.setdefault(agent.uuid, time.monotonic())
             if not exited and time.monotonic() - first_seen < LOST_CONFIRM:
+                _confirm_later(server, first_seen)
                 return
             server.lost_at.pop(agent.uuid, None)
             lifecycle.transition(agent, "ended", "exited" if exited else "lost")
     server.notify()
+
+
+def _confirm_later(server, first_seen: float) -> None:
+    """A snapshot once LOST_CONFIRM has passed since the loss was first seen."""
+    monitor = getattr(server, "monitor", None)
+    if monitor is not None:
+        at = time.time() + max(0.0, first_seen + LOST_CONFIRM - time.monotonic()) + 0.01
+        monitor.timers.arm(at, "", "lost")
 
 
 def _agent(server, agent: Agent, now: float) -> None:

@@ -37,11 +37,18 @@ def read_transcript(server, agent: Agent) -> TurnState | None:
             if path is None:
                 return None
             entry = readers[agent.uuid] = provider.open_reader(path)
+            readers[("path", agent.uuid)] = path
         return entry.poll()
 
 
+def path_of(server, uuid: str) -> str | None:
+    """The transcript path of an agent whose reader exists (what the monitor watches)."""
+    with _READERS_LOCK:
+        return _readers(server).get(("path", uuid))
+
+
 def forget_except(server, live: set[str]) -> None:
-    """Drop the readers (and version marks) of agents no longer active."""
+    """Drop the readers (and paths, version marks) of agents no longer active."""
     with _READERS_LOCK:
         readers = _readers(server)
         for key in [k for k in readers if (k[1] if isinstance(k, tuple) else k) not in live]:

@@ -66,6 +66,10 @@ class Server:
         self._lock_fd: int | None = None
         self.threads: list[threading.Thread] = []
         self.loops = None  # the loop scheduler (orcr_core.loops.scheduler), made in serve()
+        self.mux_events_live = False  # the driver's event stream is connected
+        from orcr_core.agents.monitor import Monitor
+
+        self.monitor = Monitor(self)
 
     # -- plumbing ---------------------------------------------------------
     def acquire_lock(self) -> None:
@@ -86,6 +90,7 @@ class Server:
         self.bus.notify()
         if queue:
             self.queue_bus.notify()
+        self.monitor.poke()
 
     @property
     def driver(self):
@@ -239,30 +244,19 @@ class Server:
             return uuid in self._active_pipelines
 
     def monitor_loop(self) -> None:
-        from orcr_core.agents import monitor, reconcile
-
         db.connect(reuse_if_open=True)
-        poll = self.config.duration("timings.poll_every")
-        next_reconcile = 0.0
-        while not self.stopping.wait(poll):
-            try:
-                self.mux_ready()  # keeps orcr's own multiplexer running, queue or not
-                now = time.monotonic()
-                if now >= next_reconcile and self.driver is not None:
-                    reconcile.run(self)
-                    next_reconcile = now + self.config.duration("timings.reconcile_every")
-                monitor.tick(self)
-                events.apply_retention(self.bus, int(self.config.get("events.retention")))
-            except Exception:
-                log.exception("monitor tick failed")
+        self.monitor.run()
 
     def mux_events_loop(self) -> None:
         """Follow the multiplexer's own event stream when its driver has one.
 
-        Hints only (the snapshot stays the truth): a ``pane_exited`` tells the
-        monitor that a vanished pane's process ended by itself, so its agent
-        ends ``exited`` rather than ``lost``. Pane ids are never reused while a
-        multiplexer server lives, so replayed old events are harmless.
+        Hints only (the snapshot stays the truth): every event that may have
+        changed a pane makes the monitor take a snapshot and compare, and a
+        ``pane_exited`` also tells it that a vanished pane's process ended by
+        itself, so its agent ends ``exited`` rather than ``lost``. Pane ids are
+        never reused while a multiplexer server lives, so replayed old events
+        are harmless. While the stream is down the monitor polls snapshots
+        every ``timings.poll_every``; a reconnect is followed by a snapshot.
         """
         backoff = 0.25
         while not self.stopping.is_set():
@@ -273,17 +267,26 @@ class Server:
                     return
                 continue
             try:
-                for ev in stream(stop=self.stopping):
+                for ev in stream(stop=self.stopping, on_start=self._mux_events_started):
                     backoff = 0.25
                     if ev.get("event") == "pane_exited":
                         pane_id = (ev.get("data") or {}).get("pane_id")
                         if pane_id:
                             self.exited_panes[pane_id] = time.time()
+                    self.monitor.pane_changed()
             except Exception as exc:  # the stream broke: reconnect with backoff
                 log.info("multiplexer event stream ended: %s", exc)
+            if self.mux_events_live:
+                self.mux_events_live = False
+                self.monitor.events_live_changed()
             if self.stopping.wait(backoff):
                 return
             backoff = min(backoff * 2, 5.0)
+
+    def _mux_events_started(self) -> None:
+        """The event stream is connected: from now on pane changes are announced."""
+        self.mux_events_live = True
+        self.monitor.events_live_changed()
 
     def status(self) -> dict:
         counts = queue.live_counts()
@@ -309,6 +312,8 @@ class Server:
             "lost": Agent.select().where(Agent.status == "lost").count(),
             "last_seq": events.last_seq(),
             "loops": self.loops.status() if self.loops is not None else None,
+            "write_transactions": db.write_transactions,
+            "monitor": self.monitor.status(),
         }
 
     def serve(self) -> None:

@@ -6,6 +6,8 @@ RFC 3339 strings.
 
 from __future__ import annotations
 
+import threading
+
 from peewee import (
     AutoField,
     BooleanField,
@@ -20,14 +22,35 @@ from orcr_core import faults
 
 
 class StoreDatabase(SqliteDatabase):
-    """The store's connection; a crash test can SIGKILL the server right after any
-    COMMIT (fault point ``after_commit``), before whatever the code does next, to
-    show that what must be durable with a change was written inside its
-    transaction (its events) or before it (launch.json)."""
+    """The store's connection.
+
+    It counts the write transactions it begins (``BEGIN IMMEDIATE`` or
+    ``EXCLUSIVE``, the only way orcr writes): ``server status`` reports the
+    count, so a test or a benchmark can show an idle fleet costs no writes at
+    all. And a crash test can SIGKILL the server right after any COMMIT (fault
+    point ``after_commit``), before whatever the code does next, to show that
+    what must be durable with a change was written inside its transaction (its
+    events) or before it (launch.json)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._writes = 0
+        self._writes_lock = threading.Lock()
+
+    def begin(self, lock_type=None):
+        lock_type = lock_type or self._lock_type
+        if lock_type and lock_type.upper() in ("IMMEDIATE", "EXCLUSIVE"):
+            with self._writes_lock:
+                self._writes += 1
+        return super().begin(lock_type)
 
     def commit(self):
         super().commit()
         faults.point("after_commit")
+
+    @property
+    def write_transactions(self) -> int:
+        return self._writes
 
 
 db = StoreDatabase(None)

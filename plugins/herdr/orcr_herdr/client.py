@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from orcr_core.contracts import DriverError
@@ -154,9 +154,14 @@ class HerdrClient:
         return result
 
     def subscribe(
-        self, subscriptions: list[dict], stop: threading.Event | None = None
+        self,
+        subscriptions: list[dict],
+        stop: threading.Event | None = None,
+        on_start: Callable[[], None] | None = None,
     ) -> Iterator[dict]:
-        """Yield pushed event envelopes until the server closes the stream (or ``stop``)."""
+        """Yield pushed event envelopes until the server closes the stream (or ``stop``).
+
+        ``on_start`` is called once herdr acknowledged the subscription."""
         line = {
             "id": f"orcr-{os.getpid()}-{next(_ids)}",
             "method": "events.subscribe",
@@ -173,6 +178,8 @@ class HerdrClient:
             if not ack.endswith(b"\n"):
                 raise self._unavailable("stream closed before the acknowledgement")
             self._result("events.subscribe", json.loads(ack))
+            if on_start is not None:
+                on_start()
             sock.settimeout(0.25)
             buf = b""
             while stop is None or not stop.is_set():

@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -374,7 +374,14 @@ class HerdrDriver:
         ]
 
     def events(
-        self, subscriptions: list[dict] | None = None, stop: threading.Event | None = None
+        self,
+        subscriptions: list[dict] | None = None,
+        stop: threading.Event | None = None,
+        on_start: Callable[[], None] | None = None,
     ) -> Iterator[dict]:
-        """Pushed events (hints only; a new stream replays old ones). Ends when herdr closes it."""
-        yield from self.client.subscribe(subscriptions or DEFAULT_SUBSCRIPTIONS, stop=stop)
+        """Pushed events (hints only; a new stream replays old ones). Ends when herdr closes it.
+
+        ``on_start`` is called once the subscription is acknowledged."""
+        yield from self.client.subscribe(
+            subscriptions or DEFAULT_SUBSCRIPTIONS, stop=stop, on_start=on_start
+        )

@@ -427,6 +427,12 @@ class TmuxDriver:
         """tmux has no agent detection; working/idle come from transcripts."""
         return None
 
+    def events(self, stop=None, on_start=None):
+        """tmux's own pane events from control-mode clients (:mod:`orcr_tmux.control`)."""
+        from orcr_tmux import control
+
+        return control.events(self, stop=stop, on_start=on_start)
+
     # -- for ``orcr agent attach`` --------------------------------------------------------
 
     def focus(self, pane: PaneRef) -> None:

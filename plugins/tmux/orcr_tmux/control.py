@@ -1,0 +1,142 @@
+"""tmux's own pane events, from control-mode clients (``tmux -C``).
+
+One control client attaches to each of orcr's sessions (``orcr-<level1>``) with
+``-f no-output,ignore-size``: it receives no pane output and never resizes a
+window. It is told, by tmux itself:
+
+* ``%window-close`` / ``%unlinked-window-close``: a window closed (an agent
+  pane killed, by orcr or by anyone else; a control client hears about the
+  windows of every session, its own and the others);
+* ``%subscription-changed`` of a ``#{pane_dead}`` subscription over every pane
+  of its session (``refresh-client -B``, tmux >= 3.2): an agent's process
+  exited and ``remain-on-exit`` kept its dead pane. tmux checks subscriptions
+  about once a second, so this one arrives within a second;
+* ``%sessions-changed`` (a workspace session came or went: the set of clients is
+  rebuilt) and ``%exit`` (its session or the whole server is gone).
+
+Everything is a hint: the core takes a snapshot and compares. A tmux hook
+(``set-hook -g pane-died``) was tried first and rejected: hook commands resolve
+their target window inconsistently across sessions and the notifications their
+side effects should cause did not reach control clients on tmux 3.3.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+
+from orcr_core.contracts import DriverError
+
+SUBSCRIPTION = "orcr-dead"
+_SUBSCRIBE = f'refresh-client -B "{SUBSCRIPTION}:%*:#{{pane_dead}}"\n'
+
+
+def parse(line: str) -> dict | None:
+    """One control-mode line as an orcr event, or None when it says nothing about panes."""
+    word, _, rest = line.partition(" ")
+    if word in ("%window-close", "%unlinked-window-close"):
+        return {"event": "window_closed", "data": {"window_id": rest.strip()}}
+    if word == "%subscription-changed":
+        # %subscription-changed NAME $S @W INDEX %P ... : VALUE
+        head, _, value = rest.partition(" : ")
+        fields = head.split()
+        if fields and fields[0] == SUBSCRIPTION and value.strip() == "1" and len(fields) >= 5:
+            return {"event": "pane_exited", "data": {"pane_id": fields[4]}}
+        return None
+    if word == "%sessions-changed":
+        return {"event": "sessions_changed", "data": {}}
+    if word == "%exit":
+        return {"event": "exit", "data": {}}
+    return None
+
+
+def _sessions(driver) -> list[str]:
+    from orcr_tmux.driver import SESSION_PREFIX
+    from orcr_tmux.tmuxcli import TmuxError
+
+    try:
+        out = driver.tmux.run(["list-sessions", "-F", "#{session_name}"])
+    except TmuxError as exc:
+        if exc.code == "server_not_running":
+            return []
+        raise
+    return [n for n in out.split() if n.startswith(SESSION_PREFIX)]
+
+
+def events(
+    driver,
+    stop: threading.Event | None = None,
+    on_start: Callable[[], None] | None = None,
+) -> Iterator[dict]:
+    """Yield pane events until a session comes or goes (then the caller reconnects)."""
+    names = _sessions(driver)
+    if not names:
+        raise DriverError("no orcr tmux session to follow yet", code="no_session", retryable=True)
+    procs: list[subprocess.Popen] = []
+    sel = selectors.DefaultSelector()
+    try:
+        for name in names:
+            argv = driver.tmux.argv(
+                ["attach-session", "-t", "=" + name, "-f", "no-output,ignore-size"]
+            )
+            argv.insert(1, "-C")
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=driver.tmux._env(),
+                start_new_session=True,
+            )
+            procs.append(proc)
+            proc.stdin.write(_SUBSCRIBE.encode())
+            proc.stdin.flush()
+            os.set_blocking(proc.stdout.fileno(), False)
+            sel.register(proc.stdout, selectors.EVENT_READ, [b"", False])
+        started = False
+        pending = len(procs)
+        while stop is None or not stop.is_set():
+            for key, _ in sel.select(timeout=1.0):
+                state = key.data
+                try:
+                    chunk = os.read(key.fileobj.fileno(), 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    return  # the client ended (its session or the server is gone)
+                state[0] += chunk
+                while b"\n" in state[0]:
+                    raw, state[0] = state[0].split(b"\n", 1)
+                    line = raw.decode("utf-8", "replace").rstrip("\r")
+                    if line.startswith("%session-changed") and not state[1]:
+                        state[1] = True  # attached
+                        pending -= 1
+                        if pending == 0 and not started:
+                            started = True
+                            if on_start is not None:
+                                on_start()
+                        continue
+                    ev = parse(line)
+                    if ev is None:
+                        continue
+                    yield ev
+                    if ev["event"] in ("sessions_changed", "exit"):
+                        return  # rebuild the set of clients
+    finally:
+        sel.close()
+        for proc in procs:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            if proc.poll() is None:
+                proc.terminate()
+            try:
+                proc.wait(2)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()

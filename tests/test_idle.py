@@ -1,0 +1,186 @@
+"""Idle cost (issue 9): no write transaction without a change; transcript turn ends and
+pane losses arrive as notifications, with polling only as the fallback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent / "plugins"))
+import orcr_test_driver as td  # noqa: E402
+
+from orcr_core.testing import until  # noqa: E402
+
+#: Neither the poll nor the periodic pass can explain anything within a test.
+NO_POLLING = '[timings]\npoll_every = "1h"\nreconcile_every = "1h"\n'
+
+
+def _status(home) -> dict:
+    return json.loads(home.run("server", "status", "--json", check=True).stdout)
+
+
+def _quiet_writes(home, seconds: float = 3.0) -> tuple[int, int, dict]:
+    """Write transactions at the start and the end of a window of idleness."""
+    before = _status(home)
+    time.sleep(seconds)  # the observation window itself, not a synchronisation
+    after = _status(home)
+    return before["write_transactions"], after["write_transactions"], after
+
+
+def test_fifty_idle_agents_cause_no_write_transaction(orcr_home):
+    orcr_home.config(
+        '[driver]\nname = "test"\n[concurrency]\nmax = 60\n'
+        '[timings]\npoll_every = "50ms"\nprompt_confirm = "200ms"\n'
+    )
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        for n in range(50):
+            o.run("x", provider="testp", path=f"fleet/a{n}", cwd="/")
+        until(lambda: all(a["status"] == "working" for a in o.list()) and len(o.list()) == 50)
+        for pane_id in td.read_state()["panes"]:
+            td.set_status(pane_id, "idle")
+        until(lambda: all(a["status"] == "idle" for a in o.list()), what="50 idle agents")
+    wal = orcr_home.path / "store.db-wal"
+    size = wal.stat().st_size if wal.exists() else 0
+    first, last, status = _quiet_writes(orcr_home)
+    assert last == first, f"{last - first} write transactions while 50 agents sat idle"
+    assert (wal.stat().st_size if wal.exists() else 0) == size
+    # the monitor kept looking (the test driver has no events: it polls snapshots)
+    assert status["monitor"]["snapshots"] > 10
+
+
+def test_retention_with_nothing_to_delete_opens_no_write(tmp_path):
+    from orcr_core import events
+    from orcr_core.store.db import close_store, open_store
+    from orcr_core.store.models import db
+
+    open_store(tmp_path / "store.db")
+    try:
+        with db.atomic("IMMEDIATE"):
+            for _ in range(5):
+                events.emit("test.event")
+        bus = events.Bus()
+        before = db.write_transactions
+        assert events.apply_retention(bus, keep=10) == 0
+        assert events.apply_retention(bus, keep=2) == 3
+        assert events.apply_retention(bus, keep=2) == 0
+        assert db.write_transactions == before + 1
+    finally:
+        close_store()
+
+
+def _echo(live, path: str, prompt: str = "hi") -> str:
+    out = live.run("agent", "run", "--provider", "echo", "--path", path, prompt, check=True)
+    return out.stdout.split()[1]
+
+
+def test_idle_echo_fleet_writes_nothing_and_takes_no_snapshot(live):
+    live.start_server()
+    for n in range(4):
+        _echo(live, f"quiet/a{n}")
+    for n in range(4):
+        live.run("agent", "wait", f"quiet/a{n}", "--timeout", "60s", check=True)
+    until(lambda: _status(live)["monitor"]["pane_events"], what="the multiplexer's event stream")
+    until(lambda: _status(live)["monitor"]["transcripts_notified"] == 4)
+    first, last, status = _quiet_writes(live)
+    assert last == first
+    # event-driven: with every transcript watched and the pane events live, a
+    # steady fleet needs no snapshot between the periodic passes
+    before = status["monitor"]["snapshots"]
+    time.sleep(1.0)  # an observation window
+    assert _status(live)["monitor"]["snapshots"] == before
+
+
+def test_turn_end_comes_from_the_notification(live):
+    """poll_every and reconcile_every are an hour: only the notification can explain it."""
+    live.config(live.mux.config() + NO_POLLING)
+    live.start_server()
+    _echo(live, "note/a", "first")
+    live.run("agent", "wait", "note/a", "--timeout", "30s", check=True)
+    assert live.run("agent", "read", "note/a", check=True).stdout == "first\n"
+    t0 = time.monotonic()
+    live.run("agent", "send", "note/a", "second", check=True)
+    live.run("agent", "wait", "note/a", "--timeout", "30s", check=True)
+    assert time.monotonic() - t0 < 20
+    assert live.run("agent", "read", "note/a", check=True).stdout == "second\n"
+    assert _status(live)["monitor"]["transcripts_notified"] == 1
+
+
+def test_past_the_watch_limit_transcripts_are_polled(live):
+    """The facility is exhausted after one watch: the other agents fall back to polling
+    and every turn end is still seen."""
+    live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\nreconcile_every = "1h"\n')
+    live.start_server(extra_env={"ORCR_WATCH_LIMIT": "1"})
+    for n in range(3):
+        _echo(live, f"lim/a{n}", f"one {n}")
+    for n in range(3):
+        live.run("agent", "wait", f"lim/a{n}", "--timeout", "30s", check=True)
+    for n in range(3):
+        live.run("agent", "send", f"lim/a{n}", f"two {n}", check=True)
+    for n in range(3):
+        live.run("agent", "wait", f"lim/a{n}", "--timeout", "30s", check=True)
+        assert live.run("agent", "read", f"lim/a{n}", check=True).stdout == f"two {n}\n"
+    mon = _status(live)["monitor"]
+    assert (mon["transcripts_notified"], mon["transcripts_polled"]) == (1, 2)
+    assert "limit" in mon["notifications_error"]
+
+
+def test_without_notifications_every_transcript_is_polled(live):
+    live.start_server(extra_env={"ORCR_WATCH_LIMIT": "0"})
+    _echo(live, "off/a", "one")
+    live.run("agent", "wait", "off/a", "--timeout", "30s", check=True)
+    live.run("agent", "send", "off/a", "two", check=True)
+    live.run("agent", "wait", "off/a", "--timeout", "30s", check=True)
+    mon = _status(live)["monitor"]
+    assert (mon["notifications"], mon["transcripts_polled"]) == ("off", 1)
+
+
+def _kill_pane_outside_orcr(live, pane_id: str) -> None:
+    if live.mux.kind == "tmux":
+        subprocess.run(
+            ["tmux", "-S", str(live.mux.socket), "kill-pane", "-t", pane_id],
+            check=True,
+            capture_output=True,
+        )
+    else:
+        from orcr_herdr.client import HerdrClient
+
+        HerdrClient(str(live.mux.socket)).request("pane.close", {"pane_id": pane_id})
+
+
+def test_pane_killed_outside_orcr_is_noticed_through_the_multiplexer(live):
+    """No poll and no periodic pass within the test: the multiplexer's event explains it."""
+    live.config(live.mux.config() + NO_POLLING)
+    live.start_server()
+    _echo(live, "ext/a")
+    live.run("agent", "wait", "ext/a", "--timeout", "30s", check=True)
+    until(lambda: _status(live)["monitor"]["pane_events"], what="the multiplexer's event stream")
+    pane_id = json.loads(live.run("agent", "get", "ext/a", "--json", check=True).stdout)["pane_id"]
+    _kill_pane_outside_orcr(live, pane_id)
+    a = until(
+        lambda: (lambda a: a if a["status"] == "ended" else None)(
+            json.loads(live.run("agent", "get", "ext/a", "--json", check=True).stdout)
+        ),
+        what="the agent to end",
+    )
+    assert a["exit_reason"] == "lost"
+    kinds = [
+        (e["data"].get("from"), e["data"].get("to"))
+        for e in live.events()
+        if e["kind"] == "agent.status"
+    ]
+    assert kinds[-2:] == [("idle", "lost"), ("lost", "ended")]
+
+
+def test_agent_exit_is_noticed_through_the_multiplexer(live):
+    live.config(live.mux.config() + NO_POLLING)
+    live.start_server()
+    _echo(live, "ext/first")  # the workspace exists, so the event stream can attach
+    live.run("agent", "wait", "ext/first", "--timeout", "30s", check=True)
+    until(lambda: _status(live)["monitor"]["pane_events"], what="the multiplexer's event stream")
+    _echo(live, "ext/bye", "[exit] bye")
+    r = live.run("agent", "wait", "ext/bye", "--until", "ended", "--timeout", "30s", "--json")
+    assert json.loads(r.stdout)["exit_reason"] == "exited", r.stderr
