@@ -184,3 +184,16 @@ def test_agent_exit_is_noticed_through_the_multiplexer(live):
     _echo(live, "ext/bye", "[exit] bye")
     r = live.run("agent", "wait", "ext/bye", "--until", "ended", "--timeout", "30s", "--json")
     assert json.loads(r.stdout)["exit_reason"] == "exited", r.stderr
+
+
+def test_timers_fire_from_the_heap_with_polling_off(live):
+    """Turn timeout and GC with no poll and no periodic pass: only the timer heap acts."""
+    live.config(live.mux.config() + NO_POLLING + 'gc_after = "2s"\n')
+    live.start_server()
+    _echo(live, "clock/gc")
+    live.run("agent", "run", "--provider", "echo", "--path", "clock/slow", "--timeout", "1s",
+             "[sleep 30] x", check=True)  # fmt: skip
+    for path, reason in (("clock/slow", "timeout"), ("clock/gc", "gc")):
+        live.run("agent", "wait", path, "--until", "ended", "--timeout", "30s")
+        a = json.loads(live.run("agent", "get", path, "--json", check=True).stdout)
+        assert (a["status"], a["exit_reason"]) == ("ended", reason)
