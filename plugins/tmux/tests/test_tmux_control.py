@@ -45,8 +45,9 @@ def test_a_pane_killed_outside_orcr_is_announced(h, driver, sandbox, socket_path
         h.wait_for(listener.started.is_set, what="the control clients to attach")
         sandbox.tmux(["-S", socket_path], "kill-pane", "-t", other.pane_id)
         h.wait_for(
-            lambda: {"event": "window_closed", "data": {"window_id": other.tab_id}}
-            in listener.seen,
+            lambda: (
+                {"event": "window_closed", "data": {"window_id": other.tab_id}} in listener.seen
+            ),
             what="the window-close notification",
         )
         assert keep.pane_id in h.pane_ids()
