@@ -1,0 +1,259 @@
+"""Idle cost: what the server itself costs while N echo agents sit idle (issue 9).
+
+For each multiplexer (real tmux; the herdr emulator, run inside this script) and
+each N, start a private server, run N echo agents with no prompt, wait until all
+are idle, then measure over a window:
+
+* the server's CPU, from ``/proc/<pid>/stat`` (utime + stime of the process,
+  every thread included), as a percentage of one core;
+* its RSS (``VmRSS``);
+* the store write transactions it began per second (``server status``);
+* the turn-end latency: a ``prompt`` line then a ``turn_end`` line appended to an
+  idle agent's transcript, timed from the write of ``turn_end`` to the ``ts`` of
+  the ``idle`` status event in the store, p50 over a few samples.
+
+The baseline measured in the same run is the same fleet with notifications off
+(``ORCR_WATCH_LIMIT=0``: every transcript polled every ``timings.poll_every``),
+printed as the ratio ``cpu/poll``.
+
+    python bench/idle.py                      # N in 10 100 250, tmux and herdr, 30 s
+    python bench/idle.py --n 100 --mux tmux --window 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TICK = os.sysconf("SC_CLK_TCK")
+GOALS = {100: 2.0, 250: 4.0}  # % of one core
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Fleet:
+    def __init__(self, mux: str, n: int, poll_only: bool):
+        self.mux, self.n = mux, n
+        self.home = Path(tempfile.mkdtemp(prefix="orcr-idle-", dir="/tmp"))
+        self.emulator = None
+        if mux == "tmux":
+            self.mux_socket = self.home / "tmux.sock"
+            driver = f'[driver]\nname = "tmux"\n[tmux]\nsocket = "{self.mux_socket}"\n'
+        else:
+            from orcr_herdr.testing.emulator import Emulator
+
+            self.mux_socket = self.home / "herdr.sock"
+            self.emulator = Emulator(
+                self.mux_socket, self.home / "herdr-state", shell=["/bin/sh"]
+            ).start()
+            driver = f'[driver]\nname = "herdr"\n[herdr]\nsocket = "{self.mux_socket}"\n'
+        (self.home / "config.toml").write_text(driver + f"[concurrency]\nmax = {n + 5}\n")
+        self.env = dict(os.environ, ORCR_HOME=str(self.home))
+        for var in ("ORCR_PATH", "ORCR_SOCKET", "TMUX", "HERDR_SOCKET_PATH"):
+            self.env.pop(var, None)
+        if poll_only:
+            self.env["ORCR_WATCH_LIMIT"] = "0"
+        log = open(self.home / "server.out", "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "orcr_core.server"],
+            env=self.env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        self._wait_socket()
+
+    def _wait_socket(self) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(str(self.home / "run" / "orcr.sock"))
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+            finally:
+                s.close()
+
+    def orcr(self, *args: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-m", "orcr_core.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    def status(self) -> dict:
+        return json.loads(self.orcr("server", "status", "--json"))
+
+    def start_agents(self) -> list[dict]:
+        from orcr_core.client import Client
+        from orcr_core.sdk import Orcr
+
+        with Orcr(Client(self.home / "run" / "orcr.sock", autostart=False)) as o:
+            for i in range(self.n):
+                o.run(None, provider="echo", path=f"idle/a{i}", cwd="/tmp")
+            deadline = time.monotonic() + 60 + self.n
+            while True:
+                agents = o.list()
+                if sum(a["status"] == "idle" for a in agents) == self.n:
+                    return agents
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{self.n} agents did not all become idle")
+                time.sleep(0.5)
+
+    def idle_event_ts(self, uuid: str, after_seq: int) -> tuple[float, int] | None:
+        conn = sqlite3.connect(f"file:{self.home / 'store.db'}?mode=ro", uri=True)
+        try:
+            for seq, ts, data in conn.execute(
+                "SELECT seq, ts, data FROM event WHERE agent = ? AND kind = 'agent.status' "
+                "AND seq > ? ORDER BY seq",
+                (uuid, after_seq),
+            ):
+                if json.loads(data).get("to") == "idle":
+                    return ts, seq
+        finally:
+            conn.close()
+        return None
+
+    def last_seq(self) -> int:
+        conn = sqlite3.connect(f"file:{self.home / 'store.db'}?mode=ro", uri=True)
+        try:
+            return conn.execute("SELECT COALESCE(MAX(seq), 0) FROM event").fetchone()[0]
+        finally:
+            conn.close()
+
+    def turn_end_latency(self, agents: list[dict], samples: int) -> list[float]:
+        out = []
+        for i in range(samples):
+            a = agents[i % len(agents)]
+            path = self.home / "agents" / a["uuid"] / "echo.jsonl"
+            turn = 1000 + i
+            seq = self.last_seq()
+            with path.open("a") as f:
+                f.write(json.dumps({"type": "prompt", "turn": turn, "text": "x"}) + "\n")
+            self._wait(lambda a=a: self._status_is(a["uuid"], "working"))
+            seq = self.last_seq()
+            with path.open("a") as f:
+                f.write(json.dumps({"type": "answer", "turn": turn, "text": "x"}) + "\n")
+                f.flush()
+                written = time.time()
+                f.write(json.dumps({"type": "turn_end", "turn": turn, "status": "completed"}))
+                f.write("\n")
+            found = self._wait(lambda a=a, seq=seq: self.idle_event_ts(a["uuid"], seq))
+            out.append(found[0] - written)
+        return out
+
+    def _status_is(self, uuid: str, status: str) -> bool:
+        conn = sqlite3.connect(f"file:{self.home / 'store.db'}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT status FROM agent WHERE uuid = ?", (uuid,)).fetchone()
+        finally:
+            conn.close()
+        return bool(row) and row[0] == status
+
+    @staticmethod
+    def _wait(fn, timeout: float = 30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = fn()
+            if value:
+                return value
+            time.sleep(0.002)
+        raise TimeoutError("condition not reached")
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        if self.mux == "tmux":
+            subprocess.run(["tmux", "-S", str(self.mux_socket), "kill-server"], capture_output=True)
+        else:
+            self.emulator.stop()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def measure(mux: str, n: int, window: float, samples: int, poll_only: bool = False) -> dict:
+    fleet = Fleet(mux, n, poll_only)
+    try:
+        agents = fleet.start_agents()
+        time.sleep(2.0)  # let the last starts settle before the window opens
+        pid = fleet.proc.pid
+        w0, c0, t0 = fleet.status()["write_transactions"], _cpu_seconds(pid), time.monotonic()
+        time.sleep(window)  # the measurement window: the fleet sits idle
+        c1, t1 = _cpu_seconds(pid), time.monotonic()
+        w1 = fleet.status()["write_transactions"]
+        rss = _rss_mib(pid)
+        lat = fleet.turn_end_latency(agents, samples) if samples else []
+        return {
+            "mux": mux,
+            "n": n,
+            "cpu_pct": 100.0 * (c1 - c0) / (t1 - t0),
+            "rss_mib": rss,
+            "writes_per_s": (w1 - w0) / (t1 - t0),
+            "latency_p50_ms": 1000 * statistics.median(lat) if lat else None,
+            "latency_max_ms": 1000 * max(lat) if lat else None,
+        }
+    finally:
+        fleet.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[10, 100, 250])
+    ap.add_argument("--mux", nargs="+", default=["tmux", "herdr"], choices=["tmux", "herdr"])
+    ap.add_argument("--window", type=float, default=30.0, help="seconds of idleness measured")
+    ap.add_argument("--samples", type=int, default=10, help="turn-end latency samples")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the polling baseline")
+    args = ap.parse_args()
+    print("mux    N    cpu%   goal  poll-cpu%  cpu/poll  rss MiB  writes/s  turn-end p50 ms (max)")
+    ok = True
+    for mux in args.mux:
+        for n in args.n:
+            r = measure(mux, n, args.window, args.samples)
+            base = None
+            if not args.no_baseline:
+                base = measure(mux, n, args.window, 0, poll_only=True)["cpu_pct"]
+            goal = GOALS.get(n)
+            ok &= (goal is None or r["cpu_pct"] <= goal) and r["rss_mib"] <= 80
+            ok &= r["latency_p50_ms"] is None or r["latency_p50_ms"] <= 100
+            print(
+                f"{mux:6} {n:4} {r['cpu_pct']:6.2f} {goal if goal else '-':>5} "
+                f"{base if base is not None else float('nan'):9.2f} "
+                f"{(r['cpu_pct'] / base) if base else float('nan'):9.2f} "
+                f"{r['rss_mib']:8.1f} {r['writes_per_s']:9.2f}  "
+                f"{r['latency_p50_ms']:.1f} ({r['latency_max_ms']:.1f})",
+                flush=True,
+            )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
