@@ -197,3 +197,28 @@ def test_timers_fire_from_the_heap_with_polling_off(live):
         live.run("agent", "wait", path, "--until", "ended", "--timeout", "30s")
         a = json.loads(live.run("agent", "get", path, "--json", check=True).stdout)
         assert (a["status"], a["exit_reason"]) == ("ended", reason)
+
+
+def test_what_happened_while_the_server_was_down_is_made_up_at_start(live):
+    """No notification can report what happened before the server ran: the start pass
+    reads every transcript (poll and periodic pass are an hour). A working agent's turn
+    ends and a turn starts in an idle agent's pane while the server is down."""
+    live.config(live.mux.config() + NO_POLLING)
+    live.start_server()
+    idle = _echo(live, "down/idle", "one")
+    live.run("agent", "wait", "down/idle", "--timeout", "30s", check=True)
+    busy = _echo(live, "down/busy", "[sleep 2] later")
+    until(lambda: _get(live, "down/busy")["status"] == "working", what="the turn to start")
+    live.kill_server()
+    transcript = live.path / "agents" / busy / "echo.jsonl"
+    until(lambda: '"turn_end"' in transcript.read_text(), what="the turn to end, unobserved")
+    with (live.path / "agents" / idle / "echo.jsonl").open("a") as f:  # typed in the pane
+        f.write(json.dumps({"type": "prompt", "turn": 2, "text": "typed"}) + "\n")
+    live.start_server()
+    live.run("agent", "wait", "down/busy", "--timeout", "30s", check=True)
+    assert live.run("agent", "read", "down/busy", check=True).stdout == "later\n"
+    until(lambda: _get(live, "down/idle")["status"] == "working", what="the pane's turn")
+
+
+def _get(live, path: str) -> dict:
+    return json.loads(live.run("agent", "get", path, "--json", check=True).stdout)

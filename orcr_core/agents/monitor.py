@@ -52,6 +52,7 @@ class Monitor:
         self._fast: set[str] = set()  # visited every poll_every
         self._snapshot_polling = True
         self._writes_seen = -1
+        self._retention_seen = -1
         self._next_poll = 0.0
         self._next_reconcile = 0.0
         self.timers = Timers()
@@ -172,7 +173,10 @@ class Monitor:
             if uuid in due:
                 self._arm(agent)  # a deadline met to the millisecond comes round again
         if db.write_transactions != self._writes_seen:
-            self._load()
+            with self._cond:
+                self._reload = True  # this step wrote: re-read the rows, re-arm their timers
+        if db.write_transactions != self._retention_seen:  # events come only with writes
+            self._retention_seen = db.write_transactions
             events.apply_retention(srv.bus, int(cfg.get("events.retention")))
 
     # -- rows, watches, timers --------------------------------------------
