@@ -172,6 +172,12 @@ class Driver(Protocol):
     def agent_status(self, pane: PaneRef) -> str | None:
         """The multiplexer's agent state for a pane, or None when it has none."""
 
+    # Optional: ``events(stop=None, on_start=None) -> Iterator[dict]``: the
+    # multiplexer's pushed pane events as ``{"event", "data"}`` hints, calling
+    # ``on_start()`` once the stream is up (the core then stops polling snapshots);
+    # ``pane_exited`` with ``data.pane_id`` means that pane's process exited by
+    # itself. Read with getattr (docs/plugins/index.md).
+
 
 @dataclass(frozen=True)
 class LaunchSpec:

@@ -75,6 +75,14 @@ def _print_status(s: dict) -> None:
     lp = s.get("loops")
     if lp:
         click.echo(f"loops {lp['active']} active  next fire {lp['next_fire_at'] or '-'}")
+    m = s.get("monitor")
+    if m:
+        click.echo(
+            f"monitor transcripts {m['transcripts_notified']} notified "
+            f"({m['notifications']}), {m['transcripts_polled']} polled  pane events "
+            f"{'live' if m['pane_events'] else 'polled'}  write transactions "
+            f"{s.get('write_transactions', 0)}"
+        )
 
 
 @server.command(name="status")
