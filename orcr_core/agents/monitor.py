@@ -222,10 +222,14 @@ class Monitor:
         if agent.uuid not in self.agents or self.watcher.watched(agent.uuid):
             return
         path = transcripts.path_of(self.server, agent.uuid)
-        if path and self.watcher.watch(agent.uuid, path):
+        if not path:
+            return
+        if self.watcher.watch(agent.uuid, path):
             with self._cond:
                 self._dirty.add(agent.uuid)
             self._classify()
+        elif agent.uuid not in self._fast:
+            self._classify()  # its watch was lost (the directory went away): poll it
 
     def _classify(self) -> None:
         """Which agents are polled every poll_every, and whether panes are."""
