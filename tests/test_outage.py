@@ -56,7 +56,7 @@ def _outage(home):
         emu = mux.emulator
         emu.mute()
         try:
-            # the monitor polls every 50ms: many failed snapshots, well past LOST_CONFIRM
+            # the periodic pass tries every second: many failed snapshots, past LOST_CONFIRM
             until(lambda: emu.muted_connections >= 60, 30, what="failed snapshots")
             yield
         finally:
@@ -64,6 +64,9 @@ def _outage(home):
 
 
 def test_an_outage_mid_run_never_frees_a_name(live):
+    # the monitor is event-driven (no snapshot polling while pane events are live):
+    # its periodic pass, every second here, is what keeps trying during the outage
+    live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\nreconcile_every = "1s"\n')
     live.start_server()
     live.run("agent", "run", "-p", "echo", "--path", "o/idle", "first", check=True)
     live.run("agent", "wait", "o/idle", "--timeout", "30s", check=True)
