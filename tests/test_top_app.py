@@ -258,3 +258,41 @@ def test_loops_show_on_their_group_fire_now_and_pause(server):
     assert (
         group["loop"]["schedule"] == "0 0 1 1 *" and group["loop"]["last_run_status"] == "stopped"
     )
+
+
+def test_K_kills_what_the_filter_glob_matches_after_a_confirmation(server):
+    o = server.sdk().__enter__()
+    for path in ("k/a", "k/b", "k/deep/c", "x/c"):
+        o.run("x", provider="testp", path=path, cwd="/")
+
+    async def main():
+        app = TopApp(server.socket)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(
+                pilot,
+                lambda: (
+                    [status_of(app, p) for p in ("k/a", "k/b", "k/deep/c", "x/c")]
+                    == ["working"] * 4
+                ),
+                "four working agents",
+            )
+            await pilot.press("K")  # no glob in the filter: nothing to kill
+            assert not isinstance(app.screen, ConfirmScreen)
+            await pilot.press("slash", *"k/*", "enter")
+            assert shown(app) == ["g:k", "k/a", "k/b"]
+            await pilot.press("K")
+            assert isinstance(app.screen, ConfirmScreen)
+            assert app.screen.question == "Kill 2 agents matching k/*?"
+            assert app.screen.detail == "k/a (working)\nk/b (working)"
+            await pilot.press("y")
+            await wait_for(
+                pilot,
+                lambda: status_of(app, "k/a") == status_of(app, "k/b") == "ended",
+                "k/* ended",
+            )
+            assert status_of(app, "k/deep/c") == status_of(app, "x/c") == "working"
+
+    try:
+        asyncio.run(main())
+    finally:
+        o.close()
