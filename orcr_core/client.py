@@ -123,8 +123,26 @@ class Client:
 
     def send(self, method: str, **params) -> int:
         rid = next(self._ids)
-        self.sock.sendall(encode({"id": rid, "method": method, "params": params}))
+        try:
+            self.sock.sendall(encode({"id": rid, "method": method, "params": params}))
+        except OSError as exc:  # the server closed on us: its last reply says why, if any
+            raise self._closed_error(exc) from None
         return rid
+
+    def _closed_error(self, exc: OSError) -> ServerError:
+        """The error the server sent before it closed the connection, else a plain one."""
+        try:
+            self.sock.settimeout(1.0)
+            line = self.reader.readline()
+            msg = json.loads(line) if line else None
+        except (OSError, ValueError, ProtocolError):
+            msg = None
+        if isinstance(msg, dict) and isinstance(msg.get("error"), dict):
+            e = msg["error"]
+            return ServerError(e.get("code", "error"), e.get("message", ""), e.get("cause"))
+        return ServerError(
+            "connection_closed", f"the orcr server closed the connection ({exc.strerror or exc})"
+        )
 
     def recv(self) -> dict:
         try:
@@ -140,6 +158,9 @@ class Client:
             self.connect()
         rid = self.send(method, **params)
         msg = self.recv()
+        if msg.get("id") is None and "error" in msg:  # a connection-level refusal
+            e = msg["error"]
+            raise ServerError(e.get("code", "error"), e.get("message", ""), e.get("cause"))
         if msg.get("id") != rid:
             raise ServerError("protocol_error", f"reply id {msg.get('id')} for request {rid}")
         if "error" in msg:

@@ -255,6 +255,8 @@ class Provider(Protocol):
     # Optional: ``launch_env(spec) -> dict[str, str | None]``: environment for the
     # agent's process; a None value removes an inherited variable (a Claude Code
     # started from inside another one must not see CLAUDECODE). Read with getattr.
+    # Optional: ``needs_argv: bool``: the provider runs an argv the user gives
+    # (``command``); admission refuses a run with none given and none configured.
 
     def locate_transcript(self, pointer: SessionPointer, spec: LaunchSpec) -> str | None:
         """The transcript path for a session pointer, or None while it does not exist yet."""

@@ -16,6 +16,20 @@ import json
 PROTOCOL_VERSION = 1
 SUPPORTED = (1,)
 MAX_FRAME = 4 * 1024 * 1024
+#: the largest prompt ``agent.run`` and ``agent.send`` accept, in UTF-8 bytes; the
+#: client checks it before sending, the server again on admission
+MAX_PROMPT = 1024 * 1024
+
+
+def prompt_too_large(prompt: str) -> str | None:
+    """Why ``prompt`` is refused for its size, or None when it fits."""
+    size = len(prompt.encode("utf-8", "surrogatepass"))
+    if size <= MAX_PROMPT:
+        return None
+    return (
+        f"the prompt is {size} bytes, over the limit of {MAX_PROMPT} bytes (1 MiB); "
+        "put the text in a file and give the agent its path"
+    )
 
 
 class ProtocolError(Exception):
@@ -55,15 +69,16 @@ class LineReader:
         """One frame without its newline; None at EOF. Raises ProtocolError if too big."""
         while True:
             i = self.buf.find(b"\n")
+            if i > self.max_frame or (i < 0 and len(self.buf) > self.max_frame):
+                raise ProtocolError(
+                    "frame_too_large",
+                    f"a frame over {self.max_frame} bytes (4 MiB) was refused and the "
+                    "connection closed",
+                )
             if i >= 0:
                 line = bytes(self.buf[:i])
                 del self.buf[: i + 1]
                 return line
-            if len(self.buf) > self.max_frame:
-                raise ProtocolError(
-                    "frame_too_large",
-                    f"frame over {self.max_frame} bytes refused; connection closed",
-                )
             chunk = self.sock.recv(65536)
             if not chunk:
                 return None

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 
 from orcr_core.client import Client, ServerError, scope_from_env
+from orcr_core.protocol import prompt_too_large
 from orcr_core.watch import RESNAPSHOT, Watcher
 
 #: exit reasons after which ``wait`` reports failure
@@ -88,6 +89,7 @@ class Orcr:
         argv=None,
         scope=None,
     ) -> dict:
+        check_prompt(prompt)
         params = {"cwd": os.path.abspath(cwd or os.getcwd())}
         if provider is not None:
             params["provider"] = provider
@@ -123,7 +125,14 @@ class Orcr:
             results.append(msg.get("result") if "result" in msg else {"error": msg["error"]})
 
         for spec in specs:
-            pending.append(c.send("agent.run", **self._run_params(**spec)))
+            try:
+                params = self._run_params(**spec)
+            except ServerError as exc:  # refused before sending: keep the order
+                while pending:
+                    collect()
+                results.append({"error": {"code": exc.code, "message": exc.message}})
+                continue
+            pending.append(c.send("agent.run", **params))
             if len(pending) >= window:
                 collect()
         while pending:
@@ -140,6 +149,7 @@ class Orcr:
         return self.client.call("agent.kill", target=target)["killed"]
 
     def send(self, target: str, prompt: str, timeout: float | None = None) -> dict:
+        check_prompt(prompt)
         return self.client.call("agent.send", target=target, prompt=prompt, timeout=timeout)[
             "agent"
         ]
@@ -293,6 +303,13 @@ class Orcr:
                     )
         finally:
             w.close()
+
+
+def check_prompt(prompt: str | None) -> None:
+    """Refuse (``prompt_too_large``) an oversized prompt before sending it (the server checks it again)."""
+    why = prompt_too_large(prompt) if isinstance(prompt, str) else None
+    if why:
+        raise ServerError("prompt_too_large", why)
 
 
 def _pick(rows: list[dict], target: str) -> dict:

@@ -27,10 +27,10 @@ from peewee import IntegrityError
 from orcr_core import events, paths
 from orcr_core.agents import lifecycle
 from orcr_core.config import Config
+from orcr_core.protocol import prompt_too_large
 from orcr_core.store import durable
 from orcr_core.store.models import ACTIVE, LIVE, Agent, db
 
-MAX_PROMPT = 1024 * 1024
 MAX_QUEUE = 10_000
 
 
@@ -52,13 +52,40 @@ class RunSpec:
     argv: list[str] | None = None  # command provider: the agent's argv
 
 
+def clean_prompt(prompt: str) -> str:
+    """A prompt as it is typed into the pane: line ends normalised to ``\n``.
+
+    Refuses an empty or whitespace-only prompt for every provider: typed into a
+    TUI it starts no turn, so the agent would sit ``working`` forever. An agent
+    run with no prompt at all starts ``idle`` instead.
+    """
+    prompt = prompt.replace("\r\n", "\n").replace("\r", "\n")
+    if not prompt.strip():
+        raise AdmissionError(
+            "empty_prompt",
+            "the prompt is empty or only whitespace; give a prompt, or none at all "
+            "to start the agent idle (then orcr agent send)",
+        )
+    why = prompt_too_large(prompt)
+    if why:
+        raise AdmissionError("prompt_too_large", why)
+    return prompt
+
+
 def _resolve_path(spec: RunSpec) -> tuple[str | None, str | None]:
     """(full path or None for auto-name, scope) after grammar checks."""
     if spec.scope:
         paths.validate(spec.scope, "ORCR_PATH scope")
-    if spec.path and spec.name:
+    if spec.path is not None and spec.name is not None:
         raise AdmissionError("invalid_params", "give --path or --name, not both")
-    rel = spec.path or spec.name
+    for flag, value in (("path", spec.path), ("name", spec.name)):
+        if value is not None and not value.strip():
+            raise AdmissionError(
+                "invalid_path",
+                f"--{flag} is empty; give one like review/file_1, or leave --{flag} out "
+                "to have the path picked for you",
+            )
+    rel = spec.path if spec.path is not None else spec.name
     if spec.name and "/" in spec.name:
         raise AdmissionError(
             "invalid_path", f"--name {spec.name!r} is one segment; use --path for a path"
@@ -73,7 +100,11 @@ def _resolve_path(spec: RunSpec) -> tuple[str | None, str | None]:
     return full, spec.scope
 
 
-def validate_spec(spec: RunSpec, providers: dict) -> None:
+def validate_spec(spec: RunSpec, providers: dict, options: dict | None = None) -> None:
+    """Everything admission can know; ``options`` are the provider's config options.
+
+    Normalises ``spec.prompt`` (:func:`clean_prompt`).
+    """
     if spec.provider not in providers:
         installed = ", ".join(sorted(providers)) or "none"
         raise AdmissionError(
@@ -81,8 +112,8 @@ def validate_spec(spec: RunSpec, providers: dict) -> None:
             f"unknown provider {spec.provider!r}; installed providers: {installed} "
             "(orcr plugins lists them; orcr install adds more)",
         )
-    if spec.prompt is not None and len(spec.prompt.encode()) > MAX_PROMPT:
-        raise AdmissionError("prompt_too_large", f"the prompt is over {MAX_PROMPT} bytes")
+    if spec.prompt is not None:
+        spec.prompt = clean_prompt(spec.prompt)
     if spec.timeout is not None and not (0 < spec.timeout <= 7 * 86400):
         raise AdmissionError("invalid_timeout", f"timeout {spec.timeout}s must be >0 and <= 7 days")
     if not os.path.isabs(spec.cwd) or not os.path.isdir(spec.cwd):
@@ -91,6 +122,15 @@ def validate_spec(spec: RunSpec, providers: dict) -> None:
         )
     if spec.argv is not None and (not spec.argv or not all(isinstance(a, str) for a in spec.argv)):
         raise AdmissionError("invalid_params", "argv must be a non-empty list of strings")
+    if getattr(providers[spec.provider], "needs_argv", False) and not (
+        spec.argv or (options or {}).get("argv")
+    ):
+        raise AdmissionError(
+            "missing_argv",
+            f"the {spec.provider} provider runs a command you give: "
+            f"orcr agent run --provider {spec.provider} -- PROGRAM [ARGS...] "
+            f"(or set [providers.{spec.provider}] argv in the config)",
+        )
 
 
 def _auto_name(scope: str | None, provider: str) -> str:
@@ -124,9 +164,12 @@ _INSERT = (
 )
 
 
-def admit(spec: RunSpec, providers: dict, agents_dir: Path) -> dict:
-    """Validate, write launch.json, insert the queued row. Returns the row's fields."""
-    validate_spec(spec, providers)
+def admit(spec: RunSpec, providers: dict, agents_dir: Path, options: dict | None = None) -> dict:
+    """Validate, write launch.json, insert the queued row. Returns the row's fields.
+
+    ``options`` are the provider's config options (``[providers.<name>]``).
+    """
+    validate_spec(spec, providers, options)
     full, scope = _resolve_path(spec)
     uuid = str(uuidlib.uuid4())
     data_dir = os.path.join(agents_dir, uuid)

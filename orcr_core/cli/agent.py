@@ -70,6 +70,9 @@ def agent_run(provider, path_, name, cwd, timeout, prompt_opt, json_, args):
         prompt = args[0] if args else prompt_opt
         if prompt == "-":
             prompt = sys.stdin.read()
+    from orcr_core.sdk import check_prompt
+
+    check_prompt(prompt)  # before connecting: an oversized prompt is never sent
     with _sdk() as orcr:  # no --provider: the server applies [agent] provider
         res = orcr.run(
             prompt, provider=provider, path=path_, name=name, cwd=cwd, timeout=timeout, argv=argv
@@ -200,6 +203,9 @@ def agent_send(target, prompt, timeout):
     """Start the agent's next turn with PROMPT ('-' reads stdin). Needs an idle agent."""
     if prompt == "-":
         prompt = sys.stdin.read()
+    from orcr_core.sdk import check_prompt
+
+    check_prompt(prompt)
     with _sdk() as orcr:
         a = orcr.send(target, prompt, timeout=timeout)
     click.echo(f"{a['path']} {a['status']} turn {a['turn']}")

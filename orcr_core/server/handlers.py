@@ -149,7 +149,12 @@ def agent_run(server, conn, rid, params):
     if refusal:
         raise ProtocolError("run_stopping", refusal)
     try:
-        agent = queue.admit(spec, server.registry.providers, server.agents_dir)
+        agent = queue.admit(
+            spec,
+            server.registry.providers,
+            server.agents_dir,
+            server.config.provider_options(spec.provider),
+        )
     except queue.AdmissionError as exc:
         raise ProtocolError(exc.code, str(exc)) from None
     except paths.PathError as exc:
@@ -212,8 +217,10 @@ def agent_send(server, conn, rid, params):
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
     ):
         raise ProtocolError("invalid_params", "timeout must be a number of seconds > 0")
-    if not prompt.strip():
-        raise ProtocolError("invalid_params", "the prompt is empty")
+    try:
+        prompt = queue.clean_prompt(prompt)
+    except queue.AdmissionError as exc:
+        raise ProtocolError(exc.code, str(exc)) from None
     if agent.status != "idle":
         raise ProtocolError(
             "not_idle",

@@ -22,6 +22,7 @@ class CommandProvider:
 
     name = "command"
     has_transcript = False
+    needs_argv = True  # admission refuses a run with no argv (none given, none configured)
     supported_versions = ""
 
     def launch_argv(self, spec: LaunchSpec) -> list[str]:
