@@ -195,11 +195,13 @@ class Turn:
     """One agent turn as read from a transcript.
 
     ``status`` is ``completed``, ``interrupted``, ``errored`` or ``open``;
-    ``final_text`` is the final answer of a completed turn, else None.
+    ``final_text`` is the final answer of a completed turn, else None;
+    ``error`` is why an ``errored`` turn failed, when the transcript says.
     """
 
     status: str
     final_text: str | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)

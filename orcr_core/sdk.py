@@ -154,8 +154,13 @@ class Orcr:
             "agent"
         ]
 
-    def read(self, target: str) -> dict:
-        return self.client.call("agent.read", target=target)
+    def read(self, target: str, last: bool = False) -> dict:
+        """The last ended turn's answer (``text``) or ``error``.
+
+        While a turn runs this raises ``turn_running`` unless ``last`` asks for
+        the previous answer.
+        """
+        return self.client.call("agent.read", target=target, last=last)
 
     def status(self) -> dict:
         return self.client.call("server.status")
@@ -268,7 +273,10 @@ class Orcr:
         """Block until the agent is ``idle`` (or ``ended``); raise on timeout or a bad ending.
 
         A queued agent is waited through promotion and its first turn; a server
-        restart meanwhile is ridden out (the watch reconnects and resumes).
+        restart meanwhile is ridden out (the watch reconnects and resumes). The agent
+        returned says how its last turn ended: ``turn_status`` (``completed``,
+        ``errored``, ``interrupted``; None when the provider has no transcript)
+        and ``turn_error``.
         """
         if until not in ("idle", "ended"):
             raise ValueError("until must be 'idle' or 'ended'")
@@ -301,6 +309,12 @@ class Orcr:
                         exit_reason=d.get("exit_reason"),
                         error=d.get("error", agent.get("error")),
                     )
+                    if "turn_status" in d:  # a turn ended: how
+                        agent.update(
+                            turn=d.get("turn", agent["turn"]),
+                            turn_status=d["turn_status"],
+                            turn_error=d.get("turn_error"),
+                        )
         finally:
             w.close()
 

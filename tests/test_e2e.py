@@ -54,12 +54,46 @@ def test_turn_timeout_ends_the_agent(live):
     _until(lambda: live.mux.labels() == [], what="the pane to close")
 
 
-def test_errored_turn_is_idle_with_no_answer(live):
+def test_errored_turn_says_so_in_wait_and_read(live):
+    """After ``[fail] boom`` the agent is idle, but wait and read say the turn
+    errored, with the error, and exit 7."""
     live.start_server()
-    live.run("agent", "run", "--provider", "echo", "--path", "f/x", "[fail] nope", check=True)
-    live.run("agent", "wait", "f/x", "--timeout", "30s", check=True)
-    r = json.loads(live.run("agent", "read", "f/x", "--json", check=True).stdout)
-    assert r["text"] is None and r["turn_status"] == "errored"
+    live.run("agent", "run", "--provider", "echo", "--path", "f/x", "[fail] boom", check=True)
+    # the first wait sees the turn end happen; the second finds the agent idle already
+    for _ in range(2):
+        r = live.run("agent", "wait", "f/x", "--timeout", "30s")
+        assert r.returncode == 7, (r.stdout, r.stderr)
+        assert r.stdout.strip() == "f/x idle (turn 1 errored)"
+        assert "turn 1 errored: boom" in r.stderr
+    r = live.run("agent", "wait", "f/x", "--timeout", "30s", "--json")
+    a = json.loads(r.stdout)
+    assert r.returncode == 7 and (a["turn_status"], a["turn_error"]) == ("errored", "boom")
+    r = live.run("agent", "read", "f/x")
+    assert r.returncode == 7 and r.stdout == "" and "turn 1 errored: boom" in r.stderr
+    r = live.run("agent", "read", "f/x", "--json")
+    assert r.returncode == 7
+    out = json.loads(r.stdout)
+    assert (out["text"], out["turn_status"], out["error"]) == (None, "errored", "boom")
+    a = json.loads(live.run("agent", "get", "f/x", "--json", check=True).stdout)
+    assert (a["turn_status"], a["turn_error"]) == ("errored", "boom")
+    # the next turn that completes clears it
+    live.run("agent", "send", "f/x", "fine now", check=True)
+    r = live.run("agent", "wait", "f/x", "--timeout", "30s", "--json", check=True)
+    assert json.loads(r.stdout)["turn_status"] == "completed"
+    assert live.run("agent", "read", "f/x", check=True).stdout == "fine now\n"
+
+
+def test_read_while_a_turn_runs_says_so_unless_last(live):
+    live.start_server()
+    live.run("agent", "run", "--provider", "echo", "--path", "r/x", "first", check=True)
+    live.run("agent", "wait", "r/x", "--timeout", "30s", check=True)
+    live.run("agent", "send", "r/x", "[sleep 60] second", check=True)
+    r = live.run("agent", "read", "r/x")
+    assert r.returncode == 8 and r.stdout == "", (r.stdout, r.stderr)
+    assert "still running" in r.stderr and "--last" in r.stderr and "[turn_running]" in r.stderr
+    assert live.run("agent", "read", "r/x", "--last", check=True).stdout == "first\n"
+    r = json.loads(live.run("agent", "read", "r/x", "--last", "--json", check=True).stdout)
+    assert (r["status"], r["text"], r["turn_status"]) == ("working", "first", "completed")
 
 
 def test_idle_agent_is_garbage_collected(live):

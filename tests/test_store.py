@@ -125,3 +125,26 @@ def test_cli_names_why_an_autostarted_server_failed(orcr_home):
     r = orcr_home.run("agent", "ls")
     assert r.returncode == 6
     assert "store_version_mismatch" in r.stderr and "upgrade orcr" in r.stderr
+
+
+def test_a_store_from_before_turn_outcomes_gains_the_columns(short_tmp):
+    """0006 adds agent.turn_status/turn_error to a store made before it, keeping rows."""
+    path = short_tmp / "store.db"
+    store_db.open_store(path)
+    store_db.close_store()
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE agent DROP COLUMN turn_status")
+    conn.execute("ALTER TABLE agent DROP COLUMN turn_error")
+    conn.execute("DELETE FROM _orcr_migrations WHERE name = '0006_agent_turn_outcome'")
+    conn.execute(
+        "INSERT INTO agent (uuid, path, name, provider, status, cwd, created_at, managed, "
+        "cancel_requested, turn, turns_done) VALUES ('u1', 'a', 'a', 'echo', 'idle', '/', 0, 1, 0, 1, 1)"
+    )
+    conn.commit()
+    conn.close()
+    store_db.open_store(path)
+    try:
+        row = Agent.get(Agent.uuid == "u1")
+        assert (row.path, row.turn_status, row.turn_error) == ("a", None, None)
+    finally:
+        store_db.close_store()

@@ -447,13 +447,10 @@ def _turns(server, agent: Agent) -> None:
         _check_version(server, agent, provider, state.version)  # once per version seen
     if agent.status == "working" and state.state == "idle" and len(state.turns) >= agent.turn:
         last = state.turns[-1] if state.turns else None
-        _set(
-            server,
-            agent,
-            "idle",
-            turn_status=last.status if last else None,
-            turns_done=len(state.turns),
-        )
+        outcome = {"turn": agent.turn, "turn_status": last.status if last else None}
+        if last is not None and last.error:
+            outcome["turn_error"] = last.error
+        _set(server, agent, "idle", turns_done=len(state.turns), **outcome)
     elif (
         agent.status == "idle"
         and state.state in ("working", "blocked")
@@ -481,6 +478,9 @@ def _set(server, agent: Agent, to: str, turns_done: int | None = None, **data) -
         if current.status != agent.status:
             return
         if turns_done is not None:
-            lifecycle.update(current, None, turns_done=turns_done)
+            fields = {"turns_done": turns_done}
+            if "turn_status" in data:  # the row says how the last turn ended
+                fields.update(turn_status=data["turn_status"], turn_error=data.get("turn_error"))
+            lifecycle.update(current, None, **fields)
         lifecycle.transition(current, to, **data)
     server.notify()

@@ -161,8 +161,10 @@ def agent_kill(target, json_):
 def agent_wait(target, until, timeout, json_):
     """Wait until the agent's turn ends (idle) or it ends.
 
-    Exits 4 on timeout and 5 when the agent ends badly (failed, timeout, lost,
-    canceled). On a terminal, shows the status and elapsed time while waiting.
+    Exits 4 on timeout, 5 when the agent ends badly (failed, timeout, lost,
+    canceled) and 7 when it is idle after a turn that errored or was
+    interrupted (the error is printed). On a terminal, shows the status and
+    elapsed time while waiting.
     """
     from orcr_core.sdk import AgentEnded, WaitTimeout
 
@@ -187,12 +189,31 @@ def agent_wait(target, until, timeout, json_):
     finally:
         if tty:
             click.echo("", err=True)
+    failed = a["status"] == "idle" and a.get("turn_status") in TURN_FAILURES
     if json_:
         click.echo(jsonlib.dumps(a))
     else:
         click.echo(
-            f"{a['path']} {a['status']}" + (f" {a['exit_reason']}" if a.get("exit_reason") else "")
+            f"{a['path']} {a['status']}"
+            + (f" {a['exit_reason']}" if a.get("exit_reason") else "")
+            + (f" (turn {a['turn']} {a['turn_status']})" if failed else "")
         )
+    if failed:
+        raise OrcrCliError(_turn_failure(a["path"], a["turn"], a), ExitCode.TURN_FAILED)
+
+
+#: how a turn ends without an answer
+TURN_FAILURES = ("errored", "interrupted")
+
+
+def _turn_failure(path: str, turn, r: dict) -> str:
+    why = r.get("turn_error") or r.get("error")
+    words = (
+        f"agent {path}: turn {turn} {r['turn_status']}"
+        if turn
+        else f"agent {path}: the last turn {r['turn_status']}"
+    )
+    return words + (f": {why}" if why else "; it has no answer")
 
 
 @agent.command(name="send")
@@ -213,18 +234,26 @@ def agent_send(target, prompt, timeout):
 
 @agent.command(name="read")
 @click.argument("target")
+@click.option("--last", is_flag=True, help="While a turn runs, read the previous turn's answer.")
 @click.option("--json", "json_", is_flag=True)
-def agent_read(target, json_):
-    """Print the last turn's final answer, from the provider's transcript."""
+def agent_read(target, last, json_):
+    """Print the last turn's final answer, from the provider's transcript.
+
+    A turn that errored prints its error and exits 7; while a turn is still
+    running there is no answer yet (exit 8) unless --last asks for the previous one.
+    """
     with _sdk() as orcr:
-        r = orcr.read(target)
+        r = orcr.read(target, last=last)
+    failed = r.get("text") is None and r.get("turn_status") in TURN_FAILURES
     if json_:
         click.echo(jsonlib.dumps(r))
+        if failed:
+            raise SystemExit(ExitCode.TURN_FAILED)
         return
     if r.get("text") is not None:
         click.echo(r["text"])
-    elif r.get("turn_status") in ("errored", "interrupted"):
-        raise OrcrCliError(f"agent {r['path']}: the last turn {r['turn_status']}; it has no answer")
+    elif failed:
+        raise OrcrCliError(_turn_failure(r["path"], r.get("turn"), r), ExitCode.TURN_FAILED)
     elif r.get("screen") is not None:
         click.echo(r["screen"])
     else:

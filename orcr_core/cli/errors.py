@@ -21,6 +21,10 @@ class ExitCode(IntEnum):
     #: ended at all while ``agent wait`` waited for idle
     AGENT_FAILED = 5
     NO_SERVER = 6  #: the server could not be reached or started
+    TURN_FAILED = 7  #: the turn ended without an answer: it errored or was interrupted (`agent wait`, `agent read`)
+    TURN_RUNNING = (
+        8  #: `agent read`: the agent's turn is still running (`--last` reads the previous answer)
+    )
 
 
 class OrcrCliError(click.ClickException):
@@ -36,6 +40,7 @@ CODE_MAP = {
     "server_not_running": ExitCode.NO_SERVER,
     "server_start_failed": ExitCode.NO_SERVER,
     "connection_closed": ExitCode.NO_SERVER,
+    "turn_running": ExitCode.TURN_RUNNING,
 }
 
 

@@ -55,6 +55,8 @@ def agent_dict(a: Agent) -> dict:
         "managed": a.managed,
         "cwd": a.cwd,
         "turn": a.turn,
+        "turn_status": a.turn_status,
+        "turn_error": a.turn_error,
         "timeout": a.timeout,
         "cancel_requested": a.cancel_requested,
         "workspace_id": a.workspace_id,
@@ -235,15 +237,31 @@ def agent_read(server, conn, rid, params):
     from orcr_core.agents import transcripts
 
     agent = resolve(_param(params, "target", str))
+    last = _param(params, "last", bool, required=False, default=False)
+    if agent.status in ("queued", "starting", "working") and not last:
+        what = "its first turn has not started" if agent.status != "working" else "its turn"
+        raise ProtocolError(
+            "turn_running",
+            f"agent {agent.path} is {agent.status}: {what} is still running, so there is no "
+            f"answer yet; orcr agent wait {agent.path} first, or --last for the previous answer",
+        )
     state = transcripts.read_transcript(server, agent)
-    result = {"path": agent.path, "uuid": agent.uuid, "status": agent.status, "text": None}
+    result = {
+        "path": agent.path,
+        "uuid": agent.uuid,
+        "status": agent.status,
+        "text": None,
+        "error": None,
+    }
     if state is not None:
         done = [t for t in state.turns if t.status != "open"]
         result.update(
             text=state.final_text,
             turns=len(state.turns),
             state=state.state,
+            turn=len(done) or None,
             turn_status=done[-1].status if done else None,
+            error=done[-1].error if done else None,
         )
     elif params.get("screen", True) and agent.pane_id and server.driver is not None:
         result["screen"] = server.driver.read(pane_of(agent))

@@ -83,6 +83,14 @@ def _pane_process(database) -> None:
         database.execute_sql("ALTER TABLE agent ADD COLUMN pane_process TEXT")
 
 
+def _turn_outcome(database) -> None:
+    # agent wait and get say how the last turn ended (errored, with its error)
+    have = {c.name for c in database.get_columns("agent")}
+    for column in ("turn_status", "turn_error"):
+        if column not in have:
+            database.execute_sql(f"ALTER TABLE agent ADD COLUMN {column} TEXT")
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
@@ -91,6 +99,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("0003_drop_agent_status_index", _drop_status_index),
     ("0004_loops", _loops),
     ("0005_agent_pane_process", _pane_process),
+    ("0006_agent_turn_outcome", _turn_outcome),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -108,6 +108,9 @@ class Agent(BaseModel):
     move_state = TextField(null=True)
     turn = IntegerField(default=0)
     turns_done = IntegerField(default=0)
+    # how the last ended turn ended (completed, errored, interrupted) and its error
+    turn_status = TextField(null=True)  # migration 0006
+    turn_error = TextField(null=True)
     timeout = FloatField(null=True)
     created_at = FloatField()
     started_at = FloatField(null=True)

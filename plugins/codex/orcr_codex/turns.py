@@ -122,7 +122,7 @@ class CodexTurns:
         elif kind in COMPLETE:
             if self._matches(p):
                 if p.get("error"):
-                    self._close("errored", None)
+                    self._close("errored", None, _error_text(p.get("error")))
                 else:
                     text = p.get("last_agent_message")
                     self._close("completed", text if isinstance(text, str) else None)
@@ -131,7 +131,7 @@ class CodexTurns:
                 self._close("interrupted", None)
         elif kind == "error":
             if turn is not None:
-                self._close("errored", None)
+                self._close("errored", None, _error_text(p.get("message")))
         elif kind == "user_message":
             self._user_input()
         elif kind == "agent_message":
@@ -191,12 +191,12 @@ class CodexTurns:
         else:
             turn.unphased = text
 
-    def _close(self, status: str, text: str | None) -> None:
+    def _close(self, status: str, text: str | None, error: str | None = None) -> None:
         """End the open turn; a completed one without text falls back to its final_answer."""
         turn = self._turn
         if status == "completed" and text is None:
             text = turn.fallback_text()
-        self._closed.append(Turn(status, text if status == "completed" else None))
+        self._closed.append(Turn(status, text if status == "completed" else None, error))
         self._turn = None
 
     # -- reading -----------------------------------------------------------
@@ -221,3 +221,10 @@ class CodexTurns:
             and quiet_for >= self.blocked_after
             and self.approval_policy != "never"
         )
+
+
+def _error_text(value: Any) -> str | None:
+    """The words of a Codex error: a string, or an object's ``message``."""
+    if isinstance(value, dict):
+        value = value.get("message")
+    return value if isinstance(value, str) and value.strip() else None

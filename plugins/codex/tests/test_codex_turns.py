@@ -99,6 +99,7 @@ def test_task_complete_with_error_is_errored(rollout, read):
     )
     state = read()
     assert statuses(state) == [("errored", None)] and state.state == "idle"
+    assert state.turns[0].error == "unauthorized"
 
 
 def test_error_event_errors_the_open_turn(rollout, read):
@@ -109,7 +110,9 @@ def test_error_event_errors_the_open_turn(rollout, read):
         event("error", message="stream disconnected"),
         event("task_complete", turn_id="t1", last_agent_message=None),
     )
-    assert statuses(read()) == [("errored", None)]
+    state = read()
+    assert statuses(state) == [("errored", None)]
+    assert state.turns[0].error == "stream disconnected"
 
 
 def test_stream_error_is_not_terminal(rollout, read):

@@ -28,6 +28,7 @@ class _OpenTurn:
     status: str = "open"
     answer: str | None = None
     final_text: str | None = None
+    error: str | None = None
 
 
 class EchoTranscriptReader:
@@ -92,12 +93,14 @@ class EchoTranscriptReader:
             current.status = status if status in _STATUSES else "errored"
             if current.status == "completed":
                 current.final_text = current.answer if current.answer is not None else ""
+            elif current.status == "errored" and record.get("error") is not None:
+                current.error = str(record["error"])
         else:
             return False
         return True
 
     def _build(self) -> TurnState:
-        turns = tuple(Turn(status=t.status, final_text=t.final_text) for t in self._turns)
+        turns = tuple(Turn(t.status, t.final_text, t.error) for t in self._turns)
         if turns and turns[-1].status == "open":
             state = "working"
         elif self._session or turns:
@@ -114,5 +117,7 @@ def summarize(path: str) -> dict:
         "provider": "echo",
         "version": state.version,
         "state": state.state,
-        "turns": [{"status": t.status, "final_text": t.final_text} for t in state.turns],
+        "turns": [
+            {"status": t.status, "final_text": t.final_text, "error": t.error} for t in state.turns
+        ],
     }

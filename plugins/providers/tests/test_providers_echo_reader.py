@@ -53,6 +53,7 @@ def test_whole_read(tmp_path, real_transcript):
         ("completed", "bye"),
     ]
     assert state.final_text == "bye"
+    assert [t.error for t in state.turns] == [None, "boom", None, None, None]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -157,5 +158,5 @@ def test_summarize(tmp_path, real_transcript):
     summary = summarize(str(path))
     assert summary["provider"] == "echo" and summary["version"] == "0.1.0"
     assert summary["state"] == "idle"
-    assert summary["turns"][0] == {"status": "completed", "final_text": "hello"}
-    assert summary["turns"][1] == {"status": "errored", "final_text": None}
+    assert summary["turns"][0] == {"status": "completed", "final_text": "hello", "error": None}
+    assert summary["turns"][1] == {"status": "errored", "final_text": None, "error": "boom"}
