@@ -148,6 +148,10 @@ class Orcr:
     def kill(self, target: str) -> list[dict]:
         return self.client.call("agent.kill", target=target)["killed"]
 
+    def kill_matches(self, target: str) -> list[dict]:
+        """The agents ``kill(target)`` would kill now (``{path, uuid, status}``), killing none."""
+        return self.client.call("agent.kill", target=target, dry_run=True)["matches"]
+
     def send(self, target: str, prompt: str, timeout: float | None = None) -> dict:
         check_prompt(prompt)
         return self.client.call("agent.send", target=target, prompt=prompt, timeout=timeout)[

@@ -30,3 +30,23 @@ def test_install_failure_is_reported(monkeypatch):
     monkeypatch.setattr("orcr_core.cli.misc.run_module", failing)
     result = CliRunner().invoke(cli, ["install", "nope"])
     assert result.exit_code == 1 and "pip install nope failed" in result.output
+
+
+def test_uninstall_refuses_orcr_itself_in_every_spelling(monkeypatch):
+    calls = []
+    monkeypatch.setattr("orcr_core.cli.misc.run_module", lambda *a, **k: calls.append(a))
+    for name in ("orcr", "ORCR", "orcr==0.1.0", "Orcr[test]", " orcr"):
+        result = CliRunner().invoke(cli, ["uninstall", "-y", "orcr-example", name])
+        assert result.exit_code == 2, (name, result.output)
+        assert "not orcr itself" in result.output and "pip uninstall orcr" in result.output
+    assert calls == []  # pip never ran
+    result = CliRunner().invoke(cli, ["uninstall", "-y", "orcr-example", "orcr_extra"])
+    assert result.exit_code == 0 and len(calls) == 1
+
+
+def test_uninstall_without_a_terminal_needs_yes(monkeypatch):
+    """pip would prompt and, with no terminal, end in a traceback: refuse up front."""
+    calls = []
+    monkeypatch.setattr("orcr_core.cli.misc.run_module", lambda *a, **k: calls.append(a))
+    result = CliRunner().invoke(cli, ["uninstall", "orcr-example"], input="")
+    assert result.exit_code == 2 and "--yes" in result.output and calls == []

@@ -135,16 +135,44 @@ def agent_get(target, json_):
             click.echo(f"{k}: {v if not isinstance(v, dict) else jsonlib.dumps(v)}")
 
 
+#: a glob matching more agents than this asks first (--yes for scripts)
+HANDFUL = 5
+
+
+def _confirm_many(orcr, target: str, yes: bool) -> None:
+    from orcr_core import paths
+
+    if yes or not paths.is_glob(target):
+        return
+    matches = orcr.kill_matches(target)
+    if len(matches) <= HANDFUL:
+        return
+    shown = ", ".join(m["path"] for m in matches[:HANDFUL])
+    what = f"{target!r} matches {len(matches)} agents ({shown}, ...)"
+    if not sys.stdin.isatty():
+        raise OrcrCliError(
+            f"{what}; killing more than {HANDFUL} at once needs --yes (no terminal to ask on)",
+            ExitCode.USAGE,
+        )
+    if not click.confirm(f"{what}. Kill them all?", err=True):
+        raise OrcrCliError("nothing was killed")
+
+
 @agent.command(name="kill")
 @click.argument("target")
+@click.option(
+    "--yes", "-y", is_flag=True, help=f"Kill a glob's matches without asking (over {HANDFUL})."
+)
 @click.option("--json", "json_", is_flag=True)
-def agent_kill(target, json_):
-    """Kill agents by PATH, UUID or GLOB (``review/*``, ``nightly/**``).
+def agent_kill(target, yes, json_):
+    """Kill agents by PATH, UUID or GLOB ('review/*', 'nightly/**').
 
-    Queued agents end ``canceled``; starting ones are canceled between pipeline
-    steps; working and idle ones end ``killed``.
+    Queued agents end canceled; starting ones are canceled between pipeline
+    steps; working and idle ones end killed. A glob matching more than 5
+    agents asks first on a terminal; without one it needs --yes.
     """
     with _sdk() as orcr:
+        _confirm_many(orcr, target, yes)
         res = orcr.kill(target)
     if json_:
         click.echo(jsonlib.dumps(res, indent=2))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json as jsonlib
+import re
 import sys
 from runpy import run_module
 
 import click
 
-from orcr_core.cli.errors import OrcrCliError
+from orcr_core.cli.errors import ExitCode, OrcrCliError
 
 
 @click.command(name="plugins")
@@ -54,11 +55,32 @@ def install(packages, upgrade, editable):
     _pip(args)
 
 
+def _dist_name(requirement: str) -> str:
+    """A requirement's distribution name, normalised (PEP 503): ``ORCR==0.1`` -> ``orcr``."""
+    name = re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 @click.command(name="uninstall")
 @click.argument("packages", nargs=-1, required=True)
-@click.option("-y", "--yes", is_flag=True)
+@click.option("-y", "--yes", is_flag=True, help="Do not ask (needed without a terminal).")
 def uninstall(packages, yes):
-    """Uninstall plugin PACKAGES from orcr's environment."""
+    """Uninstall plugin PACKAGES from orcr's environment.
+
+    Never orcr itself: that would remove the command you are running.
+    """
+    if any(_dist_name(p) == "orcr" for p in packages):
+        raise OrcrCliError(
+            "orcr uninstall removes plugins, not orcr itself; to remove orcr run "
+            f"{sys.executable} -m pip uninstall orcr",
+            ExitCode.USAGE,
+        )
+    if not yes and not sys.stdin.isatty():
+        raise OrcrCliError(
+            "pip would ask before uninstalling and there is no terminal to ask on; "
+            "pass --yes to uninstall without asking",
+            ExitCode.USAGE,
+        )
     _pip(["uninstall", *packages, *(["-y"] if yes else [])])
 
 

@@ -16,13 +16,17 @@ def server():
 
 
 @server.command(name="start")
-@click.option("--foreground", is_flag=True, help="Run in this process (for supervisors).")
+@click.option(
+    "--foreground",
+    is_flag=True,
+    help="Run in this process (for supervisors); exits 1 if a server already runs.",
+)
 def server_start(foreground):
     """Start the server; returns once its socket answers."""
     if foreground:
         from orcr_core.server.app import main_foreground
 
-        raise SystemExit(main_foreground())
+        raise SystemExit(main_foreground(already_running_ok=False))
     from orcr_core.client import Client
 
     with Client() as c:

@@ -357,7 +357,13 @@ class Server:
         self.notify()
 
 
-def main_foreground() -> int:
+def main_foreground(already_running_ok: bool = True) -> int:
+    """Run a server in this process; the exit status for the caller.
+
+    Another server holding the lock is success for an autostart (another
+    client's server won the race) but a failure for ``orcr server start
+    --foreground``: a supervisor must see that its server did not start.
+    """
     import signal
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -371,8 +377,11 @@ def main_foreground() -> int:
     try:
         server.serve()
     except AlreadyRunning as exc:
-        log.info("%s", exc)
-        return 0
+        if already_running_ok:
+            log.info("%s", exc)
+            return 0
+        log.error("%s; this one did not start (orcr server stop stops that one)", exc)
+        return 1
     except Exception as exc:
         code = getattr(exc, "code", None)
         log.error("%s%s", f"{code}: " if code else "", exc)

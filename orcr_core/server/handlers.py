@@ -199,6 +199,8 @@ def agent_kill(server, conn, rid, params):
     rows = resolve_many(target)
     if not rows and paths.is_glob(target):
         raise ProtocolError("not_found", f"no active agent matches {target!r}")
+    if _param(params, "dry_run", bool, required=False, default=False):
+        return {"matches": [{"path": a.path, "uuid": a.uuid, "status": a.status} for a in rows]}
     results = []
     for agent in rows:
         results.append(
