@@ -10,6 +10,7 @@ so the reference cannot drift from the code. Help is rendered at a fixed width
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from pathlib import Path
@@ -50,7 +51,10 @@ def exit_codes() -> str:
     from orcr_core.cli.errors import CODE_MAP, ExitCode
 
     src = (ROOT / "orcr_core" / "cli" / "errors.py").read_text()
-    notes = dict(re.findall(r"^\s+([A-Z_]+) = \d+\s*#:\s*(.+)$", src, re.M))
+    notes = dict(re.findall(r"^[ \t]+([A-Z_]+) = \d+[ \t]*#:[ \t]*(.+)$", src, re.M))
+    # a note may instead sit above its member as ``#:`` lines
+    for block, name in re.findall(r"((?:^[ \t]+#:.*\n)+)[ \t]+([A-Z_]+) = \d+", src, re.M):
+        notes.setdefault(name, " ".join(ln.strip()[2:].strip() for ln in block.splitlines()))
     notes.setdefault("OK", "success")
     lines = [
         "## Exit codes",
@@ -87,8 +91,16 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python docs/gen_cli.py",
+        description=f"Write {OUT.relative_to(ROOT)} from the commands' --help and the exit codes.",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if the file is stale"
+    )
+    args = parser.parse_args(argv)
     text = render()
-    if "--check" in argv:
+    if args.check:
         if not OUT.exists() or OUT.read_text() != text:
             print(f"{OUT} is stale: run python docs/gen_cli.py", file=sys.stderr)
             return 1

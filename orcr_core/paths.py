@@ -21,8 +21,9 @@ class PathError(ValueError):
 
 def validate(path: str, what: str = "path") -> str:
     """Return ``path`` if valid, else raise PathError naming the problem and the rule."""
+    article = "an" if what[:1].lower() in "aeiou" else "a"
     rule = (
-        f"a {what} is 1-{MAX_DEPTH} segments of lowercase letters, digits and _ "
+        f"{article} {what} is 1-{MAX_DEPTH} segments of lowercase letters, digits and _ "
         f"joined by '/', each at most {MAX_SEGMENT} characters, e.g. review/file_1"
     )
     if not isinstance(path, str) or not path:

@@ -19,6 +19,8 @@ MAX_FRAME = 4 * 1024 * 1024
 #: the largest prompt ``agent.run`` and ``agent.send`` accept, in UTF-8 bytes; the
 #: client checks it before sending, the server again on admission
 MAX_PROMPT = 1024 * 1024
+#: the longest per-turn timeout (``agent run|send --timeout``), in seconds: 7 days
+MAX_TURN_TIMEOUT = 7 * 86400
 
 
 def prompt_too_large(prompt: str) -> str | None:

@@ -27,7 +27,7 @@ from peewee import IntegrityError
 from orcr_core import events, paths
 from orcr_core.agents import lifecycle
 from orcr_core.config import Config
-from orcr_core.protocol import prompt_too_large
+from orcr_core.protocol import MAX_TURN_TIMEOUT, prompt_too_large
 from orcr_core.store import durable
 from orcr_core.store.models import ACTIVE, LIVE, Agent, db
 
@@ -114,7 +114,7 @@ def validate_spec(spec: RunSpec, providers: dict, options: dict | None = None) -
         )
     if spec.prompt is not None:
         spec.prompt = clean_prompt(spec.prompt)
-    if spec.timeout is not None and not (0 < spec.timeout <= 7 * 86400):
+    if spec.timeout is not None and not (0 < spec.timeout <= MAX_TURN_TIMEOUT):
         raise AdmissionError("invalid_timeout", f"timeout {spec.timeout}s must be >0 and <= 7 days")
     if not os.path.isabs(spec.cwd) or not os.path.isdir(spec.cwd):
         raise AdmissionError(

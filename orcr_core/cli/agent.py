@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json as jsonlib
 import os
+import re
 import sys
 import time
 
 import click
 
 from orcr_core.cli.errors import ExitCode, OrcrCliError
+
+#: back to the line's start and erase it (ECMA-48 EL): progress lines leave no residue
+CLEAR_LINE = "\r\x1b[K"
 
 
 def _sdk():
@@ -18,18 +22,41 @@ def _sdk():
     return Orcr()
 
 
-def _duration(ctx, param, value):
+def _duration(ctx, param, value, limit: float | None = None):
+    """A --timeout: a duration over 0s (and at most ``limit``), else a usage error (exit 2)."""
     if value is None:
         return None
     from orcr_core.config import ConfigError, parse_duration
 
+    allowed = "more than 0s" + (f" and at most {_human(limit)}" if limit else "")
     try:
-        seconds = parse_duration(value, param.name)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc)) from None
+        seconds = float(value) if _NUMBER.fullmatch(value) else parse_duration(value, param.name)
+    except ConfigError:
+        raise click.BadParameter(
+            f"{value!r} is not a duration: give a number with a unit (ms, s, m, h, d), "
+            f"e.g. 30s, 5m, 1h30m; {allowed}"
+        ) from None
     if seconds <= 0:
-        raise click.BadParameter(f"{value!r} must be longer than 0s")
+        raise click.BadParameter(f"{value!r} is too short: a timeout is {allowed}, e.g. 30s")
+    if limit is not None and seconds > limit:
+        raise click.BadParameter(f"{value!r} is over the limit: a turn timeout is {allowed}")
     return seconds
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # a bare number is seconds
+
+
+def _turn_timeout(ctx, param, value):
+    from orcr_core.protocol import MAX_TURN_TIMEOUT
+
+    return _duration(ctx, param, value, limit=MAX_TURN_TIMEOUT)
+
+
+def _human(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 @click.group()
@@ -43,7 +70,9 @@ def agent():
 @click.option("--name", metavar="NAME", help="Last path segment only (one segment).")
 @click.option("--cwd", type=click.Path(file_okay=False, exists=True), help="Working directory.")
 @click.option(
-    "--timeout", callback=_duration, help="End the agent if a turn runs longer (30m, 2h)."
+    "--timeout",
+    callback=_turn_timeout,
+    help="End the agent if a turn runs longer (30m, 2h; at most 7d).",
 )
 @click.option(
     "--prompt", "prompt_opt", metavar="TEXT", help="The first prompt (for --provider command)."
@@ -51,7 +80,7 @@ def agent():
 @click.option("--json", "json_", is_flag=True, help="Print the admission as JSON.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def agent_run(provider, path_, name, cwd, timeout, prompt_opt, json_, args):
-    """Admit an agent and print ``<path> <uuid>`` at once.
+    """Admit an agent and print "<path> <uuid>" at once.
 
     ARGS is the first prompt ('-' reads it from stdin). For --provider command,
     ARGS is the argv to run (after --), and --prompt gives a first prompt.
@@ -115,9 +144,9 @@ def agent_ls(prefix, all_, json_):
     with _sdk() as orcr:
         rows = orcr.list(prefix=prefix, all=all_)
     if json_:
-        click.echo(jsonlib.dumps(rows, indent=2))
-    elif rows:
-        _table(rows)
+        click.echo(jsonlib.dumps(rows))
+    else:
+        _table(rows)  # the header alone when there are none
 
 
 @agent.command(name="get")
@@ -128,7 +157,7 @@ def agent_get(target, json_):
     with _sdk() as orcr:
         a = orcr.get(target)
     if json_:
-        click.echo(jsonlib.dumps(a, indent=2))
+        click.echo(jsonlib.dumps(a))
         return
     for k, v in a.items():
         if v not in (None, False):
@@ -175,7 +204,7 @@ def agent_kill(target, yes, json_):
         _confirm_many(orcr, target, yes)
         res = orcr.kill(target)
     if json_:
-        click.echo(jsonlib.dumps(res, indent=2))
+        click.echo(jsonlib.dumps(res))
         return
     for r in res:
         click.echo(f"{r['path']} {r['result']}")
@@ -200,9 +229,9 @@ def agent_wait(target, until, timeout, json_):
     start = time.monotonic()
 
     def progress(a):
-        if tty:
+        if tty:  # \r and erase-line: a shorter status leaves nothing of a longer one
             click.echo(
-                f"\r{a['path']}: {a['status']} {time.monotonic() - start:5.1f}s ",
+                f"{CLEAR_LINE}{a['path']}: {a['status']} {time.monotonic() - start:5.1f}s",
                 nl=False,
                 err=True,
             )
@@ -216,7 +245,7 @@ def agent_wait(target, until, timeout, json_):
         raise OrcrCliError(str(exc), ExitCode.AGENT_FAILED) from None
     finally:
         if tty:
-            click.echo("", err=True)
+            click.echo(CLEAR_LINE, nl=False, err=True)
     failed = a["status"] == "idle" and a.get("turn_status") in TURN_FAILURES
     if json_:
         click.echo(jsonlib.dumps(a))
@@ -247,7 +276,11 @@ def _turn_failure(path: str, turn, r: dict) -> str:
 @agent.command(name="send")
 @click.argument("target")
 @click.argument("prompt")
-@click.option("--timeout", callback=_duration, help="End the agent if this turn runs longer.")
+@click.option(
+    "--timeout",
+    callback=_turn_timeout,
+    help="End the agent if this turn runs longer (at most 7d).",
+)
 def agent_send(target, prompt, timeout):
     """Start the agent's next turn with PROMPT ('-' reads stdin). Needs an idle agent."""
     if prompt == "-":
@@ -269,6 +302,8 @@ def agent_read(target, last, json_):
 
     A turn that errored prints its error and exits 7; while a turn is still
     running there is no answer yet (exit 8) unless --last asks for the previous one.
+    Control characters and escape sequences are left out (--json keeps them);
+    for a provider without a transcript it prints the pane's screen.
     """
     with _sdk() as orcr:
         r = orcr.read(target, last=last)
@@ -279,13 +314,27 @@ def agent_read(target, last, json_):
             raise SystemExit(ExitCode.TURN_FAILED)
         return
     if r.get("text") is not None:
-        click.echo(r["text"])
+        click.echo(printable(r["text"]))
     elif failed:
         raise OrcrCliError(_turn_failure(r["path"], r.get("turn"), r), ExitCode.TURN_FAILED)
     elif r.get("screen") is not None:
-        click.echo(r["screen"])
+        screen = printable(r["screen"]).splitlines()
+        click.echo("\n".join(line.rstrip() for line in screen).rstrip("\n"))
     else:
         raise OrcrCliError(f"agent {r['path']} has no final answer yet (status {r['status']})")
+
+
+#: terminal escape sequences (CSI, OSC) and the C0/C1 controls other than \t and \n
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text an agent wrote, safe to print on a terminal: line ends as ``\\n``, no
+    escape sequences, no control characters but tab and newline (a BEL or ^C in an
+    answer is never meant for your terminal; ``--json`` keeps the text as it was)."""
+    text = text.replace("\r\n", "\n")
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
 
 
 @agent.command(name="attach")

@@ -33,7 +33,7 @@ def config_get(key):
     except ConfigError as exc:
         raise OrcrCliError(str(exc)) from None
     if key is None:
-        click.echo(jsonlib.dumps(cfg.data, indent=2))
+        click.echo(jsonlib.dumps(cfg.data))
         return
     value = cfg.get(key)
     if value is None:

@@ -501,9 +501,7 @@ def doctor(json_):
     d = Doctor()
     rows = d.run()
     if json_:
-        click.echo(
-            jsonlib.dumps({"ok": d.can_run, "checks": [r.to_dict() for r in rows]}, indent=2)
-        )
+        click.echo(jsonlib.dumps({"ok": d.can_run, "checks": [r.to_dict() for r in rows]}))
     else:
         _print(rows, d.can_run)
     raise SystemExit(0 if d.can_run else 1)

@@ -21,10 +21,12 @@ class ExitCode(IntEnum):
     #: ended at all while ``agent wait`` waited for idle
     AGENT_FAILED = 5
     NO_SERVER = 6  #: the server could not be reached or started
-    TURN_FAILED = 7  #: the turn ended without an answer: it errored or was interrupted (`agent wait`, `agent read`)
-    TURN_RUNNING = (
-        8  #: `agent read`: the agent's turn is still running (`--last` reads the previous answer)
-    )
+    #: the turn ended without an answer: it errored or was interrupted (``agent wait``,
+    #: ``agent read``; the error is printed)
+    TURN_FAILED = 7
+    #: ``agent read``: the agent's turn is still running, so there is no answer yet
+    #: (``--last`` reads the previous one)
+    TURN_RUNNING = 8
 
 
 class OrcrCliError(click.ClickException):

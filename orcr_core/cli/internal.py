@@ -16,12 +16,12 @@ def internal():
 @internal.command(name="codex-notify")
 @click.argument("payload", required=False)
 def codex_notify(payload):
-    """Codex's ``notify`` program: report the thread id to orcr.
+    """Codex's notify program: report the thread id to orcr.
 
     Codex picks its own thread id and tells no multiplexer but herdr; orcr
-    starts its Codex agents with ``-c notify=[..., "internal", "codex-notify"]``
+    starts its Codex agents with -c notify=[..., "internal", "codex-notify"]
     and Codex runs this after each turn with a JSON payload carrying
-    ``thread-id``. Never fails loudly: a notify program must not disturb Codex.
+    "thread-id". Never fails loudly: a notify program must not disturb Codex.
     """
     from orcr_core.client import Client, ServerError
 

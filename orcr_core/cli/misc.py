@@ -13,7 +13,7 @@ from orcr_core.cli.errors import ExitCode, OrcrCliError
 
 
 @click.command(name="plugins")
-@click.option("--json", "json_", is_flag=True, help="JSON rows (the default output is JSON too).")
+@click.option("--json", "json_", is_flag=True, help="One JSON array of plugin rows.")
 def plugins_list(json_):
     """List loaded plugins with their versions, hooks, drivers and providers."""
     from orcr_core.plugins import PluginError, build_registry, describe, get_plugin_manager
@@ -31,7 +31,16 @@ def plugins_list(json_):
         row["providers"] = sorted(
             n for (k, n), p in reg.owners.items() if k == "provider" and p == row["name"]
         )
-    click.echo(jsonlib.dumps(rows, indent=2))
+    if json_:
+        click.echo(jsonlib.dumps(rows))
+        return
+    for row in rows:
+        version = row["version"] or "-"
+        origin = f" ({row['distribution']})" if row["distribution"] else ""
+        click.echo(f"{row['name']} {version}{origin}")
+        for key in ("drivers", "providers", "hooks"):
+            if row[key]:
+                click.echo(f"  {key}: {', '.join(row[key])}")
 
 
 def _pip(args: list[str]) -> None:
@@ -117,12 +126,20 @@ def provider_parse(name, file, json_):
             "provider": name,
             "version": state.version,
             "state": state.state,
-            "turns": [{"status": t.status, "final_text": t.final_text} for t in state.turns],
+            "turns": [
+                {"status": t.status, "final_text": t.final_text, "error": t.error}
+                for t in state.turns
+            ],
         }
+    if out["state"] == "unknown" and not out["turns"] and not out.get("version"):
+        raise OrcrCliError(
+            f"{file} does not look like a transcript of provider {name!r}: its adapter "
+            "found no session and no turn in it"
+        )
     if json_:
-        click.echo(jsonlib.dumps(out, indent=2))
+        click.echo(jsonlib.dumps(out))
         return
     click.echo(f"{name} {out['version'] or '?'}: {out['state']}, {len(out['turns'])} turn(s)")
     for i, t in enumerate(out["turns"], 1):
-        text = (t["final_text"] or "").replace("\n", " ")
+        text = (t["final_text"] or t.get("error") or "").replace("\n", " ")
         click.echo(f"  {i}. {t['status']}" + (f": {text[:100]}" if text else ""))

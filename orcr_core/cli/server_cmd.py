@@ -103,6 +103,6 @@ def server_status(json_):
             raise OrcrCliError(str(exc), ExitCode.NO_SERVER) from None
         raise
     if json_:
-        click.echo(jsonlib.dumps(s, indent=2))
+        click.echo(jsonlib.dumps(s))
     else:
         _print_status(s)
