@@ -283,9 +283,10 @@ def test_codex_on_tmux_without_notify_never_learns_its_session(live, short_tmp):
     assert r.returncode == 4, (r.stdout, r.stderr)
     a = _get(live, "x/tmux")
     assert (a["status"], a["agent_session"]) == ("working", None)
-    assert (
-        json.loads(live.run("agent", "read", "x/tmux", "--json", check=True).stdout)["text"] is None
-    )
+    r = live.run("agent", "read", "x/tmux", "--json")
+    assert r.returncode == 8 and "[turn_running]" in r.stderr, (r.stdout, r.stderr)
+    r = live.run("agent", "read", "x/tmux", "--last", "--json", check=True)
+    assert json.loads(r.stdout)["text"] is None
     applied = [d for k, d in _events(live, uuid) if k == "prompt.applied"]
     assert applied and applied[0]["confirmed"] is False
 
