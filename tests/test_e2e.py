@@ -18,7 +18,7 @@ def test_quick_start_lifecycle(live):
     assert live.run("agent", "read", "demo/hello", check=True).stdout == "hello\n"
     assert live.mux.labels() == ["demo/hello"]
 
-    r = live.run("agent", "send", "demo/hello", "[sleep 0.5] second turn", check=True)
+    r = live.run("agent", "send", "demo/hello", "[sleep 3] second turn", check=True)
     assert "working turn 2" in r.stdout
     live.run("agent", "wait", "demo/hello", "--timeout", "30s", check=True)
     assert live.run("agent", "read", "demo/hello", check=True).stdout == "second turn\n"
