@@ -70,7 +70,9 @@ def summarize_file(provider: str, path: str, poll: Callable[[str], TurnState]) -
         "provider": provider,
         "version": state.version,
         "state": state.state,
-        "turns": [{"status": t.status, "final_text": t.final_text} for t in state.turns],
+        "turns": [
+            {"status": t.status, "final_text": t.final_text, "error": t.error} for t in state.turns
+        ],
     }
 
 

@@ -149,6 +149,10 @@ class Client:
             line = self.reader.readline()
         except ProtocolError as exc:
             raise ServerError(exc.code, exc.message) from None
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            raise ServerError(
+                "connection_closed", f"the orcr server closed the connection ({exc.strerror})"
+            ) from None
         if line is None:
             raise ServerError("connection_closed", "the orcr server closed the connection")
         return json.loads(line)

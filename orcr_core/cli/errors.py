@@ -55,5 +55,5 @@ def handle_errors():
     except ServerError as exc:
         click.echo(f"Error: {exc.message} [{exc.code}]", err=True)
         sys.exit(int(CODE_MAP.get(exc.code, ExitCode.ERROR)))
-    except BrokenPipeError:
+    except BrokenPipeError:  # our stdout's reader went away (orcr agent ls | head): quietly
         sys.exit(ExitCode.ERROR)

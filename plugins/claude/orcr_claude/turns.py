@@ -79,6 +79,15 @@ class _Turn:
     interrupted: bool = False  # an interrupt marker after the last response
     end_marker: bool = False  # a Stop-hook/turn_duration line after the last response
     error_tail: bool = False  # system/error or a given-up api_error after it
+    error_text: str | None = None  # what that system line said
+
+    @property
+    def error(self) -> str | None:
+        """Why an errored turn failed: the API error message's text, else the system line's."""
+        last = self.last
+        if last is not None and last.api_error and "".join(last.texts).strip():
+            return "".join(last.texts).strip()
+        return self.error_text
 
     @property
     def last(self) -> _Response | None:
@@ -86,6 +95,7 @@ class _Turn:
 
     def activity(self) -> None:
         self.interrupted = self.end_marker = self.error_tail = False
+        self.error_text = None
 
 
 def _text_of(content: Any) -> tuple[str, bool]:
@@ -228,16 +238,20 @@ class ClaudeTurns:
             turn.end_marker = turn.last is not None
         elif subtype == "error":
             turn.error_tail = True
+            turn.error_text = _words(record.get("content")) or _words(record.get("error"))
         elif subtype == "api_error":
             attempt, limit = record.get("retryAttempt"), record.get("maxRetries")
             if isinstance(attempt, int) and isinstance(limit, int) and attempt >= limit:
                 turn.error_tail = True
+                turn.error_text = _words(record.get("error"))
 
     def _start_turn(self) -> None:
         if self._turn is not None:
             status, text = self._outcome(self._turn, quiet_for=float("inf"))
             # A new prompt ends the previous turn; one left open was abandoned.
-            self._closed.append(Turn("interrupted" if status == "open" else status, text))
+            status = "interrupted" if status == "open" else status
+            error = self._turn.error if status == "errored" else None
+            self._closed.append(Turn(status, text, error))
         self._turn = _Turn()
         self._pending_command = False
 
@@ -283,9 +297,16 @@ class ClaudeTurns:
         state = "idle" if turns else "unknown"
         if self._turn is not None:
             status, text = self._outcome(self._turn, quiet_for)
-            turns.append(Turn(status, text))
+            turns.append(Turn(status, text, self._turn.error if status == "errored" else None))
             if status == "open":
                 state = "blocked" if self._blocked(self._turn, quiet_for) else "working"
             else:
                 state = "idle"
         return TurnState(state=state, turns=tuple(turns), version=self.version)
+
+
+def _words(value: Any) -> str | None:
+    """An error's words: a string, or an object's ``message``."""
+    if isinstance(value, dict):
+        value = value.get("message")
+    return value.strip() if isinstance(value, str) and value.strip() else None

@@ -289,6 +289,9 @@ def test_api_error_message_errors_the_turn(transcript, read):
     )
     state = read()
     assert statuses(state) == [("errored", None)] and state.state == "idle"
+    assert state.turns[0].error == "API Error: Rate limit reached"
+    transcript.add(user("again"))  # closed by the next prompt, it keeps its error
+    assert read().turns[0].error == "API Error: Rate limit reached"
 
 
 def test_retry_after_api_error_recovers(transcript, read, clock):
@@ -309,9 +312,10 @@ def test_exhausted_api_error_retries_error_the_turn(transcript, read):
         user("hi"),
         assistant("m1", tool_use("t1", "Read")),
         tool_result("t1"),
-        system("api_error", retryAttempt=10, maxRetries=10),
+        system("api_error", retryAttempt=10, maxRetries=10, error={"message": "overloaded"}),
     )
-    assert statuses(read()) == [("errored", None)]
+    state = read()
+    assert statuses(state) == [("errored", None)] and state.turns[0].error == "overloaded"
 
 
 def test_system_error_errors_the_turn(transcript, read):
@@ -321,7 +325,8 @@ def test_system_error_errors_the_turn(transcript, read):
         tool_result("t1"),
         system("error", content="boom"),
     )
-    assert statuses(read()) == [("errored", None)]
+    state = read()
+    assert statuses(state) == [("errored", None)] and state.turns[0].error == "boom"
 
 
 def test_ask_user_question_is_blocked_at_once(transcript, read):
