@@ -302,7 +302,7 @@ def loop_run():
 @click.argument("name")
 @click.option("--json", "json_", is_flag=True)
 def loop_run_start(name, json_):
-    """Allocate a manual run of NAME and print ``<loop>/<run_id> <run_uuid>``.
+    """Allocate a manual run of NAME and print "<loop>/<run_id> <run_uuid>".
 
     At max-concurrency the run waits pending and starts when a slot frees.
     """
