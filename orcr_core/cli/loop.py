@@ -118,7 +118,7 @@ def loop_create(name, args, once_at, tz, overlap, max_concurrency, timeout, json
             timeout=timeout,
         )
     if json_:
-        click.echo(jsonlib.dumps(lp, indent=2))
+        click.echo(jsonlib.dumps(lp))
         return
     click.echo(
         f"{lp['name']} {lp['uuid']} next {_local(lp['next_fire_at'], lp['tz'])} "
@@ -134,7 +134,7 @@ def _simple(verb: str, help_text: str):
             res = getattr(orcr, f"loop_{verb}")(name)
         lp = res.get("loop", res)
         if json_:
-            click.echo(jsonlib.dumps(res, indent=2))
+            click.echo(jsonlib.dumps(res))
         else:
             extra = ""
             if verb == "rm" and res.get("canceled"):
@@ -158,7 +158,7 @@ def loop_ls(all_, json_):
     with _sdk() as orcr:
         rows = orcr.loop_list(all=all_)
     if json_:
-        click.echo(jsonlib.dumps(rows, indent=2))
+        click.echo(jsonlib.dumps(rows))
         return
     data = []
     for lp in rows:
@@ -328,7 +328,7 @@ def loop_run_stop(target, wait, json_):
     with _sdk() as orcr:
         res = orcr.loop_run_stop(target, wait=wait)
     if json_:
-        click.echo(jsonlib.dumps(res, indent=2))
+        click.echo(jsonlib.dumps(res))
         return
     for r in res:
         click.echo(f"{r['path']} {r['result']}")
@@ -342,7 +342,7 @@ def loop_run_ls(name, json_):
     with _sdk() as orcr:
         rows = orcr.loop_run_list(name)
     if json_:
-        click.echo(jsonlib.dumps(rows, indent=2))
+        click.echo(jsonlib.dumps(rows))
         return
     data = [
         (
