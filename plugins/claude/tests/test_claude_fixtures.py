@@ -119,7 +119,7 @@ def test_fixture_whole(name):
     result = summarize(str(fixture(name)))
     check(result, name)
     assert set(result) == {"provider", "version", "state", "turns"}
-    assert all(set(t) == {"status", "final_text"} for t in result["turns"])
+    assert all(set(t) == {"status", "final_text", "error"} for t in result["turns"])
 
 
 def feed_in_chunks(data: bytes, cuts: list[int]) -> dict:
