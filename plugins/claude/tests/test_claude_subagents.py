@@ -82,7 +82,7 @@ def test_subagent_lines_spliced_into_the_session_file_change_nothing(home):
         "provider": "claude",
         "version": "2.1.139",
         "state": "working",
-        "turns": [{"status": "open", "final_text": None}],
+        "turns": [{"status": "open", "final_text": None, "error": None}],
     }
     assert feed_in_chunks(provider, spliced, [len(main) + 9, len(spliced) - 3]) == expected
     answer = (
@@ -95,7 +95,9 @@ def test_subagent_lines_spliced_into_the_session_file_change_nothing(home):
     path = home / "spliced.jsonl"
     path.write_bytes(spliced + answer)
     result = summarize(str(path))
-    assert result["turns"] == [{"status": "completed", "final_text": "The reviewer found no bugs."}]
+    assert result["turns"] == [
+        {"status": "completed", "final_text": "The reviewer found no bugs.", "error": None}
+    ]
 
 
 def test_inline_sidechain_answer_is_not_the_final_text():
@@ -110,4 +112,4 @@ def test_inline_sidechain_answer_is_not_the_final_text():
     upto = b"".join(cut[:10])
     partial = feed_in_chunks(ClaudeProvider(), upto, [])
     assert partial["state"] == "working"
-    assert partial["turns"] == [{"status": "open", "final_text": None}]
+    assert partial["turns"] == [{"status": "open", "final_text": None, "error": None}]
