@@ -74,6 +74,7 @@ def test_every_json_output_is_one_line(server):
     one_json_line("agent", "read", "j/a")
     one_json_line("agent", "kill", "j/a")
     one_json_line("server", "status")
+    one_json_line("top", "--once")
     one_json_line("loop", "create", "nightly", "0 9 * * *", "--json", "--", "/bin/true")
     one_json_line("loop", "ls")
     one_json_line("loop", "run", "ls", "nightly")

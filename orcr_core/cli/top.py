@@ -48,7 +48,7 @@ def top(once, json_, all_, filter_, sort):
 
         frame = load_once(socket_path, all=all_).frame(flt, sort)
         if json_:
-            click.echo(jsonlib.dumps(frame, indent=2))
+            click.echo(jsonlib.dumps(frame))
         else:
             click.echo(format_frame(frame))
         return

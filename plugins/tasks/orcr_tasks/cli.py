@@ -110,7 +110,7 @@ def tasks_init(queue_dir):
 def tasks_add(task_id, done_when, depends_on, cluster, provider, verifiers, args):
     """Write one task file into todo/ (backlog/ while a dependency is not done).
 
-    TEXT is the task ('-' reads it from stdin). Prints ``<id> <state>``.
+    TEXT is the task ('-' reads it from stdin). Prints "<id> <state>".
     """
     q, rest = _split(args, "the task text")
     text = " ".join(rest)
@@ -150,7 +150,7 @@ def tasks_ls(queue_dir, state, json_):
                 }
             )
     if json_:
-        click.echo(jsonlib.dumps(rows, indent=2))
+        click.echo(jsonlib.dumps(rows))
         return
     for r in rows:
         deps = f" after {','.join(r['depends_on'])}" if r["depends_on"] else ""
@@ -181,7 +181,6 @@ def tasks_show(args, json_):
                     "body": task.body,
                     "results": str(result) if result.exists() else None,
                 },
-                indent=2,
             )
         )
         return
@@ -217,7 +216,7 @@ def tasks_status(queue_dir, stale, json_):
     from orcr_tasks.status import compute, render
 
     s = compute(_open(queue_dir), stale)
-    click.echo(jsonlib.dumps(s, indent=2) if json_ else render(s))
+    click.echo(jsonlib.dumps(s) if json_ else render(s))
 
 
 @tasks.command(name="answer")
