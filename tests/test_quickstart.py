@@ -24,6 +24,9 @@ VOLATILE = [
     (re.compile(r"\bversion \S+"), "version <v>"),
     (re.compile(r"\bstore /\S+"), "store <path>"),
     (re.compile(r"(?<=\s)\d+[smhd](?=\s)"), "<age>"),  # the AGE column
+    (re.compile(r"\btranscripts \d+ notified"), "transcripts <n> notified"),  # load-dependent
+    (re.compile(r"\b\d+ polled"), "<n> polled"),
+    (re.compile(r"\bwrite transactions \d+"), "write transactions <n>"),
     (re.compile(r"[ \t]+"), " "),  # column widths follow the values
 ]
 
