@@ -8,6 +8,7 @@ key, the value and what is allowed, before anything is written.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import re
@@ -110,20 +111,57 @@ def _memory(key: str, value: Any) -> Any:
     return value
 
 
-def _positive_int(key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{key} = {value!r} is not allowed; use a whole number >= 1")
-    return value
+#: the largest cap orcr accepts: far beyond what one machine can run
+MAX_CAP = 10_000
+MAX_RETENTION = 100_000_000
 
 
-def _duration(key: str, value: Any) -> Any:
-    parse_duration(value, key)
-    return value
+def _int_range(lo: int, hi: int) -> Callable[[str, Any], int]:
+    def check(key: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ConfigError(
+                f"{key} = {value!r} is not allowed; use a whole number from {lo:,} to {hi:,}"
+            )
+        return value
+
+    check.allowed = f"whole number {lo:,}..{hi:,}"  # type: ignore[attr-defined]
+    return check
+
+
+def _fmt_seconds(s: float) -> str:
+    if s == 0:
+        return "0s"
+    for unit in ("d", "h", "m", "s"):
+        if s >= _UNITS[unit] and s % _UNITS[unit] == 0:
+            return f"{s / _UNITS[unit]:g}{unit}"
+    return f"{s * 1000:g}ms"
+
+
+def _duration_range(lo: float, hi: float) -> Callable[[str, Any], Any]:
+    """A duration from ``lo`` to ``hi`` seconds."""
+
+    def check(key: str, value: Any) -> Any:
+        seconds = parse_duration(value, key)
+        if not lo <= seconds <= hi:
+            raise ConfigError(
+                f"{key} = {value!r} is out of range; use a duration from "
+                f"{_fmt_seconds(lo)} to {_fmt_seconds(hi)}"
+            )
+        return value
+
+    check.allowed = f"duration {_fmt_seconds(lo)}..{_fmt_seconds(hi)}"  # type: ignore[attr-defined]
+    return check
 
 
 def _string(key: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{key} = {value!r} is not allowed; use a string")
+    return value
+
+
+def _nonempty(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key} = {value!r} is not allowed; use a non-empty string")
     return value
 
 
@@ -151,26 +189,41 @@ def _str_list(key: str, value: Any) -> list:
     return value
 
 
+_memory.allowed = "a size"  # type: ignore[attr-defined]
+_string.allowed = "string"  # type: ignore[attr-defined]
+_nonempty.allowed = "non-empty string"  # type: ignore[attr-defined]
+_name.allowed = "[a-z0-9_]+"  # type: ignore[attr-defined]
+_bool.allowed = "true/false"  # type: ignore[attr-defined]
+_argv.allowed = "non-empty list of strings"  # type: ignore[attr-defined]
+_str_list.allowed = "list of strings"  # type: ignore[attr-defined]
+
+
+def allowed(key: str) -> str:
+    """What a key allows, as docs/configuration.md says it (tests/test_docs.py checks)."""
+    return _validator(key).allowed  # type: ignore[attr-defined]
+
+
+#: Every key and its check. The ranges are documented in docs/configuration.md.
 VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "concurrency.min_free_memory": _memory,
-    "concurrency.*": _positive_int,
-    "timings.max_starting": _duration,
-    "timings.reconcile_every": _duration,
-    "timings.gc_after": _duration,
-    "timings.stop_grace": _duration,
-    "timings.prompt_confirm": _duration,
-    "timings.poll_every": _duration,
-    "events.retention": _positive_int,
-    "loops.log_max_bytes": _positive_int,
-    "loops.keep_runs": _positive_int,
-    "loops.missed_after": _duration,
+    "concurrency.*": _int_range(1, MAX_CAP),
+    "timings.max_starting": _duration_range(1, 86400),
+    "timings.reconcile_every": _duration_range(1, 3600),
+    "timings.gc_after": _duration_range(1, 365 * 86400),
+    "timings.stop_grace": _duration_range(0, 3600),
+    "timings.prompt_confirm": _duration_range(0.1, 60),
+    "timings.poll_every": _duration_range(0.05, 10),
+    "events.retention": _int_range(1, MAX_RETENTION),
+    "loops.log_max_bytes": _int_range(1000, 2**30),
+    "loops.keep_runs": _int_range(1, MAX_CAP),
+    "loops.missed_after": _duration_range(1, 86400),
     "driver.name": _name,
     "agent.provider": _name,
     "herdr.session": _string,
-    "herdr.binary": _string,
+    "herdr.binary": _nonempty,
     "herdr.socket": _string,
     "tmux.socket": _string,
-    "tmux.binary": _string,
+    "tmux.binary": _nonempty,
     "providers.*.argv": _argv,
     "providers.*.model": _string,
     "providers.*.extra_args": _str_list,
@@ -179,6 +232,25 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "providers.*.stop_hook": _bool,
     "providers.*.notify": _bool,
 }
+
+
+def _closest(key: str) -> str | None:
+    """The known key nearest to an unknown one (``*`` filled from the key itself)."""
+    import difflib
+
+    parts = key.split(".")
+    candidates = []
+    for pattern in VALIDATORS:
+        pparts = pattern.split(".")
+        filled = [
+            (parts[i] if i < len(parts) and NAME.fullmatch(parts[i]) else "<name>")
+            if p == "*"
+            else p
+            for i, p in enumerate(pparts)
+        ]
+        candidates.append(".".join(filled))
+    found = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
+    return found[0] if found else None
 
 
 def _validator(key: str) -> Callable[[str, Any], Any]:
@@ -191,8 +263,17 @@ def _validator(key: str) -> Callable[[str, Any], Any]:
             p == k or (p == "*" and NAME.fullmatch(k)) for p, k in zip(pparts, parts, strict=True)
         ):
             return fn
-    known = ", ".join(sorted(VALIDATORS))
-    raise ConfigError(f"unknown config key {key!r}; known keys: {known}")
+    near = _closest(key)
+    hint = f"did you mean {near}? " if near else ""
+    raise ConfigError(
+        f"unknown config key {key!r}; {hint}every key and its range: docs/configuration.md "
+        "(orcr config get prints the effective values)"
+    )
+
+
+def check_key(key: str) -> None:
+    """Refuse an unknown key (with the closest known one)."""
+    _validator(key)
 
 
 def _flatten(doc: dict, prefix: str = "") -> dict[str, Any]:
@@ -286,14 +367,26 @@ def load(path: Path | None = None) -> Config:
     path = path or dirs.config_path()
     user: dict = {}
     if path.exists():
-        import tomlkit
-
-        try:
-            user = _plain(tomlkit.parse(path.read_text()))
-        except Exception as exc:  # tomlkit raises its own ParseError family
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+        user = _plain(_parse_file(path))
         validate(user)
     return Config(_merge(DEFAULTS, user), path)
+
+
+def _parse_file(path: Path):
+    """The file as a tomlkit document; a file that is not TOML (or cannot be read)
+    is a ConfigError naming it, never a traceback."""
+    import tomlkit
+
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    try:
+        return tomlkit.parse(text)
+    except Exception as exc:  # tomlkit raises its own ParseError family
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
 
 
 def coerce(text: str) -> Any:
@@ -306,6 +399,34 @@ def coerce(text: str) -> Any:
         return text
 
 
+#: keys that decide which multiplexer server (and session) orcr drives: changing
+#: one while agents are live would orphan them (docs/decisions.md)
+MUX_KEYS = ("driver.name", "tmux.socket", "herdr.session", "herdr.socket")
+#: keys whose value must name something installed: checked by ``config set``
+#: only (it loads the plugins; the server and ``config get`` do not)
+INSTALLED_KEYS = {"driver.name": "drivers", "agent.provider": "providers"}
+
+
+def check_installed(key: str, value: Any) -> None:
+    """Refuse a driver or provider name no installed plugin registers (loads plugins)."""
+    kind = INSTALLED_KEYS.get(key)
+    if kind is None:
+        return
+    from orcr_core.plugins import build_registry, get_plugin_manager
+
+    names = sorted(getattr(build_registry(get_plugin_manager()), kind))
+    allowed = (["auto"] if kind == "drivers" else []) + names
+    if value not in allowed:
+        import difflib
+
+        near = difflib.get_close_matches(str(value), allowed, n=1)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        raise ConfigError(
+            f"{key} = {value!r} is not installed; use one of: {', '.join(allowed) or 'none'}"
+            f"{hint} (orcr plugins lists what is installed)"
+        )
+
+
 def set_value(key: str, raw: str, path: Path | None = None) -> Any:
     """Edit one key with tomlkit, keep comments, validate the whole file, write atomically."""
     import tomlkit
@@ -313,7 +434,8 @@ def set_value(key: str, raw: str, path: Path | None = None) -> Any:
     path = path or dirs.config_path()
     value = coerce(raw)
     _validator(key)(key, value)
-    doc = tomlkit.parse(path.read_text()) if path.exists() else tomlkit.document()
+    check_installed(key, value)
+    doc = _parse_file(path) if path.exists() else tomlkit.document()
     parts = key.split(".")
     node = doc
     for part in parts[:-1]:
@@ -324,11 +446,19 @@ def set_value(key: str, raw: str, path: Path | None = None) -> Any:
             raise ConfigError(f"{key}: {part!r} is a value, not a table")
     node[parts[-1]] = value
     validate(_plain(doc))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config-", suffix=".toml")
-    with os.fdopen(fd, "w") as f:
-        f.write(tomlkit.dumps(doc))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config-", suffix=".toml")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(tomlkit.dumps(doc))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise ConfigError(dirs.unwritable(path.parent, exc)) from None
     return value

@@ -78,6 +78,15 @@ def mux_name() -> str:
     return f"orcr-{instance_id()}" if _home() else "orcr"
 
 
+def unwritable(path: Path, exc: OSError) -> str:
+    """One line for a directory orcr cannot write: which one, why, and the fix."""
+    why = exc.strerror or str(exc)
+    return (
+        f"orcr cannot write to {path} ({why}); make it writable (chmod u+w), or point "
+        "ORCR_HOME at a writable directory"
+    )
+
+
 def ensure_private_dir(path: Path) -> Path:
     """Create ``path`` (and parents) and make it 0700: the socket is the user's alone."""
     path.mkdir(parents=True, exist_ok=True)

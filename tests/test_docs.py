@@ -99,6 +99,22 @@ def test_every_config_key_is_documented():
     assert missing == [], f"docs/configuration.md lacks {missing} (write * as <name>)"
 
 
+def test_every_config_key_documents_its_range():
+    from orcr_core.config import allowed
+
+    rows = {}
+    for line in (DOCS / "configuration.md").read_text().splitlines():
+        m = re.match(r"\| `([a-z_.<>]+)` \|", line)
+        if m:
+            rows[m.group(1)] = line.replace("`", "")
+    wrong = {
+        k: allowed(k.replace("*", "x"))
+        for k in VALIDATORS
+        if allowed(k.replace("*", "x")) not in rows.get(_doc_key(k), "")
+    }
+    assert wrong == {}, f"docs/configuration.md: these keys' rows must say what they allow: {wrong}"
+
+
 def _string_constants(path: Path) -> set[str]:
     return {
         n.value

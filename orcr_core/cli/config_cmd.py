@@ -26,9 +26,11 @@ def config_path():
 @click.argument("key", required=False)
 def config_get(key):
     """Print KEY's effective value (dotted, e.g. concurrency.max), or everything as JSON."""
-    from orcr_core.config import ConfigError, load
+    from orcr_core.config import ConfigError, check_key, load
 
     try:
+        if key is not None:
+            check_key(key)
         cfg = load()
     except ConfigError as exc:
         raise OrcrCliError(str(exc)) from None
@@ -41,19 +43,48 @@ def config_get(key):
     click.echo(jsonlib.dumps(value) if isinstance(value, dict | list | bool) else value)
 
 
-@config.command(name="set")
+def _refuse_mux_switch(key: str, value: str) -> None:
+    """A key that moves orcr to another multiplexer server or session is refused
+    while agents are live: the server would lose sight of them and their TUIs
+    would run on untracked, outside the caps (docs/decisions.md)."""
+    from orcr_core import dirs
+    from orcr_core.config import MUX_KEYS, coerce, load
+    from orcr_core.store.db import count_live
+
+    if key not in MUX_KEYS:
+        return
+    new, old = coerce(value), load().get(key)
+    if key in ("tmux.socket", "herdr.session"):  # empty: this instance's own name
+        new, old = new or dirs.mux_name(), old or dirs.mux_name()
+    if new == old:
+        return
+    n = count_live(dirs.store_path())
+    if n:
+        raise OrcrCliError(
+            f"{key} is not changed: {n} agent{'s are' if n != 1 else ' is'} live on the "
+            f"multiplexer orcr drives now (starting, working, idle or lost), and changing "
+            f"{key} would orphan {'them' if n != 1 else 'it'}. Drain them first (orcr agent "
+            f"kill '**', or wait until they end: orcr agent ls), then set it again. "
+            "Nothing was written."
+        )
+
+
+@config.command(name="set", context_settings={"ignore_unknown_options": True})
 @click.argument("key")
 @click.argument("value")
 def config_set(key, value):
     """Set KEY to VALUE, keeping the file's comments; the server reloads it.
 
     VALUE is read as a TOML literal when it is one (3, true, ["a", "b"]), else as
-    a string. A bad key or value is refused and nothing is written.
+    a string; a negative number needs no --. A bad key or value is refused with
+    what is allowed, and nothing is written. driver.name, tmux.socket,
+    herdr.session and herdr.socket are refused while agents are live.
     """
     from orcr_core.client import Client, ServerError
     from orcr_core.config import ConfigError, set_value
 
     try:
+        _refuse_mux_switch(key, value)
         stored = set_value(key, value)
     except ConfigError as exc:
         raise OrcrCliError(str(exc)) from None

@@ -108,11 +108,7 @@ def read_schema_version(path: Path) -> int | None:
     """The store's schema version, read without writing (None for a new store)."""
     if not path.exists():
         return None
-    # With no WAL file beside it, every committed byte is in the main file, so
-    # immutable=1 reads it without creating -wal/-shm files: nothing is touched.
-    wal = path.with_name(path.name + "-wal")
-    mode = "mode=ro" if wal.exists() else "immutable=1"
-    conn = sqlite3.connect(f"file:{path}?{mode}", uri=True)
+    conn = _read_only(path)
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except sqlite3.OperationalError:
@@ -120,6 +116,31 @@ def read_schema_version(path: Path) -> int | None:
     finally:
         conn.close()
     return int(row[0]) if row else None
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    # With no WAL file beside it, every committed byte is in the main file, so
+    # immutable=1 reads it without creating -wal/-shm files: nothing is touched.
+    wal = path.with_name(path.name + "-wal")
+    mode = "mode=ro" if wal.exists() else "immutable=1"
+    return sqlite3.connect(f"file:{path}?{mode}", uri=True)
+
+
+def count_live(path: Path) -> int:
+    """Agents whose panes the current multiplexer holds (starting, working, idle,
+    lost), read without writing; 0 when there is no store yet."""
+    if not path.exists():
+        return 0
+    statuses = (*models.LIVE, "lost")
+    conn = _read_only(path)
+    try:
+        marks = ",".join("?" * len(statuses))
+        sql = f"SELECT count(*) FROM agent WHERE status IN ({marks})"
+        return conn.execute(sql, statuses).fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0  # no agent table yet
+    finally:
+        conn.close()
 
 
 def open_store(path: Path):
