@@ -33,8 +33,14 @@ class ServerError(Exception):
 
 
 def _spawn_server() -> subprocess.Popen:
-    run = dirs.ensure_private_dir(dirs.run_dir())
-    log = open(run / "server.log", "ab")
+    try:
+        dirs.require_writable(dirs.data_dir())
+        run = dirs.ensure_private_dir(dirs.run_dir())
+        log = open(run / "server.log", "ab")
+    except dirs.Unwritable as exc:
+        raise ServerError("home_unwritable", str(exc)) from None
+    except OSError as exc:
+        raise ServerError("home_unwritable", dirs.unwritable(dirs.run_dir(), exc)) from None
     proc = subprocess.Popen(
         [sys.executable, "-m", "orcr_core.server"],
         stdin=subprocess.DEVNULL,
@@ -42,6 +48,7 @@ def _spawn_server() -> subprocess.Popen:
         stderr=log,
         start_new_session=True,
         close_fds=True,
+        cwd="/",  # a daemon must not pin the user's directory; ORCR_HOME is absolute by now
     )
     log.close()
     return proc
@@ -81,7 +88,7 @@ class Client:
             return self
         try:
             self.sock = self._connect_once()
-        except (FileNotFoundError, ConnectionRefusedError):
+        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
             if not self.autostart:
                 raise ServerError(
                     "server_not_running",

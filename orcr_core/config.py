@@ -447,7 +447,10 @@ def set_value(key: str, raw: str, path: Path | None = None) -> Any:
     node[parts[-1]] = value
     validate(_plain(doc))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        dirs.require_writable(path.parent)
+    except dirs.Unwritable as exc:
+        raise ConfigError(str(exc)) from None
+    try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config-", suffix=".toml")
         try:
             with os.fdopen(fd, "w") as f:

@@ -13,7 +13,15 @@ from pathlib import Path
 
 def _home() -> Path | None:
     value = os.environ.get("ORCR_HOME")
-    return Path(value).expanduser().resolve() if value else None
+    if not value:
+        return None
+    path = Path(value).expanduser().resolve()
+    if str(path) != value:
+        # Resolved once, against the directory the command runs in: the server
+        # (started in /) and every agent's pane inherit the absolute path, so
+        # they all mean the same directory.
+        os.environ["ORCR_HOME"] = str(path)
+    return path
 
 
 def config_path() -> Path:
@@ -78,12 +86,59 @@ def mux_name() -> str:
     return f"orcr-{instance_id()}" if _home() else "orcr"
 
 
+class Unwritable(Exception):
+    """orcr cannot create files where it keeps its state; the message says which
+    directory, why, and the fix, in one line."""
+
+
+def writable_problem(path: Path) -> str | None:
+    """Why orcr could not create files in ``path`` (None when it can).
+
+    Probes by creating a file: permission bits say nothing for root or for a
+    read-only mount. A directory that does not exist yet is judged by its
+    nearest existing parent, which is left as it was.
+    """
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        if not probe.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(probe))
+        name = probe / f".orcr-probe-{os.getpid()}"
+        os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        os.unlink(name)
+    except OSError as exc:
+        return unwritable(path, exc)
+    return None
+
+
+def require_writable(path: Path) -> Path:
+    """Create ``path`` if needed; raise Unwritable unless orcr can write there."""
+    problem = writable_problem(path)
+    if problem is None:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            problem = unwritable(path, exc)
+    if problem:
+        raise Unwritable(problem)
+    return path
+
+
 def unwritable(path: Path, exc: OSError) -> str:
     """One line for a directory orcr cannot write: which one, why, and the fix."""
+    import errno
+
+    if exc.errno == errno.ENOTDIR:
+        where = exc.filename or path
+        return (
+            f"orcr cannot create {path}: {where} is not a directory; point ORCR_HOME at a "
+            "writable directory"
+        )
     why = exc.strerror or str(exc)
     return (
-        f"orcr cannot write to {path} ({why}); make it writable (chmod u+w), or point "
-        "ORCR_HOME at a writable directory"
+        f"orcr cannot write to {path} ({why}); make it writable (chmod u+w, or remount "
+        "read-write), or point ORCR_HOME at a writable directory"
     )
 
 

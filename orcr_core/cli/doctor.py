@@ -111,6 +111,7 @@ class Doctor:
 
     def run(self) -> list[Check]:
         self.check_config()
+        self.check_dirs()
         self.check_plugins()
         self.check_driver()
         self.check_herdr()
@@ -144,6 +145,24 @@ class Doctor:
             return
         where = "" if path.exists() else " (no file: all defaults)"
         self.add("config", "ok", f"orcr {__version__}, config {path}{where}")
+
+    def check_dirs(self) -> None:
+        from orcr_core import dirs
+
+        places = list(dict.fromkeys([dirs.data_dir(), dirs.config_path().parent]))
+        for path in places:
+            problem = dirs.writable_problem(path)
+            if problem:
+                self.can_run = False
+                self.add(
+                    "directories",
+                    "fail",
+                    problem,
+                    f"make {path} writable (chmod u+w, or remount read-write), or point "
+                    "ORCR_HOME at a writable directory",
+                )
+                return
+        self.add("directories", "ok", "writable: " + ", ".join(str(p) for p in places))
 
     def check_plugins(self) -> None:
         from orcr_core.plugins import Registry, build_registry, get_plugin_manager

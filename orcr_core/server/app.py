@@ -321,6 +321,7 @@ class Server:
         from orcr_core.agents import reconcile
         from orcr_core.server.listener import Listener
 
+        dirs.require_writable(dirs.data_dir())
         self.acquire_lock()
         open_store(self.store_path)
         dirs.ensure_private_dir(self.agents_dir.parent)
