@@ -16,10 +16,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from orcr_core import dirs
+from orcr_core import dirs, lockfile
 from orcr_core.protocol import PROTOCOL_VERSION, LineReader, ProtocolError, encode
 
 START_TIMEOUT = 15.0
+SOCKET_GRACE = 1.0  # a running server recreates a deleted socket within 0.5 s
 
 
 class ServerError(Exception):
@@ -89,30 +90,66 @@ class Client:
         try:
             self.sock = self._connect_once()
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
-            if not self.autostart:
+            held = lockfile.holder()
+            if held is not None and held.listening:
+                self._socket_gone(held)
+            elif held is not None:  # a server is starting (recovery runs before the socket)
+                self._wait_for(None, f"the orcr server {held.pid} is starting")
+            elif not self.autostart:
                 raise ServerError(
                     "server_not_running",
                     f"no orcr server at {self.path}; start one: orcr server start",
                 ) from None
-            proc = _spawn_server()
-            log = dirs.run_dir() / "server.log"
-            deadline = time.monotonic() + START_TIMEOUT
-            while True:
-                try:
-                    self.sock = self._connect_once()
-                    break
-                except (FileNotFoundError, ConnectionRefusedError):
-                    if proc.poll() not in (None, 0):  # 0: another client's server won
-                        raise ServerError(
-                            "server_start_failed",
-                            f"the orcr server exited: {_last_error(log) or 'see ' + str(log)}",
-                        ) from None
-                    if time.monotonic() > deadline:
-                        raise ServerError(
-                            "server_start_failed",
-                            f"the orcr server did not start within {START_TIMEOUT:.0f}s; see {log}",
-                        ) from None
-                    time.sleep(0.02)
+            else:
+                self._wait_for(_spawn_server(), "")
+        self.reader = LineReader(self.sock)
+        self.server_info = self.call("hello", protocol=PROTOCOL_VERSION)
+        return self
+
+    def _socket_gone(self, held: lockfile.Holder) -> None:
+        """A server holds the lock and said it listens, but its socket file is gone
+        (deleted by hand): it recreates it within a second; else say so at once."""
+        deadline = time.monotonic() + SOCKET_GRACE
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            try:
+                self.sock = self._connect_once()
+                return
+            except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
+                continue
+        raise ServerError(
+            "socket_missing",
+            f"an orcr server holds the lock but its socket {self.path} is gone "
+            f"(pid {held.pid}); restart it: orcr server stop, then orcr server start",
+        )
+
+    def _wait_for(self, proc: subprocess.Popen | None, what: str) -> None:
+        """Wait until the socket answers: a server we spawned (``proc``), or one
+        that holds the lock and is still starting."""
+        log = dirs.run_dir() / "server.log"
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                self.sock = self._connect_once()
+                return
+            except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
+                if proc is not None and proc.poll() not in (None, 0):  # 0: another's won
+                    raise ServerError(
+                        "server_start_failed",
+                        f"the orcr server exited: {_last_error(log) or 'see ' + str(log)}",
+                    ) from None
+                if proc is None and lockfile.holder() is None:
+                    raise ServerError(
+                        "server_start_failed",
+                        f"{what} but exited: {_last_error(log) or 'see ' + str(log)}",
+                    ) from None
+                if time.monotonic() > deadline:
+                    raise ServerError(
+                        "server_start_failed",
+                        f"the orcr server did not start within {START_TIMEOUT:.0f}s; see {log}",
+                    ) from None
+                time.sleep(0.02)
+
         self.reader = LineReader(self.sock)
         self.server_info = self.call("hello", protocol=PROTOCOL_VERSION)
         return self

@@ -418,6 +418,14 @@ class Doctor:
                     f"no orcr server answers at {client.path}; the CLI starts one when it needs it",
                     "nothing to do, or start it now: orcr server start",
                 )
+            elif exc.code == "socket_missing":
+                self.add(
+                    "server",
+                    "fail",
+                    f"{exc.message} [{exc.code}]",
+                    "orcr server stop (it finds the pid in the lock file and waits for it to "
+                    "exit), then orcr server start",
+                )
             else:
                 self.add(
                     "server",

@@ -41,6 +41,7 @@ CODE_MAP = {
     "agent_ended": ExitCode.AGENT_FAILED,
     "server_not_running": ExitCode.NO_SERVER,
     "server_start_failed": ExitCode.NO_SERVER,
+    "socket_missing": ExitCode.NO_SERVER,
     "connection_closed": ExitCode.NO_SERVER,
     "turn_running": ExitCode.TURN_RUNNING,
 }

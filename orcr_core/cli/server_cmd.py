@@ -34,22 +34,50 @@ def server_start(foreground):
     click.echo(f"orcr server {info['pid']} running (protocol {info['protocol']})")
 
 
+STOP_TIMEOUT = 30.0
+
+
 @server.command(name="stop")
 def server_stop():
-    """Stop the server. Agents keep running in their panes."""
-    from orcr_core import dirs
+    """Stop the server and wait until its process has exited. Agents keep running
+    in their panes.
+
+    When the socket does not answer (deleted by hand), the server's pid is read
+    from its lock file and the server is sent SIGTERM.
+    """
+    import os
+    import signal
+
+    from orcr_core import lockfile
     from orcr_core.client import Client, ServerError
 
     try:
         with Client(autostart=False) as c:
             pid = c.call("server.stop")["pid"]
     except ServerError as exc:
-        if exc.code == "server_not_running":
+        if exc.code not in ("server_not_running", "socket_missing"):
+            raise
+        held = lockfile.holder()
+        if held is None:
             click.echo("orcr server is not running")
             return
-        raise
-    deadline = time.monotonic() + 10
-    while dirs.socket_path().exists() and time.monotonic() < deadline:
+        if held.pid is None:
+            raise OrcrCliError(
+                f"a process holds {lockfile.path()} but wrote no pid; find it with: "
+                f"fuser {lockfile.path()}"
+            ) from None
+        pid = held.pid
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while not (lockfile.pid_gone(pid) and lockfile.holder() is None):
+        if time.monotonic() > deadline:
+            raise OrcrCliError(
+                f"orcr server {pid} did not exit within {STOP_TIMEOUT:.0f}s; "
+                f"see {lockfile.path().parent / 'server.log'}, or end it: kill -9 {pid}"
+            )
         time.sleep(0.05)
     click.echo(f"orcr server {pid} stopped")
 

@@ -8,14 +8,13 @@ config changes; it never polls.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from orcr_core import __version__, dirs, events, faults
+from orcr_core import __version__, dirs, events, faults, lockfile
 from orcr_core import config as config_mod
 from orcr_core.agents import memory, queue
 from orcr_core.events import Bus
@@ -73,16 +72,37 @@ class Server:
 
     # -- plumbing ---------------------------------------------------------
     def acquire_lock(self) -> None:
-        run = dirs.ensure_private_dir(dirs.run_dir())
-        fd = os.open(run / "server.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise AlreadyRunning(f"an orcr server already runs on {self.store_path}") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        dirs.ensure_private_dir(dirs.run_dir())
+        fd = lockfile.acquire(lockfile.path())
+        if fd is None:
+            raise AlreadyRunning(f"an orcr server already runs on {self.store_path}")
         self._lock_fd = fd
+
+    def watch_run_dir(self, listener) -> None:
+        """Keep the lock file and the socket in place while the server runs.
+
+        Deleting ``run/orcr.sock`` (or all of ``run/``) must not strand the server:
+        its socket is recreated, and a deleted lock file is re-created and taken
+        again, so a second server can never start beside this one. If another
+        process took the new lock first, this server stops.
+        """
+        lock = lockfile.path()
+        while not self.stopping.wait(0.5):
+            try:
+                if not lockfile.is_current(self._lock_fd, lock):
+                    dirs.ensure_private_dir(lock.parent)
+                    fd = lockfile.acquire(lock)
+                    if fd is None:
+                        log.error("another orcr server took the lock file %s; stopping", lock)
+                        self.stop()
+                        return
+                    os.close(self._lock_fd)
+                    self._lock_fd = fd
+                    log.warning("lock file %s was gone; took it again", lock)
+                    lockfile.mark_listening(fd, self.socket_path)
+                listener.check()
+            except OSError as exc:
+                log.warning("cannot restore the run directory: %s", exc)
 
     def notify(self, queue: bool = True) -> None:
         """Wake watchers (new event rows), and the queue worker unless ``queue`` is
@@ -336,8 +356,10 @@ class Server:
         recovery.recover(self.loops)
         listener = Listener(self)
         listener.bind()
+        lockfile.mark_listening(self._lock_fd, self.socket_path)
         for target, name in (
             (listener.serve, "orcr-listen"),
+            (lambda: self.watch_run_dir(listener), "orcr-run-watch"),
             (self.queue_worker, "orcr-queue"),
             (self.monitor_loop, "orcr-monitor"),
             (self.mux_events_loop, "orcr-mux-events"),

@@ -186,6 +186,7 @@ class Listener:
     def __init__(self, server):
         self.server = server
         self.sock: socket.socket | None = None
+        self.ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the bound socket
 
     def bind(self) -> None:
         path = self.server.socket_path
@@ -200,21 +201,56 @@ class Listener:
             os.umask(old)
         os.chmod(path, 0o600)
         sock.listen(128)
+        st = os.stat(path)
+        self.ident = (st.st_dev, st.st_ino)
         self.sock = sock
 
     def serve(self) -> None:
+        sock = self.sock  # a rebind hands the new socket to a new thread
         while not self.server.stopping.is_set():
             try:
-                conn, _ = self.sock.accept()
+                conn, _ = sock.accept()
             except OSError:
                 return
             c = Connection(self.server, conn)
             threading.Thread(target=c.run, name="orcr-conn", daemon=True).start()
 
+    def check(self) -> bool:
+        """Recreate the socket when its file was deleted or replaced (True when it was).
+
+        A server whose socket file is gone would run on, unreachable, while every
+        client waits for it; the path is checked twice a second.
+        """
+        try:
+            st = os.stat(self.server.socket_path)
+            if (st.st_dev, st.st_ino) == self.ident:
+                return False
+        except FileNotFoundError:
+            pass
+        log.warning("socket %s is gone; recreating it", self.server.socket_path)
+        old = self.sock
+        self.bind()
+        threading.Thread(target=self.serve, name="orcr-listen", daemon=True).start()
+        _close_listening(old)
+        return True
+
     def close(self) -> None:
         if self.sock is not None:
             try:
-                self.server.socket_path.unlink()
+                st = os.stat(self.server.socket_path)
+                if (st.st_dev, st.st_ino) == self.ident:  # only our own socket file
+                    self.server.socket_path.unlink()
             except FileNotFoundError:
                 pass
-            self.sock.close()
+            _close_listening(self.sock)
+
+
+def _close_listening(sock: socket.socket | None) -> None:
+    """Close a listening socket and wake the thread blocked in its accept()."""
+    if sock is None:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
