@@ -199,3 +199,86 @@ def test_parse_version():
     assert parse_version("codex-cli 0.104.0-alpha.1") == "0.104.0-alpha.1"
     assert parse_version("tmux 3.3a") == "3.3"
     assert parse_version("no digits") is None
+
+
+def _zero_page_of(store: Path, index: str = "agent_status_seq") -> None:
+    """Zero the b-tree root page of ``index``: the schema reads, the index is broken."""
+    conn = sqlite3.connect(store)
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)).fetchone()
+    conn.close()
+    with open(store, "r+b") as f:
+        f.seek((root[0] - 1) * page_size)
+        f.write(b"\0" * page_size)
+
+
+def _index_out_of_step(store: Path) -> None:
+    """Rows an index does not hold: integrity_check lists them (the file itself reads fine)."""
+    conn = sqlite3.connect(store)
+    conn.execute("INSERT INTO event (ts, kind, data) VALUES (1.0, 'a.b', '{}')")
+    conn.commit()
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute(
+        "UPDATE sqlite_master SET sql = replace(sql, '(\"agent\")', '(\"kind\")') "
+        "WHERE name = 'event_agent'"
+    )
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    "corrupt, words",
+    [(_zero_page_of, "malformed"), (_index_out_of_step, "missing from index event_agent")],
+)
+def test_corrupted_store_fails_the_integrity_check(doc, corrupt, words):
+    from orcr_core.store.db import close_store, open_store
+
+    store = doc.home.path / "store.db"
+    open_store(store)
+    close_store()
+    doc.home.config('[driver]\nname = "test"\n')
+    rc, rows = doc.run()
+    assert rows["store"]["level"] == "ok" and "integrity_check ok" in rows["store"]["detail"]
+    corrupt(store)
+    rc, rows = doc.run()
+    assert rc == 1
+    row = rows["store"]
+    assert row["level"] == "fail" and "fails PRAGMA integrity_check" in row["detail"], row
+    assert words in row["detail"]
+    assert "move" in row["fix"] and ".recover" in row["fix"]
+
+
+def test_large_store_gets_quick_check(doc, monkeypatch):
+    import orcr_core.cli.doctor as doctor_mod
+    from orcr_core.store.db import close_store, open_store
+
+    store = doc.home.path / "store.db"
+    open_store(store)
+    close_store()
+    monkeypatch.setattr(doctor_mod, "QUICK_CHECK_OVER", 0)
+    problems, how = doctor_mod.Doctor._integrity(store)
+    assert (problems, how) == ([], "quick_check")
+
+
+@pytest.mark.parametrize(
+    "config, level, words",
+    [
+        ("", "warn", "claude (agent.provider) needs the 'claude' CLI, which is not found"),
+        ('[agent]\nprovider = "echo"\n', "ok", "echo (agent.provider)"),
+        ('[agent]\nprovider = "nosuch"\n', "warn", "'nosuch' is not an installed provider"),
+    ],
+)
+def test_default_provider_cli(doc, config, level, words):
+    doc.home.config('[driver]\nname = "test"\n' + config)
+    rc, rows = doc.run()  # PATH is a private, empty bin dir: no claude
+    row = rows["default provider"]
+    assert row["level"] == level and words in row["detail"], row
+    if level == "warn":
+        assert "orcr config set agent.provider" in row["fix"]
+
+
+def test_default_provider_cli_found(doc):
+    doc.tool("claude", "2.1.38 (Claude Code)")
+    doc.home.config('[driver]\nname = "test"\n')
+    rc, rows = doc.run()
+    assert rows["default provider"]["level"] == "ok"

@@ -3,9 +3,10 @@
 Every check is a row ``{check, ok, level, detail, fix}``: ``level`` is ``ok``,
 ``warn`` (orcr runs, but something is missing or degraded) or ``fail``;
 ``fix`` says how to fix a row that is not ``ok``. The exit code is 0 when orcr
-can run an agent at all (a multiplexer driver is available and the store is not
-newer than this orcr), else 1: a missing provider CLI is a warning, not a
-reason to fail.
+can run an agent at all (a multiplexer driver is available, its directories
+are writable, and the store is not newer than this orcr and passes SQLite's
+integrity check), else 1: a missing provider CLI is a warning, not a reason to
+fail, even the default provider's.
 
 Import-light: pluggy, peewee and tomlkit are imported inside the checks.
 """
@@ -26,6 +27,7 @@ import click
 VERSION_TIMEOUT = 5.0  # seconds for ``<cli> --version``
 HANDSHAKE_TIMEOUT = 5.0
 SOCKET_TIMEOUT = 3.0
+QUICK_CHECK_OVER = 256 * 1024 * 1024  # bytes: a larger store gets quick_check
 HERDR_INSTALL = (
     "install herdr 0.8 (https://herdr.dev) and put it on PATH (or set herdr.binary), "
     'or use tmux instead: orcr config set driver.name "auto"'
@@ -118,6 +120,7 @@ class Doctor:
         self.check_tmux()
         for name in CLI_PROVIDERS:
             self.check_provider(name)
+        self.check_default_provider()
         for name in INTEGRATIONS:
             self.check_integration(name)
         self.check_socket()
@@ -353,6 +356,33 @@ class Doctor:
             f"orcr config set providers.{name}.allow_unpinned true",
         )
 
+    def check_default_provider(self) -> None:
+        name = self.config.get("agent.provider")
+        check = "default provider"
+        if name not in self.registry.providers:
+            known = ", ".join(sorted(self.registry.providers)) or "none"
+            self.add(
+                check,
+                "warn",
+                f"agent.provider = {name!r} is not an installed provider: orcr agent run "
+                "without --provider is refused",
+                f"orcr config set agent.provider NAME (installed: {known})",
+            )
+        elif name in CLI_PROVIDERS and not self.cli_found.get(name):
+            program = (self.config.provider_options(name).get("argv") or [CLI_PROVIDERS[name][0]])[
+                0
+            ]
+            self.add(
+                check,
+                "warn",
+                f"{name} (agent.provider) needs the {program!r} CLI, which is not found: "
+                f"orcr agent run without --provider starts agents that end failed",
+                f"{CLI_PROVIDERS[name][1]}, or choose another default: "
+                "orcr config set agent.provider NAME",
+            )
+        else:
+            self.add(check, "ok", f"{name} (agent.provider)")
+
     def check_integration(self, name: str) -> None:
         env_var, default, rel = INTEGRATIONS[name]
         home = self.config.provider_options(name).get("home")
@@ -485,14 +515,45 @@ class Doctor:
                 f"({SCHEMA_VERSION}) [store_version_mismatch]",
                 "upgrade orcr (pip install -U orcr)",
             )
-        elif found < SCHEMA_VERSION:
-            self.add(
-                "store",
-                "ok",
-                f"{path}: schema {found}, migrated to {SCHEMA_VERSION} when the server starts",
-            )
         else:
-            self.add("store", "ok", f"{path}: schema {found}")
+            problems, how = self._integrity(path)
+            if problems:
+                self.can_run = False
+                self.add(
+                    "store",
+                    "fail",
+                    f"{path} fails PRAGMA {how}: " + "; ".join(problems[:3]),
+                    f"stop the server (orcr server stop), move {path} aside (orcr creates a "
+                    f"new store), or try to recover it: sqlite3 {path} .recover",
+                )
+            elif found < SCHEMA_VERSION:
+                self.add(
+                    "store",
+                    "ok",
+                    f"{path}: schema {found}, migrated to {SCHEMA_VERSION} when the server "
+                    f"starts; {how} ok",
+                )
+            else:
+                self.add("store", "ok", f"{path}: schema {found}; {how} ok")
+
+    @staticmethod
+    def _integrity(path: Path) -> tuple[list[str], str]:
+        """``PRAGMA integrity_check`` over a read-only connection (``quick_check`` for
+        a store over QUICK_CHECK_OVER bytes: it skips matching indexes to rows)."""
+        import sqlite3
+
+        from orcr_core.store.db import read_only_connection
+
+        how = "quick_check" if path.stat().st_size > QUICK_CHECK_OVER else "integrity_check"
+        try:
+            conn = read_only_connection(path)
+            try:
+                rows = [r[0] for r in conn.execute(f"PRAGMA {how}").fetchall()]
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            return [str(exc)], how
+        return ([] if rows == ["ok"] else rows), how
 
     def check_caps(self) -> None:
         caps = self.config.provider_caps()
@@ -522,8 +583,9 @@ def doctor(json_):
     """Check what orcr needs: driver, herdr, tmux, provider CLIs, server, store.
 
     One line per check (ok, warn or FAIL, with a fix). Exits 0 when orcr can run
-    an agent (a multiplexer driver is available and the store is not newer than
-    this orcr), else 1.
+    an agent (a multiplexer driver is available, orcr's directories are writable,
+    and the store is not newer than this orcr and passes PRAGMA integrity_check),
+    else 1.
     """
     d = Doctor()
     rows = d.run()

@@ -108,7 +108,7 @@ def read_schema_version(path: Path) -> int | None:
     """The store's schema version, read without writing (None for a new store)."""
     if not path.exists():
         return None
-    conn = _read_only(path)
+    conn = read_only_connection(path)
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except sqlite3.OperationalError:
@@ -118,7 +118,7 @@ def read_schema_version(path: Path) -> int | None:
     return int(row[0]) if row else None
 
 
-def _read_only(path: Path) -> sqlite3.Connection:
+def read_only_connection(path: Path) -> sqlite3.Connection:
     # With no WAL file beside it, every committed byte is in the main file, so
     # immutable=1 reads it without creating -wal/-shm files: nothing is touched.
     wal = path.with_name(path.name + "-wal")
@@ -132,7 +132,7 @@ def count_live(path: Path) -> int:
     if not path.exists():
         return 0
     statuses = (*models.LIVE, "lost")
-    conn = _read_only(path)
+    conn = read_only_connection(path)
     try:
         marks = ",".join("?" * len(statuses))
         sql = f"SELECT count(*) FROM agent WHERE status IN ({marks})"
