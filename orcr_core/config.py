@@ -271,8 +271,19 @@ def _validator(key: str) -> Callable[[str, Any], Any]:
     )
 
 
-def check_key(key: str) -> None:
-    """Refuse an unknown key (with the closest known one)."""
+def check_key(key: str, tables: bool = False) -> None:
+    """Refuse an unknown key (with the closest known one); with ``tables``, a
+    table of known keys (``timings``, ``providers.claude``) is known too."""
+    if tables:
+        parts = key.split(".")
+        for pattern in VALIDATORS:
+            pparts = pattern.split(".")[: len(parts)]
+            if len(pparts) == len(parts) and len(parts) < len(pattern.split(".")):
+                if all(
+                    p == k or (p == "*" and NAME.fullmatch(k))
+                    for p, k in zip(pparts, parts, strict=True)
+                ):
+                    return
     _validator(key)
 
 

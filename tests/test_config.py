@@ -99,6 +99,9 @@ def test_get_refuses_an_unknown_key_but_not_an_unset_one(orcr_home):
     assert "did you mean timings.poll_every?" in r.stderr and "not set" not in r.stderr
     r = orcr_home.run("config", "get", "concurrency.claude")  # valid, no cap of its own
     assert r.returncode == 1 and "concurrency.claude is not set" in r.stderr
+    r = orcr_home.run("config", "get", "timings")  # a table of known keys
+    assert r.returncode == 0 and '"poll_every": "50ms"' in r.stdout
+    assert orcr_home.run("config", "get", "timing").returncode == 1
 
 
 def test_set_on_a_corrupted_file_says_what_get_says(orcr_home):

@@ -30,7 +30,7 @@ def config_get(key):
 
     try:
         if key is not None:
-            check_key(key)
+            check_key(key, tables=True)
         cfg = load()
     except ConfigError as exc:
         raise OrcrCliError(str(exc)) from None
