@@ -25,16 +25,20 @@ def _state_path() -> Path:
 
 @contextmanager
 def _state():
+    """The state under an exclusive lock, written back atomically (a new file
+    renamed over the old): a server SIGKILLed mid-write, as the crash tests do,
+    must not leave the "multiplexer" with a truncated file and no panes."""
     path = _state_path()
-    path.touch()
-    with open(path, "r+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        text = f.read()
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        text = path.read_text() if path.exists() else ""
         state = json.loads(text) if text else {"n": 0, "panes": {}, "workspaces": {}, "log": []}
         yield state
-        f.seek(0)
-        f.truncate()
-        json.dump(state, f)
+        new = json.dumps(state)
+        if new != text:
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(new)
+            os.replace(tmp, path)
 
 
 def read_state() -> dict:
