@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orcr_core import config, dirs
+from orcr_core.testing import until
 
 
 def test_orcr_home_moves_everything(orcr_home):
@@ -187,3 +188,26 @@ def test_switching_the_multiplexer_is_refused_while_agents_are_live(live):
     live.run("agent", "kill", "m/x", check=True)
     r = live.run("config", "set", key, str(live.path / "other.sock"))
     assert r.returncode == 0, r.stderr
+
+
+def test_naming_the_instances_own_socket_is_no_switch(server):
+    """tmux.socket / herdr.session empty means this instance's own name: setting
+    that name explicitly changes nothing and is allowed with agents live."""
+    import subprocess
+    import sys
+
+    own = subprocess.run(
+        [sys.executable, "-c", "from orcr_core import dirs; print(dirs.mux_name())"],
+        env=server.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert own.startswith("orcr-")
+    with server.sdk() as o:
+        o.run("x", provider="testp", path="n/a", cwd="/")
+        until(lambda: o.get("n/a")["status"] == "working")
+    for key in ("tmux.socket", "herdr.session"):
+        assert server.run("config", "set", key, own).returncode == 0
+        r = server.run("config", "set", key, "elsewhere")
+        assert r.returncode == 1 and "1 agent is live" in r.stderr
