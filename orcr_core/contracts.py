@@ -90,7 +90,7 @@ class PaneInfo:
     instance: str | None = None
     launch_token: str | None = None
     #: the pid of the pane's own process (tmux ``#{pane_pid}``), or None when the
-    #: snapshot does not carry it
+    #: snapshot does not carry it (see :meth:`Driver.pane_pid`)
     pid: int | None = None
 
 
@@ -177,6 +177,10 @@ class Driver(Protocol):
     # ``on_start()`` once the stream is up (the core then stops polling snapshots);
     # ``pane_exited`` with ``data.pane_id`` means that pane's process exited by
     # itself. Read with getattr (docs/plugins/index.md).
+    # Optional: ``pane_pid(pane) -> int | None``, the pid of the pane's own
+    # process (the root of what the agent started), or None when unknown. orcr
+    # ends that process tree when the agent ends; a driver without it leaves
+    # orcr only the pids its snapshots carried (``PaneInfo.pid``).
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import threading
 import time
 
 from orcr_core import events
-from orcr_core.agents import lifecycle, pipeline, rematch, transcripts
+from orcr_core.agents import lifecycle, pipeline, procs, rematch, transcripts
 from orcr_core.agents.fswatch import TranscriptWatcher
 from orcr_core.agents.launch import owned, pane_of
 from orcr_core.agents.timers import Timers
@@ -269,6 +269,7 @@ def _panes(server, active: list[Agent]) -> None:
     # a row's pane is the one carrying this instance's id and the row's launch
     # token, whatever its id or label (another instance may share the server)
     mine = owned(snap)
+    running = []  # (agent, pane): their process trees are recorded below
     for agent in active:
         if agent.status == "starting" or not agent.pane_id:
             if agent.status == "starting" and agent.pane_id:
@@ -291,6 +292,7 @@ def _panes(server, active: list[Agent]) -> None:
             if not agent.cancel_requested:
                 rematch.lose(server, agent, pane)
             continue
+        running.append((agent, pane))
         if (
             pane.pane_id != agent.pane_id
             or agent.status == "lost"
@@ -303,6 +305,7 @@ def _panes(server, active: list[Agent]) -> None:
             and not server.registry.providers[agent.provider].has_transcript
         ):
             agent._mux_status = pane.agent_status
+    procs.observe(server, running)
 
 
 def _pane_changed(server, agent: Agent, pane) -> None:
@@ -371,6 +374,8 @@ def _vanished(server, agent: Agent) -> None:
                 return
             server.lost_at.pop(agent.uuid, None)
             lifecycle.transition(agent, "ended", "exited" if exited else "lost")
+    if agent.status == "ended":  # its pane is gone: what it started that outlived it
+        procs.stop(server, agent, procs.collect(server, agent, None))
     server.notify()
 
 

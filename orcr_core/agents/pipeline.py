@@ -15,7 +15,7 @@ import logging
 import time
 
 from orcr_core import dirs, events, faults
-from orcr_core.agents import lifecycle, transcripts
+from orcr_core.agents import lifecycle, procs, transcripts
 from orcr_core.agents.launch import (
     launch_command,
     launch_info,
@@ -262,16 +262,19 @@ def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> Non
 
 
 def close_pane(server, agent: Agent, pane: PaneRef | None, why: str) -> None:
-    """Intent/applied pair around a pane close."""
+    """Intent/applied pair around a pane close; then every process the agent
+    started that outlived the close gets TERM, then KILL (``procs``)."""
     if pane is None or server.driver is None:
         return
     with db.atomic("IMMEDIATE"):
         events.emit(
             "pane.close_requested", agent.uuid, path=agent.path, pane_id=pane.pane_id, why=why
         )
+    started = procs.collect(server, agent, pane)  # before the close re-parents them
     server.driver.close(pane)
     with db.atomic("IMMEDIATE"):
         events.emit("pane.close_applied", agent.uuid, path=agent.path, pane_id=pane.pane_id)
+    procs.stop(server, agent, started)
 
 
 def finish_cancel(server, agent: Agent) -> None:

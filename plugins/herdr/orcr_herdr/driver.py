@@ -349,6 +349,19 @@ class HerdrDriver:
         """Make the pane the focused one (``orcr agent attach`` then attaches a client)."""
         self.request("pane.focus", {"pane_id": pane.pane_id})
 
+    def pane_pid(self, pane: PaneRef) -> int | None:
+        """The pane's shell process (``pane.process_info`` ``shell_pid``), the root of
+        what the agent started. herdr's snapshot carries no pid, so orcr asks this
+        once per agent and walks the tree itself (psutil); None when herdr does not say."""
+        try:
+            info = self.request("pane.process_info", {"pane_id": pane.pane_id})
+        except DriverError as exc:
+            if exc.code == "pane_not_found":
+                return None
+            raise
+        pid = info.get("process_info", {}).get("shell_pid")
+        return pid if isinstance(pid, int) and pid > 0 else None
+
     def agent_status(self, pane: PaneRef) -> str | None:
         info = self._pane(pane)
         return info.get("agent_status", "unknown") if info.get("agent") else None

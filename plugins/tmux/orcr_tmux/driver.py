@@ -399,6 +399,17 @@ class TmuxDriver:
             )
         return panes
 
+    def pane_pid(self, pane: PaneRef) -> int | None:
+        """The pid of the pane's process (``#{pane_pid}``); None when the pane is gone."""
+        try:
+            out = self.tmux.run(["display-message", "-p", "-t", pane.pane_id, "#{pane_pid}"])
+        except TmuxError as exc:
+            if exc.code in ("not_found", "server_not_running"):
+                return None
+            raise
+        out = out.strip()
+        return int(out) if out.isdigit() else None
+
     def _socket_gone_or_none(self, exc: TmuxError) -> None:
         """Raise (retryable) when the tmux server last seen still runs: its socket
         is gone, not its panes. Return when there is no such server."""

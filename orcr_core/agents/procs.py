@@ -1,0 +1,268 @@
+"""No stray processes: an ended agent's processes end with it (issue 10, item 8).
+
+Closing a pane only hangs up its process group: a child that left it
+(``setsid``, a daemon) or ignores SIGHUP (``nohup``) outlives the agent. So
+orcr tracks what an agent started:
+
+* while the agent runs, :func:`observe` (called by the monitor with each pane
+  snapshot) records the pane's root process and every descendant psutil sees as
+  ``(pid, create_time)``, persisted in ``agents/<uuid>/procs.json`` so a
+  server restart keeps them; a child that later leaves the tree (its parent
+  exits, it is re-parented to init) stays recorded;
+* when the agent ends, :func:`collect` takes the pane's process tree as psutil
+  sees it at that moment plus everything recorded, before the pane is closed;
+  after the close :func:`stop` sends TERM to each survivor, waits
+  ``timings.stop_grace`` and sends KILL to what is left.
+
+A process is signalled only if a process with its pid still has the start time
+recorded for it (psutil ``create_time``), checked before every signal: a pid the
+kernel has since given to another process is never signalled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from orcr_core import events
+from orcr_core.contracts import DriverError, PaneRef
+from orcr_core.store.models import Agent, db
+
+log = logging.getLogger("orcr.procs")
+
+OBSERVE_EVERY = 1.0  # seconds between process-tree observations
+_lock = threading.Lock()
+_seen: dict[str, dict[int, float]] = {}  # agent uuid -> {pid: create_time}
+_roots: dict[str, tuple[int, float]] = {}  # agent uuid -> the pane's root process
+_last_observe = 0.0
+
+Proc = tuple[int, float]  # (pid, create_time)
+
+
+def _file(server, uuid: str) -> Path:
+    return Path(server.agents_dir) / uuid / "procs.json"
+
+
+def recorded(server, uuid: str) -> dict[int, float]:
+    """The processes recorded for an agent (memory, else its ``procs.json``)."""
+    with _lock:
+        if uuid in _seen:
+            return dict(_seen[uuid])
+    try:
+        data = json.loads(_file(server, uuid).read_text())
+    except (OSError, ValueError):
+        return {}
+    procs = {int(p): float(t) for p, t in data.get("procs", [])}
+    with _lock:
+        _seen.setdefault(uuid, procs)
+        if data.get("root"):
+            _roots.setdefault(uuid, (int(data["root"][0]), float(data["root"][1])))
+    return procs
+
+
+def _save(server, uuid: str) -> None:
+    path = _file(server, uuid)
+    with _lock:
+        data = {"root": _roots.get(uuid), "procs": sorted(_seen.get(uuid, {}).items())}
+    tmp = path.with_suffix(".tmp")
+    try:
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError as exc:  # the agent's directory is gone: nothing to keep it in
+        log.debug("procs.json for %s not written: %s", uuid, exc)
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, ValueError):
+        return None
+
+
+def _children_map() -> dict[int, list[int]]:
+    """Every process's children, from one pass over the process table."""
+    kids: dict[int, list[int]] = {}
+    for p in psutil.process_iter(["ppid"]):
+        ppid = p.info.get("ppid")
+        if ppid is not None:
+            kids.setdefault(ppid, []).append(p.pid)
+    return kids
+
+
+def _tree(root: Proc, kids: dict[int, list[int]]) -> dict[int, float]:
+    """``root`` and its descendants, if ``root`` is still the recorded process."""
+    pid, ctime = root
+    if _create_time(pid) != ctime:
+        return {}
+    found: dict[int, float] = {pid: ctime}
+    todo = list(kids.get(pid, ()))
+    while todo:
+        child = todo.pop()
+        if child in found:
+            continue
+        t = _create_time(child)
+        if t is None or t < ctime:  # gone, or older than its supposed ancestor
+            continue
+        found[child] = t
+        todo.extend(kids.get(child, ()))
+    return found
+
+
+def _root_of(server, agent: Agent, pid: int | None) -> Proc | None:
+    """The pane's root process: ``pid`` from the snapshot, else asked of the driver."""
+    if pid is None:
+        ask = getattr(server.driver, "pane_pid", None)
+        pane = _ref(agent)
+        if ask is None or pane is None:
+            return None
+        try:
+            pid = ask(pane)
+        except DriverError:
+            return None
+    if not pid:
+        return None
+    ctime = _create_time(pid)
+    return (pid, ctime) if ctime is not None else None
+
+
+def _ref(agent: Agent) -> PaneRef | None:
+    from orcr_core.agents.launch import pane_of
+
+    return pane_of(agent)
+
+
+def observe(server, seen: list) -> None:
+    """Record each running agent's process tree; ``seen`` holds ``(agent, PaneInfo)``."""
+    global _last_observe
+    now = time.monotonic()
+    if not seen or now - _last_observe < OBSERVE_EVERY:
+        return
+    _last_observe = now
+    try:
+        kids = _children_map()
+    except psutil.Error as exc:
+        log.debug("process table unreadable: %s", exc)
+        return
+    for agent, pane in seen:
+        recorded(server, agent.uuid)  # loads procs.json after a restart
+        with _lock:
+            root = _roots.get(agent.uuid)
+        pid = getattr(pane, "pid", None)
+        if root is None or (pid is not None and pid != root[0]):
+            root = _root_of(server, agent, pid)
+            if root is None:
+                continue
+        tree = _tree(root, kids)
+        with _lock:
+            known = _seen.setdefault(agent.uuid, {})
+            new = {p: t for p, t in tree.items() if known.get(p) != t}
+            changed = bool(new) or _roots.get(agent.uuid) != root
+            known.update(new)
+            _roots[agent.uuid] = root
+        if changed:
+            _save(server, agent.uuid)
+
+
+def collect(server, agent: Agent, pane: PaneRef | None) -> dict[int, float]:
+    """Everything the agent started, at this moment: the pane's tree plus the
+    recorded processes. Call before the pane is closed (closing it re-parents
+    its children, and the tree can no longer be walked)."""
+    procs = recorded(server, agent.uuid)
+    roots = []
+    with _lock:
+        if agent.uuid in _roots:
+            roots.append(_roots[agent.uuid])
+    if pane is not None and server.driver is not None:
+        ask = getattr(server.driver, "pane_pid", None)
+        if ask is not None:
+            try:
+                pid = ask(pane)
+            except DriverError:
+                pid = None
+            if pid:
+                ctime = _create_time(pid)
+                if ctime is not None:
+                    roots.append((pid, ctime))
+    if roots:
+        try:
+            kids = _children_map()
+        except psutil.Error:
+            kids = {}
+        for root in roots:
+            procs.update(_tree(root, kids))
+    procs.pop(os.getpid(), None)  # never the server itself
+    return procs
+
+
+def _same(pid: int, ctime: float) -> psutil.Process | None:
+    """The process ``pid`` if it is still the one started at ``ctime``."""
+    try:
+        p = psutil.Process(pid)
+        if p.create_time() != ctime or p.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return p
+    except (psutil.Error, ValueError):
+        return None
+
+
+def _signal(procs: dict[int, float], sig: int) -> list[int]:
+    sent = []
+    for pid, ctime in procs.items():
+        p = _same(pid, ctime)  # identity checked right before the signal
+        if p is None:
+            continue
+        try:
+            p.send_signal(sig)  # psutil checks the start time again
+            sent.append(pid)
+        except psutil.Error:
+            pass
+    return sent
+
+
+def stop(server, agent: Agent, procs: dict[int, float], wait: bool = False) -> None:
+    """TERM each process still alive, KILL what outlives ``timings.stop_grace``.
+
+    The grace wait runs in a background thread (``wait=True`` runs it here);
+    an ``agent.processes_stopped`` event reports what was signalled.
+    """
+    forget(agent.uuid)
+    procs = {p: t for p, t in procs.items() if p != os.getpid()}
+    termed = _signal(procs, signal.SIGTERM)
+    if not termed:
+        return
+    grace = server.config.duration("timings.stop_grace")
+    uuid, path = agent.uuid, agent.path
+
+    def finish() -> None:
+        deadline = time.monotonic() + grace
+        left = {p: procs[p] for p in termed}
+        while left and time.monotonic() < deadline:
+            left = {p: t for p, t in left.items() if _same(p, t) is not None}
+            if left:
+                time.sleep(0.05)
+        killed = _signal(left, signal.SIGKILL)
+        try:
+            with db.atomic("IMMEDIATE"):
+                events.emit(
+                    "agent.processes_stopped", uuid, path=path, terminated=termed, killed=killed
+                )
+        except Exception:  # the store closed under a stopping server
+            log.exception("agent %s: processes_stopped not recorded", path)
+
+    if wait:
+        finish()
+    else:
+        threading.Thread(target=finish, name=f"orcr-stop-{uuid[:8]}", daemon=True).start()
+
+
+def forget(uuid: str) -> None:
+    with _lock:
+        _seen.pop(uuid, None)
+        _roots.pop(uuid, None)
