@@ -152,6 +152,10 @@ class Orcr:
         """The agents ``kill(target)`` would kill now (``{path, uuid, status}``), killing none."""
         return self.client.call("agent.kill", target=target, dry_run=True)["matches"]
 
+    def resume(self, target: str) -> dict:
+        """Start a lost agent (or one that ended lost or exited) again in its own session."""
+        return self.client.call("agent.resume", target=target)["agent"]
+
     def send(self, target: str, prompt: str, timeout: float | None = None) -> dict:
         check_prompt(prompt)
         return self.client.call("agent.send", target=target, prompt=prompt, timeout=timeout)[

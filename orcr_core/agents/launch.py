@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from orcr_core import dirs
-from orcr_core.contracts import LaunchSpec, PaneInfo, PaneRef
+from orcr_core.contracts import LaunchSpec, PaneInfo, PaneRef, SessionPointer
 from orcr_core.store.models import Agent
 
 
@@ -64,13 +64,25 @@ def launch_spec(server, agent: Agent, launch: dict | None = None) -> LaunchSpec:
     )
 
 
-def launch_command(provider, spec: LaunchSpec, agent: Agent) -> tuple[list[str], dict[str, str]]:
+def launch_command(
+    provider, spec: LaunchSpec, agent: Agent, resume: bool = False
+) -> tuple[list[str], dict[str, str]]:
     """The agent's argv and env: orcr's identity variables, then the provider's.
+
+    With ``resume``, the argv is the provider's ``resume_argv`` for the session
+    the row records (``orcr agent resume``).
 
     Variables a provider removes (``None`` values) are unset with ``env -u``
     in front of the argv, since a multiplexer only adds variables; still no shell.
     """
-    argv = list(provider.launch_argv(spec))
+    if resume:
+        pointer = SessionPointer(
+            agent.agent_session_source or "", agent.agent_session_kind or "id",
+            agent.agent_session_value or "",
+        )  # fmt: skip
+        argv = list(provider.resume_argv(spec, pointer))
+    else:
+        argv = list(provider.launch_argv(spec))
     env = {
         "ORCR_ID": agent.uuid,
         "ORCR_PATH": agent.path,

@@ -96,9 +96,10 @@ def _run(server, agent: Agent) -> None:
             agent = _check(agent)
             _progress(agent, "pane.workspace_applied", workspace_id=ws)
 
+    resuming = bool(agent.resumes)
     if not agent.pane_id:
         agent = _check(agent)
-        argv, env = launch_command(provider, spec, agent)
+        argv, env = launch_command(provider, spec, agent, resume=resuming)
         ref = _started_before(driver, agent)
         if ref is None:
             with db.atomic("IMMEDIATE"):
@@ -127,7 +128,8 @@ def _run(server, agent: Agent) -> None:
                 late = False
                 agent = current
                 _progress(agent, "pane.start_applied", tab_id=ref.tab_id, pane_id=ref.pane_id)
-                pointer = provider.launch_session(spec)
+                # a resumed agent keeps the session it continues
+                pointer = None if resuming else provider.launch_session(spec)
                 if pointer is not None:
                     lifecycle.update(
                         agent,
@@ -144,7 +146,11 @@ def _run(server, agent: Agent) -> None:
 
     prompt = launch.get("prompt")
     pane = pane_of(agent)
-    if prompt:
+    if resuming:  # it continues its session: nothing is typed; turns come from the transcript
+        with db.atomic("IMMEDIATE"):
+            agent = _check(agent)
+            lifecycle.transition(agent, "idle", reason="resumed")
+    elif prompt:
         if agent.turn == 0 and not _turns_since(server, agent, 0):
             _wait_ready(driver, pane)
             agent = _check(agent)

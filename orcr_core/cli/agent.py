@@ -1,4 +1,4 @@
-"""``orcr agent``: run, ls, get, wait, send, read, kill, attach."""
+"""``orcr agent``: run, ls, get, wait, send, read, kill, resume, attach."""
 
 from __future__ import annotations
 
@@ -208,6 +208,24 @@ def agent_kill(target, yes, json_):
         return
     for r in res:
         click.echo(f"{r['path']} {r['result']}")
+
+
+@agent.command(name="resume")
+@click.argument("target")
+@click.option("--json", "json_", is_flag=True)
+def agent_resume(target, json_):
+    """Start a lost agent (or one that ended lost or exited) again, in its own session.
+
+    It keeps its PATH, uuid and transcript, is queued and promoted under the
+    caps like any start, and its provider continues the recorded session
+    (Claude Code ``--resume``, Codex ``resume``). Prints ``<path> <uuid>``.
+    """
+    with _sdk() as orcr:
+        a = orcr.resume(target)
+    if json_:
+        click.echo(jsonlib.dumps(a, indent=2))
+        return
+    click.echo(f"{a['path']} {a['uuid']}")
 
 
 @agent.command(name="wait")

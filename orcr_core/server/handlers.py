@@ -191,6 +191,17 @@ def agent_get(server, conn, rid, params):
     return {"agent": agent}
 
 
+@method("agent.resume")
+def agent_resume(server, conn, rid, params):
+    from orcr_core.agents import resume
+
+    try:
+        agent = resume.resume(server, resolve(_param(params, "target", str)))
+    except resume.ResumeError as exc:
+        raise ProtocolError(exc.code, str(exc)) from None
+    return {"agent": agent_dict(agent)}
+
+
 @method("agent.kill")
 def agent_kill(server, conn, rid, params):
     from orcr_core.agents import pipeline

@@ -91,6 +91,13 @@ def _turn_outcome(database) -> None:
             database.execute_sql(f"ALTER TABLE agent ADD COLUMN {column} TEXT")
 
 
+def _resumes(database) -> None:
+    # how many times ``agent resume`` requeued the row (a blank store has it)
+    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
+    if "resumes" not in have:
+        database.execute_sql("ALTER TABLE agent ADD COLUMN resumes INTEGER")
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
@@ -100,6 +107,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("0004_loops", _loops),
     ("0005_agent_pane_process", _pane_process),
     ("0006_agent_turn_outcome", _turn_outcome),
+    ("0007_agent_resumes", _resumes),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -100,6 +100,7 @@ class Agent(BaseModel):
     pane_id = TextField(null=True)
     #: who runs in the pane (rematch.identity): herdr's terminal id, or pid@start time
     pane_process = TextField(null=True)
+    resumes = IntegerField(null=True)  # times ``agent resume`` requeued this row (None: never)
     agent_session_source = TextField(null=True)
     agent_session_kind = TextField(null=True)
     agent_session_value = TextField(null=True)

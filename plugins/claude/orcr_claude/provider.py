@@ -57,6 +57,16 @@ class ClaudeProvider(JsonlAdapter):
             fixed += ["--settings", STOP_HOOK_SETTINGS]
         return base_argv(self.name, spec.options, "claude", fixed, "--model")
 
+    def resume_argv(self, spec: LaunchSpec, pointer: SessionPointer) -> list[str]:
+        """``argv`` + ``--resume <session id>`` (instead of ``--session-id``) + the rest.
+
+        ``--resume <id>`` continues that conversation in the same session file
+        (Claude Code 1.0.98 and later, the adapter's whole range)."""
+        fixed = ["--resume", pointer.value]
+        if spec.options.get("stop_hook", True):
+            fixed += ["--settings", STOP_HOOK_SETTINGS]
+        return base_argv(self.name, spec.options, "claude", fixed, "--model")
+
     def launch_session(self, spec: LaunchSpec) -> SessionPointer | None:
         return SessionPointer(source="orcr", kind="id", value=spec.uuid)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from orcr_codex.turns import CodexTurns
-from orcr_core.adapter_helpers import JsonlAdapter, base_argv, config_root
+from orcr_core.adapter_helpers import JsonlAdapter, base_argv, config_root, str_list
 from orcr_core.contracts import LaunchSpec, SessionPointer
 
 
@@ -61,6 +61,13 @@ class CodexProvider(JsonlAdapter):
             program = [sys.executable, "-m", "orcr_core.cli", "internal", "codex-notify"]
             fixed = ["-c", "notify=" + json.dumps(program)]
         return base_argv(self.name, spec.options, "codex", fixed, "--model")
+
+    def resume_argv(self, spec: LaunchSpec, pointer: SessionPointer) -> list[str]:
+        """``argv`` + ``resume <thread id>`` + the launch flags: Codex's ``resume``
+        subcommand continues that thread (in the adapter's whole range)."""
+        argv = self.launch_argv(spec)
+        head = len(str_list(spec.options.get("argv", ["codex"]), "providers.codex.argv"))
+        return [*argv[:head], "resume", pointer.value, *argv[head:]]
 
     def launch_session(self, spec: LaunchSpec) -> SessionPointer | None:
         return None  # codex picks its thread id; notify (or herdr) reports it

@@ -40,6 +40,11 @@ class EchoProvider:
         prefix = spec.options.get("argv") or [sys.executable, "-m", "orcr_providers.echo_agent"]
         return [*prefix, "--transcript", self.transcript_path(spec)]
 
+    def resume_argv(self, spec: LaunchSpec, pointer: SessionPointer) -> list[str]:
+        """The launch argv plus ``--resume``: the agent continues its transcript
+        (``pointer`` is that transcript's path), numbering turns on from the last."""
+        return [*self.launch_argv(spec), "--resume"]
+
     def launch_session(self, spec: LaunchSpec) -> SessionPointer:
         return SessionPointer(source="orcr", kind="path", value=self.transcript_path(spec))
 

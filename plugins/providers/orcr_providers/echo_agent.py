@@ -265,11 +265,32 @@ def _raise_stop(signum, _frame):
     raise _Stop(signal.Signals(signum).name.lower())
 
 
+def _turns_in(path: str) -> int:
+    """The highest turn number an earlier run of the agent wrote to ``path``."""
+    last = 0
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("turn"), int):
+                    last = max(last, record["turn"])
+    except FileNotFoundError:
+        pass
+    return last
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m orcr_providers.echo_agent")
     parser.add_argument("--transcript", required=True, help="the JSONL transcript to append to")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the transcript's turns where they stopped"
+    )
     parser.add_argument("--version", action="version", version=f"orcr echo agent {__version__}")
     args = parser.parse_args(argv)
+    turns_before = _turns_in(args.transcript) if args.resume else 0
 
     in_fd, out_fd = sys.stdin.fileno(), sys.stdout.fileno()
     tty = os.isatty(in_fd)
@@ -279,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         record["orcr_id"] = os.environ["ORCR_ID"]
     transcript.write(record)
     agent = EchoAgent(transcript, out_fd, tty)
+    agent.turn = turns_before
 
     saved = None
     if tty:

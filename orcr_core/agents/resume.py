@@ -1,0 +1,103 @@
+"""``orcr agent resume``: start a lost or exited agent again, in its own session.
+
+The row itself goes back to ``queued`` (same uuid, same path, same data dir and
+transcript) with a fresh launch token, so a pane of its earlier life, should one
+reappear, is never taken for the new one. It is promoted FIFO under the caps
+like any start; the pipeline then launches the provider's ``resume_argv`` (the
+recorded argv, env and cwd plus the provider's resume flag for the recorded
+session) and types no prompt: the agent continues where it stopped.
+
+Never doubled: the requeue is one guarded UPDATE from the status the row was
+read in, and the active-path index refuses it while another agent holds the path.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from peewee import IntegrityError
+
+from orcr_core import events
+from orcr_core.store.models import Agent, db
+
+#: exit reasons after which the agent's own process is gone and may be resumed
+RESUMABLE_ENDS = ("lost", "exited")
+
+
+class ResumeError(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def supports_resume(provider) -> bool:
+    return callable(getattr(provider, "resume_argv", None))
+
+
+def resume(server, agent: Agent) -> Agent:
+    """Put ``agent`` back in the queue to be resumed; raise :class:`ResumeError` if not possible."""
+    provider = server.registry.providers.get(agent.provider)
+    if provider is None or not supports_resume(provider):
+        raise ResumeError(
+            "resume_unsupported",
+            f"provider {agent.provider!r} cannot resume an agent (its adapter has no "
+            f"resume_argv); start a new one: orcr agent run -p {agent.provider}",
+        )
+    with db.atomic("IMMEDIATE"):
+        agent = Agent.get_by_id(agent.id)
+        resumable = agent.status == "lost" or (
+            agent.status == "ended" and agent.exit_reason in RESUMABLE_ENDS
+        )
+        if not resumable:
+            now = agent.status + (f" ({agent.exit_reason})" if agent.exit_reason else "")
+            raise ResumeError(
+                "not_resumable",
+                f"agent {agent.path} is {now}; only a lost agent or one that ended "
+                f"lost or exited can be resumed",
+            )
+        if not agent.agent_session_value:
+            raise ResumeError(
+                "no_session",
+                f"agent {agent.path} has no recorded {agent.provider} session to resume",
+            )
+        last = db.execute_sql("SELECT MAX(queue_seq) FROM agent").fetchone()[0] or 0
+        fields = dict(
+            status="queued",
+            queue_seq=last + 1,
+            launch_token=secrets.token_hex(16),
+            workspace_id=None,
+            tab_id=None,
+            pane_id=None,
+            pane_process=None,
+            exit_reason=None,
+            error=None,
+            ended_at=None,
+            started_at=None,
+            last_progress_at=None,
+            idle_since=None,
+            turn_started_at=None,
+            cancel_requested=False,
+            resumes=(agent.resumes or 0) + 1,
+        )
+        try:
+            n = (
+                Agent.update(**fields)
+                .where((Agent.id == agent.id) & (Agent.status == agent.status))
+                .execute()
+            )
+        except IntegrityError:
+            raise ResumeError(
+                "path_in_use",
+                f"path {agent.path!r} is in use by another active agent; kill it first",
+            ) from None
+        if not n:
+            raise ResumeError("not_resumable", f"agent {agent.path} changed meanwhile; try again")
+        events.emit(
+            "agent.status",
+            agent.uuid,
+            **{"from": agent.status, "to": "queued", "path": agent.path},
+            provider=agent.provider,
+            resume=True,
+        )
+    server.notify()
+    return Agent.get_by_id(agent.id)

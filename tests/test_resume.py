@@ -1,0 +1,75 @@
+"""``orcr agent resume`` (issue 10 item 3): a lost agent starts again in a new pane,
+in its own session, through the queue, with the same path, uuid and transcript; it
+is never doubled, and a provider without resume support says so. The echo agent
+continues its transcript, so the whole path runs without API keys."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from orcr_core.testing import until
+
+
+def _get(home, path) -> dict:
+    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
+
+
+def _kill_multiplexer(live) -> None:
+    if live.mux.kind == "herdr":
+        live.mux.emulator.restart()  # the agent's pane comes back as a plain shell
+    else:
+        subprocess.run(["tmux", "-S", str(live.mux.socket), "kill-server"], check=True)
+
+
+def _transcript_prompts(live, uuid: str) -> list[tuple[int, str]]:
+    path = live.path / "agents" / uuid / "echo.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [(r["turn"], r["text"]) for r in records if r.get("type") == "prompt"]
+
+
+def test_resume_a_lost_agent_in_its_own_session(live):
+    live.start_server()
+    live.run("agent", "run", "-p", "echo", "--path", "e/one", "first", check=True)
+    live.run("agent", "wait", "e/one", "--timeout", "30s", check=True)
+    before = _get(live, "e/one")
+    _kill_multiplexer(live)
+    ended = until(lambda: (a := _get(live, "e/one"))["status"] == "ended" and a, 30)
+    assert ended["exit_reason"] == "lost"
+
+    out = live.run("agent", "resume", "e/one", check=True).stdout.split()
+    assert out == ["e/one", before["uuid"]]  # same path, same uuid
+    again = live.run("agent", "resume", "e/one")  # never doubled
+    assert again.returncode != 0 and "not_resumable" in again.stderr, again.stderr
+    until(lambda: _get(live, "e/one")["status"] == "idle", 30, what="resumed, idle")
+    # the path is still taken: no second agent on it
+    taken = live.run("agent", "run", "-p", "echo", "--path", "e/one", "x")
+    assert taken.returncode != 0 and "path_in_use" in taken.stderr
+
+    live.run("agent", "send", "e/one", "second", check=True)
+    live.run("agent", "wait", "e/one", "--timeout", "30s", check=True)
+    assert live.run("agent", "read", "e/one", check=True).stdout == "second\n"
+    # one transcript, continued: turn 2 follows turn 1, the first prompt not typed again
+    assert _transcript_prompts(live, before["uuid"]) == [(1, "first"), (2, "second")]
+    statuses = [e["data"] for e in live.events(before["uuid"]) if e["kind"] == "agent.status"]
+    requeued = [d for d in statuses if d["to"] == "queued" and d.get("resume")]
+    assert len(requeued) == 1 and requeued[0]["from"] == "ended", statuses
+    starts = [e for e in live.events(before["uuid"]) if e["kind"] == "pane.start_requested"]
+    assert len(starts) == 2 and "--resume" in starts[1]["data"]["argv"]
+    assert "--resume" not in starts[0]["data"]["argv"]
+
+
+def test_resume_refuses_what_it_cannot_resume(orcr_home):
+    orcr_home.start_server()
+    orcr_home.run("agent", "run", "-p", "testp", "--path", "n/live", "hi", check=True)
+    until(lambda: _get(orcr_home, "n/live")["status"] in ("working", "idle"), 30)
+    r = orcr_home.run("agent", "resume", "n/live")
+    assert r.returncode != 0 and ("not_resumable" in r.stderr or "resume" in r.stderr), r.stderr
+    orcr_home.run("agent", "run", "-p", "command", "--path", "n/cmd", "--", "sleep", "60")
+    until(lambda: _get(orcr_home, "n/cmd")["status"] in ("working", "idle", "ended"), 30)
+    orcr_home.run("agent", "kill", "n/cmd", check=True)
+    r = orcr_home.run("agent", "resume", "n/cmd")
+    assert r.returncode != 0 and "resume_unsupported" in r.stderr, r.stderr
+    assert "command" in r.stderr
+    r = orcr_home.run("agent", "resume", "n/nothing")
+    assert r.returncode != 0 and "not_found" in r.stderr
