@@ -45,7 +45,23 @@ class Watcher:
         self.conn: Client | None = None
         self.cursor = 0
         self.only: set[str] | None = None
-        self.snapshot = self._open()
+        self.snapshot = self._first_open()
+
+    def _first_open(self) -> dict:
+        """The first snapshot, retried like a reconnect if the server goes away mid-handshake."""
+        delay, give_up, dropped = 0.05, time.monotonic() + self.reconnect_for, False
+        while True:
+            try:
+                return self._open()
+            except (ServerError, OSError) as exc:
+                code = exc.code if isinstance(exc, ServerError) else "connection_closed"
+                if code not in GONE or (code != "connection_closed" and not dropped):
+                    raise  # no server to begin with is an answer, not an outage
+                dropped = True
+                if time.monotonic() > give_up:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
     def _open(self) -> dict:
         """``watch.open`` on a fresh connection: the snapshot, and the cursor at it."""

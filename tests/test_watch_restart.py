@@ -43,6 +43,11 @@ def test_cli_wait_survives_a_server_sigkill(orcr_home):
         # the waiting CLI reconnects, autostarting a server as any verb does
         until(lambda: orcr_home.socket.exists(), what="a restarted server")
         until(lambda: orcr_home.run("agent", "get", "w/a").returncode == 0)
+        panes = td.read_state()["panes"]
+        assert agent["pane_id"] in panes, (
+            [(e["kind"], e["data"]) for e in orcr_home.events()][-12:],
+            (orcr_home.path / "run" / "server.log").read_text()[-3000:],
+        )
         td.set_status(agent["pane_id"], "idle")
         out, err = wait.communicate(timeout=60)
         assert wait.returncode == 0, err
