@@ -25,6 +25,8 @@ VOLATILE = [
     (re.compile(r"\bstore /\S+"), "store <path>"),
     (re.compile(r"(?<=\s)\d+[smhd](?=\s)"), "<age>"),  # the AGE column
     (re.compile(r"\btranscripts \d+ notified"), "transcripts <n> notified"),  # load-dependent
+    # inotify, or off where the machine's inotify instances or watches are used up
+    (re.compile(r"\bnotified \(\w+\)"), "notified (<how>)"),
     (re.compile(r"\b\d+ polled"), "<n> polled"),
     (re.compile(r"\bwrite transactions \d+"), "write transactions <n>"),
     (re.compile(r"[ \t]+"), " "),  # column widths follow the values
