@@ -212,7 +212,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "timings.gc_after": _duration_range(1, 365 * 86400),
     "timings.stop_grace": _duration_range(0, 3600),
     "timings.prompt_confirm": _duration_range(0.1, 60),
-    "timings.poll_every": _duration_range(0.01, 10),
+    "timings.poll_every": _duration_range(0.01, 3600),
     "events.retention": _int_range(1, MAX_RETENTION),
     "loops.log_max_bytes": _int_range(1000, 2**30),
     "loops.keep_runs": _int_range(1, MAX_CAP),

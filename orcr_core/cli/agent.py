@@ -218,7 +218,7 @@ def agent_resume(target, json_):
 
     It keeps its PATH, uuid and transcript, is queued and promoted under the
     caps like any start, and its provider continues the recorded session
-    (Claude Code ``--resume``, Codex ``resume``). Prints ``<path> <uuid>``.
+    (Claude Code --resume, Codex resume). Prints <path> <uuid>.
     """
     with _sdk() as orcr:
         a = orcr.resume(target)
