@@ -11,15 +11,10 @@ import time
 import click
 
 from orcr_core.cli.errors import ExitCode, OrcrCliError
+from orcr_core.cli.output import echo_results, sdk
 
 #: back to the line's start and erase it (ECMA-48 EL): progress lines leave no residue
 CLEAR_LINE = "\r\x1b[K"
-
-
-def _sdk():
-    from orcr_core.sdk import Orcr
-
-    return Orcr()
 
 
 def _duration(ctx, param, value, limit: float | None = None):
@@ -102,7 +97,7 @@ def agent_run(provider, path_, name, cwd, timeout, prompt_opt, json_, args):
     from orcr_core.sdk import check_prompt
 
     check_prompt(prompt)  # before connecting: an oversized prompt is never sent
-    with _sdk() as orcr:  # no --provider: the server applies [agent] provider
+    with sdk() as orcr:  # no --provider: the server applies [agent] provider
         res = orcr.run(
             prompt, provider=provider, path=path_, name=name, cwd=cwd, timeout=timeout, argv=argv
         )
@@ -141,7 +136,7 @@ def _table(rows: list[dict]) -> None:
 @click.option("--json", "json_", is_flag=True, help="JSON rows.")
 def agent_ls(prefix, all_, json_):
     """List active agents (under PREFIX, a path)."""
-    with _sdk() as orcr:
+    with sdk() as orcr:
         rows = orcr.list(prefix=prefix, all=all_)
     if json_:
         click.echo(jsonlib.dumps(rows))
@@ -154,7 +149,7 @@ def agent_ls(prefix, all_, json_):
 @click.option("--json", "json_", is_flag=True)
 def agent_get(target, json_):
     """Show one agent (PATH or UUID)."""
-    with _sdk() as orcr:
+    with sdk() as orcr:
         a = orcr.get(target)
     if json_:
         click.echo(jsonlib.dumps(a))
@@ -200,14 +195,10 @@ def agent_kill(target, yes, json_):
     steps; working and idle ones end killed. A glob matching more than 5
     agents asks first on a terminal; without one it needs --yes.
     """
-    with _sdk() as orcr:
+    with sdk() as orcr:
         _confirm_many(orcr, target, yes)
         res = orcr.kill(target)
-    if json_:
-        click.echo(jsonlib.dumps(res))
-        return
-    for r in res:
-        click.echo(f"{r['path']} {r['result']}")
+    echo_results(res, json_)
 
 
 @agent.command(name="resume")
@@ -220,7 +211,7 @@ def agent_resume(target, json_):
     caps like any start, and its provider continues the recorded session
     (Claude Code --resume, Codex resume). Prints <path> <uuid>.
     """
-    with _sdk() as orcr:
+    with sdk() as orcr:
         a = orcr.resume(target)
     if json_:
         click.echo(jsonlib.dumps(a, indent=2))
@@ -255,7 +246,7 @@ def agent_wait(target, until, timeout, json_):
             )
 
     try:
-        with _sdk() as orcr:
+        with sdk() as orcr:
             a = orcr.wait(target, until=until, timeout=timeout, on_change=progress)
     except WaitTimeout as exc:
         raise OrcrCliError(str(exc), ExitCode.TIMEOUT) from None
@@ -306,7 +297,7 @@ def agent_send(target, prompt, timeout):
     from orcr_core.sdk import check_prompt
 
     check_prompt(prompt)
-    with _sdk() as orcr:
+    with sdk() as orcr:
         a = orcr.send(target, prompt, timeout=timeout)
     click.echo(f"{a['path']} {a['status']} turn {a['turn']}")
 
@@ -323,7 +314,7 @@ def agent_read(target, last, json_):
     Control characters and escape sequences are left out (--json keeps them);
     for a provider without a transcript it prints the pane's screen.
     """
-    with _sdk() as orcr:
+    with sdk() as orcr:
         r = orcr.read(target, last=last)
     failed = r.get("text") is None and r.get("turn_status") in TURN_FAILURES
     if json_:
@@ -359,7 +350,7 @@ def printable(text: str) -> str:
 @click.argument("target")
 def agent_attach(target):
     """Focus the agent's pane and print how to attach a terminal to it."""
-    with _sdk() as orcr:
+    with sdk() as orcr:
         r = orcr.client.call("agent.attach", target=target)
     click.echo(r["hint"])
     if r.get("command") and sys.stdin.isatty() and sys.stdout.isatty():

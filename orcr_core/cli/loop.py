@@ -12,18 +12,7 @@ import click
 
 from orcr_core.cli.agent import _duration
 from orcr_core.cli.errors import OrcrCliError
-
-
-def _sdk():
-    from orcr_core.sdk import Orcr
-
-    return Orcr()
-
-
-def _echo_table(cols: tuple, data: list[tuple]) -> None:
-    widths = [max([len(c)] + [len(str(r[i])) for r in data]) for i, c in enumerate(cols)]
-    for r in [cols, *data]:
-        click.echo("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+from orcr_core.cli.output import echo_results, echo_table, sdk
 
 
 def _local(iso: str | None, tz: str | None = None) -> str:
@@ -106,7 +95,7 @@ def loop_create(name, args, once_at, tz, overlap, max_concurrency, timeout, json
         if found is None:
             raise OrcrCliError(f"command {args[0]!r} not found on PATH; give a path to it")
         args[0] = found
-    with _sdk() as orcr:
+    with sdk() as orcr:
         lp = orcr.loop_create(
             name,
             args,
@@ -130,7 +119,7 @@ def _simple(verb: str, help_text: str):
     @click.argument("name")
     @click.option("--json", "json_", is_flag=True)
     def cmd(name, json_):
-        with _sdk() as orcr:
+        with sdk() as orcr:
             res = getattr(orcr, f"loop_{verb}")(name)
         lp = res.get("loop", res)
         if json_:
@@ -155,7 +144,7 @@ _simple("rm", "Remove loop NAME (its name is free again); its pending runs are c
 @click.option("--json", "json_", is_flag=True, help="JSON rows.")
 def loop_ls(all_, json_):
     """List loops: next fire in local time and UTC, the last run and its status."""
-    with _sdk() as orcr:
+    with sdk() as orcr:
         rows = orcr.loop_list(all=all_)
     if json_:
         click.echo(jsonlib.dumps(rows))
@@ -175,7 +164,7 @@ def loop_ls(all_, json_):
             )
         )
     if data:
-        _echo_table(("NAME", "STATUS", "CADENCE", "NEXT (LOCAL)", "NEXT (UTC)", "LAST RUN"), data)
+        echo_table(("NAME", "STATUS", "CADENCE", "NEXT (LOCAL)", "NEXT (UTC)", "LAST RUN"), data)
 
 
 def _event_line(ev: dict) -> str:
@@ -206,7 +195,7 @@ def loop_logs(name, run_id, source, follow):
     NAME resolves to the active definition, else the most recent ended one (a
     loop uuid picks an older one).
     """
-    with _sdk() as orcr:
+    with sdk() as orcr:
         if source == "orcr":
             _follow_events(orcr, name, run_id, follow)
         else:
@@ -306,7 +295,7 @@ def loop_run_start(name, json_):
 
     At max-concurrency the run waits pending and starts when a slot frees.
     """
-    with _sdk() as orcr:
+    with sdk() as orcr:
         run = orcr.loop_run_start(name)
     if json_:
         click.echo(jsonlib.dumps(run))
@@ -325,13 +314,9 @@ def loop_run_stop(target, wait, json_):
     under its path), gets TERM, then KILL after timings.stop_grace, and its
     agents are killed; it ends stopped.
     """
-    with _sdk() as orcr:
+    with sdk() as orcr:
         res = orcr.loop_run_stop(target, wait=wait)
-    if json_:
-        click.echo(jsonlib.dumps(res))
-        return
-    for r in res:
-        click.echo(f"{r['path']} {r['result']}")
+    echo_results(res, json_)
 
 
 @loop_run.command(name="ls")
@@ -339,7 +324,7 @@ def loop_run_stop(target, wait, json_):
 @click.option("--json", "json_", is_flag=True)
 def loop_run_ls(name, json_):
     """List the runs of loop NAME, oldest first."""
-    with _sdk() as orcr:
+    with sdk() as orcr:
         rows = orcr.loop_run_list(name)
     if json_:
         click.echo(jsonlib.dumps(rows))
@@ -356,4 +341,4 @@ def loop_run_ls(name, json_):
         for r in rows
     ]
     if data:
-        _echo_table(("RUN", "STATUS", "KIND", "DUE", "EXIT", "UUID"), data)
+        echo_table(("RUN", "STATUS", "KIND", "DUE", "EXIT", "UUID"), data)
