@@ -137,6 +137,22 @@ class OrcrHome:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
+    def reap(self) -> list[str]:
+        """End whatever still runs under this home once the test is over: a server a CLI
+        verb autostarted, the tmux server it started, their panes. Found by ORCR_HOME in
+        their environment; returns what it killed (so a test run leaves nothing behind)."""
+        import psutil
+
+        home, me, killed = str(self.path), os.getpid(), []
+        for p in psutil.process_iter(["pid", "name"]):
+            try:
+                if p.pid != me and p.environ().get("ORCR_HOME") == home:
+                    p.kill()
+                    killed.append(p.info["name"])
+            except (psutil.Error, OSError):
+                continue
+        return killed
+
     def stop_server(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
@@ -207,6 +223,8 @@ def orcr_home(short_tmp, monkeypatch):
     yield h
     h.stop_server()
     h.kill_server()
+    h.reap()
+    h.reap()
 
 
 @pytest.fixture
@@ -274,6 +292,7 @@ def live(request, orcr_home, short_tmp):
     orcr_home.stop_server()
     orcr_home.kill_server()
     mux.close()
+    orcr_home.reap()
 
 
 @pytest.fixture
@@ -288,3 +307,4 @@ def twin(live, short_tmp):
     yield h
     h.stop_server()
     h.kill_server()
+    h.reap()
