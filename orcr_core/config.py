@@ -29,6 +29,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "stop_grace": "10s",
         "prompt_confirm": "3s",
         "poll_every": "250ms",
+        "park_after": "30m",
     },
     "events": {"retention": 100_000},
     "loops": {"log_max_bytes": 10 * 1024 * 1024, "keep_runs": 50, "missed_after": "1m"},
@@ -153,6 +154,34 @@ def _duration_range(lo: float, hi: float) -> Callable[[str, Any], Any]:
     return check
 
 
+def off(value: Any) -> bool:
+    """Whether a ``0 (off)`` duration key is off: ``0``, ``"0"`` or any zero duration."""
+    if value in (0, "0") and not isinstance(value, bool):
+        return True
+    try:
+        return parse_duration(value) == 0
+    except ConfigError:
+        return False
+
+
+def _duration_or_off(lo: float, hi: float) -> Callable[[str, Any], Any]:
+    """``0`` (off) or a duration from ``lo`` to ``hi`` seconds."""
+
+    def check(key: str, value: Any) -> Any:
+        if off(value):
+            return value
+        seconds = parse_duration(value, key)  # not a duration: says so
+        if not lo <= seconds <= hi:
+            raise ConfigError(
+                f"{key} = {value!r} is out of range; use 0 (off) or a duration from "
+                f"{_fmt_seconds(lo)} to {_fmt_seconds(hi)}"
+            )
+        return value
+
+    check.allowed = f"0 (off) or duration {_fmt_seconds(lo)}..{_fmt_seconds(hi)}"  # type: ignore[attr-defined]
+    return check
+
+
 def _string(key: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{key} = {value!r} is not allowed; use a string")
@@ -213,6 +242,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "timings.stop_grace": _duration_range(0, 3600),
     "timings.prompt_confirm": _duration_range(0.1, 60),
     "timings.poll_every": _duration_range(0.01, 3600),
+    "timings.park_after": _duration_or_off(0.1, 30 * 86400),
     "events.retention": _int_range(1, MAX_RETENTION),
     "loops.log_max_bytes": _int_range(1000, 2**30),
     "loops.keep_runs": _int_range(1, MAX_CAP),
@@ -344,7 +374,8 @@ class Config:
         return dict(self.data.get(name, {}))
 
     def duration(self, key: str) -> float:
-        return parse_duration(self.get(key), key)
+        value = self.get(key)
+        return 0.0 if off(value) else parse_duration(value, key)
 
     def cap(self, provider: str | None = None) -> int | None:
         """The global cap, or a provider's cap (None when it has none)."""

@@ -92,6 +92,13 @@ class PaneInfo:
     #: the pid of the pane's own process (tmux ``#{pane_pid}``), or None when the
     #: snapshot does not carry it (see :meth:`Driver.pane_pid`)
     pid: int | None = None
+    #: the pane is in this instance's parking area (moved there by ``move(pane,
+    #: PARKING)``); always False from a driver without parking support
+    parked: bool = False
+
+
+#: The ``dest`` of :meth:`Driver.move` that means "this instance's parking area".
+PARKING = "parking"
 
 
 @dataclass(frozen=True)
@@ -177,6 +184,15 @@ class Driver(Protocol):
     # ``on_start()`` once the stream is up (the core then stops polling snapshots);
     # ``pane_exited`` with ``data.pane_id`` means that pane's process exited by
     # itself. Read with getattr (docs/plugins/index.md).
+    # Optional: ``move(pane, dest) -> PaneRef``: park and un-park. ``dest`` is
+    # :data:`PARKING` (this instance's parking area, created on demand) or a
+    # workspace id from :meth:`ensure_workspace` (back where the agent belongs).
+    # The pane keeps its process, label and marks; the move is one multiplexer
+    # step (the agent is in exactly one place before and after it) and returns
+    # where the pane now is (herdr gives a pane a new id in another workspace).
+    # A pane that does not carry ``pane.instance``/``pane.launch_token`` is not
+    # moved (``DriverError`` code ``pane_not_found``). Snapshots then report
+    # ``PaneInfo.parked``. A driver without ``move`` never parks: agents stay.
     # Optional: ``pane_pid(pane) -> int | None``, the pid of the pane's own
     # process (the root of what the agent started), or None when unknown. orcr
     # ends that process tree when the agent ends; a driver without it leaves

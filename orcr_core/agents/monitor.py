@@ -6,7 +6,7 @@ multiplexer's agent state is used only for providers without a transcript.
 Event-driven, so an idle fleet costs next to nothing: transcript growth comes
 from filesystem notifications (:mod:`orcr_core.agents.fswatch`), pane changes
 from the multiplexer's own event stream, and every clock (stuck-start guard,
-turn timeout, GC) from one heap of deadlines (:mod:`orcr_core.agents.timers`)
+turn timeout, GC, park) from one heap of deadlines (:mod:`orcr_core.agents.timers`)
 computed from persisted timestamps, so a restart neither resets nor skips one.
 Notifications are hints, never the truth: each one makes the monitor read the
 transcript or take a snapshot and compare. What cannot be notified is polled
@@ -24,7 +24,7 @@ import threading
 import time
 
 from orcr_core import events
-from orcr_core.agents import lifecycle, pipeline, procs, rematch, transcripts
+from orcr_core.agents import lifecycle, parking, pipeline, procs, rematch, transcripts
 from orcr_core.agents.fswatch import TranscriptWatcher
 from orcr_core.agents.launch import owned, pane_of
 from orcr_core.agents.timers import Timers
@@ -215,6 +215,9 @@ class Monitor:
             self.timers.arm(agent.turn_started_at + agent.timeout, agent.uuid, "timeout")
         elif agent.status == "idle" and agent.idle_since:
             self.timers.arm(agent.idle_since + cfg.duration("timings.gc_after"), agent.uuid, "gc")
+            park_at = parking.due_at(self.server, agent)
+            if park_at is not None:
+                self.timers.arm(park_at, agent.uuid, "park")
 
     def _watch(self, agent: Agent) -> None:
         """Watch the agent's transcript once its reader exists (then read it once more:
@@ -413,6 +416,9 @@ def _agent(server, agent: Agent, now: float) -> None:
         if agent.idle_since + cfg.duration("timings.gc_after") < now:
             pipeline.end(server, agent, "gc")
             return
+        park_at = parking.due_at(server, agent)
+        if park_at is not None and park_at <= now:
+            parking.request(server, agent)  # on the pipeline pool: a move is a driver call
     _turns(server, agent)
 
 

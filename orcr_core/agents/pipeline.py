@@ -15,7 +15,7 @@ import logging
 import time
 
 from orcr_core import dirs, events, faults
-from orcr_core.agents import lifecycle, procs, transcripts
+from orcr_core.agents import lifecycle, parking, procs, transcripts
 from orcr_core.agents.launch import (
     launch_command,
     launch_info,
@@ -254,6 +254,11 @@ def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> Non
 
     def _deliver(server, uuid):
         a = Agent.get(Agent.uuid == uuid)
+        try:
+            a = parking.unpark(server, a, "prompt")  # a parked agent comes back first
+        except DriverError as exc:
+            # the prompt reaches the pane wherever it is: an answer matters more
+            log.warning("agent %s: not un-parked for its prompt: %s", a.path, exc)
         try:
             ok = deliver(server, a, prompt, turns_before)
         except DriverError as exc:

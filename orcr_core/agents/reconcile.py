@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from orcr_core import dirs, events
-from orcr_core.agents import lifecycle, pipeline, rematch
+from orcr_core.agents import lifecycle, parking, pipeline, rematch
 from orcr_core.agents.launch import owned, ref_of
 from orcr_core.contracts import DriverError
 from orcr_core.store.models import ACTIVE, Agent, db
@@ -43,6 +43,9 @@ def recover(server) -> None:
     mine = owned(snap)
     for agent in Agent.select().where(Agent.status.in_(("starting", "working", "idle", "lost"))):
         pane = mine.get(agent.launch_token)
+        if agent.status != "starting":
+            # a half-done park or un-park: where the pane is settles it
+            parking.recover(server, agent, None if pane is None or pane.dead else pane)
         if agent.status == "starting":
             _recover_starting(server, agent, pane)
         elif agent.cancel_requested:

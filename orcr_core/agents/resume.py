@@ -69,6 +69,9 @@ def resume(server, agent: Agent) -> Agent:
             tab_id=None,
             pane_id=None,
             pane_process=None,
+            parked_at=None,  # a new pane starts in its workspace
+            unparked_at=None,
+            move_state=None,
             exit_reason=None,
             error=None,
             ended_at=None,

@@ -1,8 +1,8 @@
-"""One heap of per-agent deadlines (turn timeout, GC, stuck-start guard).
+"""One heap of per-agent deadlines (turn timeout, GC, park, stuck-start guard).
 
 Deadlines are wall-clock instants computed from persisted timestamps
 (``turn_started_at + timeout``, ``idle_since + timings.gc_after``,
-``last_progress_at + timings.max_starting``), so a server restart rebuilds the
+``idle_since + timings.park_after``, ``last_progress_at + timings.max_starting``), so a server restart rebuilds the
 same heap from the store and neither resets nor skips a clock. An entry is a
 hint: when it falls due the monitor re-reads the row and acts only if the
 deadline still holds; a moved deadline simply gets a new entry.

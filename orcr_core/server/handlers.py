@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import socket
@@ -17,6 +18,7 @@ from orcr_core.server.loop_handlers import LOOP_HANDLERS
 from orcr_core.store.db import SCHEMA_VERSION
 from orcr_core.store.models import Agent, Meta, db
 
+log = logging.getLogger("orcr.handlers")
 STREAMED = object()
 HANDLERS = dict(LOOP_HANDLERS)
 
@@ -58,6 +60,9 @@ def agent_dict(a: Agent) -> dict:
         "turn_status": a.turn_status,
         "turn_error": a.turn_error,
         "timeout": a.timeout,
+        "parked": bool(a.parked_at),
+        "parked_at": iso(a.parked_at),
+        "move_state": a.move_state,
         "cancel_requested": a.cancel_requested,
         "workspace_id": a.workspace_id,
         "tab_id": a.tab_id,
@@ -418,14 +423,21 @@ def store_info(server, conn, rid, params):
 
 @method("agent.attach")
 def agent_attach(server, conn, rid, params):
+    from orcr_core.agents import parking
+    from orcr_core.contracts import DriverError
 
     agent = resolve(_param(params, "target", str))
-    pane = pane_of(agent)
     drv = server.driver
-    if pane is None or drv is None or agent.status == "ended":
+    if agent.pane_id is None or drv is None or agent.status == "ended":
         raise ProtocolError(
             "not_attachable", f"agent {agent.path} has no live pane ({agent.status})"
         )
+    try:
+        agent = parking.unpark(server, agent, "attach")  # back in its workspace first
+    except DriverError as exc:
+        log.warning("agent %s: not un-parked for attach: %s", agent.path, exc)
+        agent = Agent.get_by_id(agent.id)  # attach where it is
+    pane = pane_of(agent)
     focus = getattr(drv, "focus", None)
     if focus is not None:
         focus(pane)

@@ -98,6 +98,15 @@ def _resumes(database) -> None:
         database.execute_sql("ALTER TABLE agent ADD COLUMN resumes INTEGER")
 
 
+def _parking(database) -> None:
+    # when the agent's pane was parked (None: in its workspace) and last un-parked
+    # (the park clock restarts there); a blank store has both
+    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
+    for column in ("parked_at", "unparked_at"):
+        if column not in have:
+            database.execute_sql(f"ALTER TABLE agent ADD COLUMN {column} REAL")
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
@@ -108,6 +117,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("0005_agent_pane_process", _pane_process),
     ("0006_agent_turn_outcome", _turn_outcome),
     ("0007_agent_resumes", _resumes),
+    ("0008_agent_parking", _parking),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -106,7 +106,9 @@ class Agent(BaseModel):
     agent_session_value = TextField(null=True)
     transcript_path = TextField(null=True)
     cancel_requested = BooleanField(default=False)
-    move_state = TextField(null=True)
+    move_state = TextField(null=True)  # parking | unparking while a move is under way
+    parked_at = FloatField(null=True)  # set while the pane is in the parking area (0008)
+    unparked_at = FloatField(null=True)  # the last un-park: the park clock restarts (0008)
     turn = IntegerField(default=0)
     turns_done = IntegerField(default=0)
     # how the last ended turn ended (completed, errored, interrupted) and its error

@@ -26,7 +26,14 @@ from typing import Any
 
 from orcr_core import dirs
 from orcr_core.argv import missing_program
-from orcr_core.contracts import DriverError, PaneInfo, PaneRef, SessionPointer, StartSpec
+from orcr_core.contracts import (
+    PARKING,
+    DriverError,
+    PaneInfo,
+    PaneRef,
+    SessionPointer,
+    StartSpec,
+)
 from orcr_herdr.client import HerdrClient
 from orcr_herdr.paths import session_socket
 
@@ -74,6 +81,10 @@ def _pointer(raw: Any) -> SessionPointer | None:
         source=raw.get("source", ""), kind=raw.get("kind", "id"), value=raw["value"]
     )
 
+
+#: The parking workspace's label is ``orcr-parked-<instance id>``: a ``-`` never
+#: occurs in a level-1 segment, so no agent workspace can carry it.
+PARKING_PREFIX = "orcr-parked-"
 
 #: The marks on an agent's tab label: ``<name> [orcr:<instance>:<launch token>]``.
 _MARKS = re.compile(r"\[orcr:([A-Za-z0-9_-]+):([A-Za-z0-9_-]+)\]$")
@@ -345,6 +356,47 @@ class HerdrDriver:
             if exc.code not in ("pane_not_found", "tab_not_found"):
                 raise
 
+    # ------------------------------------------------------------ park, un-park
+    @staticmethod
+    def parking_label() -> str:
+        return PARKING_PREFIX + dirs.instance_id()
+
+    def move(self, pane: PaneRef, dest: str) -> PaneRef:
+        """``pane.move`` into a new tab of the parking workspace (``dest``
+        :data:`PARKING`, created on demand) or of the workspace ``dest``.
+
+        The new tab gets the agent's tab label, marks included, in the same
+        request, so the marks never leave the pane. herdr keeps the terminal
+        (process, label) and gives the pane a new id in another workspace; the
+        emptied tab (and workspace) closes by itself. The marks are checked
+        first, as :meth:`close` does.
+        """
+        try:
+            info = self._pane(pane)
+            label = self.request("tab.get", {"tab_id": info["tab_id"]})["tab"].get("label")
+        except DriverError as exc:
+            if exc.code in ("pane_not_found", "tab_not_found"):
+                raise DriverError(f"pane {pane.pane_id} not found", code="pane_not_found") from exc
+            raise
+        if (pane.instance is not None or pane.launch_token is not None) and parse_marks(label) != (
+            pane.instance,
+            pane.launch_token,
+        ):
+            raise DriverError(f"pane {pane.pane_id} is not this agent's", code="pane_not_found")
+        workspace_id = self.ensure_workspace(self.parking_label()) if dest == PARKING else dest
+        destination = {"type": "new_tab", "workspace_id": workspace_id, "label": label}
+        result = self.request(
+            "pane.move", {"pane_id": pane.pane_id, "destination": destination, "focus": False}
+        )["move_result"]
+        moved = result["pane"]
+        if not result.get("changed") and moved.get("workspace_id") != workspace_id:
+            raise DriverError(
+                f"herdr did not move pane {pane.pane_id}: {result.get('reason')}",
+                code="pane_move_failed",
+            )
+        self._close_bootstrap_shell(workspace_id)  # a new workspace's shell tab
+        return PaneRef(moved["workspace_id"], moved["tab_id"], moved["pane_id"])
+
     def focus(self, pane: PaneRef) -> None:
         """Make the pane the focused one (``orcr agent attach`` then attaches a client)."""
         self.request("pane.focus", {"pane_id": pane.pane_id})
@@ -369,6 +421,10 @@ class HerdrDriver:
     def snapshot(self) -> list[PaneInfo]:
         snap = self.request("session.snapshot", {})["snapshot"]
         marks = {t.get("tab_id"): parse_marks(t.get("label")) for t in snap.get("tabs", [])}
+        parking = self.parking_label()
+        parked = {
+            w.get("workspace_id") for w in snap.get("workspaces", []) if w.get("label") == parking
+        }
         return [
             PaneInfo(
                 pane_id=p["pane_id"],
@@ -382,6 +438,7 @@ class HerdrDriver:
                 terminal_id=p.get("terminal_id"),
                 instance=marks.get(p["tab_id"], (None, None))[0],
                 launch_token=marks.get(p["tab_id"], (None, None))[1],
+                parked=p["workspace_id"] in parked,
             )
             for p in snap.get("panes", [])
         ]

@@ -16,6 +16,9 @@ under ``ORCR_HOME``):
 * one **window per agent**, its single pane tagged with pane options
   ``@orcr_path=<label>``, ``@orcr_instance`` and ``@orcr_token`` (the marks orcr
   matches and closes panes by) and the window named after the label (for humans).
+* a **parking session** ``orcr-parked-<instance id>`` (with its own placeholder),
+  created on the first park: :meth:`TmuxDriver.move` moves an idle agent's window
+  there and back (``move-window``; ids, process and marks unchanged).
 
 Server lifetime: tmux's default ``exit-empty on`` is kept. The server starts
 with the first session and the placeholders keep it up while any workspace
@@ -39,11 +42,22 @@ from typing import Any
 
 from orcr_core import dirs
 from orcr_core.argv import missing_program
-from orcr_core.contracts import DriverError, PaneInfo, PaneRef, SessionPointer, StartSpec
+from orcr_core.contracts import (
+    PARKING,
+    DriverError,
+    PaneInfo,
+    PaneRef,
+    SessionPointer,
+    StartSpec,
+)
 from orcr_tmux.keys import tmux_key
 from orcr_tmux.tmuxcli import INSTALL_HINT, Tmux, TmuxError, no_format, version_ok
 
 SESSION_PREFIX = "orcr-"
+#: The parking session is ``orcr-parked-<instance id>``: the ``-`` after
+#: ``parked`` never occurs in a level-1 segment, so it cannot be a workspace.
+PARKING_PREFIX = "orcr-parked-"
+NOT_MINE = "orcr-not-mine"
 LABEL_OPTION = "@orcr_path"
 ROLE_OPTION = "@orcr_role"
 INSTANCE_OPTION = "@orcr_instance"
@@ -157,7 +171,10 @@ class TmuxDriver:
     # -- workspaces and agents ------------------------------------------------------------
 
     def ensure_workspace(self, level1: str) -> str:
-        name = SESSION_PREFIX + level1
+        return self._ensure_session(SESSION_PREFIX + level1, "@orcr_workspace", level1)
+
+    def _ensure_session(self, name: str, option: str, value: str) -> str:
+        """The session ``name``, created with its placeholder window when missing."""
         target = "=" + name
         try:
             self.tmux.run(["has-session", "-t", target])
@@ -169,7 +186,7 @@ class TmuxDriver:
             self.tmux.run(
                 ["new-session", "-d", "-s", name, "-n", "orcr", "-c", "/", "-x", WIDTH, "-y", HEIGHT,
                  "--", *PLACEHOLDER_ARGV],
-                ["set-option", "-t", target + ":", "@orcr_workspace", level1],
+                ["set-option", "-t", target + ":", option, value],
                 ["set-option", "-p", "-t", target + ":", ROLE_OPTION, "placeholder"],
             )  # fmt: skip
         except TmuxError as exc:
@@ -275,6 +292,53 @@ class TmuxDriver:
             if exc.code not in ("not_found", "server_not_running"):
                 raise
 
+    # -- park and un-park ------------------------------------------------------------------
+
+    @staticmethod
+    def parking_session() -> str:
+        return PARKING_PREFIX + dirs.instance_id()
+
+    def move(self, pane: PaneRef, dest: str) -> PaneRef:
+        """``move-window`` the agent's window (its one pane) to the parking session
+        (``dest`` :data:`PARKING`) or back to a workspace session.
+
+        The window keeps its id, its pane, process, options and marks. The mark
+        check runs in the tmux server in the same step as the move (``if-shell
+        -F``, as :meth:`close`), so a pane id naming another instance's pane is
+        never moved."""
+        session = self.parking_session() if dest == PARKING else dest
+        if dest == PARKING:
+            self._ensure_session(session, "@orcr_parking", dirs.instance_id())
+        move = f"move-window -d -s {pane.pane_id} -t ={session}:"
+        if not _MARK.fullmatch(session):
+            raise DriverError(f"bad destination session {session!r}", code="bad_spec")
+        commands = [move.split()]
+        if pane.instance is not None or pane.launch_token is not None:
+            want = f"{pane.instance or ''}:{pane.launch_token or ''}"
+            if not _MARK.fullmatch(want.replace(":", "_")):
+                raise DriverError(f"pane {pane.pane_id} is not this agent's", code="pane_not_found")
+            have = f"#{{{INSTANCE_OPTION}}}:#{{{TOKEN_OPTION}}}"
+            commands = [
+                ["if-shell", "-F", "-t", pane.pane_id, f"#{{==:{have},{want}}}", move,
+                 f"display-message -p {NOT_MINE}"],
+            ]  # fmt: skip
+        where = ["display-message", "-p", "-t", pane.pane_id, "#{window_id} #{session_name}"]
+        try:
+            out = self.tmux.run(*commands, where)
+        except TmuxError as exc:
+            if exc.code in ("not_found", "server_not_running"):
+                raise DriverError(
+                    f"pane {pane.pane_id} not found: {exc}", code="pane_not_found"
+                ) from exc
+            raise
+        lines = out.split()
+        if NOT_MINE in lines:
+            raise DriverError(f"pane {pane.pane_id} is not this agent's", code="pane_not_found")
+        window_id, now_in = lines[-2:]
+        if now_in != session:
+            raise DriverError(f"pane {pane.pane_id} did not move to {session}", code="move_failed")
+        return PaneRef(workspace_id=session, tab_id=window_id, pane_id=pane.pane_id)
+
     # -- input and output -----------------------------------------------------------------
 
     def send_prompt(self, pane: PaneRef, text: str) -> None:
@@ -376,6 +440,7 @@ class TmuxDriver:
                 return []
             raise
         panes = []
+        parking = self.parking_session()
         for line in out.splitlines():
             parts = line.split("\t", len(_FIELDS) - 1)
             if len(parts) != len(_FIELDS):
@@ -395,6 +460,7 @@ class TmuxDriver:
                     instance=instance or None,
                     launch_token=token or None,
                     pid=int(pid) if pid.isdigit() else None,
+                    parked=session == parking,
                 )
             )
         return panes

@@ -15,6 +15,7 @@ import psutil
 
 from orcr_herdr.testing.emulator import Emulator, Stream
 from orcr_herdr.testing.events import TYPE_ONLY, OutputEntry, QuietEntry, StatusEntry, TypeEntry
+from orcr_herdr.testing.ids import encode_number
 from orcr_herdr.testing.keys import InvalidKey, encode_keys
 from orcr_herdr.testing.model import DETECTED, OFFICIAL_SOURCES, REPLACE_DEFAULT, REPLACE_SOURCES
 from orcr_herdr.testing.transport import ApiError
@@ -407,6 +408,94 @@ def pane_close(emu: Emulator, params: dict, rid: str) -> dict:
     return OK
 
 
+def pane_move(emu: Emulator, params: dict, rid: str) -> dict:
+    """A running pane to another tab, a new tab or a new workspace (socket-api
+    "pane.move"). The terminal (process, label, input history) goes with it; in
+    another workspace it gets that workspace's next pane id. An emptied source
+    tab, then workspace, closes; no pane close/create events, one ``pane_moved``."""
+    from orcr_herdr.testing.model import Workspace
+
+    pane = emu.find_pane(params["pane_id"])
+    dest = params["destination"]
+    src_ws = emu.workspaces[pane.workspace_id]
+    src_tab = emu.find_tab(pane.tab_id)
+    assert src_tab is not None
+    previous = {
+        "previous_pane_id": pane.pane_id,
+        "previous_workspace_id": pane.workspace_id,
+        "previous_tab_id": pane.tab_id,
+    }
+    created_ws = created_tab = None
+    if dest["type"] == "tab":
+        tab = _tab(emu, dest["tab_id"])
+        ws = emu.workspaces[tab.workspace_id]
+        if tab is src_tab:
+            return {
+                "type": "pane_move",
+                "move_result": {
+                    "changed": False,
+                    "reason": "same_tab",
+                    **previous,
+                    "pane": emu.views.pane(pane),
+                    "target_layout": emu.views.layout(tab),
+                    "focused_pane_id": tab.focused_pane_id or "",
+                },
+            }
+    elif dest["type"] == "new_tab":
+        ws = emu.find_workspace(dest.get("workspace_id"))
+        tab = created_tab = emu.new_tab(ws, (dest.get("label") or "").strip() or None)
+    else:  # new_workspace
+        ws_id = f"w{encode_number(emu.next_ws)}"
+        label = (dest.get("label") or "").strip() or None
+        ws = created_ws = Workspace(ws_id, emu.next_ws, pane.cwd, custom_label=label)
+        emu.next_ws += 1
+        emu.workspaces[ws_id] = ws
+        tab = created_tab = emu.new_tab(ws, (dest.get("tab_label") or "").strip() or None)
+    src_tab.panes.remove(pane)
+    if src_tab.focused_pane_id == pane.pane_id:
+        src_tab.focused_pane_id = src_tab.panes[0].pane_id if src_tab.panes else None
+    if ws is not src_ws:
+        new_id = f"{ws.workspace_id}:p{encode_number(ws.next_pane)}"
+        if pane.pane_id in emu._resume_at:
+            emu._resume_at[new_id] = emu._resume_at.pop(pane.pane_id)
+        pane.pane_id, pane.number = new_id, ws.next_pane
+        ws.next_pane += 1
+    pane.workspace_id, pane.tab_id = ws.workspace_id, tab.tab_id
+    tab.panes.append(pane)
+    if tab.focused_pane_id is None:
+        tab.focused_pane_id = pane.pane_id
+    closed: dict[str, Any] = {}
+    source_layout = None
+    if not src_tab.panes:
+        emu._forget_tab(src_ws, src_tab)
+        closed["closed_tab_id"] = src_tab.tab_id
+        if not src_ws.tabs:
+            emu._forget_workspace(src_ws)
+            closed["closed_workspace_id"] = src_ws.workspace_id
+    else:
+        source_layout = emu.views.layout(src_tab)
+    if params.get("focus"):
+        emu.focus_pane(pane)
+    extra: dict[str, Any] = dict(closed)
+    if created_ws is not None:
+        extra["created_workspace"] = emu.views.workspace(created_ws)
+    if created_tab is not None:
+        extra["created_tab"] = emu.views.tab(created_tab)
+    emu._emit("pane_moved", {**previous, "pane": emu.views.pane(pane), **extra})
+    emu._mark_dirty()
+    result = {
+        "changed": True,
+        **previous,
+        "pane": emu.views.pane(pane),
+        "target_layout": emu.views.layout(tab),
+        "focused_pane_id": tab.focused_pane_id or "",
+        **extra,
+    }
+    if source_layout is not None:
+        result["source_layout"] = source_layout
+    return {"type": "pane_move", "move_result": result}
+
+
 def pane_process_info(emu: Emulator, params: dict, rid: str) -> dict:
     pane = emu.find_pane(params.get("pane_id") or "", live=True)
     info: dict[str, Any] = {"pane_id": pane.pane_id, "foreground_processes": []}
@@ -631,6 +720,7 @@ HANDLERS = {
     "pane.send_keys": pane_send_keys,
     "pane.send_input": pane_send_input,
     "pane.close": pane_close,
+    "pane.move": pane_move,
     "pane.process_info": pane_process_info,
     "pane.report_agent_session": pane_report_agent_session,
     "pane.report_agent": pane_report_agent,

@@ -1,0 +1,203 @@
+"""Park and un-park (issue 10 item 6), on real tmux and the herdr emulator.
+
+An idle agent leaves its workspace for this instance's parking area after
+``timings.park_after`` and comes back for a prompt (which it answers) or an
+attach. Each move is an intent/applied pair around ``move_state``; a server
+SIGKILLed at each step is restarted and the agent is in exactly one place, the
+row saying which. The park clock is computed from persisted timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+from orcr_core.testing import until
+
+
+def _get(home, path) -> dict:
+    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
+
+
+def _config(live, park_after: str) -> None:
+    live.config(
+        live.mux.config() + f'[timings]\npoll_every = "50ms"\npark_after = "{park_after}"\n'
+    )
+
+
+def _places(live, label: str) -> list[str]:
+    """Every place the multiplexer shows a pane labelled ``label``: the tmux session
+    or herdr workspace label (a pane in two places would be listed twice)."""
+    if live.mux.kind == "tmux":
+        out = subprocess.run(
+            ["tmux", "-S", str(live.mux.socket), "list-panes", "-a", "-F",
+             "#{@orcr_path}\t#{session_name}\t#{pane_dead}"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        rows = [ln.split("\t") for ln in out.splitlines()]
+        return [session for lab, session, dead in rows if lab == label and dead != "1"]
+    emu = live.mux.emulator
+    return [emu.workspaces[p.workspace_id].label for p in emu.panes() if p.label == label]
+
+
+def _parked_place(live) -> str:
+    from orcr_core import dirs
+
+    return "orcr-parked-" + dirs.instance_id()
+
+
+def _home_place(live, level1: str) -> str:
+    return f"orcr-{level1}" if live.mux.kind == "tmux" else level1
+
+
+def _kinds(live, uuid: str, prefix: str = "pane.move") -> list[tuple[str, dict]]:
+    return [(e["kind"], e["data"]) for e in live.events(uuid) if e["kind"].startswith(prefix)]
+
+
+def _idle_agent(live, path: str = "p/one", prompt: str = "first") -> dict:
+    live.run("agent", "run", "-p", "echo", "--path", path, prompt, check=True)
+    live.run("agent", "wait", path, "--timeout", "60s", check=True)
+    return _get(live, path)
+
+
+def test_idle_agent_is_parked_then_unparked_by_a_prompt(live):
+    _config(live, "1s")
+    live.start_server()
+    agent = _idle_agent(live)
+    assert _places(live, "p/one") == [_home_place(live, "p")]
+    parked = until(lambda: (a := _get(live, "p/one"))["parked"] and a, 30, what="parked")
+    assert parked["status"] == "idle" and parked["move_state"] is None
+    assert _places(live, "p/one") == [_parked_place(live)]  # in exactly one place
+    moves = _kinds(live, agent["uuid"])
+    assert [k for k, _ in moves] == ["pane.move_requested", "pane.moved"]
+    assert moves[1][1]["parked"] is True and moves[1][1]["pane_id"] == parked["pane_id"]
+    # parked after park_after, counted from idle_since (not before)
+    idle_since = agent["idle_since"]
+    requested = next(e for e in live.events(agent["uuid"]) if e["kind"] == "pane.move_requested")
+    assert requested["ts"] >= _ts(idle_since) + 1.0
+
+    live.run("config", "set", "timings.park_after", "1h", check=True)  # stays back once home
+    live.run("agent", "send", "p/one", "second", check=True)
+    live.run("agent", "wait", "p/one", "--timeout", "60s", check=True)
+    assert live.run("agent", "read", "p/one", check=True).stdout == "second\n"  # answered
+    back = _get(live, "p/one")
+    assert not back["parked"] and back["move_state"] is None
+    assert _places(live, "p/one") == [_home_place(live, "p")]
+    events = [(e["kind"], e["data"]) for e in live.events(agent["uuid"])]
+    kinds = [k for k, _ in events]
+    second = max(i for i, k in enumerate(kinds) if k == "prompt.requested")
+    unpark = kinds.index("pane.move_requested", second)
+    assert events[unpark][1]["why"] == "prompt"
+    assert kinds[unpark + 1] == "pane.moved" and events[unpark + 1][1]["parked"] is False
+    assert kinds.index("prompt.applied", unpark) > unpark + 1  # typed once it was home
+
+
+def _ts(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_attach_unparks_and_the_clock_restarts(live):
+    _config(live, "1s")
+    live.start_server()
+    agent = _idle_agent(live)
+    until(lambda: _get(live, "p/one")["parked"], 30, what="parked")
+    live.run("config", "set", "timings.park_after", "1h", check=True)
+    out = live.run("agent", "attach", "p/one", check=True).stdout
+    row = _get(live, "p/one")
+    assert not row["parked"] and row["pane_id"] in out
+    assert _places(live, "p/one") == [_home_place(live, "p")]
+    moved = [d for k, d in _kinds(live, agent["uuid"]) if k == "pane.move_requested"]
+    assert moved[-1]["why"] == "attach"
+    # an attach restarts the park clock (idle_since is long past park_after)
+    live.run("config", "set", "timings.park_after", "2s", check=True)
+    until(lambda: _get(live, "p/one")["parked"], 30, what="parked again")
+    events = live.events(agent["uuid"])
+    back = [e for e in events if e["kind"] == "pane.moved" and not e["data"]["parked"]][-1]
+    again = [e for e in events if e["kind"] == "pane.move_requested"][-1]
+    assert again["ts"] >= back["ts"] + 2.0
+
+
+def test_restart_keeps_the_park_clock(live):
+    """The park deadline is computed from the persisted idle_since: a server that was
+    down past it parks at once; it does not start counting again."""
+    _config(live, "1h")
+    live.start_server()
+    agent = _idle_agent(live)
+    live.stop_server()
+    with sqlite3.connect(live.path / "store.db") as conn:  # as if idle for 2h
+        conn.execute(
+            "UPDATE agent SET idle_since = ? WHERE uuid = ?", (time.time() - 7200, agent["uuid"])
+        )
+    live.start_server()
+    until(lambda: _get(live, "p/one")["parked"], 30, what="parked after the restart")
+    assert _places(live, "p/one") == [_parked_place(live)]
+
+
+def test_parking_off(live):
+    _config(live, "0")
+    live.start_server()
+    agent = _idle_agent(live)
+    live.run("agent", "send", "p/one", "second", check=True)  # a full round with parking off
+    live.run("agent", "wait", "p/one", "--timeout", "60s", check=True)
+    assert not _get(live, "p/one")["parked"]
+    assert _kinds(live, agent["uuid"]) == []
+    assert _places(live, "p/one") == [_home_place(live, "p")]
+
+
+#: (fault point, where the agent is after the restart, what recovery did)
+PARK_POINTS = [("park_requested", False, "rolled_back"), ("park_moved", True, "completed")]
+UNPARK_POINTS = [("unpark_requested", True, "rolled_back"), ("unpark_moved", False, "completed")]
+
+
+def _restart_and_check(live, uuid: str, point: str, parked: bool, outcome: str) -> dict:
+    assert live.proc.wait(30) == -signal.SIGKILL, live.server_log()
+    _config(live, "1h")  # nothing moves again while the outcome is checked
+    live.start_server()
+    row = _get(live, "p/one")
+    assert row["move_state"] is None and row["parked"] is parked, (point, row)
+    where = _parked_place(live) if parked else _home_place(live, "p")
+    assert _places(live, "p/one") == [where]  # never lost, never doubled
+    repair = [d for k, d in _kinds(live, uuid) if d.get("repair")]
+    assert repair and repair[-1]["outcome"] == outcome, repair
+    return row
+
+
+@pytest.mark.parametrize("point, parked, outcome", PARK_POINTS, ids=[p[0] for p in PARK_POINTS])
+def test_sigkill_mid_park(live, point, parked, outcome):
+    _config(live, "1s")
+    live.start_server(extra_env={"ORCR_FAULT": point})
+    agent = _idle_agent(live)
+    _restart_and_check(live, agent["uuid"], point, parked, outcome)
+    # either way it ends up parked (a rolled-back park is due again at once) ...
+    live.run("config", "set", "timings.park_after", "1s", check=True)
+    until(lambda: _get(live, "p/one")["parked"], 30, what="parked")
+    assert _places(live, "p/one") == [_parked_place(live)]
+    # ... and answers a prompt after un-parking
+    live.run("config", "set", "timings.park_after", "1h", check=True)
+    live.run("agent", "send", "p/one", "again", check=True)
+    live.run("agent", "wait", "p/one", "--timeout", "60s", check=True)
+    assert live.run("agent", "read", "p/one", check=True).stdout == "again\n"
+    assert _places(live, "p/one") == [_home_place(live, "p")]
+
+
+@pytest.mark.parametrize("point, parked, outcome", UNPARK_POINTS, ids=[p[0] for p in UNPARK_POINTS])
+def test_sigkill_mid_unpark(live, point, parked, outcome):
+    _config(live, "1s")
+    live.start_server()
+    agent = _idle_agent(live)
+    until(lambda: _get(live, "p/one")["parked"], 30, what="parked")
+    live.stop_server()
+    _config(live, "1h")
+    live.start_server(extra_env={"ORCR_FAULT": point})
+    live.run("agent", "attach", "p/one")  # the server dies under it
+    _restart_and_check(live, agent["uuid"], point, parked, outcome)
+    live.run("agent", "attach", "p/one", check=True)
+    assert _places(live, "p/one") == [_home_place(live, "p")]
+    assert not _get(live, "p/one")["parked"]
