@@ -23,12 +23,20 @@ from orcr_core.testing import CORPUS_HOW, corpus_dir, until  # noqa: F401  (unti
 
 ROOT = Path(__file__).resolve().parent
 TEST_PLUGINS = ROOT / "tests" / "plugins"
+# tests/ holds importable helpers: fake_models (fake model APIs), real_cli.tier
+sys.path.insert(0, str(ROOT / "tests"))
 
 # The conformance group: tests marked ``conformance`` read the third-party transcript
 # corpus, which stays outside the repository (mixed licences). They run whenever it
 # is found; otherwise they are deselected and one summary line says why and how to
 # run them. ``.ci/run`` sets ORCR_SHARED, so CI always runs them.
 _CONFORMANCE = pytest.StashKey[tuple]()
+# The real_cli tier: tests marked ``real_cli`` drive the real Claude Code and Codex
+# CLIs (tests/real_cli). They run when the CLIs are found and the process is in a
+# loopback-only network namespace; otherwise one summary line says why and how to run
+# them (scripts/provider-smoke). ORCR_REAL_CLI=required (set by provider-smoke) makes
+# a missing prerequisite an error instead.
+_REAL_CLI = pytest.StashKey[tuple]()
 
 
 def pytest_configure(config):
@@ -36,6 +44,11 @@ def pytest_configure(config):
         "markers",
         "conformance: reads the third-party transcript corpus (shared/fixtures/transcripts); "
         "runs when it is found, else is reported as not run",
+    )
+    config.addinivalue_line(
+        "markers",
+        "real_cli: drives the real provider CLIs (tests/real_cli); runs when they are "
+        "installed and the network is loopback-only, else is reported as not run",
     )
 
 
@@ -50,8 +63,27 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=group)
     config.stash[_CONFORMANCE] = (corpus, len(group))
 
+    real = [item for item in items if item.get_closest_marker("real_cli")]
+    if real:
+        from real_cli.tier import availability
+
+        folder, why = availability()
+        if folder is None:
+            if os.environ.get("ORCR_REAL_CLI") == "required":
+                raise pytest.UsageError(f"real_cli tier required but cannot run: {why}")
+            items[:] = [item for item in items if not item.get_closest_marker("real_cli")]
+            config.hook.pytest_deselected(items=real)
+        config.stash[_REAL_CLI] = (folder, why, len(real))
+
 
 def pytest_terminal_summary(terminalreporter, config):
+    folder, why, real = config.stash.get(_REAL_CLI, (None, "", 0))
+    if real and folder is None:
+        from real_cli.tier import HOW
+
+        terminalreporter.write_line(f"real_cli: {real} tests NOT RUN: {why}; {HOW}")
+    elif real:
+        terminalreporter.write_line(f"real_cli: {real} tests selected, provider CLIs in {folder}")
     corpus, count = config.stash.get(_CONFORMANCE, (None, 0))
     if not count:
         return

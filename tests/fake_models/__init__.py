@@ -1,0 +1,40 @@
+"""Fake model APIs for driving the real provider CLIs: scriptable, local, recorded.
+
+Two servers speak just enough of the real wire protocols for Claude Code and
+Codex to run a conversation against them, with streaming (SSE):
+
+- :func:`anthropic_server` — the Anthropic Messages API (``POST /v1/messages``,
+  ``stream: true``), plus the side endpoints Claude Code calls
+  (``/v1/messages/count_tokens``, ``/v1/models``);
+- :func:`responses_server` — the OpenAI Responses API (``POST /v1/responses``,
+  ``stream: true``), plus ``/v1/models``.
+
+Both run in-process on 127.0.0.1 with an ephemeral port, answer from a
+:class:`Script` and record every request::
+
+    from fake_models import Script, Text, Tool, anthropic_server
+
+    script = Script({"hello": "Hi there", "list files": [Tool.bash("ls"), "listed"]})
+    with anthropic_server(script) as srv:
+        env = {"ANTHROPIC_BASE_URL": srv.url, "ANTHROPIC_API_KEY": srv.api_key}
+        ...
+        assert srv.prompts() == ["hello", "list files"]
+
+See :mod:`fake_models.script` for what a script can answer (text, slow
+streaming, a held stream, a tool call, a subagent, an error, a rate limit).
+"""
+
+from fake_models.anthropic import anthropic_server
+from fake_models.openai_responses import responses_server
+from fake_models.script import Error, Hold, RateLimit, Script, Text, Tool
+
+__all__ = [
+    "Error",
+    "Hold",
+    "RateLimit",
+    "Script",
+    "Text",
+    "Tool",
+    "anthropic_server",
+    "responses_server",
+]

@@ -1,0 +1,170 @@
+"""A fake Anthropic Messages API for Claude Code (``ANTHROPIC_BASE_URL``).
+
+``POST /v1/messages`` answers from the script, streamed as the real API does
+(``message_start``, ``content_block_*``, ``message_delta``, ``message_stop``)
+or as one JSON message when ``stream`` is false. ``/v1/messages/count_tokens``
+and ``/v1/models`` answer plausibly; anything else is a 404 (and recorded).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from fake_models.script import Error, Hold, RateLimit, Script, Text, Tool, as_text
+from fake_models.server import FakeServer, Handler, Request, chunks, serving
+
+_ids = itertools.count(1)
+SUBAGENT_TOOLS = ("Task", "Agent")
+
+
+def _texts(content) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    return [
+        b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"
+    ]
+
+
+def _is_prompt_text(text: str) -> bool:
+    t = text.strip()
+    return bool(t) and not t.startswith("<system-reminder>") and not t.startswith("<command-")
+
+
+def turn_of(body: dict) -> tuple[str | None, int]:
+    """(prompt, answers so far in its turn): the latest user text and the assistant
+    messages after it."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.get("role") != "user":
+            continue
+        texts = [t for t in _texts(m.get("content")) if _is_prompt_text(t)]
+        if texts:
+            answered = sum(1 for later in messages[i + 1 :] if later.get("role") == "assistant")
+            return texts[-1].strip(), answered
+    return None, 0
+
+
+class AnthropicHandler(Handler):
+    def do_GET(self) -> None:
+        self.server.record(Request("GET", self.path, dict(self.headers), None))
+        if self.path.split("?")[0].rstrip("/") == "/v1/models":
+            models = [{"type": "model", "id": m, "display_name": m} for m in _MODELS]
+            self.send_json(200, {"data": models, "has_more": False})
+        else:
+            self.send_json(404, _error("not_found_error", f"no {self.path} here"))
+
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        body = self.read_body()
+        path = self.path.split("?")[0].rstrip("/")
+        req = Request("POST", self.path, dict(self.headers), body)
+        self.server.record(req)
+        if path == "/v1/messages/count_tokens":
+            self.send_json(200, {"input_tokens": 100})
+            return
+        if path != "/v1/messages" or not isinstance(body, dict):
+            self.send_json(404, _error("not_found_error", f"no {self.path} here"))
+            return
+        prompt, index = turn_of(body)
+        req.prompt = prompt
+        tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+        if prompt is None or not tools:
+            req.answer = "side"
+            step = Text(self.server.script.side)
+        else:
+            step = self.server.script.step(prompt, index)
+        req.answer = req.answer or type(step).__name__.lower()
+        model = body.get("model", "claude-fake")
+        if isinstance(step, RateLimit):
+            self.send_json(
+                429,
+                _error("rate_limit_error", step.message),
+                {"retry-after": str(step.retry_after)},
+            )
+        elif isinstance(step, Error):
+            self.send_json(step.status, _error(step.type, step.message))
+        elif isinstance(step, Tool):
+            name = step.name
+            if name in SUBAGENT_TOOLS and name not in tools:
+                name = next((n for n in SUBAGENT_TOOLS if n in tools), name)
+            self.answer(body, model, step.text, (name, step.input))
+        else:
+            self.answer(body, model, step, None)
+
+    def answer(self, body: dict, model: str, step, tool: tuple[str, dict] | None) -> None:
+        mid = f"msg_fake_{next(_ids):06d}"
+        usage = {"input_tokens": 100, "output_tokens": 10}
+        blocks: list[dict] = []
+        text = step.text if isinstance(step, Hold) else as_text(step).text if step else ""
+        if text:
+            blocks.append({"type": "text", "text": text})
+        if tool:
+            blocks.append(
+                {"type": "tool_use", "id": f"toolu_fake_{next(_ids):06d}", "name": tool[0],
+                 "input": tool[1]}
+            )  # fmt: skip
+        stop = "tool_use" if tool else "end_turn"
+        message = {"id": mid, "type": "message", "role": "assistant", "model": model,
+                   "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}  # fmt: skip
+        if not body.get("stream"):
+            self.send_json(200, message)
+            return
+        self.start_sse()
+        self.sse("message_start", {"type": "message_start",
+                                   "message": dict(message, content=[], stop_reason=None)})  # fmt: skip
+        for i, block in enumerate(blocks):
+            if block["type"] == "text":
+                self.sse("content_block_start", {"type": "content_block_start", "index": i,
+                                                 "content_block": {"type": "text", "text": ""}})  # fmt: skip
+                if isinstance(step, Hold):
+                    self._delta(i, {"type": "text_delta", "text": step.text[:8]})
+                    self.hold(step)
+                    parts = [step.text[8:]]
+                    delay = 0.0
+                else:
+                    t = as_text(step)
+                    parts, delay = list(chunks(t.text, t.chunk)), t.delay
+                for n, part in enumerate(parts):
+                    if n and delay:
+                        self.wait(delay)
+                    if part:
+                        self._delta(i, {"type": "text_delta", "text": part})
+            else:
+                self.sse("content_block_start", {"type": "content_block_start", "index": i,
+                         "content_block": dict(block, input={})})  # fmt: skip
+                self._delta(
+                    i, {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+                )
+            self.sse("content_block_stop", {"type": "content_block_stop", "index": i})
+        self.sse("message_delta", {"type": "message_delta",
+                                   "delta": {"stop_reason": stop, "stop_sequence": None},
+                                   "usage": {"output_tokens": 10}})  # fmt: skip
+        self.sse("message_stop", {"type": "message_stop"})
+
+    def _delta(self, index: int, delta: dict) -> None:
+        self.sse(
+            "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+        )
+
+
+_MODELS = ("claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5")
+
+
+def _error(kind: str, message: str) -> dict:
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+@contextmanager
+def anthropic_server(script: Script | None = None) -> Iterator[FakeServer]:
+    """A running fake Messages API: ``.url`` for ``ANTHROPIC_BASE_URL``, ``.api_key``,
+    ``.requests`` (every request), ``.prompts()`` (each turn's prompt once)."""
+    with serving(FakeServer(AnthropicHandler, script or Script())) as server:
+        yield server

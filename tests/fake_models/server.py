@@ -1,0 +1,138 @@
+"""The HTTP side shared by both fake model servers: a thread, a port, a request log."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any  # parsed JSON, or the raw text
+    prompt: str | None = None  # the prompt a conversation request answers, when it is one
+    answer: str = ""  # which kind of step answered it ("text", "tool", "error", ...)
+
+
+class FakeServer(ThreadingHTTPServer):
+    daemon_threads = True
+    api_key = "sk-fake-orcr-test"
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], script):
+        super().__init__(("127.0.0.1", 0), handler)
+        self.script = script
+        self.requests: list[Request] = []
+        self.lock = threading.Lock()
+        self.closing = threading.Event()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def record(self, request: Request) -> None:
+        with self.lock:
+            self.requests.append(request)
+
+    def prompts(self) -> list[str]:
+        """Each conversation turn's prompt once, in order (retries and tool rounds folded)."""
+        seen: list[str] = []
+        with self.lock:
+            for r in self.requests:
+                if (
+                    r.prompt is not None
+                    and r.answer != "side"
+                    and (not seen or seen[-1] != r.prompt)
+                ):
+                    seen.append(r.prompt)
+        return seen
+
+    def conversation(self) -> list[Request]:
+        with self.lock:
+            return [r for r in self.requests if r.prompt is not None and r.answer != "side"]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: FakeServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib's name)
+        pass
+
+    def read_body(self) -> Any:
+        n = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return raw.decode("utf-8", "replace")
+
+    def send_json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def start_sse(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def sse(self, event: str, data: dict) -> None:
+        self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+
+    def wait(self, seconds: float) -> None:
+        """A pause in a slow stream (ended early when the server closes)."""
+        self.server.closing.wait(seconds)
+
+    def hold(self, step) -> None:
+        """Keep the stream open until the step is released, the server closes or the client
+        goes away (then ``step.aborted`` is set: an interrupted turn)."""
+        step.started.set()
+        while not step.released.is_set() and not self.server.closing.is_set():
+            step.released.wait(0.2)
+            try:  # an SSE comment: tells whether the client is still there
+                self.wfile.write(b": hold\n\n")
+                self.wfile.flush()
+            except OSError:
+                step.aborted.set()
+                raise
+
+
+def chunks(text: str, size: int) -> Iterator[str]:
+    for i in range(0, len(text), max(1, size)) or [0]:
+        yield text[i : i + size]
+
+
+@contextmanager
+def serving(server: FakeServer) -> Iterator[FakeServer]:
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
+    thread.daemon = True
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.closing.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def now() -> int:
+    return int(time.time())

@@ -1,0 +1,249 @@
+"""The real_cli tier's fixtures: orcr drives the real Claude Code / Codex TUIs on a real
+multiplexer, each CLI talking to a fake model server (tests/fake_models) on 127.0.0.1.
+
+``real`` gives a :class:`Real`: call ``real.claude(script)`` or ``real.codex(script)``
+once to start the fake model API, write the CLI's private config folder (onboarding
+done, the fake API key approved, the working folder trusted: no dialog appears) and
+start an orcr server configured to run that CLI. Everything lives under one /tmp
+folder per test; the CLIs' own background processes (Codex's app-server daemon) are
+ended at teardown by their pid (they run from binaries inside that folder).
+
+Every test here is marked ``real_cli`` and runs only when tier.availability() says
+so (the root conftest reports the tier as not run otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+from fake_models import Script, anthropic_server, responses_server
+from real_cli.tier import availability
+
+from orcr_core.testing import until
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if Path(str(item.fspath)).resolve().is_relative_to(HERE):
+            item.add_marker(pytest.mark.real_cli)
+
+
+@pytest.fixture(scope="session")
+def provider_bin() -> Path:
+    folder, why = availability()
+    assert folder is not None, why  # deselected before this when it cannot run
+    return folder
+
+
+def procs_under(folder: Path) -> list[int]:
+    """Pids of processes whose executable or argv[0] lies under ``folder``."""
+    out = []
+    prefix = str(folder) + "/"
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv0 = (Path("/proc") / pid / "cmdline").read_bytes().split(b"\0")[0].decode()
+        except OSError:
+            continue
+        if argv0.startswith(prefix):
+            out.append(int(pid))
+    return out
+
+
+class Real:
+    """One test's orcr + multiplexer + fake model API + provider CLI."""
+
+    def __init__(self, home, mux, bin_dir: Path, tmp: Path, stack: ExitStack, monkeypatch):
+        self.home = home
+        self.mux = mux
+        self.bin = bin_dir
+        self.tmp = tmp
+        self.stack = stack
+        self.monkeypatch = monkeypatch
+        self.model = None  # the FakeServer
+        self.provider = None
+        self.cwd = tmp / "proj"
+        self.cwd.mkdir()
+        self.cli_home = tmp / "cli-home"
+        self.cli_home.mkdir()
+
+    # ---------------------------------------------------------------- setup
+    def _start(self, provider: str, provider_toml: str, env: dict[str, str], extra: str) -> Real:
+        self.provider = provider
+        env = dict(env, HOME=str(self.tmp / "user"))
+        (self.tmp / "user").mkdir(exist_ok=True)
+        for key in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"):
+            self.monkeypatch.delenv(key, raising=False)
+            self.home.env.pop(key, None)
+        # herdr's panes inherit the test process's environment, tmux's the server's
+        for key, value in env.items():
+            self.monkeypatch.setenv(key, value)
+        self.home.env.update(env)
+        self.home.config(
+            self.mux.config()
+            + '[timings]\npoll_every = "50ms"\n'
+            + f"[providers.{provider}]\n{provider_toml}"
+            + extra
+        )
+        self.home.start_server()
+        return self
+
+    def claude(self, script: Script | None = None, extra: str = "", settings: dict | None = None):
+        """Claude Code with a private CLAUDE_CONFIG_DIR: onboarding done, the fake key
+        approved, the project folder trusted, permission mode ``default`` (a Bash call
+        asks); ``settings`` replaces settings.json."""
+        self.model = self.stack.enter_context(anthropic_server(script))
+        cfg = self.cli_home
+        state = {
+            "hasCompletedOnboarding": True,
+            "theme": "dark",
+            "customApiKeyResponses": {"approved": [self.model.api_key[-20:]], "rejected": []},
+            "projects": {
+                str(self.cwd): {
+                    "hasTrustDialogAccepted": True,
+                    "hasCompletedProjectOnboarding": True,
+                }
+            },
+        }
+        (cfg / ".claude.json").write_text(json.dumps(state))
+        if settings is None:
+            settings = {"permissions": {"defaultMode": "default"}, "disableAutoMode": "disable"}
+        (cfg / "settings.json").write_text(json.dumps(settings))
+        env = {
+            "ANTHROPIC_BASE_URL": self.model.url,
+            "ANTHROPIC_API_KEY": self.model.api_key,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+        }
+        toml = f'argv = ["{self.bin / "claude"}"]\nhome = "{cfg}"\n'
+        return self._start("claude", toml, env, extra)
+
+    def codex(self, script: Script | None = None, extra: str = "", config: str = ""):
+        """Codex with a private CODEX_HOME: the fake as its model provider, update check
+        off, the project folder trusted; ``config`` adds top-level keys."""
+        self.model = self.stack.enter_context(responses_server(script))
+        home = self.cli_home
+        (home / "config.toml").write_text(
+            'model = "gpt-5-codex"\nmodel_provider = "fake"\n'
+            "check_for_update_on_startup = false\n"
+            + config
+            + '[model_providers.fake]\nname = "fake"\n'
+            + f'base_url = "{self.model.url}/v1"\nwire_api = "responses"\n'
+            + 'env_key = "FAKE_MODEL_API_KEY"\n'
+            + f'[projects."{self.cwd}"]\ntrust_level = "trusted"\n'
+        )
+        env = {"FAKE_MODEL_API_KEY": self.model.api_key}
+        toml = f'argv = ["{self.bin / "codex"}"]\nhome = "{home}"\nallow_unpinned = true\n'
+        return self._start("codex", toml, env, extra)
+
+    # ---------------------------------------------------------------- orcr
+    def orcr(self, *args, check: bool = True, timeout: float = 60):
+        return self.home.run(*args, check=check, timeout=timeout)
+
+    def run(self, path: str, prompt: str, *opts: str) -> str:
+        r = self.orcr(
+            "agent", "run", "--provider", self.provider, "--path", path,
+            "--cwd", str(self.cwd), *opts, prompt,
+        )  # fmt: skip
+        return r.stdout.split()[1]
+
+    def get(self, path: str) -> dict:
+        return json.loads(self.orcr("agent", "get", path, "--json").stdout)
+
+    def wait_idle(self, path: str, timeout: int = 60) -> None:
+        r = self.orcr("agent", "wait", path, "--timeout", f"{timeout}s", check=False,
+                      timeout=timeout + 30)  # fmt: skip
+        assert (r.returncode, r.stdout.strip()) == (0, f"{path} idle"), self.why(path, r.stderr)
+
+    def read(self, path: str) -> dict:
+        return json.loads(self.orcr("agent", "read", path, "--json").stdout)
+
+    def status(self, path: str) -> str:
+        return self.get(path)["status"]
+
+    def until_status(self, path: str, *statuses: str, timeout: float = 60) -> str:
+        until(lambda: self.status(path) in statuses, timeout, f"{path} {'/'.join(statuses)}")
+        return self.status(path)
+
+    # ---------------------------------------------------------------- the pane
+    def pane(self, path: str) -> str:
+        if self.mux.kind == "tmux":
+            res = subprocess.run(
+                ["tmux", "-S", str(self.mux.socket), "list-panes", "-a", "-F",
+                 "#{pane_id}|#{@orcr_path}"],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            for line in res.stdout.splitlines():
+                pane, _, label = line.partition("|")
+                if label == path:
+                    return pane
+            raise AssertionError(f"no tmux pane labelled {path}: {res.stdout!r}")
+        return next(p.id for p in self.mux.emulator.panes() if p.label == path)
+
+    def screen(self, path: str) -> str:
+        pane = self.pane(path)
+        if self.mux.kind == "tmux":
+            return subprocess.run(
+                ["tmux", "-S", str(self.mux.socket), "capture-pane", "-p", "-t", pane],
+                capture_output=True, text=True,
+            ).stdout  # fmt: skip
+        return self.mux.emulator.screen(pane)
+
+    def keys(self, path: str, *keys: str) -> None:
+        """What a person attached to the pane would type (tmux key names)."""
+        assert self.mux.kind == "tmux", "keys() types through tmux"
+        subprocess.run(
+            ["tmux", "-S", str(self.mux.socket), "send-keys", "-t", self.pane(path), *keys],
+            check=True,
+        )
+
+    def until_screen(self, path: str, text: str, timeout: float = 30) -> str:
+        return until(lambda: text in (s := self.screen(path)) and s, timeout, f"{text!r} on screen")
+
+    def why(self, path: str, extra: str = "") -> str:
+        """Everything a failing assertion should show."""
+        try:
+            screen = self.screen(path)
+        except Exception as exc:  # noqa: BLE001 (diagnostics only)
+            screen = f"(no screen: {exc})"
+        reqs = [
+            (r.method, r.path, r.prompt, r.answer)
+            for r in (self.model.requests if self.model else [])
+        ]
+        return (
+            f"{extra}\n--- screen\n{screen}\n--- model requests\n{reqs}\n--- server log\n"
+            f"{self.home.server_log()}"
+        )
+
+    # ---------------------------------------------------------------- teardown
+    def close(self) -> None:
+        self.home.stop_server()
+        self.home.kill_server()
+        # the CLIs' own daemons (Codex's app-server) run binaries copied into their home
+        for pid in procs_under(self.cli_home):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def real(live, short_tmp, provider_bin, monkeypatch):
+    """orcr on a real multiplexer (``live``: tmux, or the herdr emulator), ready for
+    ``.claude(script)`` or ``.codex(script)``. Choose the multiplexer with
+    ``@pytest.mark.parametrize("live", ["tmux"], indirect=True)``."""
+    with ExitStack() as stack:
+        r = Real(live, live.mux, provider_bin, short_tmp, stack, monkeypatch)
+        try:
+            yield r
+        finally:
+            r.close()
