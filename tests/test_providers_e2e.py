@@ -261,6 +261,31 @@ def test_codex_on_tmux_learns_its_session_through_notify(live, short_tmp):
 
 
 @pytest.mark.parametrize("live", ["tmux"], indirect=True)
+@pytest.mark.parametrize("stray", ["before", "after"])
+def test_codex_follows_the_thread_whose_rollout_has_the_prompt(live, short_tmp, stray):
+    """Codex may report two thread ids in a row, one with no rollout file (issue 14):
+    orcr follows the thread whose rollout received the agent's prompt, whatever the
+    order, and reads its turns; the stray id never replaces it."""
+    _configure(live, short_tmp, codex=["--fake-stray-thread", stray])
+    live.start_server()
+    live.run("agent", "run", "--provider", "codex", "--path", "x/two", "hello", check=True)
+    _wait_idle(live, "x/two", timeout=60)
+    rollouts = glob.glob(str(short_tmp / "codex" / "sessions" / "*" / "*" / "*" / "*.jsonl"))
+    assert len(rollouts) == 1
+    thread = _lines(Path(rollouts[0]))[0]["payload"]["id"]
+    notified = short_tmp / "codex" / "fake-notified"
+    reported = _until(lambda: notified.is_file() and len(notified.read_text().split()) == 2)
+    assert thread in notified.read_text().split() and reported
+    # both notify runs have ended: the row follows the real thread, not the stray one
+    assert _get(live, "x/two")["agent_session"]["value"] == thread
+    live.run("agent", "send", "x/two", "again", check=True)
+    _wait_idle(live, "x/two", timeout=60)
+    assert live.run("agent", "read", "x/two", check=True).stdout == "again\n"
+    _until(lambda: len(notified.read_text().split()) == 4)
+    assert _get(live, "x/two")["agent_session"]["value"] == thread
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
 def test_codex_on_tmux_without_notify_never_learns_its_session(live, short_tmp):
     """With ``[providers.codex] notify = false`` nothing reports the thread id on tmux:
     the fake answers, but the agent stays ``working`` with nothing to read."""

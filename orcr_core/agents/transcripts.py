@@ -29,6 +29,8 @@ def read_transcript(server, agent: Agent) -> TurnState | None:
     with _READERS_LOCK:
         readers = _readers(server)
         entry = readers.get(agent.uuid)
+        if entry is not None and readers.get(("session", agent.uuid)) != agent.agent_session_value:
+            entry = None  # the agent follows another session now: read its transcript
         if entry is None:
             pointer = SessionPointer(
                 agent.agent_session_source, agent.agent_session_kind, agent.agent_session_value
@@ -38,6 +40,7 @@ def read_transcript(server, agent: Agent) -> TurnState | None:
                 return None
             entry = readers[agent.uuid] = provider.open_reader(path)
             readers[("path", agent.uuid)] = path
+            readers[("session", agent.uuid)] = agent.agent_session_value
         return entry.poll()
 
 

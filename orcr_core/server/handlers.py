@@ -10,8 +10,9 @@ import time
 from datetime import UTC, datetime
 
 from orcr_core import __version__, events, paths
-from orcr_core.agents import lifecycle, queue
+from orcr_core.agents import lifecycle, queue, sessions
 from orcr_core.agents.launch import pane_of
+from orcr_core.contracts import SessionPointer
 from orcr_core.loops.runs import barrier_refusal
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.loop_handlers import LOOP_HANDLERS
@@ -291,7 +292,8 @@ def agent_report_session(server, conn, rid, params):
     """An agent's own process reports its provider session (Codex's ``notify``).
 
     Only the process orcr started can: it must show the launch token that lives
-    in its environment.
+    in its environment. A session replaces the recorded one only when its
+    transcript received the agent's prompt (:mod:`orcr_core.agents.sessions`).
     """
     agent = Agent.get_or_none(Agent.uuid == _param(params, "uuid", str))
     if agent is None or agent.launch_token != _param(params, "launch_token", str):
@@ -301,6 +303,10 @@ def agent_report_session(server, conn, rid, params):
     if kind not in ("id", "path") or not value or len(value) > 512:
         raise ProtocolError("invalid_params", "kind is id or path; value 1-512 characters")
     if agent.status == "ended" or agent.agent_session_value == value:
+        return {"recorded": False}
+    # a second session reported (Codex may name a thread with no rollout): follow the
+    # one whose transcript received the prompt, whatever the order (agents.sessions)
+    if not sessions.replaces(server, agent, SessionPointer(source, kind, value)):
         return {"recorded": False}
     with db.atomic("IMMEDIATE"):
         agent = Agent.get_by_id(agent.id)

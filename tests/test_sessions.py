@@ -1,0 +1,97 @@
+"""Which session an agent follows when its process reports several (agents.sessions).
+
+Codex reports its thread id after each turn and was seen naming two in a row, one
+with no rollout file (issue 14). The row must follow the thread whose rollout
+received the agent's prompt, whatever the order of the reports.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from orcr_codex import CodexProvider
+
+from orcr_core.agents import sessions
+from orcr_core.contracts import SessionPointer
+
+PROMPT = 'fix the "parser", then run the tests'
+
+
+class _Config:
+    def __init__(self, home):
+        self.home = home
+
+    def provider_options(self, name):
+        return {"home": str(self.home)}
+
+
+def _server(tmp_path):
+    agents = tmp_path / "agents"
+    (agents / "u1").mkdir(parents=True)
+    (agents / "u1" / "launch.json").write_text(json.dumps({"prompt": PROMPT}))
+    return SimpleNamespace(
+        registry=SimpleNamespace(providers={"codex": CodexProvider()}),
+        config=_Config(tmp_path / "codex"),
+        agents_dir=agents,
+    )
+
+
+def _agent(value=None):
+    return SimpleNamespace(
+        uuid="u1",
+        path="x/a",
+        cwd="/tmp",
+        provider="codex",
+        agent_session_source="orcr:codex-notify" if value else None,
+        agent_session_kind="id" if value else None,
+        agent_session_value=value,
+    )
+
+
+def _rollout(tmp_path, thread: str, prompt: str | None) -> None:
+    day = tmp_path / "codex" / "sessions" / "2026" / "11" / "30"
+    day.mkdir(parents=True, exist_ok=True)
+    lines = [{"type": "session_meta", "payload": {"id": thread}}]
+    if prompt is not None:
+        lines.append({"type": "event_msg", "payload": {"type": "user_message", "message": prompt}})
+    (day / f"rollout-2026-11-30T10-00-00-{thread}.jsonl").write_text(
+        "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    )
+
+
+def _ptr(thread: str) -> SessionPointer:
+    return SessionPointer("orcr:codex-notify", "id", thread)
+
+
+REAL, STRAY, OTHER = "019a-real", "019a-stray", "019a-other"
+
+
+def test_the_first_report_is_taken(tmp_path):
+    assert sessions.replaces(_server(tmp_path), _agent(), _ptr(STRAY))
+
+
+@pytest.mark.parametrize(
+    ("recorded", "reported", "expected"),
+    [
+        (REAL, STRAY, False),  # the real one first, then a thread with no rollout: kept
+        (STRAY, REAL, True),  # the stray first: the real one (rollout, prompt) replaces it
+        (OTHER, REAL, True),  # another rollout without the prompt: the prompt's one wins
+        (REAL, OTHER, False),  # ... and never the other way round
+    ],
+)
+def test_the_thread_whose_rollout_has_the_prompt_is_followed(
+    tmp_path, recorded, reported, expected
+):
+    _rollout(tmp_path, REAL, PROMPT)
+    _rollout(tmp_path, OTHER, "an unrelated prompt")
+    server = _server(tmp_path)
+    assert sessions.replaces(server, _agent(recorded), _ptr(reported)) is expected
+
+
+def test_the_prompt_is_matched_as_the_transcript_writes_it(tmp_path):
+    _rollout(tmp_path, REAL, PROMPT)
+    path = next((tmp_path / "codex" / "sessions").rglob("*.jsonl"))
+    assert sessions.holds_prompt(str(path), PROMPT)  # quotes are escaped in JSON
+    assert not sessions.holds_prompt(str(path), "something else")
