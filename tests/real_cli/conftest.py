@@ -171,7 +171,10 @@ class Real:
         return self.get(path)["status"]
 
     def until_status(self, path: str, *statuses: str, timeout: float = 60) -> str:
-        until(lambda: self.status(path) in statuses, timeout, f"{path} {'/'.join(statuses)}")
+        try:
+            until(lambda: self.status(path) in statuses, timeout, f"{path} {'/'.join(statuses)}")
+        except AssertionError as exc:
+            raise AssertionError(self.why(path, f"{exc}; it is {self.status(path)}")) from None
         return self.status(path)
 
     # ---------------------------------------------------------------- the pane
@@ -207,7 +210,14 @@ class Real:
         )
 
     def until_screen(self, path: str, text: str, timeout: float = 30) -> str:
-        return until(lambda: text in (s := self.screen(path)) and s, timeout, f"{text!r} on screen")
+        def shown():
+            try:
+                screen = self.screen(path)
+            except AssertionError:  # no pane yet
+                return None
+            return screen if text in screen else None
+
+        return until(shown, timeout, f"{text!r} on screen")
 
     def why(self, path: str, extra: str = "") -> str:
         """Everything a failing assertion should show."""
@@ -219,9 +229,14 @@ class Real:
             (r.method, r.path, r.prompt, r.answer)
             for r in (self.model.requests if self.model else [])
         ]
+        transcripts = sorted(
+            str(p.relative_to(self.cli_home)) + ":\n" + p.read_text()[-3000:]
+            for p in self.cli_home.rglob("*.jsonl")
+            if "projects" in p.parts or "sessions" in p.parts
+        )
         return (
             f"{extra}\n--- screen\n{screen}\n--- model requests\n{reqs}\n--- server log\n"
-            f"{self.home.server_log()}"
+            f"{self.home.server_log()}\n--- transcripts\n" + "\n".join(transcripts)
         )
 
     # ---------------------------------------------------------------- teardown

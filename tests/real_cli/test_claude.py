@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from fake_models import Script
+from fake_models import Hold, RateLimit, Script, Text, Tool
+
+from orcr_core.testing import until
 
 pytestmark = pytest.mark.parametrize("live", ["tmux"], indirect=True)
 
@@ -22,3 +24,107 @@ def test_first_prompt_and_follow_ups(real):
     a = real.get("c/talk")
     assert (a["status"], a["turn"], a["agent_session"]["value"]) == ("idle", 3, uuid)
     assert real.model.prompts() == ["first question", "second question", "third question"]
+
+
+def test_slow_turn_is_working_then_idle(real):
+    """A turn whose answer streams until released is ``working`` all along, then ``idle``
+    with the whole answer."""
+    hold = Hold("A slowly streamed answer")
+    real.claude(Script({"slow": hold}))
+    real.run("c/slow", "a slow one")
+    assert hold.started.wait(60), real.why("c/slow")
+    real.until_status("c/slow", "working")
+    real.until_screen("c/slow", "esc to interrupt")  # the TUI shows its turn running
+    assert real.status("c/slow") == "working"
+    hold.release()
+    real.wait_idle("c/slow")
+    assert real.read("c/slow")["text"] == "A slowly streamed answer"
+
+
+def test_streamed_chunks_and_a_rate_limit_retry(real):
+    """Slow chunks and a 429 the CLI retries after: one turn, one answer."""
+    real.claude(
+        Script(
+            {"busy": [RateLimit(retry_after=1), Text("after the wait, " * 3 + "done", delay=0.05)]}
+        )
+    )
+    real.run("c/busy", "busy now?")
+    real.wait_idle("c/busy")
+    read = real.read("c/busy")
+    assert (read["text"], read["turn_status"]) == ("after the wait, " * 3 + "done", "completed")
+    answers = [r.answer for r in real.model.conversation()]
+    assert answers[:2] == ["ratelimit", "text"], real.why("c/busy")
+
+
+def test_permission_prompt_keeps_the_turn_and_is_answered_from_the_pane(real):
+    """A Bash call asks for permission: the turn stays ``working`` (the question never
+    ends it); answered in the pane (as a person attached would), the command runs and
+    the turn ends with its answer. orcr does not surface a separate ``blocked`` state
+    (the adapters' blocked guess is not shown anywhere yet)."""
+    marker = real.tmp / "ran-it"
+    real.claude(Script({"make": [Tool.bash(f"touch {marker}"), "made the file"]}))
+    real.run("c/ask", "make a file")
+    real.until_screen("c/ask", "Do you want to proceed?", timeout=60)
+    assert real.status("c/ask") == "working"
+    assert not marker.exists()
+    assert [r.answer for r in real.model.conversation()] == ["tool"]
+    real.keys("c/ask", "Enter")  # "1. Yes"
+    real.wait_idle("c/ask")
+    assert marker.exists()
+    assert real.read("c/ask")["text"] == "made the file"
+
+
+def test_interrupted_turn(real):
+    """Esc in the pane interrupts a running turn: the agent is ``idle`` again, the turn
+    ``interrupted`` with no answer, and the next prompt works."""
+    hold = Hold("never finished")
+    real.claude(Script({"long": hold, "again": "second answer"}))
+    real.run("c/int", "a long one")
+    assert hold.started.wait(60), real.why("c/int")
+    real.until_status("c/int", "working")
+    real.keys("c/int", "Escape")
+    assert hold.aborted.wait(30), real.why("c/int")
+    r = real.orcr("agent", "wait", "c/int", "--timeout", "60s", check=False, timeout=90)
+    assert r.returncode == 7 and "interrupted" in (r.stdout + r.stderr), real.why("c/int", r.stderr)
+    a = real.get("c/int")
+    assert (a["status"], a["turn_status"]) == ("idle", "interrupted")
+    real.orcr("agent", "send", "c/int", "again please")
+    real.wait_idle("c/int")
+    assert real.read("c/int")["text"] == "second answer"
+
+
+def test_subagent_lines_never_end_the_turn(real):
+    """A subagent (the Agent tool; Claude Code 2.1.332 always runs it in the background)
+    answers and ends in its own transcript while the main agent is still streaming: the
+    agent stays ``working``; the answer read back is the main agent's own, never the
+    subagent's. (When the helper finishes after the main answer, Claude Code starts one
+    more main answer by itself; orcr follows it as a turn started in the pane.)"""
+    main = Hold("main final answer")
+    real.claude(
+        Script(
+            {"delegate": [Tool.task("helper job"), main, "after the helper"],
+             "helper job": "subagent words"}
+        )
+    )  # fmt: skip
+    real.run("c/sub", "delegate this")
+    assert main.started.wait(60), real.why("c/sub")
+    until(
+        lambda: any(r.prompt == "helper job" for r in real.model.conversation()),
+        30,
+        "the subagent's request",
+    )
+    subagents = real.cli_home / "projects"
+    sub_done = until(
+        lambda: [
+            p for p in subagents.rglob("subagents/*.jsonl") if "subagent words" in p.read_text()
+        ],
+        30,
+        "the subagent's answer in its transcript",
+    )
+    assert sub_done
+    assert real.status("c/sub") == "working", real.why("c/sub")
+    main.release()
+    # Claude Code then tells the main agent its helper finished: one more answer of its own
+    until(lambda: len(real.model.conversation()) == 4, 30, "the main agent's last request")
+    real.wait_idle("c/sub")
+    assert real.read("c/sub")["text"] == "after the helper", real.why("c/sub")
