@@ -75,9 +75,11 @@ class Real:
         self.cwd.mkdir()
         self.cli_home = tmp / "cli-home"
         self.cli_home.mkdir()
+        self.timings: dict[str, str] = {}
 
     # ---------------------------------------------------------------- setup
     def _start(self, provider: str, provider_toml: str, env: dict[str, str], extra: str) -> Real:
+        """``extra``: more config; timings keys (``gc_after = "1s"``) go in ``self.timings``."""
         self.provider = provider
         env = dict(env, HOME=str(self.tmp / "user"))
         (self.tmp / "user").mkdir(exist_ok=True)
@@ -91,6 +93,7 @@ class Real:
         self.home.config(
             self.mux.config()
             + '[timings]\npoll_every = "50ms"\n'
+            + "".join(f'{k} = "{v}"\n' for k, v in self.timings.items())
             + f"[providers.{provider}]\n{provider_toml}"
             + extra
         )
@@ -176,6 +179,16 @@ class Real:
         except AssertionError as exc:
             raise AssertionError(self.why(path, f"{exc}; it is {self.status(path)}")) from None
         return self.status(path)
+
+    def pane_pid(self, path: str) -> int:
+        """The pid of the program in the agent's pane (the CLI: ``env`` execs it)."""
+        assert self.mux.kind == "tmux"
+        res = subprocess.run(
+            ["tmux", "-S", str(self.mux.socket), "display-message", "-p", "-t",
+             self.pane(path), "#{pane_pid}"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return int(res.stdout.strip())
 
     # ---------------------------------------------------------------- the pane
     def pane(self, path: str) -> str:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fake_models import Hold, RateLimit, Script, Text, Tool
+from real_cli import scenarios
 
 from orcr_core.testing import until
 
@@ -128,3 +131,31 @@ def test_subagent_lines_never_end_the_turn(real):
     until(lambda: len(real.model.conversation()) == 4, 30, "the main agent's last request")
     real.wait_idle("c/sub")
     assert real.read("c/sub")["text"] == "after the helper", real.why("c/sub")
+
+
+def test_kill(real):
+    hold = Hold("never finished")
+    real.claude(Script({"long": hold}))
+    scenarios.kill_a_working_agent(real, hold)
+
+
+def test_turn_timeout(real):
+    hold = Hold("never finished")
+    real.claude(Script({"long": hold}))
+    scenarios.turn_timeout(real, hold)
+
+
+def test_gc(real):
+    real.timings["gc_after"] = "2s"
+    real.claude(Script())
+    scenarios.gc_an_idle_agent(real)
+
+
+def test_resume_continues_the_session(real):
+    """``claude --resume <session id>``: the next request carries the first prompt."""
+    real.claude(Script({"after the resume": "resumed answer"}))
+
+    def history_has(body, prompt):
+        return prompt in json.dumps(body.get("messages"))
+
+    scenarios.resume_an_exited_agent(real, "remember the word octopus", history_has)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from fake_models import Script
+from fake_models import Hold, Script, Tool
+from real_cli import scenarios
 
 pytestmark = pytest.mark.parametrize("live", ["tmux"], indirect=True)
 
@@ -24,3 +27,88 @@ def test_first_prompt_and_follow_ups(real):
     assert (a["status"], a["turn"]) == ("idle", 3)
     assert a["agent_session"]["kind"] == "id"
     assert real.model.prompts() == ["first question", "second question", "third question"]
+
+
+def _first_turn(real, path: str) -> None:
+    """On tmux orcr learns Codex's thread from notify, which Codex runs after a
+    completed turn: until then the agent is ``starting``. The scenarios below run in
+    the second turn, once orcr follows the thread."""
+    real.run(path, "hello there")
+    real.wait_idle(path)
+
+
+def test_slow_turn_is_working_then_idle(real):
+    hold = Hold("A slowly streamed answer")
+    real.codex(Script({"slow": hold}))
+    _first_turn(real, "x/slow")
+    real.orcr("agent", "send", "x/slow", "a slow one")
+    assert hold.started.wait(60), real.why("x/slow")
+    real.until_status("x/slow", "working")
+    hold.release()
+    real.wait_idle("x/slow")
+    assert real.read("x/slow")["text"] == "A slowly streamed answer"
+
+
+def test_permission_prompt_keeps_the_turn_and_is_answered_from_the_pane(real):
+    """A command that asks to leave the sandbox needs approval: the turn stays
+    ``working`` while Codex asks; answered in the pane, it runs and the turn ends."""
+    marker = real.tmp / "ran-it"
+    call = Tool(
+        "exec_command",
+        {"cmd": f"touch {marker}", "sandbox_permissions": "require_escalated",
+         "justification": "the test needs this file"},
+    )  # fmt: skip
+    real.codex(Script({"make": [call, "made the file"]}), config='approval_policy = "on-request"\n')
+    _first_turn(real, "x/ask")
+    real.orcr("agent", "send", "x/ask", "make a file")
+    screen = real.until_screen("x/ask", "Would you like to run", timeout=60)
+    assert real.status("x/ask") == "working", screen
+    assert not marker.exists()
+    real.keys("x/ask", "Enter")  # "Yes, proceed"
+    real.wait_idle("x/ask")
+    assert marker.exists(), real.why("x/ask")
+    assert real.read("x/ask")["text"] == "made the file"
+
+
+def test_interrupted_turn(real):
+    hold = Hold("never finished")
+    real.codex(Script({"long": hold, "again": "second answer"}))
+    _first_turn(real, "x/int")
+    real.orcr("agent", "send", "x/int", "a long one")
+    assert hold.started.wait(60), real.why("x/int")
+    real.until_status("x/int", "working")
+    real.keys("x/int", "Escape")
+    assert hold.aborted.wait(30), real.why("x/int")
+    r = real.orcr("agent", "wait", "x/int", "--timeout", "60s", check=False, timeout=90)
+    assert r.returncode == 7 and "interrupted" in (r.stdout + r.stderr), real.why("x/int", r.stderr)
+    real.orcr("agent", "send", "x/int", "again please")
+    real.wait_idle("x/int")
+    assert real.read("x/int")["text"] == "second answer"
+
+
+def test_kill(real):
+    hold = Hold("never finished")
+    real.codex(Script({"long": hold}))
+    scenarios.kill_a_working_agent(real, hold)
+
+
+def test_turn_timeout(real):
+    hold = Hold("never finished")
+    real.codex(Script({"long": hold}))
+    scenarios.turn_timeout(real, hold)
+
+
+def test_gc(real):
+    real.timings["gc_after"] = "2s"
+    real.codex(Script())
+    scenarios.gc_an_idle_agent(real)
+
+
+def test_resume_continues_the_thread(real):
+    """``codex resume <thread id>``: the next request carries the first prompt."""
+    real.codex(Script({"after the resume": "resumed answer"}))
+
+    def history_has(body, prompt):
+        return prompt in json.dumps(body.get("input"))
+
+    scenarios.resume_an_exited_agent(real, "remember the word octopus", history_has)

@@ -1,0 +1,85 @@
+"""Scenarios both CLIs go through the same way (the test_claude/test_codex files run them).
+
+``start(real, path, prompt)`` brings an agent to a state where orcr follows its
+session: for Codex on tmux that is after a first completed turn (notify reports
+the thread then), for Claude Code at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from fake_models import Hold
+
+from orcr_core.testing import until
+
+
+def start(real, path: str, prompt: str = "hello there") -> str:
+    uuid = real.run(path, prompt)
+    real.wait_idle(path)
+    return uuid
+
+
+def kill_a_working_agent(real, hold: Hold) -> None:
+    """``agent kill`` during a turn: the agent ends ``killed``, the CLI is gone (its
+    stream to the model dropped), its pane too."""
+    start(real, "k/one")
+    real.orcr("agent", "send", "k/one", "a long one")
+    assert hold.started.wait(60), real.why("k/one")
+    real.until_status("k/one", "working")
+    real.orcr("agent", "kill", "k/one")
+    a = real.get("k/one")
+    assert (a["status"], a["exit_reason"]) == ("ended", "killed")
+    assert hold.aborted.wait(30), "the CLI still streams after the kill"
+    until(lambda: "k/one" not in real.mux.labels(), 30, "the pane closed")
+
+
+def turn_timeout(real, hold: Hold) -> None:
+    """A turn longer than ``--timeout`` ends the agent ``timeout`` and the CLI with it."""
+    start(real, "t/one")
+    real.orcr("agent", "send", "t/one", "a long one", "--timeout", "2s")
+    assert hold.started.wait(60), real.why("t/one")
+    real.until_status("t/one", "ended", timeout=60)
+    assert real.get("t/one")["exit_reason"] == "timeout"
+    assert hold.aborted.wait(30), "the CLI still streams after the timeout"
+
+
+def gc_an_idle_agent(real) -> None:
+    """An agent idle longer than ``timings.gc_after`` ends ``gc`` and its CLI is gone."""
+    start(real, "g/one")
+    pid = real.pane_pid("g/one")
+    real.until_status("g/one", "ended", timeout=60)
+    assert real.get("g/one")["exit_reason"] == "gc"
+    until(lambda: not _alive(pid), 30, "the CLI ended")
+
+
+def resume_an_exited_agent(real, first_prompt: str, history_has) -> None:
+    """The CLI dies (SIGKILL): the agent ends ``exited``; ``agent resume`` starts the CLI
+    on its recorded session, and the next prompt's request carries the old conversation."""
+    uuid = start(real, "r/one", first_prompt)
+    os.kill(real.pane_pid("r/one"), signal.SIGKILL)
+    real.until_status("r/one", "ended", timeout=60)
+    assert real.get("r/one")["exit_reason"] == "exited"
+    r = real.orcr("agent", "resume", "r/one")
+    assert r.stdout.split() == ["r/one", uuid]
+    real.until_status("r/one", "idle", timeout=90)
+    before = len(real.model.conversation())
+    real.orcr("agent", "send", "r/one", "after the resume")
+    real.wait_idle("r/one")
+    assert real.read("r/one")["text"] == "resumed answer", real.why("r/one")
+    request = real.model.conversation()[before]
+    assert request.prompt == "after the resume"
+    assert history_has(request.body, first_prompt), real.why("r/one")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
