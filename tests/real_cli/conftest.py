@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from fake_models import Script, anthropic_server, responses_server
+from real_cli.scenarios import procs_under
 from real_cli.tier import availability
 
 from orcr_core.testing import until
@@ -41,22 +42,6 @@ def provider_bin() -> Path:
     folder, why = availability()
     assert folder is not None, why  # deselected before this when it cannot run
     return folder
-
-
-def procs_under(folder: Path) -> list[int]:
-    """Pids of processes whose executable or argv[0] lies under ``folder``."""
-    out = []
-    prefix = str(folder) + "/"
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            argv0 = (Path("/proc") / pid / "cmdline").read_bytes().split(b"\0")[0].decode()
-        except OSError:
-            continue
-        if argv0.startswith(prefix):
-            out.append(int(pid))
-    return out
 
 
 class Real:
@@ -127,7 +112,7 @@ class Real:
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
         }
-        toml = f'argv = ["{self.bin / "claude"}"]\nhome = "{cfg}"\n'
+        toml = f'argv = ["{self.bin / "claude"}"]\nhome = "{cfg}"\nallow_unpinned = true\n'
         return self._start("claude", toml, env, extra)
 
     def codex(self, script: Script | None = None, extra: str = "", config: str = ""):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 from fake_models import Hold
 
@@ -83,3 +84,35 @@ def _alive(pid: int) -> bool:
             return f.read().split(") ", 1)[1][0] != "Z"
     except OSError:
         return False
+
+
+def procs_under(folder: Path) -> list[int]:
+    """Pids of processes whose executable or argv[0] lies under ``folder``."""
+    out = []
+    prefix = str(folder) + "/"
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv0 = (Path("/proc") / pid / "cmdline").read_bytes().split(b"\0")[0].decode()
+        except OSError:
+            continue
+        if argv0.startswith(prefix):
+            out.append(int(pid))
+    return out
+
+
+def procs_with_env(key: str, value: str) -> list[int]:
+    """Pids of processes whose environment has ``key=value`` (whatever they exec'd)."""
+    out = []
+    needle = f"{key}={value}".encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = (Path("/proc") / pid / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if needle in env:
+            out.append(int(pid))
+    return out

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from fake_models import Hold, RateLimit, Script, Text, Tool
+from orcr_claude import ClaudeProvider
 from real_cli import scenarios
 
 from orcr_core.testing import until
@@ -159,3 +161,13 @@ def test_resume_continues_the_session(real):
         return prompt in json.dumps(body.get("messages"))
 
     scenarios.resume_an_exited_agent(real, "remember the word octopus", history_has)
+
+
+def test_the_pin_covers_this_release(provider_bin, live):
+    """The tier runs with ``allow_unpinned`` so a new release can be vetted; once it
+    passes, the adapter's pin must include it (docs/providers/real-cli.md)."""
+    out = subprocess.run(
+        [str(provider_bin / "claude"), "--version"], capture_output=True, text=True
+    )
+    version = out.stdout.split()[0]
+    assert ClaudeProvider().check_version(version, {}) is None

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from fake_models import Hold, Script, Tool
+from orcr_codex import CodexProvider
 from real_cli import scenarios
+from real_cli.scenarios import procs_under, procs_with_env
+
+from orcr_core.testing import until
 
 pytestmark = pytest.mark.parametrize("live", ["tmux"], indirect=True)
 
@@ -112,3 +117,60 @@ def test_resume_continues_the_thread(real):
         return prompt in json.dumps(body.get("input"))
 
     scenarios.resume_an_exited_agent(real, "remember the word octopus", history_has)
+
+
+def _daemon(real, verb: str) -> subprocess.CompletedProcess:
+    """``codex app-server daemon VERB`` as the user would run it, on the test's CODEX_HOME."""
+    env = dict(real.home.env, CODEX_HOME=str(real.cli_home))
+    return subprocess.run(
+        [str(real.bin / "codex"), "app-server", "daemon", verb],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def _alive(pids) -> list[int]:
+    return [p for p in pids if scenarios._alive(p)]
+
+
+@pytest.mark.parametrize("notify", [True, False])
+def test_an_agent_leaves_no_daemon_behind(real, notify):
+    """Codex's managed app-server daemon would outlive the agent (issue 14): orcr's
+    agents start none, so once the agent ends nothing it started runs on. (Codex
+    0.171 skips the daemon by itself when given a ``-c`` override such as orcr's
+    notify; with ``notify = false`` only orcr's explicit setting keeps it off.)"""
+    real.codex(Script({"hello": "Hi"}), extra="" if notify else "notify = false\n")
+    real.run("d/one", "hello there")
+    real.until_screen("d/one", "Worked for", timeout=60)  # a whole turn ran
+    assert procs_under(real.cli_home) == [], "the agent started a managed daemon"
+    real.orcr("agent", "kill", "d/one")
+    until(
+        lambda: not _alive(procs_with_env("CODEX_HOME", str(real.cli_home))),
+        30,
+        "every process of the agent ended",
+    )
+    assert procs_under(real.cli_home) == []
+
+
+def test_a_shared_daemon_is_left_alone(real):
+    """A daemon already serving this CODEX_HOME (the user's own) is shared: an agent
+    works beside it, and ending the agent neither stops nor kills it."""
+    real.codex(Script({"hello": "Hi beside the daemon"}))
+    r = _daemon(real, "start")
+    assert r.returncode == 0, r.stderr
+    try:
+        daemon = until(lambda: procs_under(real.cli_home), 30, "the daemon running")
+        scenarios.start(real, "d/two")
+        assert real.read("d/two")["text"] == "Hi beside the daemon"
+        real.orcr("agent", "kill", "d/two")
+        until(lambda: "d/two" not in real.mux.labels(), 30, "the pane closed")
+        assert _alive(daemon) == daemon, "the shared daemon was stopped with the agent"
+    finally:
+        _daemon(real, "stop")
+
+
+def test_the_pin_covers_this_release(provider_bin, live):
+    """The tier runs with ``allow_unpinned`` so a new release can be vetted; once it
+    passes, the adapter's pin must include it (docs/providers/real-cli.md)."""
+    out = subprocess.run([str(provider_bin / "codex"), "--version"], capture_output=True, text=True)
+    version = out.stdout.split()[-1]
+    assert CodexProvider().check_version(version, {}) is None

@@ -6,7 +6,8 @@ line, ``system/local_command``, queue operations) and 2.1.233 (``stop_reason``
 on every split line, ``last-prompt`` records). The record shapes the parser
 relies on (user/assistant envelope, ``message.id`` splits, interrupt markers,
 ``isMeta``/``isSidechain``) are unchanged across that span per TRANSCRIPTS.md
-section 1.8; 2.2 is unseen and may change them.
+section 1.8, and the real Claude Code 2.1.332 passed the real_cli tier on
+2026-11-30 (docs/providers/real-cli.md); 2.2 is unseen and may change them.
 
 orcr chooses the session id up front (``--session-id <agent uuid>``), so the
 transcript is ``<root>/projects/<slug>/<uuid>.jsonl`` from the start, created

@@ -1,11 +1,14 @@
 """The Codex CLI provider adapter.
 
-Pinned to ``>=0.104,<0.160``: completion is read from the task events
+Pinned to ``>=0.104,<0.172``: completion is read from the task events
 (``task_started``/``task_complete``/``turn_aborted``), persisted since about
 0.99-0.104 (openai/codex#11246); the earliest fixture with them is
 0.104.0-alpha.1. The paginated history mode is covered by the 0.155.1 fixture
-and was seen unchanged through 0.159.3 (TRANSCRIPTS.md section 2.8); 0.160
-changes subagent metadata and parent meta replay and is unverified. Older
+and was seen unchanged through 0.159.3 (TRANSCRIPTS.md section 2.8). The real
+Codex 0.171.0 passed the real_cli tier on 2026-11-30 (turns, follow-ups, a
+held turn, an approval, an interrupt, kill, timeout, GC, ``resume``; see
+docs/providers/real-cli.md), so the pin reaches 0.171; 0.160 changed subagent
+metadata and parent meta replay, which the tier does not exercise. Older
 rollouts (e.g. the 0.58 fixture) still parse, but their turn ends are guesses,
 so they need ``allow_unpinned``.
 
@@ -30,6 +33,9 @@ from orcr_codex.turns import CodexTurns
 from orcr_core.adapter_helpers import JsonlAdapter, base_argv, config_root, str_list
 from orcr_core.contracts import LaunchSpec, SessionPointer
 
+#: orcr's Codex agents start no app-server daemon of their own (see launch_argv)
+NO_DAEMON = "features.daemon_auto_start=false"
+
 
 def _meta_id(path: str) -> str | None:
     """``session_meta.payload.id`` from the first line, or None when unreadable."""
@@ -44,11 +50,20 @@ def _meta_id(path: str) -> str | None:
 
 class CodexProvider(JsonlAdapter):
     name = "codex"
-    supported_versions = ">=0.104,<0.160"
+    supported_versions = ">=0.104,<0.172"
     has_transcript = True
 
     def launch_argv(self, spec: LaunchSpec) -> list[str]:
-        """``argv`` + ``-c notify=[...]`` + ``--model X`` + ``extra_args`` (no shell).
+        """``argv`` + ``-c features.daemon_auto_start=false`` + ``-c notify=[...]`` +
+        ``--model X`` + ``extra_args`` (no shell).
+
+        ``daemon_auto_start`` off: Codex 0.16x starts a managed app-server daemon
+        (``codex app-server --listen unix:// --managed-daemon``, in its own session)
+        that outlives the TUI and may serve every Codex of that ``CODEX_HOME``. orcr's
+        agents run Codex's app server inside the TUI instead, so ending an agent ends
+        all it started; a daemon already running (the user's) is left alone
+        (docs/decisions.md). ``extra_args = ["-c", "features.daemon_auto_start=true"]``
+        restores Codex's default. Older Codex ignores the unknown feature.
 
         ``notify`` makes Codex run ``orcr internal codex-notify`` after each turn
         with the thread id, so orcr finds the rollout under any multiplexer, not
@@ -56,10 +71,10 @@ class CodexProvider(JsonlAdapter):
         user's own for orcr's agents only; ``[providers.codex] notify = false``
         leaves it alone.
         """
-        fixed = []
+        fixed = ["-c", NO_DAEMON]
         if spec.options.get("notify", True):
             program = [sys.executable, "-m", "orcr_core.cli", "internal", "codex-notify"]
-            fixed = ["-c", "notify=" + json.dumps(program)]
+            fixed += ["-c", "notify=" + json.dumps(program)]
         return base_argv(self.name, spec.options, "codex", fixed, "--model")
 
     def resume_argv(self, spec: LaunchSpec, pointer: SessionPointer) -> list[str]:

@@ -48,12 +48,16 @@ def test_launch_argv():
     notify = ["-c", "notify=" + json.dumps(
         [sys.executable, "-m", "orcr_core.cli", "internal", "codex-notify"]
     )]  # fmt: skip
-    assert CodexProvider().launch_argv(spec()) == ["codex", *notify]
-    assert CodexProvider().launch_argv(spec({"notify": False})) == ["codex"]
+    # no managed app-server daemon of the agent's own (it would outlive the agent)
+    no_daemon = ["-c", "features.daemon_auto_start=false"]
+    assert CodexProvider().launch_argv(spec()) == ["codex", *no_daemon, *notify]
+    assert CodexProvider().launch_argv(spec({"notify": False})) == ["codex", *no_daemon]
     opts = {"argv": ["/opt/codex"], "model": "gpt-5.3-codex", "extra_args": ["-a", "never"]}
     assert CodexProvider().launch_argv(spec(opts)) == [
-        "/opt/codex", *notify, "--model", "gpt-5.3-codex", "-a", "never",
+        "/opt/codex", *no_daemon, *notify, "--model", "gpt-5.3-codex", "-a", "never",
     ]  # fmt: skip
+    resume = CodexProvider().resume_argv(spec(opts), SessionPointer("orcr", "id", THREAD))
+    assert resume[:3] == ["/opt/codex", "resume", THREAD] and resume[3:5] == no_daemon
     # the notify value is a TOML array Codex can parse
     import tomllib
 
@@ -109,9 +113,9 @@ def test_locate_transcript_by_path(tmp_path):
 
 def test_version_pinning():
     p = CodexProvider()
-    for ok in ("0.104.0-alpha.1", "0.128.0", "0.155.1", "0.159.3", None):
+    for ok in ("0.104.0-alpha.1", "0.128.0", "0.155.1", "0.159.3", "0.169.0", "0.171.0", None):
         assert p.check_version(ok, {}) is None
-    for bad in ("0.58.0", "0.103.9", "0.160.0", "1.0.0"):
+    for bad in ("0.58.0", "0.103.9", "0.172.0", "1.0.0"):
         with pytest.raises(ProviderError) as err:
             p.check_version(bad, {})
         assert err.value.code == "unsupported_provider_version" and bad in str(err.value)
