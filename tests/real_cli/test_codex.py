@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -174,3 +175,26 @@ def test_the_pin_covers_this_release(provider_bin, live):
     out = subprocess.run([str(provider_bin / "codex"), "--version"], capture_output=True, text=True)
     version = out.stdout.split()[-1]
     assert CodexProvider().check_version(version, {}) is None
+
+
+def test_the_right_thread_in_many_runs_in_a_row(real):
+    """Issue 14: in one run out of three Codex's notify named a second thread and the
+    agent stayed ``working``. Agents run one after another (``ORCR_CODEX_RUNS``, 5 by
+    default): each follows the thread whose rollout holds its own prompt, reaches
+    ``idle`` and reads back its own answer, twice."""
+    runs = int(os.environ.get("ORCR_CODEX_RUNS", "5"))
+    real.codex(Script({f"question {n}": f"answer {n}" for n in range(runs)}))
+    sessions = real.cli_home / "sessions"
+    for n in range(runs):
+        path = f"many/r{n}"
+        real.run(path, f"question {n} please")
+        real.wait_idle(path)
+        assert real.read(path)["text"] == f"answer {n}", real.why(path)
+        thread = real.get(path)["agent_session"]["value"]
+        (rollout,) = sessions.rglob(f"rollout-*-{thread}.jsonl")
+        assert f"question {n} please" in rollout.read_text()
+        real.orcr("agent", "send", path, f"question {n} again")
+        real.wait_idle(path)
+        assert real.read(path)["text"] == f"answer {n}", real.why(path)
+        assert real.get(path)["agent_session"]["value"] == thread
+        real.orcr("agent", "kill", path)
