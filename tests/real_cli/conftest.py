@@ -167,7 +167,8 @@ class Real:
 
     def pane_pid(self, path: str) -> int:
         """The pid of the program in the agent's pane (the CLI: ``env`` execs it)."""
-        assert self.mux.kind == "tmux"
+        if self.mux.kind != "tmux":
+            return self.mux.emulator.pane(self.pane(path)).proc.pid
         res = subprocess.run(
             ["tmux", "-S", str(self.mux.socket), "display-message", "-p", "-t",
              self.pane(path), "#{pane_pid}"],
@@ -188,7 +189,10 @@ class Real:
                 if label == path:
                     return pane
             raise AssertionError(f"no tmux pane labelled {path}: {res.stdout!r}")
-        return next(p.id for p in self.mux.emulator.panes() if p.label == path)
+        for p in self.mux.emulator.panes():
+            if p.label == path:
+                return p.pane_id
+        raise AssertionError(f"no herdr pane labelled {path}")
 
     def screen(self, path: str) -> str:
         pane = self.pane(path)
@@ -200,12 +204,15 @@ class Real:
         return self.mux.emulator.screen(pane)
 
     def keys(self, path: str, *keys: str) -> None:
-        """What a person attached to the pane would type (tmux key names)."""
-        assert self.mux.kind == "tmux", "keys() types through tmux"
-        subprocess.run(
-            ["tmux", "-S", str(self.mux.socket), "send-keys", "-t", self.pane(path), *keys],
-            check=True,
-        )
+        """What a person attached to the pane would type (tmux key names: Enter, Escape)."""
+        if self.mux.kind == "tmux":
+            subprocess.run(
+                ["tmux", "-S", str(self.mux.socket), "send-keys", "-t", self.pane(path), *keys],
+                check=True,
+            )
+            return
+        raw = {"Enter": b"\r", "Escape": b"\x1b"}
+        self.mux.emulator.pane(self.pane(path)).proc.write(b"".join(raw[k] for k in keys))
 
     def until_screen(self, path: str, text: str, timeout: float = 30) -> str:
         def shown():

@@ -12,9 +12,13 @@ from real_cli import scenarios
 
 from orcr_core.testing import until
 
-pytestmark = pytest.mark.parametrize("live", ["tmux"], indirect=True)
+# orcr on real tmux; the driver-facing scenarios also on the herdr emulator, which
+# hosts the real TUIs on real PTYs (rendered with pyte)
+TMUX = pytest.mark.parametrize("live", ["tmux"], indirect=True)
+BOTH = pytest.mark.parametrize("live", ["tmux", "herdr"], indirect=True)
 
 
+@BOTH
 def test_first_prompt_and_follow_ups(real):
     """A first prompt and two follow-ups, each answer read back with ``agent read``."""
     real.claude(Script({"first": "Answer one", "second": "Answer two", "third": "Answer three"}))
@@ -31,6 +35,7 @@ def test_first_prompt_and_follow_ups(real):
     assert real.model.prompts() == ["first question", "second question", "third question"]
 
 
+@BOTH
 def test_slow_turn_is_working_then_idle(real):
     """A turn whose answer streams until released is ``working`` all along, then ``idle``
     with the whole answer."""
@@ -46,6 +51,7 @@ def test_slow_turn_is_working_then_idle(real):
     assert real.read("c/slow")["text"] == "A slowly streamed answer"
 
 
+@TMUX
 def test_streamed_chunks_and_a_rate_limit_retry(real):
     """Slow chunks and a 429 the CLI retries after: one turn, one answer."""
     real.claude(
@@ -61,6 +67,7 @@ def test_streamed_chunks_and_a_rate_limit_retry(real):
     assert answers[:2] == ["ratelimit", "text"], real.why("c/busy")
 
 
+@BOTH
 def test_permission_prompt_keeps_the_turn_and_is_answered_from_the_pane(real):
     """A Bash call asks for permission: the turn stays ``working`` (the question never
     ends it); answered in the pane (as a person attached would), the command runs and
@@ -79,6 +86,7 @@ def test_permission_prompt_keeps_the_turn_and_is_answered_from_the_pane(real):
     assert real.read("c/ask")["text"] == "made the file"
 
 
+@BOTH
 def test_interrupted_turn(real):
     """Esc in the pane interrupts a running turn: the agent is ``idle`` again, the turn
     ``interrupted`` with no answer, and the next prompt works."""
@@ -98,6 +106,7 @@ def test_interrupted_turn(real):
     assert real.read("c/int")["text"] == "second answer"
 
 
+@TMUX
 def test_subagent_lines_never_end_the_turn(real):
     """A subagent (the Agent tool; Claude Code 2.1.332 always runs it in the background)
     answers and ends in its own transcript while the main agent is still streaming: the
@@ -135,24 +144,28 @@ def test_subagent_lines_never_end_the_turn(real):
     assert real.read("c/sub")["text"] == "after the helper", real.why("c/sub")
 
 
+@TMUX
 def test_kill(real):
     hold = Hold("never finished")
     real.claude(Script({"long": hold}))
     scenarios.kill_a_working_agent(real, hold)
 
 
+@TMUX
 def test_turn_timeout(real):
     hold = Hold("never finished")
     real.claude(Script({"long": hold}))
     scenarios.turn_timeout(real, hold)
 
 
+@TMUX
 def test_gc(real):
     real.timings["gc_after"] = "2s"
     real.claude(Script())
     scenarios.gc_an_idle_agent(real)
 
 
+@TMUX
 def test_resume_continues_the_session(real):
     """``claude --resume <session id>``: the next request carries the first prompt."""
     real.claude(Script({"after the resume": "resumed answer"}))
@@ -163,6 +176,7 @@ def test_resume_continues_the_session(real):
     scenarios.resume_an_exited_agent(real, "remember the word octopus", history_has)
 
 
+@TMUX
 def test_the_pin_covers_this_release(provider_bin, live):
     """The tier runs with ``allow_unpinned`` so a new release can be vetted; once it
     passes, the adapter's pin must include it (docs/providers/real-cli.md)."""

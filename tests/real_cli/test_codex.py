@@ -14,9 +14,13 @@ from real_cli.scenarios import procs_under, procs_with_env
 
 from orcr_core.testing import until
 
-pytestmark = pytest.mark.parametrize("live", ["tmux"], indirect=True)
+# orcr on real tmux; the driver-facing scenarios also on the herdr emulator, which
+# hosts the real TUIs on real PTYs (rendered with pyte)
+TMUX = pytest.mark.parametrize("live", ["tmux"], indirect=True)
+BOTH = pytest.mark.parametrize("live", ["tmux", "herdr"], indirect=True)
 
 
+@BOTH
 def test_first_prompt_and_follow_ups(real):
     """A first prompt and two follow-ups, each answer read back with ``agent read``;
     orcr follows the thread the prompt went to (notify reports its id)."""
@@ -43,6 +47,7 @@ def _first_turn(real, path: str) -> None:
     real.wait_idle(path)
 
 
+@BOTH
 def test_slow_turn_is_working_then_idle(real):
     hold = Hold("A slowly streamed answer")
     real.codex(Script({"slow": hold}))
@@ -55,6 +60,7 @@ def test_slow_turn_is_working_then_idle(real):
     assert real.read("x/slow")["text"] == "A slowly streamed answer"
 
 
+@BOTH
 def test_permission_prompt_keeps_the_turn_and_is_answered_from_the_pane(real):
     """A command that asks to leave the sandbox needs approval: the turn stays
     ``working`` while Codex asks; answered in the pane, it runs and the turn ends."""
@@ -76,6 +82,7 @@ def test_permission_prompt_keeps_the_turn_and_is_answered_from_the_pane(real):
     assert real.read("x/ask")["text"] == "made the file"
 
 
+@BOTH
 def test_interrupted_turn(real):
     hold = Hold("never finished")
     real.codex(Script({"long": hold, "again": "second answer"}))
@@ -92,24 +99,28 @@ def test_interrupted_turn(real):
     assert real.read("x/int")["text"] == "second answer"
 
 
+@TMUX
 def test_kill(real):
     hold = Hold("never finished")
     real.codex(Script({"long": hold}))
     scenarios.kill_a_working_agent(real, hold)
 
 
+@TMUX
 def test_turn_timeout(real):
     hold = Hold("never finished")
     real.codex(Script({"long": hold}))
     scenarios.turn_timeout(real, hold)
 
 
+@TMUX
 def test_gc(real):
     real.timings["gc_after"] = "2s"
     real.codex(Script())
     scenarios.gc_an_idle_agent(real)
 
 
+@TMUX
 def test_resume_continues_the_thread(real):
     """``codex resume <thread id>``: the next request carries the first prompt."""
     real.codex(Script({"after the resume": "resumed answer"}))
@@ -133,6 +144,7 @@ def _alive(pids) -> list[int]:
     return [p for p in pids if scenarios._alive(p)]
 
 
+@TMUX
 @pytest.mark.parametrize("notify", [True, False])
 def test_an_agent_leaves_no_daemon_behind(real, notify):
     """Codex's managed app-server daemon would outlive the agent (issue 14): orcr's
@@ -152,6 +164,7 @@ def test_an_agent_leaves_no_daemon_behind(real, notify):
     assert procs_under(real.cli_home) == []
 
 
+@TMUX
 def test_a_shared_daemon_is_left_alone(real):
     """A daemon already serving this CODEX_HOME (the user's own) is shared: an agent
     works beside it, and ending the agent neither stops nor kills it."""
@@ -169,6 +182,7 @@ def test_a_shared_daemon_is_left_alone(real):
         _daemon(real, "stop")
 
 
+@TMUX
 def test_the_pin_covers_this_release(provider_bin, live):
     """The tier runs with ``allow_unpinned`` so a new release can be vetted; once it
     passes, the adapter's pin must include it (docs/providers/real-cli.md)."""
@@ -177,6 +191,7 @@ def test_the_pin_covers_this_release(provider_bin, live):
     assert CodexProvider().check_version(version, {}) is None
 
 
+@TMUX
 def test_the_right_thread_in_many_runs_in_a_row(real):
     """Issue 14: in one run out of three Codex's notify named a second thread and the
     agent stayed ``working``. Agents run one after another (``ORCR_CODEX_RUNS``, 5 by
