@@ -272,6 +272,7 @@ class Mux:
         self.kind = kind
         self.tmp = tmp
         self.emulator = None
+        self.others: list = []  # the user's other herdr sessions (other_session)
         if kind == "tmux":
             self.socket = tmp / "tmux.sock"
         else:
@@ -279,6 +280,16 @@ class Mux:
 
             self.socket = tmp / "herdr.sock"
             self.emulator = Emulator(self.socket, tmp / "herdr-state", shell=["/bin/sh"]).start()
+
+    def other_session(self, name: str = "work"):
+        """A user's own herdr session (not orcr's), under the test's XDG_CONFIG_HOME:
+        a schema-checked emulator a test populates with ``add_agent``. It exists
+        for tmux tests too (the tmux driver reports none of its agents)."""
+        from orcr_herdr.testing.emulator import Emulator
+
+        emu = Emulator.for_session(self.tmp / "xdg", name, shell=["/bin/sh"]).start()
+        self.others.append(emu)
+        return emu
 
     def config(self) -> str:
         if self.kind == "tmux":
@@ -306,12 +317,15 @@ class Mux:
         return sorted(p.label for p in self.emulator.panes() if p.label)
 
     def close(self) -> None:
+        emulators = list(self.others)
         if self.kind == "tmux":
             subprocess.run(["tmux", "-S", str(self.socket), "kill-server"], capture_output=True)
         else:
-            violations = [(v.kind, v.errors) for v in self.emulator.violations]
-            self.emulator.stop()
-            assert violations == [], violations
+            emulators.append(self.emulator)
+        violations = [(v.kind, v.errors) for emu in emulators for v in emu.violations]
+        for emu in emulators:
+            emu.stop()
+        assert violations == [], violations
 
 
 @pytest.fixture(params=["tmux", "herdr"])
@@ -319,6 +333,8 @@ def live(request, orcr_home, short_tmp):
     """orcr on a real multiplexer (tmux) or the schema-checked herdr emulator, with echo agents."""
     mux = Mux(request.param, short_tmp)
     orcr_home.mux = mux
+    # herdr's config dir (its sessions) is the test's own: never the user's sessions
+    orcr_home.env["XDG_CONFIG_HOME"] = str(short_tmp / "xdg")
     orcr_home.config(mux.config() + '[timings]\npoll_every = "50ms"\n')
     yield orcr_home
     orcr_home.stop_server()

@@ -102,6 +102,28 @@ PARKING = "parking"
 
 
 @dataclass(frozen=True)
+class UnmanagedAgent:
+    """An agent the multiplexer detected outside orcr's own session (herdr: the
+    user's other sessions). orcr only lists it; no verb acts on it.
+
+    Keyed by (``session``, ``terminal_id``): herdr allocates a new terminal id for
+    every pane and after every restart, and never reuses one.
+    """
+
+    session: str
+    terminal_id: str
+    agent: str  # the detected kind: claude, codex, ...
+    agent_status: str = "unknown"  # idle|working|blocked|done|unknown, as herdr says
+    pane_id: str | None = None
+    workspace_id: str | None = None
+    tab_id: str | None = None
+    cwd: str | None = None
+    label: str | None = None  # the pane's manual label
+    name: str | None = None  # the herdr agent name (agent.start / agent.rename)
+    agent_session: SessionPointer | None = None
+
+
+@dataclass(frozen=True)
 class StartSpec:
     """Everything a driver needs to start one agent in a new tab.
 
@@ -193,6 +215,11 @@ class Driver(Protocol):
     # A pane that does not carry ``pane.instance``/``pane.launch_token`` is not
     # moved (``DriverError`` code ``pane_not_found``). Snapshots then report
     # ``PaneInfo.parked``. A driver without ``move`` never parks: agents stay.
+    # Optional: ``discover() -> dict[str, list[UnmanagedAgent] | None]``: the agents
+    # the multiplexer detects in the user's *other* sessions, by session name; None
+    # for a session that exists but did not answer (its rows are kept as they are),
+    # and a session left out is gone (its rows end). Read-only: it never changes a
+    # session. A driver without it reports none (tmux).
     # Optional: ``pane_pid(pane) -> int | None``, the pid of the pane's own
     # process (the root of what the agent started), or None when unknown. orcr
     # ends that process tree when the agent ends; a driver without it leaves

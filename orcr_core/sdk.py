@@ -145,6 +145,11 @@ class Orcr:
     def list(self, prefix: str | None = None, all: bool = False) -> list[dict]:
         return self.client.call("agent.list", prefix=prefix, all=all)["agents"]
 
+    def unmanaged(self, all: bool = False) -> list[dict]:
+        """Agents herdr detects in your other herdr sessions (``all``: ended ones too).
+        orcr lists them and never acts on them."""
+        return self.client.call("unmanaged.list", all=all)["unmanaged"]
+
     def kill(self, target: str) -> list[dict]:
         return self.client.call("agent.kill", target=target)["killed"]
 

@@ -183,6 +183,7 @@ def test_orcr_plugins_lists_versions(orcr_home):
 CLIENT_PATH = [
     ["agent", "run", "--provider", "testp", "--path", "imp/a", "hi"],
     ["agent", "ls"],
+    ["agent", "ls", "--unmanaged"],
     ["agent", "get", "imp/a"],
     ["agent", "kill", "imp/a"],
     ["server", "status"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from orcr_core import dirs, events
-from orcr_core.agents import lifecycle, parking, pipeline, rematch
+from orcr_core.agents import lifecycle, parking, pipeline, rematch, unmanaged
 from orcr_core.agents.launch import owned, ref_of
 from orcr_core.contracts import DriverError
 from orcr_core.store.models import ACTIVE, Agent, db
@@ -146,7 +146,10 @@ def _count(server, snap, close_late: bool) -> None:
 
 
 def run(server) -> None:
-    """Periodic pass: drift counts, and late panes of ended starts closed."""
+    """Periodic pass: drift counts, late panes of ended starts closed, and the
+    agents in the user's other multiplexer sessions (unmanaged discovery)."""
     snap = _snapshot(server)
     if snap is not None:
         _count(server, snap, close_late=True)
+    if unmanaged.discover(server):
+        server.notify(queue=False)

@@ -11,7 +11,7 @@ import time
 import click
 
 from orcr_core.cli.errors import ExitCode, OrcrCliError
-from orcr_core.cli.output import echo_results, sdk
+from orcr_core.cli.output import echo_results, echo_table, sdk
 
 #: back to the line's start and erase it (ECMA-48 EL): progress lines leave no residue
 CLEAR_LINE = "\r\x1b[K"
@@ -130,16 +130,53 @@ def _table(rows: list[dict]) -> None:
         click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
 
 
+def _unmanaged_table(rows: list[dict]) -> None:
+    cols = ("SESSION", "TERMINAL", "KIND", "STATUS", "PANE", "CWD", "LABEL", "AGE")
+    data = [
+        (
+            u["session"],
+            u["terminal_id"],
+            u["kind"],
+            u["status"],
+            u["pane_id"] or "-",
+            u["cwd"] or "-",
+            u["label"] or "-",
+            _age(u["discovered_at"]),
+        )
+        for u in rows
+    ]
+    echo_table(cols, data)
+
+
 @agent.command(name="ls")
 @click.argument("prefix", required=False)
 @click.option("--all", "all_", is_flag=True, help="Include ended agents.")
+@click.option(
+    "--unmanaged",
+    is_flag=True,
+    help="List the agents herdr detects in your other herdr sessions instead "
+    "(orcr never acts on them).",
+)
 @click.option("--json", "json_", is_flag=True, help="JSON rows.")
-def agent_ls(prefix, all_, json_):
-    """List active agents (under PREFIX, a path)."""
+def agent_ls(prefix, all_, unmanaged, json_):
+    """List active agents (under PREFIX, a path).
+
+    With --unmanaged: the agents herdr detects in your other herdr sessions,
+    keyed by session and terminal id, as of the last reconciliation pass. orcr
+    lists them and never sends to, kills or collects one. The tmux driver
+    reports none.
+    """
+    if unmanaged and prefix:
+        raise click.UsageError(
+            f"PREFIX ({prefix!r}) is an orcr path; unmanaged agents have none: "
+            "give --unmanaged alone (filter --json rows by session)"
+        )
     with sdk() as orcr:
-        rows = orcr.list(prefix=prefix, all=all_)
+        rows = orcr.unmanaged(all=all_) if unmanaged else orcr.list(prefix=prefix, all=all_)
     if json_:
         click.echo(jsonlib.dumps(rows))
+    elif unmanaged:
+        _unmanaged_table(rows)
     else:
         _table(rows)  # the header alone when there are none
 

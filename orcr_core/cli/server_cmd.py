@@ -104,6 +104,11 @@ def _print_status(s: dict) -> None:
         f"drift lost {d['lost']}  repaired {d['repaired']}  orphan agent panes "
         f"{d['orphan_agent_panes']}  unmarked panes {d['unmarked_panes']}"
     )
+    if drv.get("name") == "herdr" or s.get("unmanaged"):
+        click.echo(
+            f"unmanaged {s.get('unmanaged', 0)} (agents in your other herdr sessions: "
+            "orcr agent ls --unmanaged)"
+        )
     lp = s.get("loops")
     if lp:
         click.echo(f"loops {lp['active']} active  next fire {lp['next_fire_at'] or '-'}")

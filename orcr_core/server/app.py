@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from orcr_core import __version__, dirs, events, faults, lockfile
 from orcr_core import config as config_mod
-from orcr_core.agents import memory, queue
+from orcr_core.agents import memory, queue, unmanaged
 from orcr_core.events import Bus
 from orcr_core.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION
@@ -330,6 +330,7 @@ class Server:
             "driver": self.driver_status(),
             "drift": dict(self.counters),
             "lost": Agent.select().where(Agent.status == "lost").count(),
+            "unmanaged": unmanaged.live_count(),  # herdr agents in the user's other sessions
             "last_seq": events.last_seq(),
             "loops": self.loops.status() if self.loops is not None else None,
             "write_transactions": db.write_transactions,

@@ -189,6 +189,42 @@ def agent_list(server, conn, rid, params):
     return {"agents": [agent_dict(a) for a in _list(params)]}
 
 
+def unmanaged_dict(u) -> dict:
+    return {
+        "session": u.session,
+        "terminal_id": u.terminal_id,
+        "kind": u.kind,
+        "status": u.status,
+        "pane_id": u.pane_id,
+        "workspace_id": u.workspace_id,
+        "tab_id": u.tab_id,
+        "cwd": u.cwd,
+        "label": u.label,
+        "name": u.name,
+        "agent_session": (
+            {
+                "source": u.agent_session_source,
+                "kind": u.agent_session_kind,
+                "value": u.agent_session_value,
+            }
+            if u.agent_session_value
+            else None
+        ),
+        "discovered_at": iso(u.discovered_at),
+        "updated_at": iso(u.updated_at),
+        "ended_at": iso(u.ended_at),
+    }
+
+
+@method("unmanaged.list")
+def unmanaged_list(server, conn, rid, params):
+    """Agents herdr detects in the user's other sessions (listed, never acted on)."""
+    from orcr_core.agents import unmanaged
+
+    everything = _param(params, "all", bool, required=False, default=False)
+    return {"unmanaged": [unmanaged_dict(u) for u in unmanaged.rows(all=everything)]}
+
+
 @method("agent.get")
 def agent_get(server, conn, rid, params):
     agent = agent_dict(resolve(_param(params, "target", str)))

@@ -107,6 +107,11 @@ def _parking(database) -> None:
             database.execute_sql(f"ALTER TABLE agent ADD COLUMN {column} REAL")
 
 
+def _unmanaged(database) -> None:
+    # agents herdr detects in the user's other sessions (a blank store has it)
+    database.create_tables([models.Unmanaged], safe=True)
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
@@ -118,6 +123,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("0006_agent_turn_outcome", _turn_outcome),
     ("0007_agent_resumes", _resumes),
     ("0008_agent_parking", _parking),
+    ("0009_unmanaged_agents", _unmanaged),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -130,6 +130,37 @@ class Agent(BaseModel):
 Agent.add_index(Agent.path, unique=True, where=(Agent.status != "ended"), name="agent_active_path")
 
 
+class Unmanaged(BaseModel):
+    """An agent herdr detects in one of the user's other sessions (migration 0009).
+
+    orcr never acts on one; discovery keeps it current on each reconciliation
+    pass. ``status`` is herdr's ``agent_status`` while the terminal exists, then
+    ``ended`` (``ended_at`` set).
+    """
+
+    id = AutoField()
+    session = TextField()
+    terminal_id = TextField()
+    kind = TextField()  # herdr's detected agent: claude, codex, ...
+    status = TextField()
+    pane_id = TextField(null=True)
+    workspace_id = TextField(null=True)
+    tab_id = TextField(null=True)
+    cwd = TextField(null=True)
+    label = TextField(null=True)
+    name = TextField(null=True)
+    agent_session_source = TextField(null=True)
+    agent_session_kind = TextField(null=True)
+    agent_session_value = TextField(null=True)
+    discovered_at = FloatField()
+    updated_at = FloatField()
+    ended_at = FloatField(null=True)
+
+    class Meta:
+        table_name = "unmanaged_agent"
+        indexes = ((("session", "terminal_id"), True),)
+
+
 class Event(BaseModel):
     seq = AutoField()
     ts = FloatField()
@@ -197,4 +228,4 @@ class LoopRun(BaseModel):
         indexes = ((("loop", "run_id"), True),)
 
 
-MODELS = [Meta, OrcrMigration, Agent, Event, Loop, LoopRun]
+MODELS = [Meta, OrcrMigration, Agent, Event, Loop, LoopRun, Unmanaged]

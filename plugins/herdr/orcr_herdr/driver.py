@@ -13,9 +13,11 @@ tab label (:func:`tab_label`); :meth:`HerdrDriver.snapshot` reports them and a
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -33,13 +35,16 @@ from orcr_core.contracts import (
     PaneRef,
     SessionPointer,
     StartSpec,
+    UnmanagedAgent,
 )
 from orcr_herdr.client import HerdrClient
-from orcr_herdr.paths import session_socket
+from orcr_herdr.paths import session_socket, sessions
 
 SUPPORTED_PROTOCOLS = frozenset({19, 20})
 REQUIRED_VERSION = "herdr 0.8.x (socket protocol 19 or 20)"
 SUBMIT_DELAY = 0.3  # herdr's own AGENT_PROMPT_SUBMIT_DELAY
+#: seconds a discovery read of another session may take: the monitor waits on it
+DISCOVER_TIMEOUT = 2.0
 START_TIMEOUT = 15.0
 HERDR_CONFIG = """\
 # Written by orcr: the config of orcr's own herdr server (passed as HERDR_CONFIG_PATH).
@@ -106,6 +111,45 @@ def tab_label(leaf: str, instance: str, launch_token: str) -> str:
 def parse_marks(label: str | None) -> tuple[str | None, str | None]:
     m = _MARKS.search(label or "")
     return (m.group(1), m.group(2)) if m else (None, None)
+
+
+def _running(sock: Path) -> bool:
+    """Whether something accepts connections on ``sock`` (herdr's own ``running``)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(DISCOVER_TIMEOUT)
+    try:
+        probe.connect(str(sock))
+        return True
+    except OSError as exc:
+        return exc.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK)
+    finally:
+        probe.close()
+
+
+def _unmanaged(session: str, snap: dict) -> list[UnmanagedAgent]:
+    """The agents of another session's snapshot (panes with a detected agent)."""
+    marked = {t.get("tab_id") for t in snap.get("tabs", []) if parse_marks(t.get("label"))[0]}
+    names = {a.get("terminal_id"): a.get("name") for a in snap.get("agents", [])}
+    out = []
+    for p in snap.get("panes", []):
+        if not p.get("agent") or not p.get("terminal_id") or p.get("tab_id") in marked:
+            continue
+        out.append(
+            UnmanagedAgent(
+                session=session,
+                terminal_id=p["terminal_id"],
+                agent=p["agent"],
+                agent_status=p.get("agent_status") or "unknown",
+                pane_id=p.get("pane_id"),
+                workspace_id=p.get("workspace_id"),
+                tab_id=p.get("tab_id"),
+                cwd=p.get("foreground_cwd") or p.get("cwd") or None,
+                label=p.get("label") or None,
+                name=names.get(p["terminal_id"]) or None,
+                agent_session=_pointer(p.get("agent_session")),
+            )
+        )
+    return out
 
 
 def _first_pane_id(node: dict) -> str:
@@ -442,6 +486,33 @@ class HerdrDriver:
             )
             for p in snap.get("panes", [])
         ]
+
+    def discover(self) -> dict[str, list[UnmanagedAgent] | None]:
+        """The agents herdr detects in the user's other sessions (read-only).
+
+        Every session with a socket under herdr's config dir except orcr's own
+        (by name and by socket path) gets one ``session.snapshot``. A session
+        whose socket is missing or refuses is not running: it is left out (its
+        agents are gone). One that does not answer in time, or answers an
+        error, maps to None (nothing is known; its rows stay as they are).
+        Panes whose tab carries orcr marks belong to an orcr instance (managed
+        there) and are not listed; plain shells are not agents.
+        """
+        own = os.path.realpath(self.socket_path)
+        found: dict[str, list[UnmanagedAgent] | None] = {}
+        for name, sock in sessions():
+            if name == self.session or os.path.realpath(sock) == own:
+                continue
+            client = HerdrClient(sock, timeout=DISCOVER_TIMEOUT, attempts=1)
+            try:
+                snap = client.request("session.snapshot", {})["snapshot"]
+            except DriverError:
+                if not _running(sock):
+                    continue
+                found[name] = None
+                continue
+            found[name] = _unmanaged(name, snap)
+        return found
 
     def events(
         self,

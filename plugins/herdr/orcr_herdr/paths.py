@@ -21,3 +21,21 @@ def session_dir(session: str) -> Path:
 def session_socket(session: str) -> Path:
     """The API socket of ``herdr --session <session> server``."""
     return session_dir(session) / "herdr.sock"
+
+
+def sessions() -> list[tuple[str, Path]]:
+    """Every session with a socket file (running or stale), as ``herdr session list``
+    finds them: ``default`` (``<cfg>/herdr.sock``) and ``<cfg>/sessions/<name>/``."""
+    cfg = config_dir()
+    found = []
+    if (cfg / "herdr.sock").exists():
+        found.append(("default", cfg / "herdr.sock"))
+    try:
+        names = sorted(os.listdir(cfg / "sessions"))
+    except OSError:
+        names = []
+    for name in names:
+        sock = cfg / "sessions" / name / "herdr.sock"
+        if name != "default" and sock.exists():
+            found.append((name, sock))
+    return found

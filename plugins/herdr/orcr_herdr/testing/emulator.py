@@ -101,7 +101,8 @@ class Emulator(SessionState):
     Test hooks (thread-safe): :meth:`pane`, :meth:`panes`, :meth:`screen`,
     :meth:`inputs`, :meth:`set_agent`, :meth:`set_agent_status`,
     :meth:`set_agent_session` (silent, like herdr), :meth:`clear_agent_session`,
-    :meth:`exit_agent`, :meth:`drop_connections`, :meth:`corrupt_next_reply`,
+    :meth:`exit_agent`, :meth:`add_agent` (a user's agent, e.g. in a
+    second session), :meth:`close_pane`, :meth:`drop_connections`, :meth:`corrupt_next_reply`,
     :meth:`publish`, :meth:`retained_events`, :meth:`restart`, :meth:`crash`;
     attributes ``violations``, ``requests``, ``enter_too_early``,
     ``drop_enter_probability``, ``protocol``, ``stop_requested``.
@@ -172,6 +173,17 @@ class Emulator(SessionState):
         self._resume_at: dict[str, float] = {}
         self.stop_requested = threading.Event()  # set by server.stop (the CLI exits on it)
         self._stop_after_reply = threading.Event()
+
+    @classmethod
+    def for_session(cls, config_home: str | os.PathLike, name: str, **kwargs: Any) -> Emulator:
+        """An emulator for herdr session ``name`` where herdr would put it under
+        ``XDG_CONFIG_HOME=config_home`` (socket and session dir): a user's other
+        session, next to orcr's own. Not started."""
+        cfg = Path(config_home) / "herdr"
+        state = cfg if name == "default" else cfg / "sessions" / name
+        state.mkdir(parents=True, exist_ok=True)
+        kwargs.setdefault("session", name)
+        return cls(state / "herdr.sock", state, **kwargs)
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -319,6 +331,31 @@ class Emulator(SessionState):
     def clear_agent_session(self, pane_id: str) -> None:
         with self.lock:
             self._pane(pane_id).agent_session = None
+            self._mark_dirty()
+
+    def add_agent(
+        self,
+        agent: str = "claude",
+        status: str = "idle",
+        *,
+        cwd: str | None = None,
+        label: str | None = None,
+    ) -> str:
+        """A user's agent in this session: a new workspace whose pane (a real shell)
+        herdr detects as ``agent`` in ``status``, labelled ``label``. Emits the
+        events herdr would (validated). Returns the pane id."""
+        with self.lock:
+            _ws, _tab, pane = self.new_workspace(cwd or os.getcwd(), None, None, False)
+            pane.label = (label or "").strip() or None
+            pane.agent_authority = "hook"  # detection never overrides it
+            self._set_agent(pane, agent, status)
+            self._mark_dirty()
+            return pane.pane_id
+
+    def close_pane(self, pane_id: str) -> None:
+        """The user closed the pane (``pane.close``): ``pane_closed``, its terminal gone."""
+        with self.lock:
+            self._remove_pane(self._pane(pane_id), exited=False)
             self._mark_dirty()
 
     def exit_agent(self, pane_id: str) -> None:
