@@ -272,3 +272,18 @@ def test_a_driver_without_discover_reports_none(store):
     assert unmanaged.discover(server) == 2
     assert unmanaged.live_count() == 0
     assert unmanaged.discover(SimpleNamespace(driver=None)) is None  # no driver: no look
+
+
+def test_a_broken_discovery_changes_nothing(store):
+    """A user's session answering something odd never stops the reconciliation pass."""
+    from types import SimpleNamespace
+
+    from orcr_core.agents import unmanaged
+
+    unmanaged.apply({"work": [_agent("t1")]})
+
+    def odd():
+        raise KeyError("terminal_id")
+
+    assert unmanaged.discover(SimpleNamespace(driver=SimpleNamespace(discover=odd))) is None
+    assert unmanaged.live_count() == 1

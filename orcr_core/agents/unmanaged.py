@@ -54,6 +54,9 @@ def discover(server) -> int | None:
     except DriverError as exc:
         log.warning("unmanaged discovery skipped: %s", exc)
         return None
+    except Exception:  # a user's session answered something odd: never stop reconciling
+        log.exception("unmanaged discovery failed")
+        return None
     return apply(found)
 
 
