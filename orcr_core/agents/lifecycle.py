@@ -52,6 +52,9 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
         fields.update(turn_started_at=now, idle_since=None)
     elif to == "idle":
         fields.update(idle_since=now)
+    stalled = frm == "working" and getattr(agent, "stalled_at", None) is not None
+    if stalled:  # the stalled flag belongs to a working agent (agents/stall.py)
+        fields["stalled_at"] = None
     n = Agent.update(**fields).where((Agent.id == agent.id) & (Agent.status == frm)).execute()
     if not n:
         return False
@@ -61,6 +64,8 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
     if exit_reason:
         payload["exit_reason"] = exit_reason
     payload.update(data)
+    if stalled:  # every flag raised has its clearing event
+        events.emit("agent.stalled", agent.uuid, path=agent.path, stalled=False, status=to)
     events.emit("agent.status", agent.uuid, **payload)
     return True
 

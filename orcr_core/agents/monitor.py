@@ -6,7 +6,7 @@ multiplexer's agent state is used only for providers without a transcript.
 Event-driven, so an idle fleet costs next to nothing: transcript growth comes
 from filesystem notifications (:mod:`orcr_core.agents.fswatch`), pane changes
 from the multiplexer's own event stream, and every clock (stuck-start guard,
-turn timeout, GC, park) from one heap of deadlines (:mod:`orcr_core.agents.timers`)
+turn timeout, GC, park, the stalled flag) from one heap of deadlines (:mod:`orcr_core.agents.timers`)
 computed from persisted timestamps, so a restart neither resets nor skips one.
 Notifications are hints, never the truth: each one makes the monitor read the
 transcript or take a snapshot and compare. What cannot be notified is polled
@@ -24,7 +24,7 @@ import threading
 import time
 
 from orcr_core import events
-from orcr_core.agents import lifecycle, parking, pipeline, procs, rematch, transcripts
+from orcr_core.agents import lifecycle, parking, pipeline, procs, rematch, stall, transcripts
 from orcr_core.agents.fswatch import TranscriptWatcher
 from orcr_core.agents.launch import owned, pane_of
 from orcr_core.agents.timers import Timers
@@ -56,6 +56,7 @@ class Monitor:
         self._next_poll = 0.0
         self._next_reconcile = 0.0
         self.timers = Timers()
+        self._stall_at: dict[str, float] = {}  # the stall deadline armed per agent
         self.watcher = TranscriptWatcher(self.transcript_changed)
         self.counters = {"snapshots": 0, "steps": 0}
 
@@ -153,11 +154,15 @@ class Monitor:
             _panes(srv, list(self.agents.values()))
         now = time.time()
         due: set[str] = set()
+        stall_due: set[str] = set()
         for uuid, kind in self.timers.due(now):
             if kind == "lost":
                 self.pane_changed()  # confirm a loss with one following snapshot
             else:
                 due.add(uuid)
+                if kind == "stall":
+                    stall_due.add(uuid)
+                    self._stall_at.pop(uuid, None)
         visit = (
             set(self.agents) if everything else dirty | due | (self._fast if poll_due else set())
         )
@@ -172,6 +177,7 @@ class Monitor:
             self._watch(agent)
             if uuid in due:
                 self._arm(agent)  # a deadline met to the millisecond comes round again
+            self._arm_stall(agent, retry=uuid in stall_due)  # its transcript may be found now
         if db.write_transactions != self._writes_seen:
             with self._cond:
                 self._reload = True  # this step wrote: re-read the rows, re-arm their timers
@@ -188,6 +194,7 @@ class Monitor:
         for uuid in old.keys() - rows.keys():
             self.watcher.unwatch(uuid)
             self.server.lost_at.pop(uuid, None)
+            self._stall_at.pop(uuid, None)
         for uuid, agent in rows.items():
             before = old.get(uuid)
             if before is None or (before.status, before.turn, before.agent_session_value) != (
@@ -218,6 +225,26 @@ class Monitor:
             park_at = parking.due_at(self.server, agent)
             if park_at is not None:
                 self.timers.arm(park_at, agent.uuid, "park")
+        self._arm_stall(agent)
+
+    def _arm_stall(self, agent: Agent, retry: bool = False) -> None:
+        """One timer per working agent at its last transcript growth + stall_after.
+
+        Growth is not a write, so it does not move the timer at once: the armed
+        entry fires at the old deadline, the visit finds the later growth and
+        arms the new one (one heap entry per agent, however often it writes).
+        """
+        at = stall.deadline(self.server, agent)
+        if at is None:
+            self._stall_at.pop(agent.uuid, None)
+            return
+        if retry and at <= time.time():
+            at = time.time() + 1.0  # due but not flagged (its visit ended early): retry
+        armed = self._stall_at.get(agent.uuid)
+        if armed is not None and armed <= at:
+            return  # an earlier entry fires first and arms this one then
+        self._stall_at[agent.uuid] = at
+        self.timers.arm(at, agent.uuid, "stall")
 
     def _watch(self, agent: Agent) -> None:
         """Watch the agent's transcript once its reader exists (then read it once more:
@@ -454,6 +481,7 @@ def _turns(server, agent: Agent) -> None:
     state = read_transcript(server, agent)
     if state is None:
         return
+    stall.check(server, agent, time.time())  # growth clears it before the turn's end moves on
     if state.version:
         _check_version(server, agent, provider, state.version)  # once per version seen
     if agent.status == "working" and state.state == "idle" and len(state.turns) >= agent.turn:

@@ -1,4 +1,4 @@
-"""One heap of per-agent deadlines (turn timeout, GC, park, stuck-start guard).
+"""One heap of per-agent deadlines (turn timeout, GC, park, stuck-start guard, stalled flag).
 
 Deadlines are wall-clock instants computed from persisted timestamps
 (``turn_started_at + timeout``, ``idle_since + timings.gc_after``,

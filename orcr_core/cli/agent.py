@@ -124,6 +124,8 @@ def _table(rows: list[dict]) -> None:
     data = []
     for a in rows:
         status = a["status"] + (f" ({a['exit_reason']})" if a["exit_reason"] else "")
+        if a.get("stalled"):  # a flag beside the status, not a status of its own
+            status += " (stalled)"
         data.append((a["path"], status, a["provider"], _age(a["created_at"]), a["uuid"]))
     widths = [max([len(c)] + [len(r[i]) for r in data]) for i, c in enumerate(cols)]
     for r in [cols, *data]:

@@ -109,6 +109,8 @@ def _print_status(s: dict) -> None:
             f"unmanaged {s.get('unmanaged', 0)} (agents in your other herdr sessions: "
             "orcr agent ls --unmanaged)"
         )
+    if s.get("stalled"):
+        click.echo(f"stalled {s['stalled']} working agents (no transcript growth)")
     lp = s.get("loops")
     if lp:
         click.echo(f"loops {lp['active']} active  next fire {lp['next_fire_at'] or '-'}")

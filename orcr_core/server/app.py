@@ -331,6 +331,9 @@ class Server:
             "drift": dict(self.counters),
             "lost": Agent.select().where(Agent.status == "lost").count(),
             "unmanaged": unmanaged.live_count(),  # herdr agents in the user's other sessions
+            "stalled": Agent.select()
+            .where((Agent.status == "working") & Agent.stalled_at.is_null(False))
+            .count(),
             "last_seq": events.last_seq(),
             "loops": self.loops.status() if self.loops is not None else None,
             "write_transactions": db.write_transactions,

@@ -82,6 +82,10 @@ def agent_dict(a: Agent) -> dict:
         "ended_at": iso(a.ended_at),
         "idle_since": iso(a.idle_since),
         "turn_started_at": iso(a.turn_started_at),
+        # a flag, not a status: working, but its transcript has not grown for
+        # timings.stall_after since before stalled_at (agents/stall.py)
+        "stalled": a.stalled_at is not None and a.status == "working",
+        "stalled_at": iso(a.stalled_at) if a.status == "working" else None,
     }
 
 

@@ -112,6 +112,13 @@ def _unmanaged(database) -> None:
     database.create_tables([models.Unmanaged], safe=True)
 
 
+def _stalled_at(database) -> None:
+    # the stalled flag of a working agent (a blank store already has it)
+    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
+    if "stalled_at" not in have:
+        database.execute_sql("ALTER TABLE agent ADD COLUMN stalled_at REAL")
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
@@ -124,6 +131,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("0007_agent_resumes", _resumes),
     ("0008_agent_parking", _parking),
     ("0009_unmanaged_agents", _unmanaged),
+    ("0010_agent_stalled_at", _stalled_at),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -120,6 +120,7 @@ class Agent(BaseModel):
     last_progress_at = FloatField(null=True)
     turn_started_at = FloatField(null=True)
     idle_since = FloatField(null=True)
+    stalled_at = FloatField(null=True)  # a flag, not a status (agents/stall.py)
     ended_at = FloatField(null=True)
     loop_run = TextField(null=True)
     # unmanaged rows are keyed by (session, terminal_id)
