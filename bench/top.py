@@ -3,7 +3,7 @@ takes to reach the screen, and top's own CPU.
 
 A fake stream feeds the real app (the model, the table, Textual's compositor):
 500 active agents in 10 groups, and every 100 ms a batch of status changes,
-new agents and endings (RATE events a second in all). Per batch it measures the
+new agents and endings, and stalled flags raised and cleared (RATE events a second in all). Per batch it measures the
 time from the batch being posted to the screen having been refreshed with it;
 CPU is this process's (the app and the fake feed) over the run. The baseline is
 the same app holding the same 500 agents with no churn, in the same run.
@@ -55,6 +55,7 @@ class FakeSource:
         self.seq = 1000
         self.next_id = AGENTS
         self.status = {}
+        self.stalled: set[str] = set()
 
     def start(self):
         now = time.time()
@@ -97,7 +98,12 @@ class FakeSource:
                     self.next_id += 1
                     batch.append(self.event("agent.queued", new, path=npath, provider="claude"))
                     self.status[new] = (npath, "queued")
+                elif st == "working" and random.random() < 0.1:  # the stalled flag flips
+                    stalled = uuid not in self.stalled
+                    self.stalled.symmetric_difference_update({uuid})
+                    batch.append(self.event("agent.stalled", uuid, path=path, stalled=stalled))
                 else:
+                    self.stalled.discard(uuid)
                     to = {"working": "idle", "idle": "working", "queued": "working"}[st]
                     batch.append(
                         self.event("agent.status", uuid, path=path, **{"from": st, "to": to})

@@ -29,8 +29,8 @@ def top(once, json_, all_, filter_, sort):
 
     One watch.open stream feeds the view (it never polls the store) and it
     reconnects after a server restart. Keys: / filter, s sort, enter last
-    answer, p prompt, k kill, a attach, space pause/resume a loop, f fire a
-    loop now, ? help, q quit (docs/top.md).
+    answer, p prompt, k kill, a attach, r resume a lost agent, space
+    pause/resume a loop, f fire a loop now, ? help, q quit (docs/top.md).
     """
     from orcr_core.client import Client
     from orcr_core.top.model import Filter

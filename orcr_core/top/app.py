@@ -46,6 +46,9 @@ orcr top: the fleet live, over one watch.open stream
   K        kill every active agent matching the filter's path glob
   a        attach to the agent's pane (top suspends until you detach), or show
            the attach command when top cannot hand over the terminal
+  r        resume the selected agent when it is lost (or ended lost or exited):
+           a confirmation first; it is queued again in its own session (same
+           path, uuid and transcript); any other row says why it cannot be
   space    pause or resume the loop of the selected group (its runs' agents sit
            under it)
   f        fire a run of that loop now (pending when the loop is at its cap)
@@ -160,17 +163,20 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No"),
     ]
 
-    def __init__(self, question: str, detail: str = ""):
+    def __init__(
+        self, question: str, detail: str = "", hint: str = "y kills · n or escape keeps them"
+    ):
         super().__init__()
         self.question = question
         self.detail = detail
+        self.hint = hint
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(self.question, id="question")
             if self.detail:
                 yield Static(self.detail, id="detail", markup=False)
-            yield Label("y kills · n or escape keeps them", classes="hint")
+            yield Label(self.hint, classes="hint")
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
@@ -208,6 +214,7 @@ class TopApp(App[None]):
         Binding("k", "kill", "Kill"),
         Binding("K", "kill_filtered", "Kill filter", show=False),
         Binding("a", "attach", "Attach"),
+        Binding("r", "resume", "Resume"),
         Binding("space", "loop_toggle", "Pause loop"),
         Binding("f", "fire", "Fire loop"),
         Binding("question_mark", "help", "Help"),
@@ -240,6 +247,11 @@ class TopApp(App[None]):
         self.source = source if source is not None else WatchSource(socket_path, _Sink(self))
         self.renders = 0
         self.last_render_ms = 0.0
+        self.notices: list[str] = []  # the last few notifications, newest last (tests read them)
+
+    def notify(self, message: str, **kwargs) -> None:
+        self.notices = [*self.notices[-19:], message]
+        super().notify(message, **kwargs)
 
     # -- layout -------------------------------------------------------------
 
@@ -592,6 +604,42 @@ class TopApp(App[None]):
             except (SuspendNotSupported, OSError):
                 pass
         self.notify(self.last_attach_hint, title="attach", timeout=15)
+
+    def action_resume(self) -> None:
+        row = self.selected_row()
+        if row is None:
+            self.notify("r resumes a lost agent: select its row", severity="warning")
+            return
+        why = row.not_resumable()
+        if why is not None:
+            self.notify(why, severity="warning")
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._resume(row.uuid, row.path)
+
+        now = row.status + (f" ({row.exit_reason})" if row.exit_reason else "")
+        self.push_screen(
+            ConfirmScreen(
+                f"Resume {row.path} ({now}, {row.provider})?",
+                "It is queued again and started in a new pane in its own session: "
+                "same path, uuid and transcript; no prompt is typed.",
+                hint="y resumes · n or escape leaves it",
+            ),
+            confirmed,
+        )
+
+    @work(thread=True)
+    def _resume(self, uuid: str, path: str) -> None:
+        try:
+            agent = self.requests.call("agent.resume", target=uuid)["agent"]
+        except (ServerError, OSError) as exc:
+            self.call_from_thread(
+                self.notify, f"resume {path}: {getattr(exc, 'message', exc)}", severity="error"
+            )
+            return
+        self.call_from_thread(self.notify, f"{path} {agent['status']} (resumed)", timeout=3)
 
     def selected_loop(self) -> dict | None:
         key = self.selected_key()

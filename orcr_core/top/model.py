@@ -20,6 +20,9 @@ STATUSES = ("queued", "starting", "working", "idle", "lost", "ended")
 SORTS = ("path", "status", "age")
 #: the status sort: what needs attention first
 STATUS_RANK = {"working": 0, "idle": 1, "starting": 2, "queued": 3, "lost": 4, "ended": 5}
+#: ended rows ``r`` can resume besides ``lost`` ones (``agents.resume.RESUMABLE_ENDS``;
+#: the model stays free of the store, a test keeps the two equal)
+RESUMABLE_ENDS = ("lost", "exited")
 #: ended rows the view keeps (they age out oldest first; the snapshot holds active rows)
 KEEP_ENDED = 200
 
@@ -92,6 +95,13 @@ class Row:
     @property
     def group(self) -> str:
         return self.path.partition("/")[0]
+
+    def not_resumable(self) -> str | None:
+        """Why ``r`` cannot resume this agent, or None when it can be asked to."""
+        if self.status == "lost" or (self.status == "ended" and self.exit_reason in RESUMABLE_ENDS):
+            return None
+        now = self.status + (f" ({self.exit_reason})" if self.exit_reason else "")
+        return f"{self.path} is {now}; r resumes a lost agent, or one that ended lost or exited"
 
     def signature(self) -> tuple:
         """What a drawn line shows of this row (the clock aside)."""
