@@ -202,6 +202,7 @@ def test_header_counts_rows_and_takes_caps_and_drift_from_status():
         }
     )
     h = m.header()
+    assert "unmanaged" not in format_frame(m.frame(now=T0 + 5))  # tmux reports none
     assert h["queue_depth"] == 1 and h["live"] == 2 and h["cap"] == 25
     # live counts are the rows' (exact at the cursor), caps the server's
     assert h["providers"] == {
@@ -219,6 +220,9 @@ def test_header_counts_rows_and_takes_caps_and_drift_from_status():
     text = format_frame(m.frame(now=T0 + 5))
     assert "held back: memory: 1.2 GiB free" in text
     assert "herdr DOWN: gone" in text
+    assert "unmanaged 0" in text  # herdr: the agents in the user's other sessions
+    m.set_status(dict(m.status, unmanaged=3))
+    assert "herdr DOWN: gone  unmanaged 3" in format_frame(m.frame(now=T0 + 5))
     assert "queue 2  live 2/25  claude 1/10  codex 0/5  echo 1/-" in text
 
 

@@ -451,6 +451,7 @@ class FleetModel:
             "stalled": stalled,
             "held_back": s.get("held") or None,  # why promotions wait (memory), if they do
             "drift": s.get("drift"),
+            "unmanaged": s.get("unmanaged") or 0,  # agents in the user's other herdr sessions
             "driver": {"name": driver.get("name"), "error": driver.get("error")}
             if driver
             else None,

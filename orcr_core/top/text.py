@@ -49,6 +49,8 @@ def drift_line(h: dict) -> str:
         mux = f"{drv.get('name') or 'multiplexer'} DOWN: {drv['error']}"
     else:
         mux = f"{drv.get('name')} ok"
+    if h.get("unmanaged") or (drv or {}).get("name") == "herdr":
+        mux += f"  unmanaged {h.get('unmanaged', 0)}"  # orcr agent ls --unmanaged
     return f"{drift}  {mux}"
 
 
