@@ -53,6 +53,33 @@ def parse(line: str) -> dict | None:
     return None
 
 
+class _Client:
+    """One control client's handshake: attach, then subscribe, then events.
+
+    The subscription is sent only once tmux says the client is attached
+    (``%session-changed``): sent earlier, tmux may run it before the attach and
+    answer ``no current client`` — and that client would never hear a pane die.
+    The stream counts as started only once tmux accepted the subscription."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.buf = b""
+        self.state = "attaching"  # -> "subscribing" -> "live"
+
+    def step(self, line: str) -> bool:
+        """Feed one handshake line; True when this client has just become live."""
+        if self.state == "attaching" and line.startswith("%session-changed"):
+            self.proc.stdin.write(_SUBSCRIBE.encode())
+            self.proc.stdin.flush()
+            self.state = "subscribing"
+        elif self.state == "subscribing" and line.startswith("%error ") and line.endswith(" 1"):
+            raise DriverError("tmux refused orcr's pane subscription", retryable=True)
+        elif self.state == "subscribing" and line.startswith("%end ") and line.endswith(" 1"):
+            self.state = "live"  # the reply to our command (flags 1: sent by this client)
+            return True
+        return False
+
+
 def _sessions(driver) -> list[str]:
     from orcr_tmux.driver import SESSION_PREFIX
     from orcr_tmux.tmuxcli import TmuxError
@@ -92,27 +119,24 @@ def events(
                 start_new_session=True,
             )
             procs.append(proc)
-            proc.stdin.write(_SUBSCRIBE.encode())
-            proc.stdin.flush()
             os.set_blocking(proc.stdout.fileno(), False)
-            sel.register(proc.stdout, selectors.EVENT_READ, [b"", False])
+            sel.register(proc.stdout, selectors.EVENT_READ, _Client(proc))
         started = False
         pending = len(procs)
         while stop is None or not stop.is_set():
             for key, _ in sel.select(timeout=1.0):
-                state = key.data
+                client = key.data
                 try:
                     chunk = os.read(key.fileobj.fileno(), 65536)
                 except BlockingIOError:
                     continue
                 if not chunk:
                     return  # the client ended (its session or the server is gone)
-                state[0] += chunk
-                while b"\n" in state[0]:
-                    raw, state[0] = state[0].split(b"\n", 1)
+                client.buf += chunk
+                while b"\n" in client.buf:
+                    raw, client.buf = client.buf.split(b"\n", 1)
                     line = raw.decode("utf-8", "replace").rstrip("\r")
-                    if line.startswith("%session-changed") and not state[1]:
-                        state[1] = True  # attached
+                    if client.step(line):  # attached and subscribed
                         pending -= 1
                         if pending == 0 and not started:
                             started = True

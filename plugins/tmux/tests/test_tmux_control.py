@@ -96,3 +96,45 @@ def test_parse_ignores_what_says_nothing_about_panes():
         "event": "pane_exited",
         "data": {"pane_id": "%4"},
     }
+
+
+class _Stdin:
+    def __init__(self):
+        self.sent = b""
+
+    def write(self, data: bytes) -> None:
+        self.sent += data
+
+    def flush(self) -> None:
+        pass
+
+
+class _Proc:
+    def __init__(self):
+        self.stdin = _Stdin()
+
+
+def test_the_subscription_waits_for_the_attach_and_for_tmux_to_accept_it():
+    """Sent before the attach, tmux may run `refresh-client -B` first and answer `no
+    current client` (seen on tmux 3.3a): that client never heard a pane die. The lines
+    are the ones tmux wrote then."""
+    proc = _Proc()
+    client = control._Client(proc)
+    for line in ("%begin 1796072763 281 0", "%end 1796072763 281 0"):  # attach's own block
+        assert client.step(line) is False
+    assert proc.stdin.sent == b""  # nothing sent before tmux says the client is attached
+    assert client.step("%session-changed $0 orcr-ext") is False
+    assert proc.stdin.sent.decode() == control._SUBSCRIBE
+    assert client.step("%begin 1796072763 282 1") is False
+    assert client.step("%end 1796072763 282 1") is True  # live: tmux accepted it
+    assert client.step("%end 1796072763 283 1") is False  # only once
+
+
+def test_a_refused_subscription_makes_the_stream_reconnect():
+    client = control._Client(_Proc())
+    client.step("%session-changed $0 orcr-ext")
+    client.step("%begin 1796072763 280 1")
+    client.step("no current client")
+    with pytest.raises(DriverError) as exc:
+        client.step("%error 1796072763 280 1")
+    assert exc.value.retryable
