@@ -30,6 +30,7 @@ from orcr_core.agents.launch import owned, pane_of
 from orcr_core.agents.timers import Timers
 from orcr_core.agents.transcripts import read_transcript
 from orcr_core.contracts import DriverError, ProviderError
+from orcr_core.store import drift
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.monitor")
@@ -354,8 +355,8 @@ def _pane_changed(server, agent: Agent, pane) -> None:
             )
         if current.status == "lost":
             back = "idle" if current.idle_since else "working"
-            lifecycle.transition(current, back, repair=True)
-            server.counters["repaired"] += 1
+            if lifecycle.transition(current, back, repair=True):
+                drift.bump("repaired")  # in the transaction of the repair it counts
         rematch.record(current, pane)
         if not current.agent_session_value:
             _capture_session(current, pane)
@@ -391,8 +392,8 @@ def _vanished(server, agent: Agent) -> None:
             if exited:
                 lifecycle.transition(agent, "ended", "exited", pane_id=agent.pane_id)
             else:
-                lifecycle.transition(agent, "lost", pane_id=agent.pane_id)
-                server.counters["lost"] += 1
+                if lifecycle.transition(agent, "lost", pane_id=agent.pane_id):
+                    drift.bump("lost")
                 server.lost_at[agent.uuid] = time.monotonic()
                 _confirm_later(server, server.lost_at[agent.uuid])
         elif agent.status == "lost":

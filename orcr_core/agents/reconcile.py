@@ -15,6 +15,7 @@ from orcr_core import dirs, events
 from orcr_core.agents import lifecycle, parking, pipeline, rematch, unmanaged
 from orcr_core.agents.launch import owned, ref_of
 from orcr_core.contracts import DriverError
+from orcr_core.store import drift
 from orcr_core.store.models import ACTIVE, Agent, db
 
 log = logging.getLogger("orcr.reconcile")
@@ -52,9 +53,10 @@ def recover(server) -> None:
             pipeline.end(server, agent, "lost" if agent.status == "lost" else "killed")
         elif pane is None:
             with db.atomic("IMMEDIATE"):
-                if agent.status in ("working", "idle"):
-                    lifecycle.transition(agent, "lost", repair=True, pane_id=agent.pane_id)
-                    server.counters["lost"] += 1
+                if agent.status in ("working", "idle") and lifecycle.transition(
+                    agent, "lost", repair=True, pane_id=agent.pane_id
+                ):
+                    drift.bump("lost")
         elif rematch.replaced(agent, pane):  # restored as a shell: the agent is gone
             rematch.lose(server, agent, pane, repair=True)
         elif pane.pane_id != agent.pane_id:
@@ -92,7 +94,7 @@ def _recover_starting(server, agent: Agent, pane) -> None:
                 tab_id=pane.tab_id,
                 workspace_id=pane.workspace_id,
             )
-        server.counters["repaired"] += 1
+            drift.bump("repaired")
         server.start_pipeline(agent.uuid, pipeline.run)
         return
     if pane is not None:  # a pane this start made but never recorded: its marks say so
@@ -141,8 +143,7 @@ def _count(server, snap, close_late: bool) -> None:
                     pass
                 continue
         orphans += 1
-    server.counters["orphan_agent_panes"] = orphans
-    server.counters["unmarked_panes"] = unmarked
+    drift.measure({"orphan_agent_panes": orphans, "unmarked_panes": unmarked})
 
 
 def run(server) -> None:

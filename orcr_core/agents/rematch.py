@@ -18,6 +18,7 @@ import logging
 from orcr_core.agents import lifecycle, pipeline
 from orcr_core.agents.launch import ref_of
 from orcr_core.contracts import DriverError, PaneInfo
+from orcr_core.store import drift
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.rematch")
@@ -70,7 +71,7 @@ def lose(server, agent: Agent, pane: PaneInfo, repair: bool = False) -> None:
     with db.atomic("IMMEDIATE"):
         current = Agent.get_by_id(agent.id)
         if current.status in ("working", "idle"):
-            lifecycle.transition(
+            if lifecycle.transition(
                 current,
                 "lost",
                 pane_id=pane.pane_id,
@@ -79,8 +80,8 @@ def lose(server, agent: Agent, pane: PaneInfo, repair: bool = False) -> None:
                 was=current.pane_process,
                 now=identity(pane),
                 **({"repair": True} if repair else {}),
-            )
-            server.counters["lost"] += 1
+            ):
+                drift.bump("lost")
         agent.__data__.update(current.__data__)
     try:
         pipeline.close_pane(server, agent, ref_of(pane), "the agent is gone from its pane")

@@ -99,10 +99,22 @@ def _print_status(s: dict) -> None:
     for name, p in s["providers"].items():
         cap = p["cap"] if p["cap"] is not None else "-"
         click.echo(f"  {name}: {p['live']}/{cap}")
-    d = s["drift"]
+    d, at = s["drift"], s.get("drift_at") or {}
+
+    def count(name: str, label: str) -> str:  # a counter that is not 0 says since when
+        return f"{label} {d[name]}" + (f" (at {at[name]})" if d[name] and at.get(name) else "")
+
     click.echo(
-        f"drift lost {d['lost']}  repaired {d['repaired']}  orphan agent panes "
-        f"{d['orphan_agent_panes']}  unmarked panes {d['unmarked_panes']}"
+        "drift "
+        + "  ".join(
+            count(name, label)
+            for name, label in (
+                ("lost", "lost"),
+                ("repaired", "repaired"),
+                ("orphan_agent_panes", "orphan agent panes"),
+                ("unmarked_panes", "unmarked panes"),
+            )
+        )
     )
     if drv.get("name") == "herdr" or s.get("unmanaged"):
         click.echo(

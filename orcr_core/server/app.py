@@ -46,7 +46,6 @@ class Server:
         self.started_at = time.time()
         self.pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="orcr-pipe")
         self.held: str | None = None  # why promotion waits (multiplexer, memory), for status/get
-        self.counters = {"lost": 0, "repaired": 0, "orphan_agent_panes": 0, "unmarked_panes": 0}
         self._driver = None
         self._driver_error: str | None = None
         self.driver_info: dict | None = None
@@ -309,6 +308,10 @@ class Server:
         self.monitor.events_live_changed()
 
     def status(self) -> dict:
+        from orcr_core.server.handlers import iso
+        from orcr_core.store import drift
+
+        drift_now = drift.snapshot()
         counts = queue.live_counts()
         caps = {"max": self.config.cap()}
         providers = {}
@@ -328,7 +331,8 @@ class Server:
             "caps": caps,
             "providers": providers,
             "driver": self.driver_status(),
-            "drift": dict(self.counters),
+            "drift": {name: value for name, (value, _at) in drift_now.items()},
+            "drift_at": {name: iso(at) for name, (_value, at) in drift_now.items()},
             "lost": Agent.select().where(Agent.status == "lost").count(),
             "unmanaged": unmanaged.live_count(),  # herdr agents in the user's other sessions
             "stalled": Agent.select()

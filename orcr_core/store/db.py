@@ -119,6 +119,11 @@ def _stalled_at(database) -> None:
         database.execute_sql("ALTER TABLE agent ADD COLUMN stalled_at REAL")
 
 
+def _drift(database) -> None:
+    # drift counters survive a server restart (orcr_core.store.drift)
+    database.create_tables([models.Drift], safe=True)
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
@@ -132,6 +137,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("0008_agent_parking", _parking),
     ("0009_unmanaged_agents", _unmanaged),
     ("0010_agent_stalled_at", _stalled_at),
+    ("0011_drift_counters", _drift),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

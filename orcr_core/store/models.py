@@ -229,4 +229,12 @@ class LoopRun(BaseModel):
         indexes = ((("loop", "run_id"), True),)
 
 
-MODELS = [Meta, OrcrMigration, Agent, Event, Loop, LoopRun, Unmanaged]
+class Drift(BaseModel):
+    """A drift counter (:mod:`orcr_core.store.drift`): its value and when it took it."""
+
+    name = TextField(primary_key=True)
+    value = IntegerField(default=0)
+    at = FloatField(null=True)
+
+
+MODELS = [Meta, OrcrMigration, Agent, Event, Loop, LoopRun, Unmanaged, Drift]
