@@ -33,6 +33,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "stall_after": "10m",
     },
     "events": {"retention": 100_000},
+    # off by default: a resumed agent picks its work up again unattended (docs/configuration.md)
+    "recovery": {"resume_lost": False},
     "loops": {"log_max_bytes": 10 * 1024 * 1024, "keep_runs": 50, "missed_after": "1m"},
     "agent": {"provider": "claude"},
     "driver": {"name": "auto"},
@@ -246,6 +248,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "timings.park_after": _duration_or_off(0.1, 30 * 86400),
     "timings.stall_after": _duration_or_off(1, 30 * 86400),
     "events.retention": _int_range(1, MAX_RETENTION),
+    "recovery.resume_lost": _bool,
     "loops.log_max_bytes": _int_range(1000, 2**30),
     "loops.keep_runs": _int_range(1, MAX_CAP),
     "loops.missed_after": _duration_range(1, 86400),

@@ -56,11 +56,13 @@ def _stored_drift(home) -> dict[str, int]:
 
 def _explained(home) -> list[str]:
     """The counts must equal what the event log shows: every loss an
-    ``agent.status`` to ``lost``, every repair a ``lost`` row brought back or a
+    ``agent.status`` to ``lost`` (or a resumed start ended ``lost``), every repair a ``lost`` row brought back or a
     start recovery picked up again (``agent.repaired``)."""
     evs = home.events()
     moves = [e["data"] for e in evs if e["kind"] == "agent.status"]
     lost = sum(1 for m in moves if m["to"] == "lost")
+    # a resumed start whose new pane vanished while the server was down ends lost at once
+    lost += sum(1 for m in moves if m["from"] == "starting" and m.get("exit_reason") == "lost")
     repaired = sum(1 for m in moves if m["from"] == "lost" and m["to"] in ("working", "idle"))
     repaired += sum(1 for e in evs if e["kind"] == "agent.repaired")
     stored = _stored_drift(home)

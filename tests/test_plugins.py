@@ -177,7 +177,7 @@ def test_orcr_plugins_lists_versions(orcr_home):
     rows = json.loads(orcr_home.run("plugins", "--json", check=True).stdout)
     by = {r["name"]: r for r in rows}
     assert by["tmux"]["version"] == orcr_core.__version__ and by["tmux"]["drivers"] == ["tmux"]
-    assert by["orcr_test_driver"]["providers"] == ["testp", "testq"]
+    assert by["orcr_test_driver"]["providers"] == ["testp", "testq", "testr"]
 
 
 CLIENT_PATH = [

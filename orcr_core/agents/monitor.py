@@ -24,7 +24,16 @@ import threading
 import time
 
 from orcr_core import events
-from orcr_core.agents import lifecycle, parking, pipeline, procs, rematch, stall, transcripts
+from orcr_core.agents import (
+    lifecycle,
+    parking,
+    pipeline,
+    procs,
+    rematch,
+    resume,
+    stall,
+    transcripts,
+)
 from orcr_core.agents.fswatch import TranscriptWatcher
 from orcr_core.agents.launch import owned, pane_of
 from orcr_core.agents.timers import Timers
@@ -404,7 +413,8 @@ def _vanished(server, agent: Agent) -> None:
                 _confirm_later(server, first_seen)
                 return
             server.lost_at.pop(agent.uuid, None)
-            lifecycle.transition(agent, "ended", "exited" if exited else "lost")
+            if exited or not resume.auto_resume(server, agent):
+                lifecycle.transition(agent, "ended", "exited" if exited else "lost")
     if agent.status == "ended":  # its pane is gone: what it started that outlived it
         procs.stop(server, agent, procs.collect(server, agent, None))
     server.notify()

@@ -10,9 +10,10 @@ in ``server status`` and never touched.
 from __future__ import annotations
 
 import logging
+import time
 
 from orcr_core import dirs, events
-from orcr_core.agents import lifecycle, parking, pipeline, rematch, unmanaged
+from orcr_core.agents import lifecycle, parking, pipeline, rematch, resume, unmanaged
 from orcr_core.agents.launch import owned, ref_of
 from orcr_core.contracts import DriverError
 from orcr_core.store import drift
@@ -97,6 +98,16 @@ def _recover_starting(server, agent: Agent, pane) -> None:
             drift.bump("repaired")
         server.start_pipeline(agent.uuid, pipeline.run)
         return
+    if agent.resumes and not agent.pane_id:
+        # a resumed start (``agent resume``, resume_lost): the agent existed before,
+        # so failing it would lose it. The pipeline goes on where it stopped; a
+        # pane carrying the row's launch token (new for this start) is adopted,
+        # never started twice. The stuck-start guard counts from now.
+        with db.atomic("IMMEDIATE"):
+            lifecycle.update(agent, "agent.repaired", last_progress_at=time.time())
+            drift.bump("repaired")
+        server.start_pipeline(agent.uuid, pipeline.run)
+        return
     if pane is not None:  # a pane this start made but never recorded: its marks say so
         try:
             pipeline.close_pane(server, agent, ref_of(pane), "orphan of a crashed start")
@@ -108,7 +119,12 @@ def _recover_starting(server, agent: Agent, pane) -> None:
         else "the server stopped mid-start before a pane was recorded"
     )
     with db.atomic("IMMEDIATE"):
-        lifecycle.transition(agent, "ended", "failed", error=why, repair=True)
+        if agent.resumes:  # a resumed agent whose new pane is gone: lost again, not failed
+            if lifecycle.transition(agent, "ended", "lost", error=why, repair=True):
+                drift.bump("lost")
+                resume.auto_resume(server, agent)
+        else:
+            lifecycle.transition(agent, "ended", "failed", error=why, repair=True)
 
 
 def _count(server, snap, close_late: bool) -> None:

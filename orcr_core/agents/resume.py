@@ -13,12 +13,15 @@ read in, and the active-path index refuses it while another agent holds the path
 
 from __future__ import annotations
 
+import logging
 import secrets
 
 from peewee import IntegrityError
 
 from orcr_core import events
 from orcr_core.store.models import Agent, db
+
+log = logging.getLogger("orcr.resume")
 
 #: exit reasons after which the agent's own process is gone and may be resumed
 RESUMABLE_ENDS = ("lost", "exited")
@@ -34,8 +37,11 @@ def supports_resume(provider) -> bool:
     return callable(getattr(provider, "resume_argv", None))
 
 
-def resume(server, agent: Agent) -> Agent:
-    """Put ``agent`` back in the queue to be resumed; raise :class:`ResumeError` if not possible."""
+def resume(server, agent: Agent, auto: bool = False) -> Agent:
+    """Put ``agent`` back in the queue to be resumed; raise :class:`ResumeError` if not possible.
+
+    ``auto``: ``[recovery] resume_lost`` did it, not ``agent resume`` (said in the event).
+    Called inside a caller's transaction, the requeue is a savepoint of it."""
     provider = server.registry.providers.get(agent.provider)
     if provider is None or not supports_resume(provider):
         raise ResumeError(
@@ -101,6 +107,25 @@ def resume(server, agent: Agent) -> Agent:
             **{"from": agent.status, "to": "queued", "path": agent.path},
             provider=agent.provider,
             resume=True,
+            **({"auto": True} if auto else {}),
         )
     server.notify()
     return Agent.get_by_id(agent.id)
+
+
+def auto_resume(server, agent: Agent) -> bool:
+    """``[recovery] resume_lost``: an agent about to end ``lost`` is resumed instead.
+
+    Call inside the caller's transaction, in place of the transition to ``ended
+    (lost)``: the requeue is a savepoint of it, so a crash leaves the row either
+    as it was (resolved again after the restart) or queued, never both. False
+    (and the caller ends it ``lost``) when resume_lost is off or the agent
+    cannot be resumed."""
+    if not server.config.get("recovery.resume_lost"):
+        return False
+    try:
+        resume(server, agent, auto=True)
+    except ResumeError as exc:
+        log.info("agent %s lost, not resumed (%s): %s", agent.path, exc.code, exc)
+        return False
+    return True

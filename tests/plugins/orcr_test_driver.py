@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import orcr_core
-from orcr_core.contracts import DriverError, PaneInfo, PaneRef
+from orcr_core.contracts import DriverError, PaneInfo, PaneRef, SessionPointer
 
 
 def _state_path() -> Path:
@@ -184,6 +184,20 @@ class TestProvider:
         return None
 
 
+class ResumableProvider(TestProvider):
+    """``testr``: a ``testp`` that records a session at launch and can resume it
+    (``orcr agent resume``, ``[recovery] resume_lost``)."""
+
+    def __init__(self):
+        super().__init__("testr")
+
+    def launch_session(self, spec):
+        return SessionPointer("orcr", "id", f"session-{spec.uuid}")
+
+    def resume_argv(self, spec, pointer):
+        return ["testp-agent", spec.path, "--resume", pointer.value]
+
+
 @orcr_core.hookimpl
 def register_drivers(register):
     register(TestDriver)
@@ -193,3 +207,4 @@ def register_drivers(register):
 def register_providers(register):
     register(TestProvider())
     register(TestProvider("testq"))
+    register(ResumableProvider())
