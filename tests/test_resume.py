@@ -73,3 +73,35 @@ def test_resume_refuses_what_it_cannot_resume(orcr_home):
     assert "command" in r.stderr
     r = orcr_home.run("agent", "resume", "n/nothing")
     assert r.returncode != 0 and "not_found" in r.stderr
+
+
+def test_resume_lost_resumes_by_itself(live):
+    """``[recovery] resume_lost``: the multiplexer dies under an idle echo agent; it
+    comes back in its own session with no command, and goes on with the next turn."""
+    live.config(
+        live.mux.config() + '[timings]\npoll_every = "50ms"\n[recovery]\nresume_lost = true\n'
+    )
+    live.start_server()
+    live.run("agent", "run", "-p", "echo", "--path", "e/auto", "first", check=True)
+    live.run("agent", "wait", "e/auto", "--timeout", "30s", check=True)
+    uuid = _get(live, "e/auto")["uuid"]
+    _kill_multiplexer(live)
+    until(lambda: _get(live, "e/auto")["status"] == "idle" and _requeued(live, uuid), 60)
+    assert _requeued(live, uuid)[0].get("auto") is True and len(_requeued(live, uuid)) == 1
+    live.run("agent", "send", "e/auto", "second", check=True)
+    live.run("agent", "wait", "e/auto", "--timeout", "30s", check=True)
+    assert live.run("agent", "read", "e/auto", check=True).stdout == "second\n"
+    assert _transcript_prompts(live, uuid) == [(1, "first"), (2, "second")]
+    assert _get(live, "e/auto")["uuid"] == uuid
+    ended = [
+        e for e in live.events(uuid) if e["kind"] == "agent.status" and e["data"]["to"] == "ended"
+    ]
+    assert ended == []  # never ended on the way: lost, then queued again
+
+
+def _requeued(live, uuid: str) -> list[dict]:
+    return [
+        e["data"]
+        for e in live.events(uuid)
+        if e["kind"] == "agent.status" and e["data"]["to"] == "queued" and e["data"].get("resume")
+    ]
