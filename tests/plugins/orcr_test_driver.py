@@ -56,6 +56,37 @@ def remove_pane(pane_id: str) -> None:
         s["panes"].pop(pane_id, None)
 
 
+def _down_flag() -> Path:
+    return _state_path().with_name("testdriver.down")
+
+
+def set_down(down: bool) -> None:
+    """An outage of the "multiplexer" while the server runs: every snapshot (and
+    ensure_session) fails until it is over."""
+    if down:
+        _down_flag().touch()
+    else:
+        _down_flag().unlink(missing_ok=True)
+
+
+def down_when_missing(pane_id: str, after: int = 2) -> None:
+    """The outage starts right after the ``after``-th snapshot that no longer
+    shows ``pane_id``: the server sees the pane gone, then nothing more. (Two by
+    default: the monitor's, not only a reconciliation pass's, must see it.)"""
+    with _state() as s:
+        s["down_when_missing"] = [pane_id, after]
+
+
+def refused() -> int:
+    """How many snapshots were refused during outages."""
+    with _state() as s:
+        return s.get("refused", 0)
+
+
+def _is_down() -> bool:
+    return bool(os.environ.get("ORCR_TEST_DRIVER_DOWN")) or _down_flag().exists()
+
+
 class TestDriver:
     name = "test"
 
@@ -72,7 +103,8 @@ class TestDriver:
         return {"version": "test", "protocol": 0}
 
     def ensure_session(self):
-        pass
+        if _down_flag().exists():
+            raise DriverError("test driver down", retryable=True)
 
     def ensure_workspace(self, level1):
         time.sleep(float(os.environ.get("ORCR_TEST_WORKSPACE_DELAY", "0")))
@@ -137,9 +169,17 @@ class TestDriver:
                 s["log"].append(["close", pane.pane_id])
 
     def snapshot(self):
-        if os.environ.get("ORCR_TEST_DRIVER_DOWN"):
+        if _is_down():
+            with _state() as s:
+                s["refused"] = s.get("refused", 0) + 1
             raise DriverError("test driver down", retryable=True)
         with _state() as s:
+            trip = s.get("down_when_missing")
+            if trip and trip[0] not in s["panes"]:
+                trip[1] -= 1
+                if trip[1] <= 0:
+                    del s["down_when_missing"]
+                    set_down(True)
             return [
                 PaneInfo(
                     pid,

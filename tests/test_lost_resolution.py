@@ -1,0 +1,182 @@
+"""Orphans and unmarked panes are reported, never touched; an outage alone never
+frees a name (issue 10 item 5, seed 002 "reconciliation").
+
+* Only a pane carrying this instance's id and a row's launch token is ever
+  closed by reconciliation; every other pane is counted in ``server status``
+  (with the drift timestamps) and left alone.
+* A lost pane resolves to ``ended (lost)`` only once the multiplexer answers
+  and one following snapshot still does not show it.
+* While the multiplexer does not answer, no row ends and no path is freed;
+  once it answers again, what is gone is resolved.
+
+The test driver's outage switch (``set_down``) makes every snapshot fail while
+the server runs; ``down_when_missing`` starts the outage right after the server's
+snapshots have seen a pane gone.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent / "plugins"))
+import orcr_test_driver as td  # noqa: E402
+
+from orcr_core import dirs  # noqa: E402
+from orcr_core.testing import until  # noqa: E402
+
+CONFIG = (
+    '[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\nreconcile_every = "100ms"\n'
+    'prompt_confirm = "200ms"\n'
+)
+
+
+def _status(home) -> dict:
+    return json.loads(home.run("server", "status", "--json", check=True).stdout)
+
+
+def _statuses(home, uuid: str) -> list[str]:
+    return [e["data"]["to"] for e in home.events(uuid) if e["kind"] == "agent.status"]
+
+
+def _plant(pane_id: str, label: str | None, instance: str | None, token: str | None) -> None:
+    with td._state() as s:
+        s["panes"][pane_id] = {
+            "label": label,
+            "ws": "w",
+            "tab": "w:t0",
+            "argv": [],
+            "env": {},
+            "cwd": "/",
+            "status": "idle",
+            "prompts": [],
+            "instance": instance,
+            "token": token,
+        }
+
+
+def _closed() -> set[str]:
+    return {e[1] for e in td.read_state()["log"] if e[0] == "close"}
+
+
+def test_only_this_instances_marked_panes_are_ever_closed(orcr_home):
+    orcr_home.config(CONFIG)
+    me = dirs.instance_id()
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        live = o.run("x", provider="testp", path="f/live", cwd="/")
+        until(lambda: o.get("f/live")["status"] == "working")
+        ended = o.run("x", provider="testp", path="f/gone", cwd="/")
+        until(lambda: o.get("f/gone")["status"] == "working")
+        token_live = json.loads(
+            (orcr_home.path / "agents" / live["uuid"] / "launch.json").read_text()
+        )["launch_token"]
+        token_gone = json.loads(
+            (orcr_home.path / "agents" / ended["uuid"] / "launch.json").read_text()
+        )["launch_token"]
+        td.remove_pane(o.get("f/gone")["pane_id"])  # f/gone ends lost: not orcr's decision
+        until(lambda: o.list("f/gone") == [], 30, "f/gone ended (lost)")
+    foreign = {
+        "x:unmarked": (None, None, None),  # a user's own pane
+        "x:label": ("f/live", None, None),  # a live path's label, no marks
+        "x:other": ("f/live", "another-instance", token_live),  # another instance's
+        "x:stranger": ("f/x", me, "no-row-has-this-token"),  # this instance, no row
+        "x:lost": ("f/gone", me, token_gone),  # the pane of a row that ended lost
+    }
+    for pane_id, (label, instance, token) in foreign.items():
+        _plant(pane_id, label, instance, token)
+    # every cleanup path runs: reconciliation passes, a restart's recovery, a crash
+    snapshots = _status(orcr_home)["monitor"]["snapshots"]
+    until(lambda: _status(orcr_home)["drift"]["orphan_agent_panes"] == 3, 30, "counted")
+    until(lambda: _status(orcr_home)["monitor"]["snapshots"] > snapshots + 5)
+    orcr_home.kill_server()
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        assert o.get("f/live")["status"] == "working"  # not re-matched, not disturbed
+        o.kill("f/live")  # its own pane is closed: the one with its marks only
+        until(lambda: o.list("f/live") == [], 30, "f/live killed")
+    st = until(
+        lambda: (lambda s: s if s["drift"]["orphan_agent_panes"] == 3 else None)(_status(orcr_home))
+    )
+    assert not _closed() & set(foreign), td.read_state()["log"]
+    assert set(foreign) <= set(td.read_state()["panes"])
+    # labelled with no marks, this instance's with no row, a lost row's: orphans;
+    # the user's own pane: unmarked; another instance's: that instance's business
+    assert st["drift"]["orphan_agent_panes"] == 3
+    assert st["drift"]["unmarked_panes"] == 1
+    assert st["drift_at"]["orphan_agent_panes"] and st["drift_at"]["unmarked_panes"]
+    text = orcr_home.run("server", "status", check=True).stdout
+    assert "orphan agent panes 3 (at " in text and "unmarked panes 1 (at " in text
+
+
+def test_a_late_pane_of_an_ended_start_is_closed_by_its_marks(orcr_home):
+    """The one pane reconciliation closes on its own: this instance's, carrying the
+    token of a row orcr itself ended (here the stuck-start guard failed it)."""
+    orcr_home.config(CONFIG)
+    me = dirs.instance_id()
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        a = o.run("x", provider="testp", path="l/a", cwd="/")
+        until(lambda: o.get("l/a")["status"] == "working")
+        o.kill("l/a")
+        until(lambda: o.list("l/a") == [])
+    token = json.loads((orcr_home.path / "agents" / a["uuid"] / "launch.json").read_text())[
+        "launch_token"
+    ]
+    _plant("x:late", "l/a", me, token)  # it turned up after its row ended (killed)
+    _plant("x:twin", "l/a", "another-instance", token)
+    until(lambda: "x:late" in _closed(), 30, "the late pane closed")
+    assert "x:twin" not in _closed()
+
+
+def test_an_outage_alone_never_frees_a_name(orcr_home):
+    """The multiplexer stops answering as the agent's pane goes: nothing is decided
+    while it is down, however long; once it answers, the agent is lost, and ended
+    a following snapshot later, and only then is its path free again."""
+    orcr_home.config(CONFIG)
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        a = o.run("x", provider="testp", path="o/a", cwd="/")
+        until(lambda: o.get("o/a")["status"] == "working")
+        td.set_down(True)
+        td.remove_pane(o.get("o/a")["pane_id"])
+        until(lambda: td.refused() >= 40, 30, "many refused snapshots")
+        until(lambda: o.status()["driver"]["healthy"] is False, 30, "unhealthy")
+        assert o.get("o/a")["status"] == "working"
+        r = orcr_home.run("agent", "run", "--provider", "testp", "--path", "o/a", "again")
+        assert r.returncode != 0 and "path_in_use" in r.stderr, r.stderr
+        assert _statuses(orcr_home, a["uuid"]) == ["starting", "working"]
+        td.set_down(False)  # back: the pane is gone for real
+        until(lambda: o.list("o/a") == [], 30, "o/a resolved")
+    assert _statuses(orcr_home, a["uuid"]) == ["starting", "working", "lost", "ended"]
+    ended = [e for e in orcr_home.events(a["uuid"]) if e["kind"] == "agent.status"][-1]
+    assert ended["data"]["exit_reason"] == "lost"
+    orcr_home.run("agent", "run", "--provider", "testp", "--path", "o/a", "again", check=True)
+
+
+def test_lost_ends_only_after_a_following_snapshot_while_the_multiplexer_answers(orcr_home):
+    """Seen gone once, then the multiplexer stops answering: the agent stays lost
+    (not ended, its path reserved) however long that lasts. When it answers again
+    and shows the pane after all, the agent is repaired, never ended."""
+    orcr_home.config(CONFIG.replace('"100ms"', '"1s"'))
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        a = o.run("x", provider="testp", path="o/b", cwd="/")
+        until(lambda: o.get("o/b")["status"] == "working")
+        pane_id = o.get("o/b")["pane_id"]
+        pane = td.read_state()["panes"][pane_id]
+        td.down_when_missing(pane_id)  # one snapshot sees it gone, then an outage
+        td.remove_pane(pane_id)
+        until(lambda: o.get("o/b")["status"] == "lost", 30, "lost")
+        refused = td.refused()
+        until(lambda: td.refused() >= refused + 40, 30, "an outage past the confirmation")
+        assert o.get("o/b")["status"] == "lost"
+        r = orcr_home.run("agent", "run", "--provider", "testp", "--path", "o/b", "again")
+        assert r.returncode != 0 and "path_in_use" in r.stderr, r.stderr
+        with td._state() as s:  # the multiplexer comes back with the pane
+            s["panes"][pane_id] = pane
+        td.set_down(False)
+        until(lambda: o.get("o/b")["status"] == "working", 30, "repaired")
+    assert _statuses(orcr_home, a["uuid"]) == ["starting", "working", "lost", "working"]
+    assert _status(orcr_home)["drift"]["repaired"] == 1
