@@ -172,3 +172,16 @@ def test_reader_is_a_transcript_reader(tmp_path):
     from orcr_core.contracts import TranscriptReader
 
     assert isinstance(ClaudeProvider().open_reader(str(tmp_path / "x")), TranscriptReader)
+
+
+def test_resume_argv_continues_the_recorded_session():
+    from orcr_claude.provider import STOP_HOOK_SETTINGS
+
+    pointer = SessionPointer(source="orcr", kind="id", value=UUID)
+    opts = {"model": "opus", "extra_args": ["--verbose"], "stop_hook": True}
+    argv = ClaudeProvider().resume_argv(spec(opts), pointer)
+    assert argv == [
+        "claude", "--resume", UUID, "--settings", STOP_HOOK_SETTINGS, "--model", "opus",
+        "--verbose",
+    ]  # fmt: skip
+    assert "--session-id" not in argv  # a new session would lose the conversation

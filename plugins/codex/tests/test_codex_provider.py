@@ -125,3 +125,15 @@ def test_version_pinning():
 def test_summarize_missing_file(tmp_path):
     with pytest.raises(ProviderError):
         summarize(os.path.join(tmp_path, "nope.jsonl"))
+
+
+def test_resume_argv_puts_the_resume_subcommand_after_the_program():
+    from orcr_core.contracts import SessionPointer
+
+    pointer = SessionPointer(source="herdr:codex", kind="id", value="thr-1")
+    opts = {"argv": ["env", "X=1", "codex"], "notify": False, "model": "o3"}
+    launch = CodexProvider().launch_argv(spec(opts))
+    assert CodexProvider().resume_argv(spec(opts), pointer) == [
+        "env", "X=1", "codex", "resume", "thr-1", *launch[3:],
+    ]  # fmt: skip
+    assert launch[3:][-2:] == ["--model", "o3"]  # the launch flags follow the thread id
