@@ -248,8 +248,9 @@ def test_a_resume_waits_behind_the_caps_in_fifo_order(orcr_home, caps):
 
 def test_a_resumed_start_whose_new_pane_vanished_is_lost_again_not_failed(orcr_home, short_tmp):
     """The server died with the resumed start's pane recorded, and that pane was
-    gone by the restart: the agent ends lost (resumable), not failed; with
-    resume_lost it is requeued once more, as the same row."""
+    gone by the restart: the agent ends lost (resumable), not failed. Lost again
+    so soon after its resume, it is not resumed automatically again (no start
+    loop); ``agent resume`` still brings it back, as the same row."""
     saved = short_tmp / "saved"
     uuid = _lost_and_resumed_behind_a_blocker(orcr_home, saved)
     _restore(orcr_home, saved / "queued")
@@ -261,11 +262,34 @@ def test_a_resumed_start_whose_new_pane_vanished_is_lost_again_not_failed(orcr_h
     td.remove_pane(_row(orcr_home, uuid)["pane_id"])  # gone while the server is down
     orcr_home.start_server()
     with orcr_home.sdk() as o:
-        until(lambda: o.get("r/a")["status"] == "idle", 30, "r/a resumed again, idle")
-    orcr_home.stop_server()
+        until(lambda: o.list("r/a") == [], 30, "r/a ended")
     moves = [e["data"] for e in orcr_home.events(uuid) if e["kind"] == "agent.status"]
     ended = [m for m in moves if m["to"] == "ended"]
     assert [m["exit_reason"] for m in ended] == ["lost"], moves
+    assert len(_requeues(orcr_home, uuid)) == 1
+    assert "not resumed automatically again" in orcr_home.server_log()
+    orcr_home.run("agent", "resume", "r/a", check=True)
+    with orcr_home.sdk() as o:
+        until(lambda: o.get("r/a")["status"] == "idle", 30, "r/a resumed by hand, idle")
+    orcr_home.stop_server()
     assert len(_requeues(orcr_home, uuid)) == 2
     assert _row(orcr_home, uuid)["resumes"] == 2
     assert len(_panes_of("r/a")) == 1
+
+
+def test_resume_lost_does_not_loop_on_an_agent_that_cannot_hold(orcr_home):
+    """An automatically resumed agent lost again right after its start ends lost:
+    no second automatic resume, so a resume that cannot hold starts no TUIs in a loop."""
+    orcr_home.config(BASE + RESUME_LOST)
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        a = o.run("x", provider="testr", path="r/f", cwd="/")
+        until(lambda: o.get("r/f")["status"] == "working")
+        td.remove_pane(o.get("r/f")["pane_id"])
+        until(lambda: len(_requeues(orcr_home, a["uuid"])) == 1, 30, "resumed once")
+        until(lambda: o.get("r/f")["status"] == "idle", 30, "resumed, idle")
+        td.remove_pane(o.get("r/f")["pane_id"])  # and gone again at once
+        until(lambda: o.list("r/f") == [], 30, "r/f ended")
+    assert len(_requeues(orcr_home, a["uuid"])) == 1
+    assert _get(orcr_home, a["uuid"])["exit_reason"] == "lost"
+    assert "not resumed automatically again" in orcr_home.server_log()

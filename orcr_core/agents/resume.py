@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 
 from peewee import IntegrityError
 
@@ -22,6 +23,11 @@ from orcr_core import events
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.resume")
+
+#: seconds: a resumed agent lost again sooner than this after its start is not
+#: resumed automatically again (a resume that cannot hold, e.g. a session the
+#: provider refuses, must not start TUIs in a loop); ``agent resume`` still can
+RESUME_SETTLE = 60.0
 
 #: exit reasons after which the agent's own process is gone and may be resumed
 RESUMABLE_ENDS = ("lost", "exited")
@@ -122,6 +128,15 @@ def auto_resume(server, agent: Agent) -> bool:
     (and the caller ends it ``lost``) when resume_lost is off or the agent
     cannot be resumed."""
     if not server.config.get("recovery.resume_lost"):
+        return False
+    if agent.resumes and agent.started_at and time.time() - agent.started_at < RESUME_SETTLE:
+        log.warning(
+            "agent %s lost again %.0fs after it was resumed: not resumed automatically "
+            "again (orcr agent resume %s does it by hand)",
+            agent.path,
+            time.time() - agent.started_at,
+            agent.path,
+        )
         return False
     try:
         resume(server, agent, auto=True)
