@@ -31,6 +31,7 @@ from orcr_core.agents import (
     procs,
     rematch,
     resume,
+    sessions,
     stall,
     transcripts,
 )
@@ -491,7 +492,12 @@ def _turns(server, agent: Agent) -> None:
         return
     state = read_transcript(server, agent)
     if state is None:
-        return
+        # no session, or one with no transcript (Codex: notify reports completed
+        # turns only, its title thread included): look for the one that got the prompt
+        if sessions.discover(server, agent):
+            state = read_transcript(server, agent)
+        if state is None:
+            return
     stall.check(server, agent, time.time())  # growth clears it before the turn's end moves on
     if state.version:
         _check_version(server, agent, provider, state.version)  # once per version seen

@@ -7,16 +7,26 @@ The rule: orcr follows the session whose transcript received the agent's prompt,
 whatever order the ids come in. A newly reported session replaces the recorded
 one only when its transcript exists and either the recorded one's does not, or
 only the new one holds the agent's first prompt.
+
+A provider whose reports can be missing or wrong for a while may offer
+``find_session(spec, prompt, since, taken)``: Codex runs ``notify`` only after a
+completed turn, so an interrupted first turn reports nothing of its own thread,
+while Codex's title request (a thread with no rollout) completes and is
+reported. The monitor asks it, at most every ``SCAN_EVERY`` seconds, for a
+working agent whose recorded session has no transcript (or that has none), and
+follows what it finds (:func:`discover`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 
+from orcr_core.agents import lifecycle
 from orcr_core.agents.launch import launch_info, launch_spec
 from orcr_core.contracts import SessionPointer
-from orcr_core.store.models import Agent
+from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.sessions")
 
@@ -63,3 +73,53 @@ def replaces(server, agent: Agent, pointer: SessionPointer) -> bool:
     except (OSError, ValueError):
         prompt = ""
     return bool(prompt.strip()) and holds_prompt(new, prompt) and not holds_prompt(old, prompt)
+
+
+#: seconds between two transcript searches for one agent (find_session)
+SCAN_EVERY = 2.0
+
+
+def discover(server, agent: Agent, now: float | None = None) -> bool:
+    """Ask the provider's ``find_session`` for the session of a working agent whose
+    transcript cannot be read (no session recorded, or one with no transcript);
+    record it (``agent.session``) and return True when it found another one."""
+    provider = server.registry.providers.get(agent.provider)
+    find = getattr(provider, "find_session", None)
+    if find is None or agent.status != "working":
+        return False
+    now = time.time() if now is None else now
+    scans = server.__dict__.setdefault("_session_scans", {})
+    if now - scans.get(agent.uuid, 0.0) < SCAN_EVERY:
+        return False
+    scans[agent.uuid] = now
+    try:
+        prompt = launch_info(server, agent).get("prompt") or ""
+        if not prompt.strip():
+            return False
+        taken = {
+            a.agent_session_value
+            for a in Agent.select(Agent.agent_session_value).where(
+                (Agent.status != "ended") & Agent.agent_session_value.is_null(False)
+            )
+        }
+        pointer = find(launch_spec(server, agent), prompt, agent.started_at or 0.0, taken)
+    except (OSError, ValueError) as exc:
+        log.warning("agent %s: session search failed: %s", agent.path, exc)
+        return False
+    if pointer is None or pointer.value == agent.agent_session_value:
+        return False
+    with db.atomic("IMMEDIATE"):
+        current = Agent.get_by_id(agent.id)
+        if current.status == "ended" or current.agent_session_value != agent.agent_session_value:
+            return False  # changed meanwhile (a report came): the next poll looks again
+        lifecycle.update(
+            current,
+            "agent.session",
+            agent_session_source=pointer.source,
+            agent_session_kind=pointer.kind,
+            agent_session_value=pointer.value,
+        )
+        agent.__data__.update(current.__data__)
+    log.info("agent %s: found its session %s by its prompt", agent.path, pointer.value)
+    server.notify()
+    return True

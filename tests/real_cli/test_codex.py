@@ -216,3 +216,25 @@ def test_the_right_thread_in_many_runs_in_a_row(real):
     # how often Codex named a thread with no rollout (orcr kept the right one)
     strays = (real.home.path / "server.out").read_text().count("has no transcript; kept")
     print(f"{runs} runs, {strays} stray thread reports")
+
+
+@TMUX
+def test_interrupted_first_turn(real):
+    """Codex runs notify after completed turns only, so an interrupted first turn
+    reports no thread: orcr finds it by the prompt in its rollout, and the agent is
+    ``idle`` (turn ``interrupted``) and takes the next prompt."""
+    hold = Hold("never finished")
+    real.codex(Script({"long": hold, "again": "second answer"}))
+    real.run("x/first", "a long one")
+    assert hold.started.wait(60), real.why("x/first")
+    real.until_screen("x/first", "esc to interrupt")
+    real.keys("x/first", "Escape")
+    assert hold.aborted.wait(30), real.why("x/first")
+    r = real.orcr("agent", "wait", "x/first", "--timeout", "60s", check=False, timeout=90)
+    assert r.returncode == 7 and "interrupted" in (r.stdout + r.stderr), real.why(
+        "x/first", r.stderr
+    )
+    assert real.get("x/first")["agent_session"]["source"] == "orcr:rollout"
+    real.orcr("agent", "send", "x/first", "again please")
+    real.wait_idle("x/first")
+    assert real.read("x/first")["text"] == "second answer"

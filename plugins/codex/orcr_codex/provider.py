@@ -26,6 +26,7 @@ import glob
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,47 @@ class CodexProvider(JsonlAdapter):
                 if os.path.isfile(path) and _meta_id(path) in (pointer.value, None):
                     return path
         return None
+
+    def find_session(
+        self, spec: LaunchSpec, prompt: str, since: float, taken: set[str] = frozenset()
+    ) -> SessionPointer | None:
+        """The thread whose rollout received ``prompt``: created since ``since`` (the
+        agent's start), for ``spec.cwd``, a user thread (no subagent), not ``taken`` by
+        another agent; the newest when several match.
+
+        Codex reports its thread only through ``notify`` after a completed turn, so a
+        first turn that is interrupted or fails would leave orcr without the rollout;
+        the monitor then finds it by the prompt (``orcr_core.agents.sessions``).
+        """
+        root = config_root(spec.options, "CODEX_HOME", "~/.codex") / "sessions"
+        days = sorted({time.strftime("%Y/%m/%d", time.localtime(t)) for t in (since, time.time())})
+        cwd = os.path.realpath(spec.cwd)
+        needle = json.dumps(prompt.strip(), ensure_ascii=False)[1:-1]
+        found: list[tuple[float, str]] = []
+        for day in days:
+            for path in glob.glob(os.path.join(glob.escape(str(root / day)), "rollout-*.jsonl")):
+                try:
+                    if os.path.getmtime(path) < since - 1:
+                        continue
+                    with open(path, encoding="utf-8", errors="replace") as fh:
+                        meta = json.loads(fh.readline()).get("payload", {})
+                        head = fh.read(4 * 1024 * 1024)
+                except (OSError, ValueError, AttributeError):
+                    continue
+                thread = meta.get("id") if isinstance(meta, dict) else None
+                if (
+                    not thread
+                    or thread in taken
+                    or meta.get("thread_source") == "subagent"
+                    or meta.get("parent_thread_id")
+                    or os.path.realpath(str(meta.get("cwd") or "")) != cwd
+                    or needle not in head
+                ):
+                    continue
+                found.append((os.path.getmtime(path), thread))
+        if not found:
+            return None
+        return SessionPointer("orcr:rollout", "id", max(found)[1])
 
     def turns(self, settle: float, blocked_after: float | None) -> CodexTurns:
         return CodexTurns(settle=settle, blocked_after=blocked_after)

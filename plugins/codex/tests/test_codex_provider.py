@@ -2,6 +2,7 @@
 
 import json
 import os
+import time
 
 import orcr_codex
 import pytest
@@ -137,3 +138,35 @@ def test_resume_argv_puts_the_resume_subcommand_after_the_program():
         "env", "X=1", "codex", "resume", "thr-1", *launch[3:],
     ]  # fmt: skip
     assert launch[3:][-2:] == ["--model", "o3"]  # the launch flags follow the thread id
+
+
+def _rollout_with(root, thread, cwd, prompt, **meta):
+    day = root / "sessions" / time.strftime("%Y/%m/%d")
+    day.mkdir(parents=True, exist_ok=True)
+    lines = [
+        {"type": "session_meta", "payload": {"id": thread, "cwd": cwd, **meta}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user",
+                                              "content": [{"type": "input_text", "text": prompt}]}},
+    ]  # fmt: skip
+    path = day / f"rollout-2026-11-30T10-00-00-{thread}.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_find_session_by_the_prompt(tmp_path):
+    """A thread notify never reported is found by its rollout: the agent's cwd, the
+    prompt, a user thread, not another agent's, written since the agent started."""
+    opts = {"home": str(tmp_path)}
+    since = time.time() - 5
+    p = CodexProvider()
+    assert p.find_session(spec(opts), "fix it", since) is None
+    _rollout_with(tmp_path, "t-other-cwd", "/elsewhere", "fix it")
+    _rollout_with(tmp_path, "t-other-prompt", "/w", "something else")
+    _rollout_with(tmp_path, "t-sub", "/w", "fix it", thread_source="subagent",
+                  parent_thread_id="t-main")  # fmt: skip
+    assert p.find_session(spec(opts), "fix it", since) is None
+    _rollout_with(tmp_path, "t-main", "/w", "fix it")
+    found = p.find_session(spec(opts), "fix it", since)
+    assert found == SessionPointer("orcr:rollout", "id", "t-main")
+    assert p.find_session(spec(opts), "fix it", since, taken={"t-main"}) is None
+    assert p.find_session(spec(opts), "fix it", time.time() + 60) is None  # older than the agent
