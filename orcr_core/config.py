@@ -24,6 +24,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "concurrency": {"max": 25, "min_free_memory": "auto"},
     "timings": {
         "max_starting": "2m",
+        "dialog_wait": "1h",
         "reconcile_every": "30s",
         "gc_after": "24h",
         "stop_grace": "10s",
@@ -240,6 +241,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "concurrency.min_free_memory": _memory,
     "concurrency.*": _int_range(1, MAX_CAP),
     "timings.max_starting": _duration_range(1, 86400),
+    "timings.dialog_wait": _duration_range(1, 7 * 86400),
     "timings.reconcile_every": _duration_range(0.1, 3600),
     "timings.gc_after": _duration_range(1, 365 * 86400),
     "timings.stop_grace": _duration_range(0, 3600),
@@ -266,6 +268,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "providers.*.home": _string,
     "providers.*.stop_hook": _bool,
     "providers.*.notify": _bool,
+    "providers.*.trust_cwd": _bool,
 }
 
 

@@ -272,6 +272,28 @@ class TurnState:
         return None
 
 
+@dataclass(frozen=True)
+class ScreenState:
+    """What a provider reads on its TUI's screen before orcr types a first prompt.
+
+    ``state`` is ``ready`` (the TUI waits at its input), ``dialog`` (it asks a
+    question first: a folder-trust check, a first-run setup) or ``unknown``
+    (nothing recognised yet: still drawing, or a screen the adapter does not
+    know). For a dialog, ``kind`` is a short stable word (``trust``,
+    ``api_key``, ``onboarding``), ``reason`` is one line for a person naming
+    the question and how to answer it, ``answer_keys`` are the logical keys
+    that answer it yes (for :meth:`Driver.send_keys`), and ``answer_option``
+    is the ``[providers.<name>]`` option that lets orcr press them itself
+    (``trust_cwd``); a dialog with no option always waits for a person.
+    """
+
+    state: str
+    kind: str | None = None
+    reason: str | None = None
+    answer_keys: tuple[str, ...] = ()
+    answer_option: str | None = None
+
+
 @runtime_checkable
 class TranscriptReader(Protocol):
     """An incremental reader over one transcript file.
@@ -304,6 +326,12 @@ class Provider(Protocol):
     # Optional: ``launch_env(spec) -> dict[str, str | None]``: environment for the
     # agent's process; a None value removes an inherited variable (a Claude Code
     # started from inside another one must not see CLAUDECODE). Read with getattr.
+    # Optional: ``screen_state(screen, spec) -> ScreenState``: what the TUI's
+    # screen (``Driver.read``) shows before the first prompt. orcr types the
+    # prompt only at ``ready``; at a ``dialog`` the agent waits in ``starting``
+    # with the dialog's reason (or orcr answers it when the dialog's
+    # ``answer_option`` is set). Without the hook orcr types once the screen
+    # shows anything (docs/plugins/index.md).
     # Optional: ``needs_argv: bool``: the provider runs an argv the user gives
     # (``command``); admission refuses a run with none given and none configured.
 

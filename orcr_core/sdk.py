@@ -167,6 +167,10 @@ class Orcr:
             "agent"
         ]
 
+    def keys(self, target: str, keys: list[str]) -> dict:
+        """Press ``keys`` (``enter``, ``down``, ``ctrl+c``, a character) in the agent's pane."""
+        return self.client.call("agent.keys", target=target, keys=list(keys))
+
     def read(self, target: str, last: bool = False) -> dict:
         """The last ended turn's answer (``text``) or ``error``.
 

@@ -333,3 +333,33 @@ def test_loops_sit_on_their_group_with_schedule_next_fire_and_runs():
     # a status filter shows loops through their agents only; naming a loop shows it
     assert [g.name for g in m.groups(Filter.parse("working"))] == ["nightly"]
     assert [g.name for g in m.groups(Filter.parse("weekly"))] == ["weekly"]
+
+
+def test_a_blocked_start_follows_its_events_and_shows_in_the_frame():
+    """``agent.blocked`` sets what a starting agent's dialog asks; ``agent.unblocked``,
+    ``agent.dialog_answered`` or leaving ``starting`` clear it."""
+    why = "Claude Code asks whether to trust /w — answer it with `orcr agent attach w/a`"
+    m = FleetModel()
+    m.load_snapshot(
+        snapshot(
+            0,
+            agent("a", "w/a", status="starting", turn=0, blocked=why),
+            agent("b", "w/b", status="idle", blocked="stale"),  # only a starting row is
+        )
+    )
+    assert (m.rows["a"].blocked, m.rows["b"].blocked) == (why, None)
+    assert m.header()["blocked"] == 1
+    text = format_frame(m.frame())
+    assert "blocked 1" in text.splitlines()[0]
+    line = next(ln for ln in text.splitlines() if ln.startswith("w/a"))
+    assert "blocked" in line and why in line
+    m.apply(ev(1, "agent.unblocked", "a", path="w/a"))
+    assert m.rows["a"].blocked is None and m.header()["blocked"] == 0
+    m.apply(ev(2, "agent.blocked", "a", path="w/a", dialog="api_key", reason="key?"))
+    assert m.rows["a"].blocked == "key?"
+    assert m.frame()["groups"][0]["agents"][0]["blocked"] == "key?"
+    m.apply(ev(3, "agent.dialog_answered", "a", path="w/a", dialog="trust"))
+    assert m.rows["a"].blocked is None
+    m.apply(ev(4, "agent.blocked", "a", path="w/a", dialog="trust", reason="again"))
+    m.apply(status(5, "a", "w/a", "starting", "ended", exit_reason="canceled"))
+    assert m.rows["a"].blocked is None

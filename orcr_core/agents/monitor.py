@@ -46,6 +46,8 @@ from orcr_core.store.models import Agent, db
 log = logging.getLogger("orcr.monitor")
 
 LOST_CONFIRM = 1.0  # seconds: the least time between lost and ended (lost)
+#: seconds between re-checks of a blocked agent's screen (is the dialog answered?)
+DIALOG_RECHECK = 0.5
 MONITORED = ("starting", "working", "idle", "lost")
 
 
@@ -206,6 +208,7 @@ class Monitor:
             self.watcher.unwatch(uuid)
             self.server.lost_at.pop(uuid, None)
             self._stall_at.pop(uuid, None)
+            self.server.dialog_checked.pop(uuid, None)
         for uuid, agent in rows.items():
             before = old.get(uuid)
             if before is None or (before.status, before.turn, before.agent_session_value) != (
@@ -226,7 +229,10 @@ class Monitor:
 
     def _arm(self, agent: Agent) -> None:
         cfg = self.server.config
-        if agent.status == "starting":
+        if agent.status == "starting" and agent.blocked_reason:
+            at = (agent.blocked_at or time.time()) + cfg.duration("timings.dialog_wait")
+            self.timers.arm(at, agent.uuid, "guard")
+        elif agent.status == "starting":
             start = agent.last_progress_at or agent.started_at or time.time()
             self.timers.arm(start + cfg.duration("timings.max_starting"), agent.uuid, "guard")
         elif agent.status == "working" and agent.timeout and agent.turn_started_at:
@@ -433,8 +439,17 @@ def _agent(server, agent: Agent, now: float) -> None:
     cfg = server.config
     if agent.status == "starting":
         guard = cfg.duration("timings.max_starting")
+        wait = cfg.duration("timings.dialog_wait")
         if agent.cancel_requested and not server.pipeline_active(agent.uuid):
             pipeline.finish_cancel(server, agent)
+        elif agent.blocked_reason:  # a person is being asked: the longer limit, no guard
+            if (agent.blocked_at or now) + wait < now:
+                _guard_expired(server, agent, wait, agent.blocked_reason)
+            elif not server.pipeline_active(agent.uuid):
+                checked = server.dialog_checked.get(agent.uuid, 0.0)
+                if time.monotonic() - checked >= DIALOG_RECHECK:  # answered yet?
+                    server.dialog_checked[agent.uuid] = time.monotonic()
+                    server.start_pipeline(agent.uuid, pipeline.run)
         elif (agent.last_progress_at or agent.started_at or now) + guard < now:
             _guard_expired(server, agent, guard)
         elif not server.pipeline_active(agent.uuid) and now - (agent.last_progress_at or 0) > 1.0:
@@ -461,8 +476,10 @@ def _agent(server, agent: Agent, now: float) -> None:
     _turns(server, agent)
 
 
-def _guard_expired(server, agent: Agent, guard: float) -> None:
+def _guard_expired(server, agent: Agent, guard: float, dialog: str | None = None) -> None:
     msg = f"stuck-start guard: no progress for {guard:g}s (timings.max_starting)"
+    if dialog:
+        msg = f"a dialog went unanswered for {guard:g}s (timings.dialog_wait): {dialog}"
     with db.atomic("IMMEDIATE"):
         agent = Agent.get_by_id(agent.id)
         if agent.status != "starting":

@@ -126,10 +126,15 @@ def _table(rows: list[dict]) -> None:
         status = a["status"] + (f" ({a['exit_reason']})" if a["exit_reason"] else "")
         if a.get("stalled"):  # a flag beside the status, not a status of its own
             status += " (stalled)"
+        if a.get("blocked"):
+            status += " (blocked)"
         data.append((a["path"], status, a["provider"], _age(a["created_at"]), a["uuid"]))
     widths = [max([len(c)] + [len(r[i]) for r in data]) for i, c in enumerate(cols)]
     for r in [cols, *data]:
         click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    for a in rows:  # what it waits for, on a line of its own (a reason is long)
+        if a.get("blocked"):
+            click.echo(f"blocked {a['path']}: {a['blocked']}")
 
 
 def _unmanaged_table(rows: list[dict]) -> None:
@@ -323,14 +328,37 @@ def _turn_failure(path: str, turn, r: dict) -> str:
 
 @agent.command(name="send")
 @click.argument("target")
-@click.argument("prompt")
+@click.argument("prompt", required=False)
 @click.option(
     "--timeout",
     callback=_turn_timeout,
     help="End the agent if this turn runs longer (at most 7d).",
 )
-def agent_send(target, prompt, timeout):
-    """Start the agent's next turn with PROMPT ('-' reads stdin). Needs an idle agent."""
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    help="Press a key in the agent's pane instead of sending a prompt (repeatable, in "
+    "order): enter, escape, up, down, tab, ctrl+c, or one character.",
+)
+def agent_send(target, prompt, timeout, keys):
+    """Start the agent's next turn with PROMPT ('-' reads stdin). Needs an idle agent.
+
+    With --key (and no PROMPT) presses keys in the pane of a starting, working
+    or idle agent instead, and starts no turn: answer a dialog the agent is
+    blocked on (orcr agent ls shows it), e.g. --key down --key enter.
+    """
+    if keys:
+        if prompt is not None or timeout is not None:
+            raise OrcrCliError(
+                "--key presses keys only: give no PROMPT or --timeout with it", ExitCode.USAGE
+            )
+        with sdk() as orcr:
+            r = orcr.keys(target, list(keys))
+        click.echo(f"{r['path']} keys {' '.join(r['keys'])}")
+        return
+    if prompt is None:
+        raise OrcrCliError("missing PROMPT (or --key KEY to press keys)", ExitCode.USAGE)
     if prompt == "-":
         prompt = sys.stdin.read()
     from orcr_core.sdk import check_prompt

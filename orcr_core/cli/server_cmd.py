@@ -96,6 +96,8 @@ def _print_status(s: dict) -> None:
     click.echo(f"queue {s['queue_depth']} queued  live {s['live']}/{s['caps']['max']}")
     if s.get("held"):
         click.echo(f"held: {s['held']}")
+    for b in s.get("blocked") or []:
+        click.echo(f"blocked {b['path']}: {b['reason']}")
     for name, p in s["providers"].items():
         cap = p["cap"] if p["cap"] is not None else "-"
         click.echo(f"  {name}: {p['live']}/{cap}")

@@ -60,6 +60,8 @@ class Server:
         self._waiting: dict[str, list] = {}
         self.exited_panes: dict[str, float] = {}  # pane id -> when the multiplexer said so
         self.lost_at: dict[str, float] = {}  # agent uuid -> when it was first seen lost
+        #: blocked agents: when their screen was last re-checked (monotonic)
+        self.dialog_checked: dict[str, float] = {}
         self._pipe_lock = threading.Lock()
         self._lock_fd: int | None = None
         self.threads: list[threading.Thread] = []
@@ -338,6 +340,12 @@ class Server:
             "stalled": Agent.select()
             .where((Agent.status == "working") & Agent.stalled_at.is_null(False))
             .count(),
+            "blocked": [
+                {"path": a.path, "uuid": a.uuid, "reason": a.blocked_reason}
+                for a in Agent.select()
+                .where((Agent.status == "starting") & Agent.blocked_reason.is_null(False))
+                .order_by(Agent.id)
+            ],
             "last_seq": events.last_seq(),
             "loops": self.loops.status() if self.loops is not None else None,
             "write_transactions": db.write_transactions,

@@ -65,6 +65,8 @@ def agent_dict(a: Agent) -> dict:
         "parked_at": iso(a.parked_at),
         "move_state": a.move_state,
         "cancel_requested": a.cancel_requested,
+        "blocked": a.blocked_reason,
+        "blocked_since": iso(a.blocked_at),
         "workspace_id": a.workspace_id,
         "tab_id": a.tab_id,
         "pane_id": a.pane_id,
@@ -289,6 +291,41 @@ def agent_send(server, conn, rid, params):
         )
     pipeline.send_prompt(server, agent, prompt, timeout)
     return {"agent": agent_dict(Agent.get_by_id(agent.id))}
+
+
+@method("agent.keys")
+def agent_keys(server, conn, rid, params):
+    """``agent send --key``: press keys in a live agent's pane (answer a dialog).
+
+    No turn starts and nothing is recorded as a prompt: a blocked agent's
+    pipeline sees the answered dialog on its next screen check and types its
+    first prompt then.
+    """
+    from orcr_core.contracts import DriverError
+
+    agent = resolve(_param(params, "target", str))
+    keys = params.get("keys")
+    if (
+        not isinstance(keys, list)
+        or not keys
+        or len(keys) > 64
+        or not all(isinstance(k, str) and k for k in keys)
+    ):
+        raise ProtocolError("invalid_params", "keys must be a list of 1-64 key names")
+    pane = pane_of(agent)
+    if pane is None or agent.status not in ("starting", "working", "idle") or server.driver is None:
+        raise ProtocolError(
+            "not_attachable", f"agent {agent.path} has no live pane ({agent.status})"
+        )
+    try:
+        server.driver.send_keys(pane, list(keys))
+    except DriverError as exc:
+        code = "invalid_params" if exc.code == "unknown_key" else "driver_error"
+        raise ProtocolError(code, str(exc)) from None
+    if agent.blocked_reason:
+        server.dialog_checked.pop(agent.uuid, None)  # re-check its screen at once
+        server.monitor.poke()
+    return {"path": agent.path, "uuid": agent.uuid, "keys": list(keys)}
 
 
 @method("agent.read")

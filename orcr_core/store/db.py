@@ -124,6 +124,14 @@ def _drift(database) -> None:
     database.create_tables([models.Drift], safe=True)
 
 
+def _blocked(database) -> None:
+    # a starting agent whose TUI asks a person something first (a trust dialog)
+    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
+    for column, decl in (("blocked_reason", "TEXT"), ("blocked_at", "REAL")):
+        if column not in have:
+            database.execute_sql(f"ALTER TABLE agent ADD COLUMN {column} {decl}")
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
@@ -138,6 +146,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("0009_unmanaged_agents", _unmanaged),
     ("0010_agent_stalled_at", _stalled_at),
     ("0011_drift_counters", _drift),
+    ("0012_agent_blocked", _blocked),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

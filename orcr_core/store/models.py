@@ -118,6 +118,9 @@ class Agent(BaseModel):
     created_at = FloatField()
     started_at = FloatField(null=True)
     last_progress_at = FloatField(null=True)
+    #: a starting agent's TUI asks a person first (migration 0012): why, since when
+    blocked_reason = TextField(null=True)
+    blocked_at = FloatField(null=True)
     turn_started_at = FloatField(null=True)
     idle_since = FloatField(null=True)
     stalled_at = FloatField(null=True)  # a flag, not a status (agents/stall.py)

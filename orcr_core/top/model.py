@@ -91,6 +91,7 @@ class Row:
     answer_stale: bool = False  # a turn ended since ``answer`` was read
     queue_seq: int | None = None
     pane_id: str | None = None
+    blocked: str | None = None  # a starting agent's TUI asks a person this first
 
     @property
     def group(self) -> str:
@@ -114,6 +115,7 @@ class Row:
             self.stalled,
             self.exit_reason,
             self.answer,
+            self.blocked,
         )
 
     @classmethod
@@ -142,6 +144,7 @@ class Row:
             error=a.get("error"),
             queue_seq=a.get("queue_seq"),
             pane_id=a.get("pane_id"),
+            blocked=a.get("blocked") if status == "starting" else None,
             # an agent that has finished a turn has an answer worth reading
             answer_stale=status in ("idle", "ended", "lost") and (a.get("turn") or 0) > 0,
         )
@@ -159,6 +162,7 @@ class Row:
             "exit_reason": self.exit_reason,
             "error": self.error,
             "answer": self.answer,
+            "blocked": self.blocked,
         }
 
 
@@ -375,6 +379,8 @@ class FleetModel:
                 row.error = data["error"]
             if row.status != "working":
                 row.stalled = False
+            if row.status != "starting":
+                row.blocked = None
             if "turn_status" in data:
                 row.turn_status = data["turn_status"]
             if prev == "working" and row.status in ("idle", "ended", "lost"):
@@ -383,6 +389,10 @@ class FleetModel:
                 row.created = ts
         elif kind == "prompt.requested":
             row.turn = max(row.turn, int(data.get("turn") or 0))
+        elif kind == "agent.blocked":
+            row.blocked = data.get("reason") or "blocked"
+        elif kind in ("agent.unblocked", "agent.dialog_answered"):
+            row.blocked = None
         elif kind == "agent.stalled":
             row.stalled = bool(data.get("stalled", True))
         elif kind in ("pane.start_applied", "agent.rematched", "agent.repaired"):
@@ -429,12 +439,13 @@ class FleetModel:
         held-back reasons, drift and the multiplexer from the last server.status."""
         counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
         per_provider: dict[str, int] = {}
-        stalled = 0
+        stalled = blocked = 0
         for r in self.rows.values():
             counts[r.status] = counts.get(r.status, 0) + 1
             if r.status in LIVE:
                 per_provider[r.provider] = per_provider.get(r.provider, 0) + 1
             stalled += r.stalled
+            blocked += r.blocked is not None
         s = self.status
         caps = s.get("providers") or {}
         providers = {
@@ -449,6 +460,7 @@ class FleetModel:
             "providers": providers,
             "statuses": counts,
             "stalled": stalled,
+            "blocked": blocked,
             "held_back": s.get("held") or None,  # why promotions wait (memory), if they do
             "drift": s.get("drift"),
             "unmanaged": s.get("unmanaged") or 0,  # agents in the user's other herdr sessions

@@ -162,9 +162,9 @@ class FleetTable(ScrollView, can_focus=True):
             (row.status, STATUS_STYLE.get(row.status)),
             (duration(age), None),
             (str(row.turn), None),
-            ("stalled" if row.stalled else "", STALLED_STYLE),
+            ("blocked" if row.blocked else "stalled" if row.stalled else "", STALLED_STYLE),
             (row.exit_reason or "", None),
-            (row.answer or "", None),
+            (row.blocked or row.answer or "", None),
         ]
 
     def line_text(self, index: int, now: float | None = None) -> str:

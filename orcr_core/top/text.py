@@ -19,6 +19,8 @@ def header_line(h: dict) -> str:
         parts.append(f"{name} {p['live']}/{pcap}")
     if h.get("stalled"):
         parts.append(f"stalled {h['stalled']}")
+    if h.get("blocked"):
+        parts.append(f"blocked {h['blocked']}")
     return "  ".join(parts)
 
 
@@ -70,9 +72,10 @@ def cells(a: dict) -> tuple[str, ...]:
         a["status"],
         duration(a["in_status"]),
         str(a["turn"]),
-        "stalled" if a["stalled"] else "",
+        "blocked" if a.get("blocked") else "stalled" if a["stalled"] else "",
         a["exit_reason"] or "",
-        (a["answer"] or "")[:80],
+        # a blocked agent shows what it waits for where its answer will be
+        a.get("blocked") or (a["answer"] or "")[:80],
     )
 
 

@@ -17,6 +17,13 @@ touches:
 A turn is a list of steps ``(delay, action)``; one ``select`` loop runs them,
 so keystrokes keep landing in the composer while a turn works.
 
+Start-up dialogs (:class:`Dialog`, the real CLIs' texts): while one shows, keys
+move its menu (up/down) and Enter chooses; typed or pasted text is dropped, so
+a prompt typed into a dialog is lost and its Enter chooses the highlighted
+option, as in the real TUIs. Like Claude Code 2.1.332's, the first dialog takes
+no keys for :data:`DIALOG_DEAF` seconds after it is first drawn (keys sent the
+moment it appears are dropped, all of them).
+
 Prompt directives (leading, any order): ``[sleep N]`` delays the answer N
 seconds, ``[tool]`` runs one tool call before the answer. The answer is the
 prompt with its directives taken off.
@@ -41,6 +48,7 @@ from datetime import UTC, datetime
 PASTE_START = b"\x1b[200~"
 PASTE_END = b"\x1b[201~"
 ENTER_GUARD = 0.15  # seconds after a paste during which Enter is swallowed
+DIALOG_DEAF = 0.3  # seconds after a dialog's first draw during which it drops keys
 _DIRECTIVE = re.compile(r"\s*\[(?:(sleep)\s+(\d+(?:\.\d*)?)|(tool))\]", re.IGNORECASE)
 
 Step = tuple[float, Callable[[], None]]
@@ -170,6 +178,34 @@ def parse_args(argv: list[str], with_value: set[str], aliases: dict[str, str]) -
     return out
 
 
+@dataclass
+class Dialog:
+    """A start-up question: text, then a menu whose highlighted option has ``pointer``.
+
+    ``choose(index)`` runs when Enter chooses an option (with no options, Enter
+    continues: ``choose(-1)``).
+    """
+
+    lines: list[str]
+    options: list[str]
+    choose: Callable[[int], None]
+    selected: int = 0
+    pointer: str = "❯"
+    indent: str = " "
+    footer: list[str] = field(default_factory=lambda: ["Enter to confirm · Esc to cancel"])
+    shown_at: float | None = None  # its first draw (monotonic)
+    first: bool = False  # the first screen the TUI draws (deaf for DIALOG_DEAF)
+
+    def screen(self) -> list[str]:
+        out = list(self.lines)
+        for i, text in enumerate(self.options):
+            mark = self.pointer if i == self.selected else " "
+            out.append(f"{self.indent}{mark} {text}")
+        if self.footer:
+            out += [""] + [self.indent + f for f in self.footer]
+        return out
+
+
 class Tui:
     """The composer, the turn runner and the screen. Subclasses make the turns."""
 
@@ -189,6 +225,9 @@ class Tui:
         self.history: deque[str] = deque(maxlen=40)
         self.quit = False
         self.dirty = True
+        self.exit_code = 0
+        self.dialogs: deque[Dialog] = deque()
+        self.drawn_before = False
 
     # -- turns ---------------------------------------------------------------
 
@@ -223,7 +262,40 @@ class Tui:
 
     # -- input ---------------------------------------------------------------
 
+    def dialog_feed(self, data: bytes) -> None:
+        """Keys while a dialog shows: arrows move, Enter chooses, text is dropped."""
+        dialog = self.dialogs[0]
+        if dialog.first and (
+            dialog.shown_at is None or time.monotonic() - dialog.shown_at < DIALOG_DEAF
+        ):
+            return  # the TUI takes no input yet: dropped
+        i = 0
+        while i < len(data) and self.dialogs and self.dialogs[0] is dialog:
+            if data.startswith(PASTE_START, i):
+                end = data.find(PASTE_END, i)
+                i = len(data) if end < 0 else end + len(PASTE_END)
+                continue
+            if data[i] == 0x1B:
+                seq = data[i : i + 3]
+                if seq in (b"\x1b[A", b"\x1bOA"):
+                    dialog.selected = max(0, dialog.selected - 1)
+                elif seq in (b"\x1b[B", b"\x1bOB"):
+                    dialog.selected = min(max(len(dialog.options) - 1, 0), dialog.selected + 1)
+                i += self._skip_escape(data, i)
+                continue
+            if data[i] in (0x0D, 0x0A):
+                self.dialogs.popleft()
+                dialog.choose(dialog.selected if dialog.options else -1)
+            elif data[i] == 0x03:
+                self.quit = True
+                return
+            i += 1
+        self.dirty = True
+
     def feed(self, data: bytes) -> None:
+        if self.dialogs:
+            self.dialog_feed(data)
+            return
         data, self.pending = self.pending + data, b""
         i = 0
         while i < len(data):
@@ -315,7 +387,12 @@ class Tui:
             cols, rows = 0, 0
         if cols <= 0 or rows <= 0:
             cols, rows = 80, 24
-        lines = [ln[: max(cols - 1, 10)] for ln in self.screen(max(rows, 6))]
+        if self.dialogs and self.dialogs[0].shown_at is None:
+            self.dialogs[0].shown_at = time.monotonic()
+            self.dialogs[0].first = not self.drawn_before
+        self.drawn_before = True
+        shown = self.dialogs[0].screen() if self.dialogs else self.screen(max(rows, 6))
+        lines = [ln[: max(cols - 1, 10)] for ln in shown]
         self.write("\x1b[H\x1b[2J" + "\r\n".join(lines))
 
     # -- main loop -----------------------------------------------------------
@@ -363,7 +440,7 @@ class Tui:
                     termios.tcsetattr(self.in_fd, termios.TCSADRAIN, saved)
                 except OSError:
                     pass
-        return 0
+        return self.exit_code
 
     def on_exit(self) -> None:
         pass

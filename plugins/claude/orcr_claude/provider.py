@@ -21,10 +21,11 @@ import os
 import uuid
 from typing import Any
 
+from orcr_claude import screen
 from orcr_claude.slug import project_slug
 from orcr_claude.turns import ClaudeTurns
 from orcr_core.adapter_helpers import JsonlAdapter, base_argv, config_root
-from orcr_core.contracts import LaunchSpec, ProviderError, SessionPointer
+from orcr_core.contracts import LaunchSpec, ProviderError, ScreenState, SessionPointer
 
 #: A no-op Stop hook: with one configured, Claude writes a ``stop_hook_summary``
 #: record at the end of every completed turn, which the reader takes as the turn's
@@ -90,6 +91,10 @@ class ClaudeProvider(JsonlAdapter):
             return max(found, key=os.path.getmtime)
         by_slug = root / project_slug(spec.cwd) / f"{pointer.value}.jsonl"
         return str(by_slug) if by_slug.is_file() else None
+
+    def screen_state(self, text: str, spec: LaunchSpec) -> ScreenState:
+        """Ready at its input, or a start-up question first (:mod:`orcr_claude.screen`)."""
+        return screen.screen_state(text, spec)
 
     def turns(self, settle: float, blocked_after: float | None) -> ClaudeTurns:
         return ClaudeTurns(settle=settle, blocked_after=blocked_after)

@@ -30,9 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orcr_codex import screen
 from orcr_codex.turns import CodexTurns
 from orcr_core.adapter_helpers import JsonlAdapter, base_argv, config_root, str_list
-from orcr_core.contracts import LaunchSpec, SessionPointer
+from orcr_core.contracts import LaunchSpec, ScreenState, SessionPointer
 
 #: orcr's Codex agents start no app-server daemon of their own (see launch_argv)
 NO_DAEMON = "features.daemon_auto_start=false"
@@ -157,6 +158,10 @@ class CodexProvider(JsonlAdapter):
         if not found:
             return None
         return SessionPointer("orcr:rollout", "id", max(found)[1])
+
+    def screen_state(self, text: str, spec: LaunchSpec) -> ScreenState:
+        """Ready at its input, or a start-up question first (:mod:`orcr_codex.screen`)."""
+        return screen.screen_state(text, spec)
 
     def turns(self, settle: float, blocked_after: float | None) -> CodexTurns:
         return CodexTurns(settle=settle, blocked_after=blocked_after)

@@ -1,0 +1,59 @@
+"""Helpers for a provider's ``screen_state`` hook: reading a TUI's selection menu.
+
+Both Claude Code and Codex ask their start-up questions as a vertical menu
+with one highlighted option marked by a pointer (``❯`` or ``›``). The keys
+that choose an option are the arrow presses from the highlighted one to it,
+then Enter: computed from the screen, never assumed, so an answer is right
+whichever option a menu opens on.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def menu(lines: list[str], pointer: str) -> list[tuple[bool, str]]:
+    """The menu options on ``lines``: ``[(highlighted, text)]`` in screen order.
+
+    An option is a line whose first visible character is ``pointer`` (the
+    highlighted one) or that is indented like the options around it; the first
+    run of such lines that holds the pointer is the menu.
+    """
+    marked = re.compile(rf"^(\s*){re.escape(pointer)}\s+(\S.*)$")
+    for i, line in enumerate(lines):
+        m = marked.match(line)
+        if m is None:
+            continue
+        start = i
+        while start > 0 and _option_like(lines[start - 1]):
+            start -= 1
+        end = i + 1
+        while end < len(lines) and _option_like(lines[end]):
+            end += 1
+        out = []
+        for j in range(start, end):
+            mm = marked.match(lines[j])
+            out.append((True, mm.group(2).strip()) if mm else (False, lines[j].strip()))
+        return out
+    return []
+
+
+def _option_like(line: str) -> bool:
+    """An unmarked option: indented text, not blank (the menu ends at a blank line)."""
+    return bool(line.strip()) and line.startswith("  ") and len(line) - len(line.lstrip()) <= 6
+
+
+def choose(options: list[tuple[bool, str]], wanted) -> tuple[str, ...]:
+    """The keys that move the highlight to the first option ``wanted(text)`` accepts
+    and press Enter; ``()`` when no option matches or none is highlighted."""
+    at = next((i for i, (hl, _) in enumerate(options) if hl), None)
+    to = next((i for i, (_, text) in enumerate(options) if wanted(text)), None)
+    if at is None or to is None:
+        return ()
+    step = "down" if to > at else "up"
+    return (*[step] * abs(to - at), "enter")
+
+
+def keys_hint(path: str, keys: tuple[str, ...]) -> str:
+    """``orcr agent send PATH --key down --key enter``, for a blocked reason."""
+    return f"orcr agent send {path} " + " ".join(f"--key {k}" for k in keys)

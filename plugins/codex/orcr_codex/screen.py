@@ -1,0 +1,63 @@
+"""Codex's screen before the first prompt: ready, or a question first.
+
+Recognised from real screens (plugins/codex/tests/fixtures/screens, captured
+from Codex 0.171.0 in tmux): the folder-trust question Codex asks in a git
+repository it has not been told to trust ("Trust this folder?" with "1. Trust
+and continue"; earlier releases: "allow Codex to work in this folder" /
+"Do you trust the contents of this directory") and its sign-in screen. The
+input is ready when a line starts with the ``›`` composer (and is no menu
+option) with the status line under it (``gpt-5 default · /path``): 0.171
+draws its composer while it is still connecting to its app-server, with only
+"? for shortcuts" under it, and may ask the trust question after that
+(0.171.0-booting.txt), so a bare composer is not ready yet.
+"""
+
+from __future__ import annotations
+
+import re
+
+from orcr_core.contracts import LaunchSpec, ScreenState
+from orcr_core.screens import choose, menu
+
+TRUST = (
+    "Trust this folder?",
+    "allow Codex to work in this folder",
+    "Do you trust the contents of this directory",
+)
+TRUST_YES = ("Trust and continue", "Yes")
+LOGIN = ("Sign in with ChatGPT",)
+_COMPOSER = re.compile(r"^›(\s|$)")
+_OPTION = re.compile(r"^›\s+\d+\.\s")
+
+
+def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
+    lines = screen.splitlines()
+    text = "\n".join(lines)
+    attach = f"orcr agent attach {spec.path}"
+    if any(s in text for s in TRUST):
+        options = [(hl, re.sub(r"^\d+\.\s*", "", t)) for hl, t in menu(lines, "›")]
+        keys = choose(options, lambda t: t.startswith(TRUST_YES))
+        return ScreenState(
+            "dialog",
+            kind="trust",
+            reason=(
+                f"Codex asks whether to trust {spec.cwd} — answer it with `{attach}`, "
+                "or set providers.codex.trust_cwd = true"
+            ),
+            answer_keys=keys,
+            answer_option="trust_cwd",
+        )
+    if any(s in text for s in LOGIN):
+        return ScreenState(
+            "dialog",
+            kind="login",
+            reason=(
+                f"Codex asks to sign in — sign in with `{attach}`, or configure an API key "
+                "(a model provider's env_key) in its config"
+            ),
+        )
+    for i, line in enumerate(lines):
+        if _COMPOSER.match(line) and not _OPTION.match(line):
+            if any(" · " in below for below in lines[i + 1 :]):
+                return ScreenState("ready")
+    return ScreenState("unknown")

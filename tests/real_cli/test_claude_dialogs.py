@@ -1,0 +1,74 @@
+"""A dialog never eats a prompt, with the real Claude Code (issue 14 item 2).
+
+The ``real`` fixture trusts its project folder up front; these tests start agents in a
+fresh folder neither CLI has been told to trust (a new worktree, the usual case), so
+the real folder-trust question shows before the input.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from fake_models import Script
+
+TMUX = pytest.mark.parametrize("live", ["tmux"], indirect=True)
+BOTH = pytest.mark.parametrize("live", ["tmux", "herdr"], indirect=True)
+
+
+def _fresh(real, git: bool = False):
+    cwd = real.tmp / "fresh-worktree"
+    cwd.mkdir()
+    if git:
+        subprocess.run(["git", "init", "-q", str(cwd)], check=True)
+    return cwd
+
+
+def _run(real, path: str, cwd, prompt: str) -> str:
+    r = real.orcr("agent", "run", "--provider", real.provider, "--path", path,
+                  "--cwd", str(cwd), prompt)  # fmt: skip
+    return r.stdout.split()[1]
+
+
+def _blocked(real, path: str, what: str) -> dict:
+    from orcr_core.testing import until
+
+    return until(
+        lambda: (a := real.get(path))["blocked"] and what in a["blocked"] and a,
+        90,
+        f"{path} blocked on {what!r}",
+    )
+
+
+@BOTH
+def test_claude_untrusted_folder_blocks_then_answered_prompt_goes_once(real):
+    """The agent waits in ``starting`` with the reason (it used to die choosing
+    "No, exit"); answered with ``agent send --key``, the prompt reaches the model once."""
+    real.timings["max_starting"] = "5s"  # the guard must not end it while it asks
+    real.claude(Script({"hello": "Hi from a fresh folder"}))
+    cwd = _fresh(real)
+    _run(real, "c/fresh", cwd, "hello there")
+    a = _blocked(real, "c/fresh", f"Claude Code asks whether to trust {cwd}")
+    assert a["status"] == "starting", real.why("c/fresh")
+    assert "Quick safety check" in real.screen("c/fresh")
+    assert real.model.prompts() == []
+    real.orcr("agent", "send", "c/fresh", "--key", "down", "--key", "enter")
+    real.wait_idle("c/fresh", timeout=90)
+    assert real.read("c/fresh")["text"] == "Hi from a fresh folder", real.why("c/fresh")
+    assert real.model.prompts() == ["hello there"]
+    state = json.loads((real.cli_home / ".claude.json").read_text())
+    assert state["projects"][str(cwd)]["hasTrustDialogAccepted"] is True
+
+
+@BOTH
+def test_claude_trust_cwd_answers_the_trust_question(real):
+    real.claude(Script({"hello": "Hi, trusted by orcr"}), extra="trust_cwd = true\n")
+    cwd = _fresh(real)
+    uuid = _run(real, "c/auto", cwd, "hello again")
+    real.wait_idle("c/auto", timeout=90)
+    assert real.read("c/auto")["text"] == "Hi, trusted by orcr", real.why("c/auto")
+    assert real.model.prompts() == ["hello again"]
+    kinds = [e["kind"] for e in real.home.events(uuid)]
+    assert kinds.count("agent.dialog_answered") == 1 and "agent.blocked" not in kinds
+    assert kinds.count("prompt.requested") == 1
