@@ -201,3 +201,39 @@ def test_sigkill_mid_unpark(live, point, parked, outcome):
     live.run("agent", "attach", "p/one", check=True)
     assert _places(live, "p/one") == [_home_place(live, "p")]
     assert not _get(live, "p/one")["parked"]
+
+
+def test_a_parked_agent_is_killed_where_it_is(live):
+    _config(live, "100ms")
+    live.start_server()
+    agent = _idle_agent(live)
+    until(lambda: _get(live, "p/one")["parked"], 30, what="parked")
+    live.run("agent", "kill", "p/one", check=True)
+    row = until(lambda: (a := _get(live, "p/one"))["status"] == "ended" and a, 30)
+    assert row["exit_reason"] == "killed"
+    until(lambda: _places(live, "p/one") == [], 30, what="its pane closed in the parking area")
+    closed = [e for e in live.events(agent["uuid"]) if e["kind"] == "pane.close_requested"]
+    assert closed[-1]["data"]["pane_id"] == row["pane_id"]  # the parked pane's own id
+
+
+def test_a_driver_without_parking_keeps_agents_where_they_are(orcr_home):
+    """The test driver has no ``move``: park_after passes, then GC ends the agent,
+    and it was never parked (no move was even requested)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "plugins"))
+    import orcr_test_driver as td
+
+    orcr_home.config(
+        '[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\n'
+        'park_after = "100ms"\ngc_after = "2s"\n'
+    )
+    orcr_home.start_server()
+    orcr_home.run("agent", "run", "--provider", "testp", "--path", "s/x", "hi", check=True)
+    until(lambda: any(p["prompts"] for p in td.read_state()["panes"].values()), what="prompt")
+    (pane_id,) = td.read_state()["panes"]
+    td.set_status(pane_id, "idle")
+    row = until(lambda: (a := _get(orcr_home, "s/x"))["status"] == "ended" and a, 30, what="gc")
+    assert row["exit_reason"] == "gc" and not row["parked"]
+    assert _kinds(orcr_home, row["uuid"]) == []
