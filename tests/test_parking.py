@@ -237,3 +237,24 @@ def test_a_driver_without_parking_keeps_agents_where_they_are(orcr_home):
     row = until(lambda: (a := _get(orcr_home, "s/x"))["status"] == "ended" and a, 30, what="gc")
     assert row["exit_reason"] == "gc" and not row["parked"]
     assert _kinds(orcr_home, row["uuid"]) == []
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)  # tmux has no refusal to move
+def test_a_refused_unpark_still_delivers_the_prompt(live):
+    """herdr refuses to move a pane out of a zoomed tab: the prompt is typed into the
+    parked pane all the same (an answer matters more than where the pane is), the row
+    stays parked and says why in ``pane.move_failed``."""
+    _config(live, "1s")
+    live.start_server()
+    agent = _idle_agent(live)
+    parked = until(lambda: (a := _get(live, "p/one"))["parked"] and a, 30, what="parked")
+    live.run("config", "set", "timings.park_after", "1h", check=True)
+    live.mux.emulator.zoom_tab(parked["tab_id"])
+    live.run("agent", "send", "p/one", "second", check=True)
+    live.run("agent", "wait", "p/one", "--timeout", "60s", check=True)
+    assert live.run("agent", "read", "p/one", check=True).stdout == "second\n"
+    row = _get(live, "p/one")
+    assert row["parked"] and row["move_state"] is None
+    assert _places(live, "p/one") == [_parked_place(live)]
+    failed = [d for k, d in _kinds(live, agent["uuid"]) if k == "pane.move_failed"]
+    assert len(failed) == 1 and "zoomed_tab" in failed[0]["error"], failed

@@ -86,3 +86,18 @@ def test_emulator_pane_move_destinations(driver, emulator):
     assert emulator.pane(moved["pane"]["pane_id"]).label == "proj/a"
     with pytest.raises(DriverError):
         driver.request("pane.move", {"pane_id": "w9:p9", "destination": {"type": "new_tab"}})
+
+
+def test_a_zoomed_tab_refuses_the_move(driver, emulator):
+    ref = _start(driver)
+    emulator.zoom_tab(ref.tab_id)
+    res = driver.request("pane.move", {"pane_id": ref.pane_id, "destination": {"type": "new_tab"}})[
+        "move_result"
+    ]
+    assert not res["changed"] and res["reason"] == "zoomed_tab"
+    with pytest.raises(DriverError) as exc:
+        driver.move(ref, PARKING)
+    assert exc.value.code == "pane_move_failed" and "zoomed_tab" in str(exc.value)
+    assert _ws_label(emulator, ref.pane_id) == "proj"  # did not move
+    emulator.zoom_tab(ref.tab_id, False)
+    assert driver.move(ref, PARKING).pane_id != ref.pane_id

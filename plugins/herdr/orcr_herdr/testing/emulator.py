@@ -102,7 +102,8 @@ class Emulator(SessionState):
     :meth:`inputs`, :meth:`set_agent`, :meth:`set_agent_status`,
     :meth:`set_agent_session` (silent, like herdr), :meth:`clear_agent_session`,
     :meth:`exit_agent`, :meth:`add_agent` (a user's agent, e.g. in a
-    second session), :meth:`close_pane`, :meth:`drop_connections`, :meth:`corrupt_next_reply`,
+    second session), :meth:`close_pane`, :meth:`zoom_tab`, :meth:`drop_connections`,
+    :meth:`corrupt_next_reply`,
     :meth:`publish`, :meth:`retained_events`, :meth:`restart`, :meth:`crash`;
     attributes ``violations``, ``requests``, ``enter_too_early``,
     ``drop_enter_probability``, ``protocol``, ``stop_requested``.
@@ -304,6 +305,14 @@ class Emulator(SessionState):
             pane = self._pane(pane_id)
             pane.agent_authority = "hook" if agent else None
             self._set_agent(pane, agent, status)
+
+    def zoom_tab(self, tab_id: str, zoomed: bool = True) -> None:
+        """Zoom (or unzoom) a tab, as a user pressing herdr's zoom key would: a
+        ``pane.move`` from or into it then answers ``changed: false``, ``zoomed_tab``."""
+        with self.lock:
+            tab = self.find_tab(tab_id)
+            assert tab is not None, tab_id
+            tab.zoomed = zoomed
 
     def set_agent_status(self, pane_id: str, status: str) -> None:
         """A status transition: only per-pane ``pane.agent_status_changed`` streams see it."""

@@ -426,6 +426,19 @@ def pane_move(emu: Emulator, params: dict, rid: str) -> dict:
         "previous_tab_id": pane.tab_id,
     }
     created_ws = created_tab = None
+    target = _tab(emu, dest["tab_id"]) if dest["type"] == "tab" else None
+    if src_tab.zoomed or (target is not None and target.zoomed):
+        return {
+            "type": "pane_move",
+            "move_result": {
+                "changed": False,
+                "reason": "zoomed_tab",
+                **previous,
+                "pane": emu.views.pane(pane),
+                "target_layout": emu.views.layout(target or src_tab),
+                "focused_pane_id": (target or src_tab).focused_pane_id or "",
+            },
+        }
     if dest["type"] == "tab":
         tab = _tab(emu, dest["tab_id"])
         ws = emu.workspaces[tab.workspace_id]

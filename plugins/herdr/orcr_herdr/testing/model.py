@@ -87,6 +87,7 @@ class Tab:
     custom_label: str | None = None
     panes: list[Pane] = field(default_factory=list)
     focused_pane_id: str | None = None
+    zoomed: bool = False  # a zoomed tab refuses pane.move (reason zoomed_tab)
 
     @property
     def label(self) -> str:
@@ -214,7 +215,7 @@ class Views:
         return {
             "workspace_id": tab.workspace_id,
             "tab_id": tab.tab_id,
-            "zoomed": False,
+            "zoomed": tab.zoomed,
             "area": {"x": 0, "y": 0, "width": cols, "height": rows},
             "focused_pane_id": tab.focused_pane_id or "",
             "panes": panes,
