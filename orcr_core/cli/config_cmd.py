@@ -25,7 +25,7 @@ def config_path():
 @config.command(name="get")
 @click.argument("key", required=False)
 def config_get(key):
-    """Print KEY's effective value (dotted, e.g. concurrency.max), or everything as JSON."""
+    """Print KEY's effective value (dotted, such as concurrency.max), or everything as JSON."""
     from orcr_core.config import ConfigError, check_key, load
 
     try:
