@@ -80,7 +80,7 @@ def test_permission_prompt_keeps_the_turn_and_is_answered_from_the_pane(real):
     assert real.status("c/ask") == "working"
     assert not marker.exists()
     assert [r.answer for r in real.model.conversation()] == ["tool"]
-    real.keys("c/ask", "Enter")  # "1. Yes"
+    real.answer("c/ask", "Do you want to proceed?", "Enter")  # "1. Yes"
     real.wait_idle("c/ask")
     assert marker.exists()
     assert real.read("c/ask")["text"] == "made the file"

@@ -76,7 +76,7 @@ def test_permission_prompt_keeps_the_turn_and_is_answered_from_the_pane(real):
     screen = real.until_screen("x/ask", "Would you like to run", timeout=60)
     assert real.status("x/ask") == "working", screen
     assert not marker.exists()
-    real.keys("x/ask", "Enter")  # "Yes, proceed"
+    real.answer("x/ask", "Would you like to run", "Enter")  # "Yes, proceed"
     real.wait_idle("x/ask")
     assert marker.exists(), real.why("x/ask")
     assert real.read("x/ask")["text"] == "made the file"
