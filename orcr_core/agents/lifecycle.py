@@ -77,3 +77,16 @@ def update(agent: Agent, event_kind: str | None = None, **fields) -> None:
         setattr(agent, k, v)
     if event_kind:
         events.emit(event_kind, agent.uuid, path=agent.path, **fields)
+
+
+def place(agent: Agent, event_kind: str | None, pane, **fields) -> None:
+    """Record where ``agent``'s pane now stands: ``pane``'s (a PaneRef or a
+    snapshot's PaneInfo) pane, tab and workspace ids, with any other ``fields``."""
+    update(
+        agent,
+        event_kind,
+        pane_id=pane.pane_id,
+        tab_id=pane.tab_id,
+        workspace_id=pane.workspace_id,
+        **fields,
+    )

@@ -162,16 +162,14 @@ def _applied(agent: Agent, moved: PaneRef, parked: bool, to: str, **extra) -> No
     now = time.time()
     with db.atomic("IMMEDIATE"):
         current = Agent.get_by_id(agent.id)
-        lifecycle.update(
+        lifecycle.place(
             current,
             None,
+            moved,
             move_state=None,
             parked_at=(current.parked_at or now) if parked else None,
             # the clock restarts only when a parked pane came back (not on a rollback)
             unparked_at=now if current.parked_at and not parked else current.unparked_at,
-            pane_id=moved.pane_id,
-            tab_id=moved.tab_id,
-            workspace_id=moved.workspace_id,
         )
         events.emit(
             "pane.moved",

@@ -62,13 +62,7 @@ def recover(server) -> None:
             rematch.lose(server, agent, pane, repair=True)
         elif pane.pane_id != agent.pane_id:
             with db.atomic("IMMEDIATE"):
-                lifecycle.update(
-                    agent,
-                    None,
-                    pane_id=pane.pane_id,
-                    tab_id=pane.tab_id,
-                    workspace_id=pane.workspace_id,
-                )
+                lifecycle.place(agent, None, pane)
                 events.emit(
                     "agent.rematched",
                     agent.uuid,
@@ -88,13 +82,7 @@ def _recover_starting(server, agent: Agent, pane) -> None:
         # repaired: the pipeline resumes at its next step (the prompt is typed
         # only if the transcript does not show it), then starting -> working
         with db.atomic("IMMEDIATE"):
-            lifecycle.update(
-                agent,
-                "agent.repaired",
-                pane_id=pane.pane_id,
-                tab_id=pane.tab_id,
-                workspace_id=pane.workspace_id,
-            )
+            lifecycle.place(agent, "agent.repaired", pane)
             drift.bump("repaired")
         server.start_pipeline(agent.uuid, pipeline.run)
         return
