@@ -45,6 +45,17 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def session_dict(row) -> dict | None:
+    """The agent session pointer of an Agent or UnmanagedAgent row, or None."""
+    if not row.agent_session_value:
+        return None
+    return {
+        "source": row.agent_session_source,
+        "kind": row.agent_session_kind,
+        "value": row.agent_session_value,
+    }
+
+
 def agent_dict(a: Agent) -> dict:
     return {
         "uuid": a.uuid,
@@ -70,15 +81,7 @@ def agent_dict(a: Agent) -> dict:
         "workspace_id": a.workspace_id,
         "tab_id": a.tab_id,
         "pane_id": a.pane_id,
-        "agent_session": (
-            {
-                "source": a.agent_session_source,
-                "kind": a.agent_session_kind,
-                "value": a.agent_session_value,
-            }
-            if a.agent_session_value
-            else None
-        ),
+        "agent_session": session_dict(a),
         "created_at": iso(a.created_at),
         "started_at": iso(a.started_at),
         "ended_at": iso(a.ended_at),
@@ -207,15 +210,7 @@ def unmanaged_dict(u) -> dict:
         "cwd": u.cwd,
         "label": u.label,
         "name": u.name,
-        "agent_session": (
-            {
-                "source": u.agent_session_source,
-                "kind": u.agent_session_kind,
-                "value": u.agent_session_value,
-            }
-            if u.agent_session_value
-            else None
-        ),
+        "agent_session": session_dict(u),
         "discovered_at": iso(u.discovered_at),
         "updated_at": iso(u.updated_at),
         "ended_at": iso(u.ended_at),
