@@ -8,10 +8,11 @@ import time
 import pytest
 from orcr_herdr.driver import HerdrDriver
 from orcr_herdr.paths import session_socket
-from orcr_herdr.testing.wire import LINE_AGENT, wait_for
+from orcr_herdr.testing.wire import LINE_AGENT
 
 from orcr_core import dirs
 from orcr_core.contracts import Driver, DriverError, PaneRef, SessionPointer, StartSpec
+from orcr_core.testing import until
 
 
 def spec(ws: str, label: str = "proj/agent_a", argv=None, env=None) -> StartSpec:
@@ -81,7 +82,7 @@ def test_start_runs_argv_labelled_and_closes_the_bootstrap_shell(driver, emulato
     assert ws == "w1"
     ref = driver.start(spec(ws))
     assert ref == PaneRef("w1", "w1:t2", "w1:p2")
-    wait_for(lambda: "READY" in driver.read(ref))
+    until(lambda: "READY" in driver.read(ref))
     panes = driver.snapshot()
     assert [(p.pane_id, p.label) for p in panes] == [("w1:p2", "proj/agent_a")]  # p1 shell gone
     assert panes[0].session == "orcr" and panes[0].terminal_id.startswith("term_")
@@ -124,7 +125,7 @@ def test_two_call_rule_submits_where_one_write_would_not(make_emulator, config_f
     driver = HerdrDriver(config_factory())
     ws = driver.ensure_workspace("proj")
     ref = driver.start(spec(ws))
-    wait_for(lambda: "READY" in driver.read(ref))
+    until(lambda: "READY" in driver.read(ref))
     # the wrong way: text and Enter in one pane.send_input write
     driver.request("pane.send_input", {"pane_id": ref.pane_id, "text": "early", "keys": ["enter"]})
     time.sleep(0.5)
@@ -139,7 +140,7 @@ def test_two_call_rule_submits_where_one_write_would_not(make_emulator, config_f
     assert (enter.method, enter.sent, enter.delivered) == ("pane.send_keys", b"\r", b"\r")
     assert enter.at - text.at >= 0.3
     assert text.swallowed_enters == enter.swallowed_enters == 0
-    wait_for(lambda: "GOT:hello" in driver.read(ref))
+    until(lambda: "GOT:hello" in driver.read(ref))
     assert emu.violations == []
 
 
@@ -172,7 +173,7 @@ def test_close_is_idempotent_and_events_report_it(driver, emulator):
     try:
         driver.close(ref)
         driver.close(ref)  # already gone: not an error
-        wait_for(lambda: len(seen) >= 3)
+        until(lambda: len(seen) >= 3)
     finally:
         stop.set()
         listener.join(5)

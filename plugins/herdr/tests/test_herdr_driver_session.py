@@ -12,9 +12,10 @@ import pytest
 from orcr_herdr.driver import HERDR_CONFIG, HerdrDriver
 from orcr_herdr.paths import session_dir, session_socket
 from orcr_herdr.testing.shim import write_herdr_shim
-from orcr_herdr.testing.wire import LINE_AGENT, call, ok, wait_for
+from orcr_herdr.testing.wire import LINE_AGENT, call, ok
 
 from orcr_core.contracts import DriverError, StartSpec
+from orcr_core.testing import until
 
 
 @pytest.fixture
@@ -82,7 +83,7 @@ def test_ensure_session_starts_a_detached_server(
     driver.ensure_session()  # already running: nothing new is spawned
     ws = driver.ensure_workspace("proj")
     ref = driver.start(StartSpec(ws, "proj/a", "/tmp", tuple(LINE_AGENT), {}))
-    wait_for(lambda: "READY" in driver.read(ref))
+    until(lambda: "READY" in driver.read(ref))
     env_dump = call(driver.socket_path, "pane.process_info", {"pane_id": ref.pane_id})
     assert env_dump["result"]["process_info"]["shell_pid"] > 0
     # the agent reports a session; resume_agents_on_restore=false reached the server
@@ -144,7 +145,7 @@ def test_program_computes_socket_like_herdr_and_persists(short_tmp):
     sock = short_tmp / "xdg" / "herdr" / "sessions" / "demo" / "herdr.sock"
     proc = _run_emulator(["--session", "demo", "server"], {"HERDR_SOCKET_PATH": "/nope.sock"})
     try:
-        wait_for(lambda: sock.exists(), timeout=10)
+        until(lambda: sock.exists(), timeout=10)
         ok(sock, "workspace.create", {"label": "x", "cwd": "/tmp"})
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
@@ -162,7 +163,7 @@ def test_program_honours_herdr_socket_path_without_session(short_tmp):
     sock = short_tmp / "custom.sock"
     proc = _run_emulator(["server"], {"HERDR_SOCKET_PATH": str(sock)})
     try:
-        wait_for(lambda: sock.exists(), timeout=10)
+        until(lambda: sock.exists(), timeout=10)
         assert ok(sock, "server.stop") == {"type": "ok"}
         assert proc.wait(timeout=10) == 0
     finally:

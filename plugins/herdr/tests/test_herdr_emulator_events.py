@@ -6,7 +6,9 @@ import json
 import socket
 import time
 
-from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, ok, wait_for
+from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, ok
+
+from orcr_core.testing import until
 
 
 def names(emu, since: int = 0) -> list[tuple[str, dict]]:
@@ -159,13 +161,13 @@ def test_process_exit_emits_pane_exited_only(emulator):
     ok(emulator, "workspace.create", {"cwd": "/tmp"})  # w2 with its shell
     quick = apply_tab(emulator, ["sh", "-c", "sleep 0.2"], ws="w2")
     mark = len(emulator.retained_events())
-    wait_for(lambda: quick not in [p["pane_id"] for p in ok(emulator, "pane.list")["panes"]])
+    until(lambda: quick not in [p["pane_id"] for p in ok(emulator, "pane.list")["panes"]])
     assert names(emulator, mark) == [("pane_exited", {"type": "pane_exited", "pane_id": quick,
                                                       "workspace_id": "w2"})]  # fmt: skip
     # the shell is the last pane; when it exits the workspace disappears without an event
     mark = len(emulator.retained_events())
     ok(emulator, "pane.send_text", {"pane_id": "w2:p1", "text": "exit\r"})
-    wait_for(lambda: ok(emulator, "workspace.list")["workspaces"] == [])
+    until(lambda: ok(emulator, "workspace.list")["workspaces"] == [])
     assert [n for n, _ in names(emulator, mark)] == ["pane_exited"]
 
 

@@ -6,7 +6,9 @@ import json
 import sys
 import time
 
-from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, call, ok, wait_for
+from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, call, ok
+
+from orcr_core.testing import until
 
 PRINT_ENV = [
     sys.executable,
@@ -43,7 +45,7 @@ def test_layout_apply_execs_argv_on_a_pty_with_herdr_env(emulator):
     layout = ok(emulator, "layout.apply", params)["layout"]
     pane = layout["root"]["pane_id"]
     assert (layout["tab_id"], pane) == ("w1:t2", "w1:p2")
-    text = wait_for(lambda: (t := screen(emulator, pane)) and "TTY" in t and t)
+    text = until(lambda: (t := screen(emulator, pane)) and "TTY" in t and t)
     assert "ARGV ['$HOME', 'a b']" in text  # no shell expanded or split anything
     assert f"HERDR_PANE_ID {pane}" in text  # injected values win over the caller's env
     assert f"HERDR_SOCKET_PATH {emulator.socket_path}" in text
@@ -91,7 +93,7 @@ def test_text_and_enter_in_one_write_stays_unsubmitted_when_enter_too_early(make
     emu = make_emulator(enter_too_early=True, enter_window=1.0)  # wide: robust under load
     ok(emu, "workspace.create", {"cwd": "/tmp"})
     pane = apply_tab(emu, LINE_AGENT)
-    wait_for(lambda: "READY" in screen(emu, pane))
+    until(lambda: "READY" in screen(emu, pane))
     ok(emu, "pane.send_input", {"pane_id": pane, "text": "one", "keys": ["enter"]})
     ok(emu, "pane.send_keys", {"pane_id": pane, "keys": ["enter"]})  # inside the window: too early
     time.sleep(1.0)
@@ -99,7 +101,7 @@ def test_text_and_enter_in_one_write_stays_unsubmitted_when_enter_too_early(make
     assert [r.swallowed_enters for r in emu.inputs(pane)] == [1, 1]
     assert emu.inputs(pane)[0].sent == b"one\r" and emu.inputs(pane)[0].delivered == b"one"
     ok(emu, "pane.send_keys", {"pane_id": pane, "keys": ["enter"]})  # after the window
-    wait_for(lambda: "GOT:one" in screen(emu, pane))
+    until(lambda: "GOT:one" in screen(emu, pane))
     assert emu.violations == []
 
 
@@ -107,13 +109,13 @@ def test_drop_enter_probability_swallows_only_the_first_enter(make_emulator):
     emu = make_emulator(drop_enter_probability=1.0, seed=3)
     ok(emu, "workspace.create", {"cwd": "/tmp"})
     pane = apply_tab(emu, LINE_AGENT)
-    wait_for(lambda: "READY" in screen(emu, pane))
+    until(lambda: "READY" in screen(emu, pane))
     ok(emu, "pane.send_text", {"pane_id": pane, "text": "two"})
     ok(emu, "pane.send_keys", {"pane_id": pane, "keys": ["enter"]})
     time.sleep(0.3)
     assert "GOT:" not in screen(emu, pane)
     ok(emu, "pane.send_keys", {"pane_id": pane, "keys": ["enter"]})  # the re-press works
-    wait_for(lambda: "GOT:two" in screen(emu, pane))
+    until(lambda: "GOT:two" in screen(emu, pane))
 
 
 def test_send_input_wraps_text_in_bracketed_paste_only_when_enabled(emulator):
@@ -125,7 +127,7 @@ def test_send_input_wraps_text_in_bracketed_paste_only_when_enabled(emulator):
         "time.sleep(30)",
     ]
     pane = apply_tab(emulator, paste_app)
-    wait_for(lambda: "PASTE-ON" in screen(emulator, pane))
+    until(lambda: "PASTE-ON" in screen(emulator, pane))
     ok(emulator, "pane.send_input", {"pane_id": pane, "text": "hi\nthere"})
     assert emulator.inputs(pane)[-1].delivered == b"\x1b[200~hi\nthere\x1b[201~"
     ok(emulator, "pane.send_text", {"pane_id": pane, "text": "raw"})
@@ -172,7 +174,7 @@ def test_foreground_claude_process_is_detected(emulator, tmp_path):
     fake.chmod(0o755)
     ok(emulator, "workspace.create", {"cwd": "/tmp"})
     ok(emulator, "pane.send_text", {"pane_id": "w1:p1", "text": f"exec {fake}\r"})
-    info = wait_for(lambda: ok(emulator, "pane.get", {"pane_id": "w1:p1"})["pane"].get("agent"))
+    info = until(lambda: ok(emulator, "pane.get", {"pane_id": "w1:p1"})["pane"].get("agent"))
     assert info == "claude"
     assert any(e["event"] == "pane_agent_detected" for e in emulator.retained_events())
 
@@ -207,9 +209,9 @@ def test_pending_resume_panes_refuse_reads_until_resumed(make_emulator):
         "pane_not_found"
     )
     assert ok(emu, "pane.get", {"pane_id": pane})["pane"]["agent_session"]["value"] == "sess-9"
-    text = wait_for(lambda: "result" in (r := call(emu, "pane.read", {"pane_id": pane,
+    text = until(lambda: "result" in (r := call(emu, "pane.read", {"pane_id": pane,
                     "source": "visible"})) and r["result"]["read"]["text"])  # fmt: skip
-    wait_for(lambda: "claude --resume sess-9" in screen(emu, pane))
+    until(lambda: "claude --resume sess-9" in screen(emu, pane))
     assert text is not None
 
 
@@ -227,4 +229,4 @@ def test_crash_loses_unsaved_changes(make_emulator):
 def test_server_stop_answers_then_stops(emulator):
     assert ok(emulator, "server.stop") == {"type": "ok"}
     assert emulator.stop_requested.wait(5)
-    wait_for(lambda: emulator.stopped.is_set())
+    until(lambda: emulator.stopped.is_set())

@@ -6,14 +6,16 @@ import threading
 import time
 
 import orcr_herdr.testing.waits as waits
-from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, call, ok, wait_for
+from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, call, ok
+
+from orcr_core.testing import until
 
 
 def agent_pane(emu, status="idle"):
     ok(emu, "workspace.create", {"cwd": "/tmp"})
     pane = apply_tab(emu, LINE_AGENT)
     emu.set_agent(pane, "claude", status)
-    wait_for(lambda: "READY" in emu.screen(pane))
+    until(lambda: "READY" in emu.screen(pane))
     return pane
 
 
@@ -42,7 +44,7 @@ def test_agent_prompt_submits_after_300ms_even_when_enter_too_early(make_emulato
     emu = make_emulator(enter_too_early=True)
     pane = agent_pane(emu)
     assert ok(emu, "agent.prompt", {"target": pane, "text": "hi"})["type"] == "agent_prompted"
-    wait_for(lambda: "GOT:hi" in emu.screen(pane))
+    until(lambda: "GOT:hi" in emu.screen(pane))
     sent = emu.inputs(pane)
     assert [r.delivered for r in sent] == [b"hi", b"\r"] and sent[1].at - sent[0].at >= 0.29
     assert call(emu, "agent.prompt", {"target": pane, "text": "  "})["error"]["code"] == (

@@ -14,31 +14,19 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from orcr_tmux import TmuxDriver
 
 from orcr_core.config import DEFAULTS, Config
+from orcr_core.testing import until
 
 
 def make_config(socket: str) -> Config:
     data = {k: dict(v) for k, v in DEFAULTS.items()}
     data["tmux"] = {"socket": socket, "binary": "tmux"}
     return Config(data, Path("/nonexistent/orcr-config.toml"))
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 5.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 class Sandbox:
@@ -137,7 +125,7 @@ class Helpers:
     LINE_READER = LINE_READER
     RAW_RECORDER = RAW_RECORDER
     make_config = staticmethod(make_config)
-    wait_for = staticmethod(wait_for)
+    wait_for = staticmethod(until)
     read_json_lines = staticmethod(read_json_lines)
 
     def __init__(self, driver: TmuxDriver, sandbox: Sandbox, workdir: Path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import sys
-import time
 from typing import Any
 
 #: A line-mode "agent": prints ``GOT:<line>`` once a line is submitted with Enter.
@@ -50,18 +49,6 @@ def ok(emu: Any, method: str, params: dict | None = None) -> dict:
     reply = call(emu, method, params)
     assert "result" in reply, reply
     return reply["result"]
-
-
-def wait_for(predicate, timeout: float = 5.0, interval: float = 0.02):
-    """Poll until ``predicate()`` is truthy; return its value or raise AssertionError."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {predicate}")
-        time.sleep(interval)
 
 
 def apply_tab(
