@@ -18,23 +18,21 @@ difference, and how long a status change in another session takes to reach
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+sys.path.insert(0, str(Path(__file__).parent))
+from _harness import (  # noqa: E402
+    bench_env,
+    idle_window,
+    server_status,
+    start_server,
+    stop_server,
+    until,
+)
 
 
 class Setup:
@@ -55,49 +53,9 @@ class Setup:
             f'[driver]\nname = "herdr"\n[herdr]\nsocket = "{self.home / "herdr.sock"}"\n'
             f'[timings]\nreconcile_every = "{every}"\n'
         )
-        self.env = dict(os.environ, ORCR_HOME=str(self.home), XDG_CONFIG_HOME=str(xdg))
-        for var in ("ORCR_PATH", "ORCR_SOCKET", "TMUX", "HERDR_SOCKET_PATH"):
-            self.env.pop(var, None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orcr_core.server"],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            s = socket.socket(socket.AF_UNIX)
-            try:
-                s.connect(str(self.home / "run" / "orcr.sock"))
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-            finally:
-                s.close()
-        self._until(lambda: self.status()["unmanaged"] == sessions * agents, 60)
-
-    def orcr(self, *args: str) -> str:
-        return subprocess.run(
-            [sys.executable, "-m", "orcr_core.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-
-    def status(self) -> dict:
-        return json.loads(self.orcr("server", "status", "--json"))
-
-    @staticmethod
-    def _until(fn, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not fn():
-            if time.monotonic() > deadline:
-                raise TimeoutError("condition not reached")
-            time.sleep(0.01)
+        self.env = bench_env(self.home, XDG_CONFIG_HOME=str(xdg))
+        self.proc = start_server(self.env)
+        until(lambda: server_status(self.env)["unmanaged"] == sessions * agents, 60)
 
     def update_latency(self) -> float:
         """A status change in another session until ``unmanaged.list`` shows it."""
@@ -109,22 +67,19 @@ class Setup:
         with Orcr(Client(self.home / "run" / "orcr.sock", autostart=False)) as o:
             t0 = time.monotonic()
             emu.set_agent_status(pane, "working")
-            self._until(
+            until(
                 lambda: any(
                     u["pane_id"] == pane and u["status"] == "working"
                     for u in o.unmanaged()
                     if u["session"] == "user0"
                 ),
                 120,
+                interval=0.01,
             )
             return time.monotonic() - t0
 
     def close(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_server(self.proc)
         for emu in [self.own, *self.others]:
             emu.stop()
         shutil.rmtree(self.home, ignore_errors=True)
@@ -133,18 +88,9 @@ class Setup:
 def measure(sessions: int, agents: int, every: str, window: float) -> dict:
     s = Setup(sessions, agents, every)
     try:
-        time.sleep(2.0)  # let the start settle before the window opens
-        pid = s.proc.pid
-        w0, c0, t0 = s.status()["write_transactions"], _cpu_seconds(pid), time.monotonic()
-        time.sleep(window)  # the measurement window: nothing changes anywhere
-        c1, t1 = _cpu_seconds(pid), time.monotonic()
-        w1 = s.status()["write_transactions"]
-        latency = s.update_latency() if sessions else None
-        return {
-            "cpu_pct": 100.0 * (c1 - c0) / (t1 - t0),
-            "writes_per_s": (w1 - w0) / (t1 - t0),
-            "latency_s": latency,
-        }
+        r = idle_window(s.proc, s.env, window)
+        r["latency_s"] = s.update_latency() if sessions else None
+        return r
     finally:
         s.close()
 

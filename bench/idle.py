@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -36,14 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-TICK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).parent))
+from _harness import bench_env, idle_window, start_server, stop_server, until  # noqa: E402
+
 GOALS = {100: 2.0, 250: 4.0}  # % of one core
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
 def _rss_mib(pid: int) -> float:
@@ -70,46 +63,10 @@ class Fleet:
             ).start()
             driver = f'[driver]\nname = "herdr"\n[herdr]\nsocket = "{self.mux_socket}"\n'
         (self.home / "config.toml").write_text(driver + f"[concurrency]\nmax = {n + 5}\n")
-        self.env = dict(os.environ, ORCR_HOME=str(self.home))
-        for var in ("ORCR_PATH", "ORCR_SOCKET", "TMUX", "HERDR_SOCKET_PATH"):
-            self.env.pop(var, None)
+        self.env = bench_env(self.home)
         if poll_only:
             self.env["ORCR_WATCH_LIMIT"] = "0"
-        log = open(self.home / "server.out", "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orcr_core.server"],
-            env=self.env,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-        self._wait_socket()
-
-    def _wait_socket(self) -> None:
-        deadline = time.monotonic() + 30
-        while True:
-            s = socket.socket(socket.AF_UNIX)
-            try:
-                s.connect(str(self.home / "run" / "orcr.sock"))
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-            finally:
-                s.close()
-
-    def orcr(self, *args: str) -> str:
-        return subprocess.run(
-            [sys.executable, "-m", "orcr_core.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-
-    def status(self) -> dict:
-        return json.loads(self.orcr("server", "status", "--json"))
+        self.proc = start_server(self.env, log=open(self.home / "server.out", "ab"))
 
     def start_agents(self) -> list[dict]:
         from orcr_core.client import Client
@@ -157,7 +114,7 @@ class Fleet:
             seq = self.last_seq()
             with path.open("a") as f:
                 f.write(json.dumps({"type": "prompt", "turn": turn, "text": "x"}) + "\n")
-            self._wait(lambda a=a: self._status_is(a["uuid"], "working"))
+            until(lambda a=a: self._status_is(a["uuid"], "working"), interval=0.002)
             seq = self.last_seq()
             with path.open("a") as f:
                 f.write(json.dumps({"type": "answer", "turn": turn, "text": "x"}) + "\n")
@@ -165,7 +122,7 @@ class Fleet:
                 written = time.time()
                 f.write(json.dumps({"type": "turn_end", "turn": turn, "status": "completed"}))
                 f.write("\n")
-            found = self._wait(lambda a=a, seq=seq: self.idle_event_ts(a["uuid"], seq))
+            found = until(lambda a=a, seq=seq: self.idle_event_ts(a["uuid"], seq), interval=0.002)
             out.append(found[0] - written)
         return out
 
@@ -177,22 +134,8 @@ class Fleet:
             conn.close()
         return bool(row) and row[0] == status
 
-    @staticmethod
-    def _wait(fn, timeout: float = 30.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = fn()
-            if value:
-                return value
-            time.sleep(0.002)
-        raise TimeoutError("condition not reached")
-
     def close(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_server(self.proc)
         if self.mux == "tmux":
             subprocess.run(["tmux", "-S", str(self.mux_socket), "kill-server"], capture_output=True)
         else:
@@ -204,20 +147,15 @@ def measure(mux: str, n: int, window: float, samples: int, poll_only: bool = Fal
     fleet = Fleet(mux, n, poll_only)
     try:
         agents = fleet.start_agents()
-        time.sleep(2.0)  # let the last starts settle before the window opens
-        pid = fleet.proc.pid
-        w0, c0, t0 = fleet.status()["write_transactions"], _cpu_seconds(pid), time.monotonic()
-        time.sleep(window)  # the measurement window: the fleet sits idle
-        c1, t1 = _cpu_seconds(pid), time.monotonic()
-        w1 = fleet.status()["write_transactions"]
-        rss = _rss_mib(pid)
+        r = idle_window(fleet.proc, fleet.env, window)
+        rss = _rss_mib(fleet.proc.pid)
         lat = fleet.turn_end_latency(agents, samples) if samples else []
         return {
             "mux": mux,
             "n": n,
-            "cpu_pct": 100.0 * (c1 - c0) / (t1 - t0),
+            "cpu_pct": r["cpu_pct"],
             "rss_mib": rss,
-            "writes_per_s": (w1 - w0) / (t1 - t0),
+            "writes_per_s": r["writes_per_s"],
             "latency_p50_ms": 1000 * statistics.median(lat) if lat else None,
             "latency_max_ms": 1000 * max(lat) if lat else None,
         }
