@@ -65,7 +65,11 @@ def summarize_file(provider: str, path: str, poll: Callable[[str], TurnState]) -
     """The ``orcr provider parse`` shape for one whole transcript file."""
     if not os.path.isfile(path):
         raise ProviderError(f"no transcript file at {path}", code="transcript_unreadable")
-    state = poll(path)
+    return summary(provider, poll(path))
+
+
+def summary(provider: str, state: TurnState) -> dict[str, Any]:
+    """A reader's ``state`` in ``orcr provider parse`` shape."""
     return {
         "provider": provider,
         "version": state.version,

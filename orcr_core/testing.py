@@ -94,7 +94,7 @@ def feed_in_chunks(provider, data: bytes, cuts: list[int]) -> dict:
     cut anywhere (mid-line included); only whole lines may ever be consumed."""
     import tempfile
 
-    from orcr_core.adapter_helpers import summarize_file
+    from orcr_core.adapter_helpers import summary
 
     bounds = sorted({0, len(data), *cuts})
     with tempfile.TemporaryDirectory() as tmp:
@@ -108,4 +108,36 @@ def feed_in_chunks(provider, data: bytes, cuts: list[int]) -> dict:
             state = reader.poll()
             assert reader.offset == 0 or data[reader.offset - 1 : reader.offset] == b"\n"
             assert reader.offset <= end
-        return summarize_file(provider.name, str(path), lambda _p: state)
+        return summary(provider.name, state)
+
+
+def cuts_mid_line(data: bytes, into: int) -> list[int]:
+    """Cuts ``into`` bytes into every line of ``data`` (for :func:`feed_in_chunks`)."""
+    starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
+    return [s + into for s in starts if s + into < len(data)]
+
+
+def quiet_copy(src: Path, dst: Path) -> Path:
+    """Copy ``src`` to ``dst`` and date it a day back: a live reader's quiet and
+    settle periods are long over, so it reads as a whole-file read would."""
+    dst.write_bytes(src.read_bytes())
+    day_ago = time.time() - 86400
+    os.utime(dst, (day_ago, day_ago))
+    return dst
+
+
+def check_summary(result: dict, provider: str, truth: tuple) -> None:
+    """``result`` (``orcr provider parse`` shape) against a fixture's ground truth
+    ``(version, final state, [(status, the first 200 code points of the turn's final
+    text or None, its full length or None for the length of those)])``."""
+    version, state, turns = truth
+    assert result["provider"] == provider
+    assert result["version"] == version
+    assert result["state"] == state
+    assert [t["status"] for t in result["turns"]] == [t[0] for t in turns]
+    for got, (_, head, length) in zip(result["turns"], turns, strict=True):
+        if head is None:
+            assert got["final_text"] is None
+        else:
+            assert got["final_text"][:200] == head
+            assert len(got["final_text"]) == (length or len(head))

@@ -6,8 +6,6 @@ README.md there says what each exercises, OWN_TRUTH below what it reads as) alwa
 ``conformance`` group, run when the corpus is found.
 """
 
-import os
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orcr_claude import ClaudeProvider, summarize
 
-from orcr_core.testing import FakeClock, transcript_fixtures
+from orcr_core.adapter_helpers import summary
+from orcr_core.testing import (
+    FakeClock,
+    check_summary,
+    cuts_mid_line,
+    quiet_copy,
+    transcript_fixtures,
+)
 from orcr_core.testing import feed_in_chunks as _feed_in_chunks
 
 OWN = Path(__file__).parent / "fixtures"
@@ -101,17 +106,7 @@ def test_every_corpus_fixture_has_ground_truth():
 
 
 def check(result: dict, name: str) -> None:
-    version, state, turns = GROUND_TRUTH[name]
-    assert result["provider"] == "claude"
-    assert result["version"] == version
-    assert result["state"] == state
-    assert [t["status"] for t in result["turns"]] == [t[0] for t in turns]
-    for got, (_, head, length) in zip(result["turns"], turns, strict=True):
-        if head is None:
-            assert got["final_text"] is None
-        else:
-            assert got["final_text"][:200] == head
-            assert len(got["final_text"]) == length
+    check_summary(result, "claude", GROUND_TRUTH[name])
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -138,9 +133,7 @@ def test_fixture_in_random_chunks_matches_whole_read(name, data):
 @pytest.mark.parametrize("name", CASES)
 def test_fixture_cut_in_the_middle_of_every_line(name):
     raw = fixture(name).read_bytes()
-    starts = [0] + [i + 1 for i, b in enumerate(raw) if b == 0x0A]
-    cuts = [s + 7 for s in starts if s + 7 < len(raw)]
-    assert feed_in_chunks(raw, cuts) == summarize(str(fixture(name)))
+    assert feed_in_chunks(raw, cuts_mid_line(raw, 7)) == summarize(str(fixture(name)))
 
 
 @pytest.mark.parametrize(
@@ -159,20 +152,8 @@ def test_fixture_byte_by_byte(name):
 def test_fixture_live_reader(name, tmp_path):
     """The live reader with its defaults: a file last written a day ago is quiet,
     so it agrees with the whole read at once."""
-    path = tmp_path / name
-    path.write_bytes(fixture(name).read_bytes())
-    day_ago = time.time() - 86400
-    os.utime(path, (day_ago, day_ago))
-    state = ClaudeProvider().open_reader(str(path)).poll()
-    check(
-        {
-            "provider": "claude",
-            "version": state.version,
-            "state": state.state,
-            "turns": [{"status": t.status, "final_text": t.final_text} for t in state.turns],
-        },
-        name,
-    )
+    path = quiet_copy(fixture(name), tmp_path / name)
+    check(summary("claude", ClaudeProvider().open_reader(str(path)).poll()), name)
 
 
 @pytest.mark.parametrize("name", CASES)

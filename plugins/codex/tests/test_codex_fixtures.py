@@ -6,8 +6,6 @@ README.md there says what each exercises, OWN_TRUTH below what it reads as) alwa
 ``conformance`` group, run when the corpus is found.
 """
 
-import os
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orcr_codex import CodexProvider, summarize
 
-from orcr_core.testing import FakeClock, transcript_fixtures
+from orcr_core.adapter_helpers import summary
+from orcr_core.testing import (
+    FakeClock,
+    check_summary,
+    cuts_mid_line,
+    quiet_copy,
+    transcript_fixtures,
+)
 from orcr_core.testing import feed_in_chunks as _feed_in_chunks
 
 OWN = Path(__file__).parent / "fixtures"
@@ -97,27 +102,8 @@ def test_every_corpus_fixture_has_ground_truth():
     assert sorted(p.name for p in corpus.glob("*.jsonl")) == sorted(CORPUS_TRUTH)
 
 
-def as_dict(state) -> dict:
-    return {
-        "provider": "codex",
-        "version": state.version,
-        "state": state.state,
-        "turns": [{"status": t.status, "final_text": t.final_text} for t in state.turns],
-    }
-
-
 def check(result: dict, name: str) -> None:
-    version, state, turns = GROUND_TRUTH[name]
-    assert result["provider"] == "codex"
-    assert result["version"] == version
-    assert result["state"] == state
-    assert [t["status"] for t in result["turns"]] == [t[0] for t in turns]
-    for got, (_, head, length) in zip(result["turns"], turns, strict=True):
-        if head is None:
-            assert got["final_text"] is None
-        else:
-            assert got["final_text"][:200] == head
-            assert len(got["final_text"]) == (length or len(head))
+    check_summary(result, "codex", GROUND_TRUTH[name])
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -143,9 +129,7 @@ def test_fixture_in_random_chunks_matches_whole_read(name, data):
 @pytest.mark.parametrize("name", CASES)
 def test_fixture_cut_in_the_middle_of_every_line(name):
     raw = fixture(name).read_bytes()
-    starts = [0] + [i + 1 for i, b in enumerate(raw) if b == 0x0A]
-    cuts = [s + 5 for s in starts if s + 5 < len(raw)]
-    assert feed_in_chunks(raw, cuts) == summarize(str(fixture(name)))
+    assert feed_in_chunks(raw, cuts_mid_line(raw, 5)) == summarize(str(fixture(name)))
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -153,11 +137,8 @@ def test_fixture_live_reader(name, tmp_path):
     """The live reader with its defaults agrees, except that the unfinished 0.104
     file (approval on-request, a call without output, silent for a day) shows the
     labelled blocked guess; the 0.58 file has approval "never", so it stays working."""
-    path = tmp_path / name
-    path.write_bytes(fixture(name).read_bytes())
-    day_ago = time.time() - 86400
-    os.utime(path, (day_ago, day_ago))
-    state = as_dict(CodexProvider().open_reader(str(path)).poll())
+    path = quiet_copy(fixture(name), tmp_path / name)
+    state = summary("codex", CodexProvider().open_reader(str(path)).poll())
     if name in BLOCKED_WHEN_QUIET:
         assert state["state"] == "blocked"
         state["state"] = "working"
@@ -171,4 +152,4 @@ def test_fixture_freshly_written_live_reader(name, tmp_path):
     path = tmp_path / name
     path.write_bytes(fixture(name).read_bytes())
     state = CodexProvider().open_reader(str(path), clock=clock, wall=clock).poll()
-    check(as_dict(state), name)
+    check(summary("codex", state), name)
