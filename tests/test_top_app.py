@@ -7,35 +7,14 @@ import json
 import time
 
 import pytest
+from top_pilot import SIZE, connected, row, status_of, wait_for
 
 from orcr_core.top.app import AnswerScreen, ConfirmScreen, HelpScreen, PromptScreen, TopApp
-
-SIZE = (160, 40)
-
-
-async def wait_for(pilot, cond, what: str, timeout: float = 30.0):
-    """Let the app run until ``cond()`` holds (a condition, never a fixed sleep)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        await pilot.pause(0.05)
-    raise AssertionError(f"{what} not reached in {timeout}s")
 
 
 def shown(app: TopApp) -> list[str]:
     """The table's rows as the screen lists them: group keys and agent paths."""
     return [k if k.startswith("g:") else app.model.rows[k].path for k in app.table.keys]
-
-
-def row(app: TopApp, path: str):
-    return next((r for r in app.model.rows.values() if r.path == path), None)
-
-
-def status_of(app: TopApp, path: str) -> str | None:
-    r = row(app, path)
-    return r.status if r else None
 
 
 def run(coro):
@@ -48,9 +27,7 @@ def test_rows_live_prompt_answer_kill_filter_sort_attach(live):
     o = live.sdk().__enter__()
 
     async def main():
-        app = TopApp(live.socket)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.connected, "the first snapshot")
+        async with connected(live.socket) as (app, pilot):
             o.run("[sleep 0.5] first answer\nmore", provider="echo", path="demo/a", cwd="/")
             # rows appear and change status as events arrive
             await wait_for(pilot, lambda: status_of(app, "demo/a") == "working", "demo/a working")
@@ -146,9 +123,7 @@ def test_server_restart_mid_session_reconnects_and_resnapshots(server):
     o = server.sdk().__enter__()
 
     async def main():
-        app = TopApp(server.socket)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.connected, "the first snapshot")
+        async with connected(server.socket) as (app, pilot):
             o.run("x", provider="testp", path="r/a", cwd="/")
             await wait_for(pilot, lambda: status_of(app, "r/a") == "working", "r/a working")
             first_snapshot = app.model.snapshot_seq

@@ -7,35 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import time
 
 import pytest
+from top_pilot import SIZE, connected, row, status_of, wait_for
 
 from orcr_core.agents import resume
 from orcr_core.top import model
 from orcr_core.top.app import ConfirmScreen, TopApp
-
-SIZE = (160, 40)
-
-
-async def wait_for(pilot, cond, what: str, timeout: float = 30.0):
-    """Let the app run until ``cond()`` holds (a condition, never a fixed sleep)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        await pilot.pause(0.05)
-    raise AssertionError(f"{what} not reached in {timeout}s")
-
-
-def row(app: TopApp, path: str):
-    return next((r for r in app.model.rows.values() if r.path == path), None)
-
-
-def status_of(app: TopApp, path: str) -> str | None:
-    r = row(app, path)
-    return r.status if r else None
 
 
 def _get(home, path: str) -> dict:
@@ -67,9 +45,7 @@ def test_stalled_column_across_a_restart_then_r_resumes_a_lost_agent(live):
     o = live.sdk().__enter__()
 
     async def main():
-        app = TopApp(live.socket)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.connected, "the first snapshot")
+        async with connected(live.socket) as (app, pilot):
             o.run("[sleep 120] slow", provider="echo", path="t/slow", cwd="/")
             o.run("quick", provider="echo", path="t/done", cwd="/")
             await wait_for(pilot, lambda: status_of(app, "t/done") == "idle", "t/done idle")
@@ -158,9 +134,7 @@ def test_header_shows_held_back_reasons_drift_and_multiplexer_health(orcr_home):
     o = orcr_home.sdk().__enter__()
 
     async def main():
-        app = TopApp(orcr_home.socket)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.connected, "the first snapshot")
+        async with connected(orcr_home.socket) as (app, pilot):
             o.run("x", provider="testp", path="m/held", cwd="/")
             await wait_for(pilot, lambda: status_of(app, "m/held") == "queued", "m/held queued")
             await wait_for(pilot, lambda: "held back: memory" in app.header_text(), "held back")
