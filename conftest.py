@@ -213,6 +213,43 @@ class OrcrHome:
             raise AssertionError(f"orcr {' '.join(args)} exited {res.returncode}: {res.stderr}")
         return res
 
+    #: what :meth:`save` copies: the store and the test driver's "multiplexer" state
+    SAVED = ("store.db", "store.db-wal", "store.db-shm", "testdriver.json")
+
+    def save(self, to: Path) -> None:
+        """Copy the store and the test driver's panes to ``to`` (the server stopped),
+        for :meth:`restore` to bring back: a crash test replays from the same start."""
+        to.mkdir(parents=True, exist_ok=True)
+        for name in self.SAVED:
+            if (self.path / name).exists():
+                shutil.copy2(self.path / name, to / name)
+
+    def restore(self, frm: Path) -> None:
+        for name in self.SAVED:
+            (self.path / name).unlink(missing_ok=True)
+            if (frm / name).exists():
+                shutil.copy2(frm / name, self.path / name)
+
+    def crashed_after_commit(self, n: int, saved: Path, done, what: str, first=None) -> bool:
+        """Replay from ``saved`` (see :meth:`save`) with the server set to SIGKILL
+        itself right after its ``n``-th commit (``ORCR_FAULT=after_commit:n``): once
+        its socket is up, ``first()`` (if given), then wait until ``done(sdk)`` holds
+        or the server is dead; stop it. True when the fault killed it."""
+        from orcr_core.client import ServerError
+
+        self.restore(saved)
+        self.start_server(extra_env={"ORCR_FAULT": f"after_commit:{n}"}, wait=False)
+        try:
+            self.wait_socket()
+            if first is not None:
+                first()
+            with self.sdk() as o:
+                until(lambda: self.proc.poll() is not None or done(o), 30, what)
+        except (RuntimeError, OSError, ServerError):
+            pass  # died while starting, or mid-call
+        self.stop_server()  # a clean stop, unless the fault killed it first
+        return self.proc.returncode == -signal.SIGKILL
+
     def sdk(self):
         from orcr_core.client import Client
         from orcr_core.sdk import Orcr

@@ -6,7 +6,6 @@ the event log, whatever moment the server dies at."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import sqlite3
 import sys
@@ -15,32 +14,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
-from orcr_core.client import ServerError  # noqa: E402
 from orcr_core.testing import until  # noqa: E402
 
 CONFIG = (
     '[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\nreconcile_every = "200ms"\n'
     'prompt_confirm = "200ms"\n'
 )
-STORE_FILES = ("store.db", "store.db-wal", "store.db-shm", "testdriver.json")
 
 
 def _status(home) -> dict:
     return json.loads(home.run("server", "status", "--json", check=True).stdout)
-
-
-def _add_pane(pane_id: str, label: str | None) -> None:
-    with td._state() as s:
-        s["panes"][pane_id] = {
-            "label": label,
-            "ws": "w",
-            "tab": "w:t0",
-            "argv": [],
-            "env": {},
-            "cwd": "/",
-            "status": "idle",
-            "prompts": [],
-        }
 
 
 def _stored_drift(home) -> dict[str, int]:
@@ -76,8 +59,8 @@ def _explained(home) -> list[str]:
 
 def test_drift_counters_and_their_times_survive_a_restart(orcr_home):
     orcr_home.config(CONFIG)
-    _add_pane("w:u1", None)  # a pane orcr did not label: unmarked
-    _add_pane("w:o1", "ghost/x")  # an agent pane no row knows: an orphan
+    td.add_pane("w:u1", None)  # a pane orcr did not label: unmarked
+    td.add_pane("w:o1", "ghost/x")  # an agent pane no row knows: an orphan
     orcr_home.start_server()
     with orcr_home.sdk() as o:
         o.run("x", provider="testp", path="d/a", cwd="/")
@@ -134,20 +117,6 @@ def test_repaired_count_survives_a_crash(orcr_home):
     assert _explained(orcr_home) == []
 
 
-def _save(home, to: Path) -> None:
-    to.mkdir(exist_ok=True)
-    for name in STORE_FILES:
-        if (home.path / name).exists():
-            shutil.copy2(home.path / name, to / name)
-
-
-def _restore(home, frm: Path) -> None:
-    for name in STORE_FILES:
-        (home.path / name).unlink(missing_ok=True)
-        if (frm / name).exists():
-            shutil.copy2(frm / name, home.path / name)
-
-
 def _working_agent_saved(home, short_tmp) -> tuple[Path, str]:
     """A store with one working agent and its pane, saved after a clean stop."""
     home.config(CONFIG)
@@ -158,8 +127,12 @@ def _working_agent_saved(home, short_tmp) -> tuple[Path, str]:
         pane = o.get("d/a")["pane_id"]
     home.stop_server()
     saved = short_tmp / "saved"
-    _save(home, saved)
+    home.save(saved)
     return saved, pane
+
+
+def _ended(o) -> bool:
+    return o.list("d/a") == []
 
 
 def test_a_loss_seen_live_counts_in_its_own_commit(orcr_home, short_tmp):
@@ -167,22 +140,10 @@ def test_a_loss_seen_live_counts_in_its_own_commit(orcr_home, short_tmp):
     under a running server): the stored count always matches the events."""
     saved, pane = _working_agent_saved(orcr_home, short_tmp)
     crashes = 0
-
-    def dead() -> bool:
-        return orcr_home.proc.poll() is not None
-
     for n in range(1, 30):
-        _restore(orcr_home, saved)
-        orcr_home.start_server(extra_env={"ORCR_FAULT": f"after_commit:{n}"}, wait=False)
-        try:
-            orcr_home.wait_socket()
-            td.remove_pane(pane)
-            with orcr_home.sdk() as o:
-                until(lambda: dead() or o.list("d/a") == [], 30, "ended (lost)")
-        except (RuntimeError, OSError, ServerError):
-            pass  # died while starting, or mid-call
-        orcr_home.stop_server()  # a clean stop, unless the fault killed it first
-        if orcr_home.proc.returncode != -signal.SIGKILL:
+        if not orcr_home.crashed_after_commit(
+            n, saved, _ended, "ended (lost)", first=lambda: td.remove_pane(pane)
+        ):
             assert _explained(orcr_home) == []
             assert _stored_drift(orcr_home)["lost"] == 1
             break
@@ -199,23 +160,10 @@ def test_a_loss_found_by_recovery_counts_in_its_own_commit(orcr_home, short_tmp)
     restart after the crash never counts the loss twice."""
     saved, pane = _working_agent_saved(orcr_home, short_tmp)
     td.remove_pane(pane)
-    _save(orcr_home, saved)
+    orcr_home.save(saved)
     crashes = 0
-
-    def dead() -> bool:
-        return orcr_home.proc.poll() is not None
-
     for n in range(1, 30):
-        _restore(orcr_home, saved)
-        orcr_home.start_server(extra_env={"ORCR_FAULT": f"after_commit:{n}"}, wait=False)
-        try:
-            orcr_home.wait_socket()
-            with orcr_home.sdk() as o:
-                until(lambda: dead() or o.list("d/a") == [], 30, "ended (lost)")
-        except (RuntimeError, OSError, ServerError):
-            pass  # died while starting, or mid-call
-        orcr_home.stop_server()  # a clean stop, unless the fault killed it first
-        if orcr_home.proc.returncode != -signal.SIGKILL:
+        if not orcr_home.crashed_after_commit(n, saved, _ended, "ended (lost)"):
             assert _explained(orcr_home) == []
             assert _stored_drift(orcr_home)["lost"] == 1
             break
@@ -223,7 +171,7 @@ def test_a_loss_found_by_recovery_counts_in_its_own_commit(orcr_home, short_tmp)
         assert _explained(orcr_home) == [], f"crash after commit {n}"
         orcr_home.start_server()  # recovery from the crash
         with orcr_home.sdk() as o:
-            until(lambda: o.list("d/a") == [], 30, "ended (lost)")
+            until(lambda: _ended(o), 30, "ended (lost)")
         orcr_home.stop_server()
         assert _explained(orcr_home) == [], f"recovery from commit {n}"
         assert _stored_drift(orcr_home)["lost"] == 1

@@ -40,22 +40,6 @@ def _statuses(home, uuid: str) -> list[str]:
     return [e["data"]["to"] for e in home.events(uuid) if e["kind"] == "agent.status"]
 
 
-def _plant(pane_id: str, label: str | None, instance: str | None, token: str | None) -> None:
-    with td._state() as s:
-        s["panes"][pane_id] = {
-            "label": label,
-            "ws": "w",
-            "tab": "w:t0",
-            "argv": [],
-            "env": {},
-            "cwd": "/",
-            "status": "idle",
-            "prompts": [],
-            "instance": instance,
-            "token": token,
-        }
-
-
 def _closed() -> set[str]:
     return {e[1] for e in td.read_state()["log"] if e[0] == "close"}
 
@@ -85,7 +69,7 @@ def test_only_this_instances_marked_panes_are_ever_closed(orcr_home):
         "x:lost": ("f/gone", me, token_gone),  # the pane of a row that ended lost
     }
     for pane_id, (label, instance, token) in foreign.items():
-        _plant(pane_id, label, instance, token)
+        td.add_pane(pane_id, label, instance, token)
     # every cleanup path runs: reconciliation passes, a restart's recovery, a crash
     snapshots = _status(orcr_home)["monitor"]["snapshots"]
     until(lambda: _status(orcr_home)["drift"]["orphan_agent_panes"] == 3, 30, "counted")
@@ -124,8 +108,8 @@ def test_a_late_pane_of_an_ended_start_is_closed_by_its_marks(orcr_home):
     token = json.loads((orcr_home.path / "agents" / a["uuid"] / "launch.json").read_text())[
         "launch_token"
     ]
-    _plant("x:late", "l/a", me, token)  # it turned up after its row ended (killed)
-    _plant("x:twin", "l/a", "another-instance", token)
+    td.add_pane("x:late", "l/a", me, token)  # it turned up after its row ended (killed)
+    td.add_pane("x:twin", "l/a", "another-instance", token)
     until(lambda: "x:late" in _closed(), 30, "the late pane closed")
     assert "x:twin" not in _closed()
 

@@ -8,7 +8,6 @@ comes back with the agent neither doubled nor lost. The test driver's
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -26,25 +25,10 @@ BASE = (
     'reconcile_every = "1s"\n'
 )
 RESUME_LOST = "[recovery]\nresume_lost = true\n"
-STORE_FILES = ("store.db", "store.db-wal", "store.db-shm", "testdriver.json")
 
 
 def _get(home, path) -> dict:
     return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
-
-
-def _save(home, to: Path) -> None:
-    to.mkdir(parents=True, exist_ok=True)
-    for name in STORE_FILES:
-        if (home.path / name).exists():
-            shutil.copy2(home.path / name, to / name)
-
-
-def _restore(home, frm: Path) -> None:
-    for name in STORE_FILES:
-        (home.path / name).unlink(missing_ok=True)
-        if (frm / name).exists():
-            shutil.copy2(frm / name, home.path / name)
 
 
 def _panes_of(uuid_path: str) -> list[dict]:
@@ -74,14 +58,14 @@ def _lost_and_resumed_behind_a_blocker(home, saved: Path) -> str:
         pane = o.get("r/a")["pane_id"]
     home.stop_server()
     td.remove_pane(pane)  # gone while the server was down (a reboot, a multiplexer restart)
-    _save(home, saved / "lost")
+    home.save(saved / "lost")
     home.start_server()
     with home.sdk() as o:
         until(lambda: o.get("b/x")["status"] == "working", 30, "b/x promoted")
         until(lambda: o.get("r/a")["status"] == "queued", 30, "r/a resumed, queued")
     home.stop_server()
     assert len(_requeues(home, a["uuid"])) == 1
-    _save(home, saved / "queued")
+    home.save(saved / "queued")
     return a["uuid"]
 
 
@@ -132,7 +116,7 @@ def _row(home, uuid: str) -> dict:
 def test_sigkill_at_each_point_of_a_resumed_start(orcr_home, short_tmp, point):
     saved = short_tmp / "saved"
     uuid = _lost_and_resumed_behind_a_blocker(orcr_home, saved)
-    _restore(orcr_home, saved / "queued")
+    orcr_home.restore(saved / "queued")
     orcr_home.start_server(extra_env={"ORCR_FAULT": point}, wait=False)
     try:
         orcr_home.wait_socket()
@@ -153,21 +137,9 @@ def test_sigkill_after_every_commit_of_the_automatic_resume(orcr_home, short_tmp
     uuid = _lost_and_resumed_behind_a_blocker(orcr_home, saved)
     crashes = 0
     for n in range(1, 40):
-        _restore(orcr_home, saved / "lost")
-        orcr_home.start_server(extra_env={"ORCR_FAULT": f"after_commit:{n}"}, wait=False)
-        try:
-            orcr_home.wait_socket()
-            with orcr_home.sdk() as o:
-                until(
-                    lambda o=o: (
-                        orcr_home.proc.poll() is not None or o.get("r/a")["status"] == "queued"
-                    ),
-                    30,
-                )
-        except (RuntimeError, OSError, ServerError):
-            pass
-        orcr_home.stop_server()
-        if orcr_home.proc.returncode != -signal.SIGKILL:
+        if not orcr_home.crashed_after_commit(
+            n, saved / "lost", lambda o: o.get("r/a")["status"] == "queued", "r/a requeued"
+        ):
             break
         crashes += 1
         assert len(_requeues(orcr_home, uuid)) <= 1, f"crash after commit {n}"
@@ -253,7 +225,7 @@ def test_a_resumed_start_whose_new_pane_vanished_is_lost_again_not_failed(orcr_h
     loop); ``agent resume`` still brings it back, as the same row."""
     saved = short_tmp / "saved"
     uuid = _lost_and_resumed_behind_a_blocker(orcr_home, saved)
-    _restore(orcr_home, saved / "queued")
+    orcr_home.restore(saved / "queued")
     orcr_home.start_server(extra_env={"ORCR_FAULT": "after_pane_recorded"})
     with orcr_home.sdk() as o:
         o.kill("b/x")

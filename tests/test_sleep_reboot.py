@@ -62,11 +62,8 @@ def test_a_frozen_server_fires_every_timer_once_when_it_thaws(orcr_home):
         # every deadline passes while it is frozen (the idle clock, the turn's
         # timeout, the guard), and reconciliation would have run many times
         deadline = time.time() + 4.0
-        with td._state() as st:  # the "multiplexer" changes meanwhile: a user's pane
-            st["panes"]["u:1"] = {
-                "label": None, "ws": "u", "tab": "u:t", "argv": [], "env": {},
-                "cwd": "/", "status": "idle", "prompts": [],
-            }  # fmt: skip
+        # the "multiplexer" changes meanwhile: a user's pane
+        td.add_pane("u:1", None, ws="u", tab="u:t")
         until(lambda: time.time() > deadline, 10, "the frozen time to pass")
         assert {a["status"] for a in rows.values()} >= {"idle", "working", "starting"}
     finally:

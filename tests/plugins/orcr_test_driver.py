@@ -51,6 +51,31 @@ def set_status(pane_id: str, status: str) -> None:
         s["panes"][pane_id]["status"] = status
 
 
+def add_pane(
+    pane_id: str,
+    label: str | None,
+    instance: str | None = None,
+    token: str | None = None,
+    ws: str = "w",
+    tab: str = "w:t0",
+) -> None:
+    """A pane the "multiplexer" shows that orcr did not start (a user's, another
+    instance's, a late one): idle, running nothing, with these marks."""
+    with _state() as s:
+        s["panes"][pane_id] = {
+            "label": label,
+            "ws": ws,
+            "tab": tab,
+            "argv": [],
+            "env": {},
+            "cwd": "/",
+            "status": "idle",
+            "prompts": [],
+            "instance": instance,
+            "token": token,
+        }
+
+
 def remove_pane(pane_id: str) -> None:
     with _state() as s:
         s["panes"].pop(pane_id, None)
