@@ -64,15 +64,6 @@ def test_task_complete_ends_the_turn_with_last_agent_message(rollout, read):
     assert statuses(state) == [("completed", "Hello")] and state.state == "idle"
 
 
-def test_turn_complete_spelling_is_accepted(rollout, read):
-    rollout.add(
-        meta(),
-        event("turn_started", turn_id="t1"),
-        event("turn_complete", turn_id="t1", last_agent_message="x"),
-    )
-    assert statuses(read()) == [("completed", "x")]
-
-
 def test_turn_aborted_is_interrupted(rollout, read):
     rollout.add(
         meta(),
@@ -120,78 +111,6 @@ def test_stream_error_is_not_terminal(rollout, read):
     assert read().state == "working"
 
 
-def test_new_task_started_abandons_the_open_turn(rollout, read):
-    rollout.add(
-        meta(), event("task_started", turn_id="t1"), call("c1"), event("task_started", turn_id="t2")
-    )
-    assert statuses(read()) == [("interrupted", None), ("open", None)]
-
-
-def test_complete_for_another_turn_id_is_ignored(rollout, read):
-    rollout.add(
-        meta(),
-        event("task_started", turn_id="t2"),
-        event("task_complete", turn_id="t1", last_agent_message="stale"),
-    )
-    assert statuses(read()) == [("open", None)]
-
-
-def test_commentary_is_never_the_final_answer(rollout, read):
-    rollout.add(
-        meta(),
-        event("task_started", turn_id="t1"),
-        event("user_message", message="hi"),
-        event("agent_message", message="Looking around"),
-        assistant("Looking around", "commentary"),
-        call("c1"),
-        output("c1"),
-        event("task_complete", turn_id="t1"),
-    )  # no last_agent_message at all
-    assert statuses(read()) == [("completed", None)]
-
-
-def test_fallback_to_final_answer_when_last_agent_message_is_null(rollout, read):
-    rollout.add(
-        meta(),
-        event("task_started", turn_id="t1"),
-        event("agent_message", message="The answer"),
-        assistant("The answer", "final_answer"),
-        event("agent_message", message="PS, commentary"),
-        assistant("PS, commentary", "commentary"),
-        event("task_complete", turn_id="t1", last_agent_message=None),
-    )
-    assert statuses(read()) == [("completed", "The answer")]
-
-
-def test_paginated_mode_fallback_from_item_completed(rollout, read):
-    rollout.add(
-        meta("0.155.1", "paginated"),
-        event("task_started", turn_id="t1"),
-        event(
-            "item_completed",
-            item={"type": "UserMessage", "content": [{"type": "text", "text": "q"}]},
-        ),
-        event(
-            "item_completed",
-            item={
-                "type": "AgentMessage",
-                "phase": "commentary",
-                "content": [{"type": "Text", "text": "thinking aloud"}],
-            },
-        ),
-        event(
-            "item_completed",
-            item={
-                "type": "AgentMessage",
-                "phase": "final_answer",
-                "content": [{"type": "Text", "text": "ok"}],
-            },
-        ),
-        event("task_complete", turn_id="t1"),
-    )
-    assert statuses(read()) == [("completed", "ok")]
-
-
 def test_two_turns_and_rollback(rollout, read):
     for tid in ("t1", "t2", "t3"):
         rollout.add(
@@ -228,16 +147,6 @@ def test_legacy_implicit_turns(rollout, read, clock):
     assert statuses(read())[:2] == [("completed", "Answer one"), ("interrupted", None)]
 
 
-def test_implicit_turn_adopted_by_task_started(rollout, read):
-    rollout.add(
-        meta(),
-        event("user_message", message="hi"),
-        event("task_started", turn_id="t1"),
-        event("task_complete", turn_id="t1", last_agent_message="done"),
-    )
-    assert statuses(read()) == [("completed", "done")]
-
-
 def test_explicit_turn_does_not_end_on_a_final_answer_alone(rollout, read, clock):
     rollout.add(meta(), event("task_started", turn_id="t1"), assistant("Done", "final_answer"))
     read()
@@ -256,17 +165,15 @@ def test_blocked_guess_with_pending_call(rollout, read, clock):
     assert read().state == "working"
 
 
-def test_no_blocked_guess_when_approval_is_never(rollout, read, clock):
-    rollout.add(meta(), context("never"), event("task_started", turn_id="t1"), call("c1"))
-    read()
-    clock.advance(60)
-    assert read().state == "working"
-
-
-def test_no_blocked_guess_without_a_pending_call(rollout, read, clock):
-    rollout.add(
-        meta(), context("on-request"), event("task_started", turn_id="t1"), call("c1"), output("c1")
-    )
+@pytest.mark.parametrize(
+    ("policy", "answered"),
+    [("never", False), ("on-request", True)],
+    ids=["when_approval_is_never", "without_a_pending_call"],
+)
+def test_no_blocked_guess(rollout, read, clock, policy, answered):
+    rollout.add(meta(), context(policy), event("task_started", turn_id="t1"), call("c1"))
+    if answered:
+        rollout.add(output("c1"))
     read()
     clock.advance(60)
     assert read().state == "working"
@@ -285,11 +192,116 @@ def test_custom_tool_call_pending_and_answered(rollout, read, clock):
     assert read().state == "working"
 
 
-def test_task_started_after_a_finished_implicit_turn_starts_a_new_one(rollout, read):
-    rollout.add(
-        meta(),
-        event("user_message", message="one"),
-        event("agent_message", message="Answer one"),
-        event("task_started", turn_id="t2"),
-    )
-    assert statuses(read()) == [("completed", "Answer one"), ("open", None)]
+# records -> (status, final text) of each turn the reader shows
+READS_AS = [
+    pytest.param(
+        [
+            meta(),
+            event("turn_started", turn_id="t1"),
+            event("turn_complete", turn_id="t1", last_agent_message="x"),
+        ],
+        [("completed", "x")],
+        id="turn_complete_spelling_is_accepted",
+    ),
+    pytest.param(
+        [
+            meta(),
+            event("task_started", turn_id="t1"),
+            call("c1"),
+            event("task_started", turn_id="t2"),
+        ],
+        [("interrupted", None), ("open", None)],
+        id="new_task_started_abandons_the_open_turn",
+    ),
+    pytest.param(
+        [
+            meta(),
+            event("task_started", turn_id="t2"),
+            event("task_complete", turn_id="t1", last_agent_message="stale"),
+        ],
+        [("open", None)],
+        id="complete_for_another_turn_id_is_ignored",
+    ),
+    pytest.param(  # task_complete with no last_agent_message at all
+        [
+            meta(),
+            event("task_started", turn_id="t1"),
+            event("user_message", message="hi"),
+            event("agent_message", message="Looking around"),
+            assistant("Looking around", "commentary"),
+            call("c1"),
+            output("c1"),
+            event("task_complete", turn_id="t1"),
+        ],
+        [("completed", None)],
+        id="commentary_is_never_the_final_answer",
+    ),
+    pytest.param(
+        [
+            meta(),
+            event("task_started", turn_id="t1"),
+            event("agent_message", message="The answer"),
+            assistant("The answer", "final_answer"),
+            event("agent_message", message="PS, commentary"),
+            assistant("PS, commentary", "commentary"),
+            event("task_complete", turn_id="t1", last_agent_message=None),
+        ],
+        [("completed", "The answer")],
+        id="fallback_to_final_answer_when_last_agent_message_is_null",
+    ),
+    pytest.param(
+        [
+            meta("0.155.1", "paginated"),
+            event("task_started", turn_id="t1"),
+            event(
+                "item_completed",
+                item={"type": "UserMessage", "content": [{"type": "text", "text": "q"}]},
+            ),
+            event(
+                "item_completed",
+                item={
+                    "type": "AgentMessage",
+                    "phase": "commentary",
+                    "content": [{"type": "Text", "text": "thinking aloud"}],
+                },
+            ),
+            event(
+                "item_completed",
+                item={
+                    "type": "AgentMessage",
+                    "phase": "final_answer",
+                    "content": [{"type": "Text", "text": "ok"}],
+                },
+            ),
+            event("task_complete", turn_id="t1"),
+        ],
+        [("completed", "ok")],
+        id="paginated_mode_fallback_from_item_completed",
+    ),
+    pytest.param(
+        [
+            meta(),
+            event("user_message", message="hi"),
+            event("task_started", turn_id="t1"),
+            event("task_complete", turn_id="t1", last_agent_message="done"),
+        ],
+        [("completed", "done")],
+        id="implicit_turn_adopted_by_task_started",
+    ),
+    pytest.param(
+        [
+            meta(),
+            event("user_message", message="one"),
+            event("agent_message", message="Answer one"),
+            event("task_started", turn_id="t2"),
+        ],
+        [("completed", "Answer one"), ("open", None)],
+        id="task_started_after_a_finished_implicit_turn_starts_a_new_one",
+    ),
+]
+
+
+@pytest.mark.parametrize(("records", "expected"), READS_AS)
+def test_reads_as(rollout, read, records, expected):
+    rollout.add(*records)
+    assert statuses(read()) == expected
