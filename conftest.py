@@ -213,6 +213,26 @@ class OrcrHome:
             raise AssertionError(f"orcr {' '.join(args)} exited {res.returncode}: {res.stderr}")
         return res
 
+    def get(self, path: str) -> dict:
+        """``orcr agent get PATH --json`` (PATH or UUID), through the real CLI."""
+        import json
+
+        return json.loads(self.run("agent", "get", path, "--json", check=True).stdout)
+
+    def ended(self, path: str, timeout: float = 30) -> dict:
+        """Wait until the agent at ``path`` (or UUID) has ended; its row."""
+        return until(
+            lambda: (lambda a: a if a["status"] == "ended" else None)(self.get(path)),
+            timeout,
+            what=f"{path} to end",
+        )
+
+    def status(self) -> dict:
+        """``orcr server status --json``, through the real CLI."""
+        import json
+
+        return json.loads(self.run("server", "status", "--json", check=True).stdout)
+
     #: what :meth:`save` copies: the store and the test driver's "multiplexer" state
     SAVED = ("store.db", "store.db-wal", "store.db-shm", "testdriver.json")
 

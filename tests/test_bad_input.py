@@ -48,7 +48,7 @@ def test_no_prompt_starts_idle_and_send_refuses_an_empty_one(server):
     assert r.stdout.split()[:2] == ["n/p", "idle"]
     r = server.run("agent", "send", "n/p", " \n ")
     assert r.returncode == 1 and "[empty_prompt]" in r.stderr, r
-    a = json.loads(server.run("agent", "get", "n/p", "--json", check=True).stdout)
+    a = server.get("n/p")
     assert (a["status"], a["turn"]) == ("idle", 0)
 
 

@@ -34,7 +34,7 @@ def _events(home, uuid):
 
 
 def _row(home, path):
-    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
+    return home.get(path)
 
 
 def _prompts(home, uuid) -> int:

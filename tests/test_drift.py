@@ -5,7 +5,6 @@ the event log, whatever moment the server dies at."""
 
 from __future__ import annotations
 
-import json
 import signal
 import sqlite3
 import sys
@@ -20,10 +19,6 @@ CONFIG = (
     '[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\nreconcile_every = "200ms"\n'
     'prompt_confirm = "200ms"\n'
 )
-
-
-def _status(home) -> dict:
-    return json.loads(home.run("server", "status", "--json", check=True).stdout)
 
 
 def _stored_drift(home) -> dict[str, int]:
@@ -68,7 +63,7 @@ def test_drift_counters_and_their_times_survive_a_restart(orcr_home):
         td.remove_pane(o.get("d/a")["pane_id"])  # vanishes: lost
         until(lambda: o.list("d/a") == [])  # ended (lost) a poll later
     before = until(
-        lambda: (lambda s: s if s["drift"]["orphan_agent_panes"] else None)(_status(orcr_home))
+        lambda: (lambda s: s if s["drift"]["orphan_agent_panes"] else None)(orcr_home.status())
     )
     assert before["drift"] == {
         "lost": 1,
@@ -80,20 +75,20 @@ def test_drift_counters_and_their_times_survive_a_restart(orcr_home):
     assert before["drift_at"]["orphan_agent_panes"] is not None
     orcr_home.stop_server()
     orcr_home.start_server()
-    after = _status(orcr_home)
+    after = orcr_home.status()
     assert after["pid"] != before["pid"]
     assert after["drift"] == before["drift"]
     assert after["drift_at"] == before["drift_at"]  # the pane counts did not change either
     orcr_home.kill_server()  # a crash keeps them too
     orcr_home.start_server()
-    crashed = _status(orcr_home)
+    crashed = orcr_home.status()
     assert (crashed["drift"], crashed["drift_at"]) == (before["drift"], before["drift_at"])
     text = orcr_home.run("server", "status", check=True).stdout
     assert f"drift lost 1 (at {before['drift_at']['lost']})  repaired 0  " in text
     # a gauge's time moves only when its value does
     td.remove_pane("w:o1")
     gone = until(
-        lambda: (lambda s: s if not s["drift"]["orphan_agent_panes"] else None)(_status(orcr_home))
+        lambda: (lambda s: s if not s["drift"]["orphan_agent_panes"] else None)(orcr_home.status())
     )
     assert gone["drift_at"]["orphan_agent_panes"] > before["drift_at"]["orphan_agent_panes"]
     assert gone["drift_at"]["unmarked_panes"] == before["drift_at"]["unmarked_panes"]
@@ -105,13 +100,13 @@ def test_repaired_count_survives_a_crash(orcr_home):
     orcr_home.run("agent", "run", "--provider", "testp", "--path", "d/r", "x")
     assert orcr_home.proc.wait(30) == -signal.SIGKILL, orcr_home.server_log()
     orcr_home.start_server()  # recovery finds the recorded pane: repaired
-    first = until(lambda: (lambda s: s if s["drift"]["repaired"] else None)(_status(orcr_home)))
+    first = until(lambda: (lambda s: s if s["drift"]["repaired"] else None)(orcr_home.status()))
     assert first["drift"]["repaired"] == 1 and first["drift_at"]["repaired"]
     with orcr_home.sdk() as o:  # started: a crash now repairs nothing more
         until(lambda: o.get("d/r")["status"] == "working")
     orcr_home.kill_server()  # a crash, not a clean stop
     orcr_home.start_server()
-    again = _status(orcr_home)
+    again = orcr_home.status()
     assert again["drift"]["repaired"] == 1
     assert again["drift_at"]["repaired"] == first["drift_at"]["repaired"]
     assert _explained(orcr_home) == []

@@ -8,7 +8,6 @@ Runs on real tmux and on the herdr emulator (``live`` fixture).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -33,18 +32,6 @@ def _path_without_agent_clis() -> str:
     return os.pathsep.join(keep)
 
 
-def _get(home, path) -> dict:
-    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
-
-
-def _ended(home, path) -> dict:
-    return until(
-        lambda: (lambda a: a if a["status"] == "ended" else None)(_get(home, path)),
-        30,
-        what=f"{path} to end",
-    )
-
-
 def _mux_answers(home) -> bool:
     mux = home.mux
     if mux.kind == "tmux":
@@ -52,7 +39,7 @@ def _mux_answers(home) -> bool:
             ["tmux", "-S", str(mux.socket), "list-sessions"], capture_output=True, text=True
         )
         return res.returncode == 0
-    return mux.emulator.panes() is not None and _get(home, ECHOES[0]) is not None
+    return mux.emulator.panes() is not None and home.get(ECHOES[0]) is not None
 
 
 def test_dying_programs_never_take_the_fleet_down(live):
@@ -80,16 +67,16 @@ def test_dying_programs_never_take_the_fleet_down(live):
         ("d/codex", "codex: command not found"),
         ("d/missing", "no-such-program-orcr: command not found"),
     ):
-        a = _ended(live, path)
+        a = live.ended(path)
         assert (a["exit_reason"], a["error"]) == ("failed", error), a
-    a = _ended(live, "d/exit")
+    a = live.ended("d/exit")
     assert a["exit_reason"] == "failed" and "exited" in a["error"], a
-    a = _ended(live, "d/between")
+    a = live.ended("d/between")
     assert a["exit_reason"] in ("failed", "exited"), a
 
-    until(lambda: _get(live, "d/send")["status"] == "idle", 30, what="d/send to be idle")
+    until(lambda: live.get("d/send")["status"] == "idle", 30, what="d/send to be idle")
     run("agent", "send", "d/send", "hello", check=True)
-    assert _ended(live, "d/send")["exit_reason"] == "exited"
+    assert live.ended("d/send")["exit_reason"] == "exited"
 
     # the multiplexer and every echo agent live on, and still take prompts
     assert _mux_answers(live)
@@ -100,10 +87,10 @@ def test_dying_programs_never_take_the_fleet_down(live):
     for path in ECHOES:
         run("agent", "wait", path, "--timeout", "30s", check=True)
         assert run("agent", "read", path, check=True).stdout == "again\n"
-        assert _get(live, path)["status"] == "idle"
+        assert live.get(path)["status"] == "idle"
     # no healthy agent was ever lost, however briefly
     for path in ECHOES:
-        statuses = [e["data"]["to"] for e in live.events(_get(live, path)["uuid"])
+        statuses = [e["data"]["to"] for e in live.events(live.get(path)["uuid"])
                     if e["kind"] == "agent.status"]  # fmt: skip
         assert statuses == ["starting", "working", "idle", "working", "idle"], (path, statuses)
     assert sorted(live.mux.labels()) == sorted(ECHOES)

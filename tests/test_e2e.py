@@ -30,7 +30,7 @@ def test_quick_start_lifecycle(live):
     assert r.returncode == 1 and "not_idle" in r.stderr
 
     live.run("agent", "kill", "demo/hello", check=True)
-    a = json.loads(live.run("agent", "get", "demo/hello", "--json", check=True).stdout)
+    a = live.get("demo/hello")
     assert (a["status"], a["exit_reason"]) == ("ended", "killed")
     _until(lambda: live.mux.labels() == [], what="the pane to close")
 
@@ -74,7 +74,7 @@ def test_errored_turn_says_so_in_wait_and_read(live):
     assert r.returncode == 7
     out = json.loads(r.stdout)
     assert (out["text"], out["turn_status"], out["error"]) == (None, "errored", "boom")
-    a = json.loads(live.run("agent", "get", "f/x", "--json", check=True).stdout)
+    a = live.get("f/x")
     assert (a["turn_status"], a["turn_error"]) == ("errored", "boom")
     # the next turn that completes clears it
     live.run("agent", "send", "f/x", "fine now", check=True)
@@ -112,7 +112,7 @@ def test_agent_that_exits_by_itself(live):
     live.start_server()
     live.run("agent", "run", "--provider", "echo", "--path", "x/bye", "[exit] bye", check=True)
     r = live.run("agent", "wait", "x/bye", "--until", "ended", "--timeout", "30s", "--json")
-    a = json.loads(live.run("agent", "get", "x/bye", "--json", check=True).stdout)
+    a = live.get("x/bye")
     # tmux keeps the dead pane; herdr removes it and says pane_exited on its event stream
     assert a["exit_reason"] == "exited", (a, r.stderr)
     # exiting by itself is not a bad ending: wait says so and exits 0

@@ -29,7 +29,7 @@ def test_orcr_starts_its_own_herdr_and_runs_an_agent(orcr_home, short_tmp):
         )
         orcr_home.run("agent", "wait", "h/one", "--timeout", "30s", check=True)
         assert orcr_home.run("agent", "read", "h/one", check=True).stdout == "hi there\n"
-        st = json.loads(orcr_home.run("server", "status", "--json", check=True).stdout)
+        st = orcr_home.status()
         assert (st["driver"]["name"], st["driver"]["error"]) == ("herdr", None)
         assert st["driver"]["info"]["protocol"] in (19, 20)
         # the instance's own session (ORCR_HOME is set): orcr-<instance id>
@@ -71,9 +71,7 @@ def test_agent_session_is_captured_from_herdr_without_an_event(live):
         "agent", "run", "--provider", "command", "--path", "s/cmd", "--", "sleep", "60", check=True
     )
     a = _until(
-        lambda: (lambda a: a if a["status"] in ("working", "idle") else None)(
-            json.loads(live.run("agent", "get", "s/cmd", "--json", check=True).stdout)
-        ),
+        lambda: (lambda a: a if a["status"] in ("working", "idle") else None)(live.get("s/cmd")),
         what="started",
     )
     assert a["agent_session"] is None
@@ -81,9 +79,7 @@ def test_agent_session_is_captured_from_herdr_without_an_event(live):
         a["pane_id"], "thread-123", agent="codex", source="herdr:codex"
     )
     a = _until(
-        lambda: (lambda a: a if a["agent_session"] else None)(
-            json.loads(live.run("agent", "get", "s/cmd", "--json", check=True).stdout)
-        ),
+        lambda: (lambda a: a if a["agent_session"] else None)(live.get("s/cmd")),
         what="captured",
     )
     assert a["agent_session"] == {"source": "herdr:codex", "kind": "id", "value": "thread-123"}

@@ -18,15 +18,11 @@ from orcr_core.testing import until  # noqa: E402
 NO_POLLING = '[timings]\npoll_every = "1h"\nreconcile_every = "1h"\n'
 
 
-def _status(home) -> dict:
-    return json.loads(home.run("server", "status", "--json", check=True).stdout)
-
-
 def _quiet_writes(home, seconds: float = 3.0) -> tuple[int, int, dict]:
     """Write transactions at the start and the end of a window of idleness."""
-    before = _status(home)
+    before = home.status()
     time.sleep(seconds)  # the observation window itself, not a synchronisation
-    after = _status(home)
+    after = home.status()
     return before["write_transactions"], after["write_transactions"], after
 
 
@@ -83,15 +79,15 @@ def test_idle_echo_fleet_writes_nothing_and_takes_no_snapshot(live):
         _echo(live, f"quiet/a{n}")
     for n in range(4):
         live.run("agent", "wait", f"quiet/a{n}", "--timeout", "60s", check=True)
-    until(lambda: _status(live)["monitor"]["pane_events"], what="the multiplexer's event stream")
-    until(lambda: _status(live)["monitor"]["transcripts_notified"] == 4)
+    until(lambda: live.status()["monitor"]["pane_events"], what="the multiplexer's event stream")
+    until(lambda: live.status()["monitor"]["transcripts_notified"] == 4)
     first, last, status = _quiet_writes(live)
     assert last == first
     # event-driven: with every transcript watched and the pane events live, a
     # steady fleet needs no snapshot between the periodic passes
     before = status["monitor"]["snapshots"]
     time.sleep(1.0)  # an observation window
-    assert _status(live)["monitor"]["snapshots"] == before
+    assert live.status()["monitor"]["snapshots"] == before
 
 
 def test_turn_end_comes_from_the_notification(live):
@@ -106,7 +102,7 @@ def test_turn_end_comes_from_the_notification(live):
     live.run("agent", "wait", "note/a", "--timeout", "30s", check=True)
     assert time.monotonic() - t0 < 20
     assert live.run("agent", "read", "note/a", check=True).stdout == "second\n"
-    assert _status(live)["monitor"]["transcripts_notified"] == 1
+    assert live.status()["monitor"]["transcripts_notified"] == 1
 
 
 def test_past_the_watch_limit_transcripts_are_polled(live):
@@ -123,7 +119,7 @@ def test_past_the_watch_limit_transcripts_are_polled(live):
     for n in range(3):
         live.run("agent", "wait", f"lim/a{n}", "--timeout", "30s", check=True)
         assert live.run("agent", "read", f"lim/a{n}", check=True).stdout == f"two {n}\n"
-    mon = _status(live)["monitor"]
+    mon = live.status()["monitor"]
     assert (mon["transcripts_notified"], mon["transcripts_polled"]) == (1, 2)
     assert "limit" in mon["notifications_error"]
 
@@ -134,7 +130,7 @@ def test_without_notifications_every_transcript_is_polled(live):
     live.run("agent", "wait", "off/a", "--timeout", "30s", check=True)
     live.run("agent", "send", "off/a", "two", check=True)
     live.run("agent", "wait", "off/a", "--timeout", "30s", check=True)
-    mon = _status(live)["monitor"]
+    mon = live.status()["monitor"]
     assert (mon["notifications"], mon["transcripts_polled"]) == ("off", 1)
 
 
@@ -157,13 +153,11 @@ def test_pane_killed_outside_orcr_is_noticed_through_the_multiplexer(live):
     live.start_server()
     _echo(live, "ext/a")
     live.run("agent", "wait", "ext/a", "--timeout", "30s", check=True)
-    until(lambda: _status(live)["monitor"]["pane_events"], what="the multiplexer's event stream")
-    pane_id = json.loads(live.run("agent", "get", "ext/a", "--json", check=True).stdout)["pane_id"]
+    until(lambda: live.status()["monitor"]["pane_events"], what="the multiplexer's event stream")
+    pane_id = live.get("ext/a")["pane_id"]
     _kill_pane_outside_orcr(live, pane_id)
     a = until(
-        lambda: (lambda a: a if a["status"] == "ended" else None)(
-            json.loads(live.run("agent", "get", "ext/a", "--json", check=True).stdout)
-        ),
+        lambda: (lambda a: a if a["status"] == "ended" else None)(live.get("ext/a")),
         what="the agent to end",
     )
     assert a["exit_reason"] == "lost"
@@ -180,7 +174,7 @@ def test_agent_exit_is_noticed_through_the_multiplexer(live):
     live.start_server()
     _echo(live, "ext/first")  # the workspace exists, so the event stream can attach
     live.run("agent", "wait", "ext/first", "--timeout", "30s", check=True)
-    until(lambda: _status(live)["monitor"]["pane_events"], what="the multiplexer's event stream")
+    until(lambda: live.status()["monitor"]["pane_events"], what="the multiplexer's event stream")
     _echo(live, "ext/bye", "[exit] bye")
     r = live.run("agent", "wait", "ext/bye", "--until", "ended", "--timeout", "30s", "--json")
     assert json.loads(r.stdout)["exit_reason"] == "exited", r.stderr
@@ -195,7 +189,7 @@ def test_timers_fire_from_the_heap_with_polling_off(live):
              "[sleep 30] x", check=True)  # fmt: skip
     for path, reason in (("clock/slow", "timeout"), ("clock/gc", "gc")):
         live.run("agent", "wait", path, "--until", "ended", "--timeout", "30s")
-        a = json.loads(live.run("agent", "get", path, "--json", check=True).stdout)
+        a = live.get(path)
         assert (a["status"], a["exit_reason"]) == ("ended", reason)
 
 
@@ -208,7 +202,7 @@ def test_what_happened_while_the_server_was_down_is_made_up_at_start(live):
     idle = _echo(live, "down/idle", "one")
     live.run("agent", "wait", "down/idle", "--timeout", "30s", check=True)
     busy = _echo(live, "down/busy", "[sleep 2] later")
-    until(lambda: _get(live, "down/busy")["status"] == "working", what="the turn to start")
+    until(lambda: live.get("down/busy")["status"] == "working", what="the turn to start")
     live.kill_server()
     transcript = live.path / "agents" / busy / "echo.jsonl"
     until(lambda: '"turn_end"' in transcript.read_text(), what="the turn to end, unobserved")
@@ -217,8 +211,4 @@ def test_what_happened_while_the_server_was_down_is_made_up_at_start(live):
     live.start_server()
     live.run("agent", "wait", "down/busy", "--timeout", "30s", check=True)
     assert live.run("agent", "read", "down/busy", check=True).stdout == "later\n"
-    until(lambda: _get(live, "down/idle")["status"] == "working", what="the pane's turn")
-
-
-def _get(live, path: str) -> dict:
-    return json.loads(live.run("agent", "get", path, "--json", check=True).stdout)
+    until(lambda: live.get("down/idle")["status"] == "working", what="the pane's turn")

@@ -8,25 +8,12 @@ Runs on real tmux and on the herdr emulator (``live`` fixture).
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 
 from orcr_core.testing import until
 
 FAST = '[timings]\npoll_every = "50ms"\nreconcile_every = "100ms"\n'
-
-
-def _get(home, path) -> dict:
-    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
-
-
-def _ended(home, path) -> dict:
-    return until(
-        lambda: (lambda a: a if a["status"] == "ended" else None)(_get(home, path)),
-        30,
-        what=f"{path} to end",
-    )
 
 
 def _idle(home, *paths) -> None:
@@ -66,7 +53,7 @@ def test_two_instances_on_one_server_never_touch_each_others_panes(live, twin):
     # A crashes mid-start on the same path as a live agent of B: A's recovery closes
     # its own orphan pane (found by its marks), never B's pane of the same label
     _crash_start(a, "p/x")
-    row = _ended(a, "p/x")
+    row = a.ended("p/x")
     assert (row["exit_reason"], "mid-start" in row["error"]) == ("failed", True), row
     until(lambda: a.mux.labels().count("p/x") == 1, what="A's orphan pane to close")
 
@@ -79,25 +66,25 @@ def test_two_instances_on_one_server_never_touch_each_others_panes(live, twin):
     # a vanished pane is never re-matched to another instance's pane of that label
     a.run("agent", "run", "-p", "echo", "--path", "p/z", "a p/z", check=True)
     _idle(a, "p/z")
-    _close_from_outside(a, _get(a, "p/z")["pane_id"])
-    assert _ended(a, "p/z")["exit_reason"] == "lost"
+    _close_from_outside(a, a.get("p/z")["pane_id"])
+    assert a.ended("p/z")["exit_reason"] == "lost"
 
     # and the other way round: B crashes mid-start on a path A runs
     a.run("agent", "run", "-p", "echo", "--path", "p/v", "a p/v", check=True)
     _idle(a, "p/v")
     b.kill_server()
     _crash_start(b, "p/v")
-    assert _ended(b, "p/v")["exit_reason"] == "failed"
+    assert b.ended("p/v")["exit_reason"] == "failed"
 
     # several reconcile passes of both: nothing of the other's is touched or counted
     for home in (a, b):
         home.stop_server()
         home.start_server()
     for home, live_paths in ((a, ["p/v"]), (b, list(mine_b))):
-        st = json.loads(home.run("server", "status", "--json", check=True).stdout)
+        st = home.status()
         assert st["drift"]["orphan_agent_panes"] == 0, st["drift"]
         for path in live_paths:
-            assert _get(home, path)["status"] == "idle"
+            assert home.get(path)["status"] == "idle"
             home.run("agent", "send", path, "again", check=True)
         _idle(home, *live_paths)
         for path in live_paths:

@@ -32,10 +32,6 @@ CONFIG = (
 )
 
 
-def _status(home) -> dict:
-    return json.loads(home.run("server", "status", "--json", check=True).stdout)
-
-
 def _statuses(home, uuid: str) -> list[str]:
     return [e["data"]["to"] for e in home.events(uuid) if e["kind"] == "agent.status"]
 
@@ -71,9 +67,9 @@ def test_only_this_instances_marked_panes_are_ever_closed(orcr_home):
     for pane_id, (label, instance, token) in foreign.items():
         td.add_pane(pane_id, label, instance, token)
     # every cleanup path runs: reconciliation passes, a restart's recovery, a crash
-    snapshots = _status(orcr_home)["monitor"]["snapshots"]
-    until(lambda: _status(orcr_home)["drift"]["orphan_agent_panes"] == 3, 30, "counted")
-    until(lambda: _status(orcr_home)["monitor"]["snapshots"] > snapshots + 5)
+    snapshots = orcr_home.status()["monitor"]["snapshots"]
+    until(lambda: orcr_home.status()["drift"]["orphan_agent_panes"] == 3, 30, "counted")
+    until(lambda: orcr_home.status()["monitor"]["snapshots"] > snapshots + 5)
     orcr_home.kill_server()
     orcr_home.start_server()
     with orcr_home.sdk() as o:
@@ -81,7 +77,7 @@ def test_only_this_instances_marked_panes_are_ever_closed(orcr_home):
         o.kill("f/live")  # its own pane is closed: the one with its marks only
         until(lambda: o.list("f/live") == [], 30, "f/live killed")
     st = until(
-        lambda: (lambda s: s if s["drift"]["orphan_agent_panes"] == 3 else None)(_status(orcr_home))
+        lambda: (lambda s: s if s["drift"]["orphan_agent_panes"] == 3 else None)(orcr_home.status())
     )
     assert not _closed() & set(foreign), td.read_state()["log"]
     assert set(foreign) <= set(td.read_state()["panes"])
@@ -163,4 +159,4 @@ def test_lost_ends_only_after_a_following_snapshot_while_the_multiplexer_answers
         td.set_down(False)
         until(lambda: o.get("o/b")["status"] == "working", 30, "repaired")
     assert _statuses(orcr_home, a["uuid"]) == ["starting", "working", "lost", "working"]
-    assert _status(orcr_home)["drift"]["repaired"] == 1
+    assert orcr_home.status()["drift"]["repaired"] == 1

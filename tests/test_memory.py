@@ -72,7 +72,7 @@ def test_queue_holds_for_memory_then_releases_in_fifo_order_under_the_caps(orcr_
         lambda: (s := json.loads(orcr_home.run("server", "status", "--json").stdout))["held"] and s
     )
     assert "memory" in status["held"] and status["queue_depth"] == 3
-    got = json.loads(orcr_home.run("agent", "get", "m/a0", "--json", check=True).stdout)
+    got = orcr_home.get("m/a0")
     assert got["status"] == "queued" and "min_free_memory" in got["held"]
     assert "held: memory" in orcr_home.run("server", "status", check=True).stdout
     assert _starts(orcr_home) == []  # held: nothing promoted
@@ -80,5 +80,5 @@ def test_queue_holds_for_memory_then_releases_in_fifo_order_under_the_caps(orcr_
     orcr_home.run("config", "set", "concurrency.min_free_memory", "0", check=True)
     until(lambda: len(_starts(orcr_home)) == 2)
     assert _starts(orcr_home) == uuids[:2]  # FIFO, and the global cap of 2 still binds
-    status = json.loads(orcr_home.run("server", "status", "--json", check=True).stdout)
+    status = orcr_home.status()
     assert status["held"] is None and status["queue_depth"] == 1

@@ -15,14 +15,6 @@ from orcr_core import dirs
 from orcr_core.testing import until
 
 
-def _status(home) -> dict:
-    return json.loads(home.run("server", "status", "--json", check=True).stdout)
-
-
-def _get(home, path) -> dict:
-    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
-
-
 def _herdr_pid(sock, bindir) -> int | None:
     """The pid of orcr's herdr server when one answers on ``sock``, else None."""
     from orcr_herdr.testing.wire import raw
@@ -60,27 +52,27 @@ def test_owned_herdr_restarted_and_queue_held_while_it_is_down(orcr_home, short_
         orcr_home.start_server()
         orcr_home.run("agent", "run", "-p", "echo", "--path", "k/one", "hi", check=True)
         orcr_home.run("agent", "wait", "k/one", "--timeout", "30s", check=True)
-        assert _status(orcr_home)["driver"]["healthy"] is True
+        assert orcr_home.status()["driver"]["healthy"] is True
 
         # herdr goes away with nothing queued: the monitor starts it again by itself
         first = _herdr_pid(sock, bindir)
         assert first is not None
         raw(sock, json.dumps({"id": "stop", "method": "server.stop", "params": {}}) + "\n")
         until(lambda: _herdr_pid(sock, bindir) not in (None, first), 30, what="herdr started again")
-        assert _status(orcr_home)["queue_depth"] == 0
+        assert orcr_home.status()["queue_depth"] == 0
 
         # herdr goes away and cannot be started again for now
         _broken_herdr(bindir)
         raw(sock, json.dumps({"id": "stop", "method": "server.stop", "params": {}}) + "\n")
         until(lambda: not sock.exists(), 15, what="herdr stopped")
-        st = until(lambda: (s := _status(orcr_home))["driver"]["healthy"] is False and s)
+        st = until(lambda: (s := orcr_home.status())["driver"]["healthy"] is False and s)
         assert "herdr" in st["driver"]["error"], st["driver"]
 
         out = orcr_home.run("agent", "run", "-p", "echo", "--path", "k/two", "later", check=True)
         uuid = out.stdout.split()[1]
-        held = until(lambda: _get(orcr_home, "k/two").get("held"), 15, what="a held reason")
+        held = until(lambda: orcr_home.get("k/two").get("held"), 15, what="a held reason")
         assert "multiplexer" in held and "herdr" in held, held
-        st = _status(orcr_home)
+        st = orcr_home.status()
         assert st["queue_depth"] == 1 and "multiplexer" in st["held"], st
         text = orcr_home.run("server", "status", check=True).stdout
         assert "held: multiplexer" in text and "ERROR" in text, text
@@ -88,7 +80,7 @@ def test_owned_herdr_restarted_and_queue_held_while_it_is_down(orcr_home, short_
         assert "multiplexer: the server's herdr is unreachable" in doctor, doctor
         # several failed restarts later, still queued: never promoted into a dead driver
         until(lambda: "could not be started again" in orcr_home.server_log(), 15)
-        assert _get(orcr_home, "k/two")["status"] == "queued"
+        assert orcr_home.get("k/two")["status"] == "queued"
         assert not [e for e in orcr_home.events(uuid) if e["kind"] == "agent.status"], (
             "k/two was promoted while herdr was down"
         )
@@ -97,7 +89,7 @@ def test_owned_herdr_restarted_and_queue_held_while_it_is_down(orcr_home, short_
         write_herdr_shim(bindir, env={"ORCR_HERDR_EMU_SHELL": "/bin/sh"})
         orcr_home.run("agent", "wait", "k/two", "--timeout", "60s", check=True)
         assert orcr_home.run("agent", "read", "k/two", check=True).stdout == "later\n"
-        st = _status(orcr_home)
+        st = orcr_home.status()
         assert st["driver"]["healthy"] is True and st["driver"]["error"] is None
         assert st["held"] is None
         assert "multiplexer: the server's herdr answers" in orcr_home.run("doctor").stdout
@@ -124,5 +116,5 @@ def test_tmux_server_gone_is_started_again_for_the_next_agent(live):
     live.run("agent", "run", "-p", "echo", "--path", "t/two", "again", check=True)
     live.run("agent", "wait", "t/two", "--timeout", "60s", check=True)
     assert live.run("agent", "read", "t/two", check=True).stdout == "again\n"
-    st = json.loads(live.run("server", "status", "--json", check=True).stdout)
+    st = live.status()
     assert st["driver"]["healthy"] is True and st["held"] is None

@@ -68,7 +68,7 @@ def test_agent_kill_ends_setsid_nohup_and_departed_children(live, short_tmp):
             found[pid] = psutil.Process(pid).create_time()
         left = _pid(work / "left.pid")
         parent = psutil.Process(left).ppid()  # the sh that waits for ``go``
-        uuid = json.loads(live.run("agent", "get", "d/dev", "--json", check=True).stdout)["uuid"]
+        uuid = live.get("d/dev")["uuid"]
         record = live.path / "agents" / uuid / "procs.json"
 
         def recorded() -> set[int]:
@@ -212,7 +212,7 @@ def test_an_agent_that_exits_by_itself_takes_its_nohup_child_along(live, short_t
     try:
         pid = until(lambda: _pid(work / "nohup.pid"), 30, what="nohup.pid")
         found[pid] = psutil.Process(pid).create_time()
-        uuid = json.loads(live.run("agent", "get", "d/quits", "--json", check=True).stdout)["uuid"]
+        uuid = live.get("d/quits")["uuid"]
         record = live.path / "agents" / uuid / "procs.json"
         until(
             lambda: (

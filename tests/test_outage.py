@@ -9,16 +9,11 @@ orcr's call times out); on the herdr emulator every request is refused unanswere
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 
 from orcr_core.testing import until
-
-
-def _get(home, path) -> dict:
-    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
 
 
 def _snapshot_clients(sock: str) -> set[int]:
@@ -71,12 +66,12 @@ def test_an_outage_mid_run_never_frees_a_name(live):
     live.run("agent", "run", "-p", "echo", "--path", "o/idle", "first", check=True)
     live.run("agent", "wait", "o/idle", "--timeout", "30s", check=True)
     live.run("agent", "run", "-p", "echo", "--path", "o/busy", "[sleep 4] done", check=True)
-    until(lambda: _get(live, "o/busy")["status"] == "working", 30, what="o/busy working")
+    until(lambda: live.get("o/busy")["status"] == "working", 30, what="o/busy working")
 
     with _outage(live):
         for path in ("o/idle", "o/busy"):
             # turns still come from transcripts; the pane's fate is not decided
-            assert _get(live, path)["status"] in ("working", "idle")
+            assert live.get(path)["status"] in ("working", "idle")
             r = live.run("agent", "run", "-p", "echo", "--path", path, "again")
             assert r.returncode != 0 and "path_in_use" in r.stderr, r.stderr
 
@@ -89,7 +84,7 @@ def test_an_outage_mid_run_never_frees_a_name(live):
     for path in ("o/idle", "o/busy"):
         statuses = [
             e["data"]["to"]
-            for e in live.events(_get(live, path)["uuid"])
+            for e in live.events(live.get(path)["uuid"])
             if e["kind"] == "agent.status"
         ]
         assert "lost" not in statuses and "ended" not in statuses, (path, statuses)

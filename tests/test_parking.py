@@ -9,7 +9,6 @@ row saying which. The park clock is computed from persisted timestamps.
 
 from __future__ import annotations
 
-import json
 import signal
 import sqlite3
 import subprocess
@@ -18,10 +17,6 @@ import time
 import pytest
 
 from orcr_core.testing import until
-
-
-def _get(home, path) -> dict:
-    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
 
 
 def _config(live, park_after: str) -> None:
@@ -62,7 +57,7 @@ def _kinds(live, uuid: str, prefix: str = "pane.move") -> list[tuple[str, dict]]
 def _idle_agent(live, path: str = "p/one", prompt: str = "first") -> dict:
     live.run("agent", "run", "-p", "echo", "--path", path, prompt, check=True)
     live.run("agent", "wait", path, "--timeout", "60s", check=True)
-    return _get(live, path)
+    return live.get(path)
 
 
 def test_idle_agent_is_parked_then_unparked_by_a_prompt(live):
@@ -70,7 +65,7 @@ def test_idle_agent_is_parked_then_unparked_by_a_prompt(live):
     live.start_server()
     agent = _idle_agent(live)
     assert _places(live, "p/one") == [_home_place(live, "p")]
-    parked = until(lambda: (a := _get(live, "p/one"))["parked"] and a, 30, what="parked")
+    parked = until(lambda: (a := live.get("p/one"))["parked"] and a, 30, what="parked")
     assert parked["status"] == "idle" and parked["move_state"] is None
     assert _places(live, "p/one") == [_parked_place(live)]  # in exactly one place
     moves = _kinds(live, agent["uuid"])
@@ -85,7 +80,7 @@ def test_idle_agent_is_parked_then_unparked_by_a_prompt(live):
     live.run("agent", "send", "p/one", "second", check=True)
     live.run("agent", "wait", "p/one", "--timeout", "60s", check=True)
     assert live.run("agent", "read", "p/one", check=True).stdout == "second\n"  # answered
-    back = _get(live, "p/one")
+    back = live.get("p/one")
     assert not back["parked"] and back["move_state"] is None
     assert _places(live, "p/one") == [_home_place(live, "p")]
     events = [(e["kind"], e["data"]) for e in live.events(agent["uuid"])]
@@ -107,17 +102,17 @@ def test_attach_unparks_and_the_clock_restarts(live):
     _config(live, "1s")
     live.start_server()
     agent = _idle_agent(live)
-    until(lambda: _get(live, "p/one")["parked"], 30, what="parked")
+    until(lambda: live.get("p/one")["parked"], 30, what="parked")
     live.run("config", "set", "timings.park_after", "1h", check=True)
     out = live.run("agent", "attach", "p/one", check=True).stdout
-    row = _get(live, "p/one")
+    row = live.get("p/one")
     assert not row["parked"] and row["pane_id"] in out
     assert _places(live, "p/one") == [_home_place(live, "p")]
     moved = [d for k, d in _kinds(live, agent["uuid"]) if k == "pane.move_requested"]
     assert moved[-1]["why"] == "attach"
     # an attach restarts the park clock (idle_since is long past park_after)
     live.run("config", "set", "timings.park_after", "2s", check=True)
-    until(lambda: _get(live, "p/one")["parked"], 30, what="parked again")
+    until(lambda: live.get("p/one")["parked"], 30, what="parked again")
     events = live.events(agent["uuid"])
     back = [e for e in events if e["kind"] == "pane.moved" and not e["data"]["parked"]][-1]
     again = [e for e in events if e["kind"] == "pane.move_requested"][-1]
@@ -136,7 +131,7 @@ def test_restart_keeps_the_park_clock(live):
             "UPDATE agent SET idle_since = ? WHERE uuid = ?", (time.time() - 7200, agent["uuid"])
         )
     live.start_server()
-    until(lambda: _get(live, "p/one")["parked"], 30, what="parked after the restart")
+    until(lambda: live.get("p/one")["parked"], 30, what="parked after the restart")
     assert _places(live, "p/one") == [_parked_place(live)]
 
 
@@ -146,7 +141,7 @@ def test_parking_off(live):
     agent = _idle_agent(live)
     live.run("agent", "send", "p/one", "second", check=True)  # a full round with parking off
     live.run("agent", "wait", "p/one", "--timeout", "60s", check=True)
-    assert not _get(live, "p/one")["parked"]
+    assert not live.get("p/one")["parked"]
     assert _kinds(live, agent["uuid"]) == []
     assert _places(live, "p/one") == [_home_place(live, "p")]
 
@@ -160,7 +155,7 @@ def _restart_and_check(live, uuid: str, point: str, parked: bool, outcome: str) 
     assert live.proc.wait(30) == -signal.SIGKILL, live.server_log()
     _config(live, "1h")  # nothing moves again while the outcome is checked
     live.start_server()
-    row = _get(live, "p/one")
+    row = live.get("p/one")
     assert row["move_state"] is None and row["parked"] is parked, (point, row)
     where = _parked_place(live) if parked else _home_place(live, "p")
     assert _places(live, "p/one") == [where]  # never lost, never doubled
@@ -177,7 +172,7 @@ def test_sigkill_mid_park(live, point, parked, outcome):
     _restart_and_check(live, agent["uuid"], point, parked, outcome)
     # either way it ends up parked (a rolled-back park is due again at once) ...
     live.run("config", "set", "timings.park_after", "1s", check=True)
-    until(lambda: _get(live, "p/one")["parked"], 30, what="parked")
+    until(lambda: live.get("p/one")["parked"], 30, what="parked")
     assert _places(live, "p/one") == [_parked_place(live)]
     # ... and answers a prompt after un-parking
     live.run("config", "set", "timings.park_after", "1h", check=True)
@@ -192,7 +187,7 @@ def test_sigkill_mid_unpark(live, point, parked, outcome):
     _config(live, "1s")
     live.start_server()
     agent = _idle_agent(live)
-    until(lambda: _get(live, "p/one")["parked"], 30, what="parked")
+    until(lambda: live.get("p/one")["parked"], 30, what="parked")
     live.stop_server()
     _config(live, "1h")
     live.start_server(extra_env={"ORCR_FAULT": point})
@@ -200,16 +195,16 @@ def test_sigkill_mid_unpark(live, point, parked, outcome):
     _restart_and_check(live, agent["uuid"], point, parked, outcome)
     live.run("agent", "attach", "p/one", check=True)
     assert _places(live, "p/one") == [_home_place(live, "p")]
-    assert not _get(live, "p/one")["parked"]
+    assert not live.get("p/one")["parked"]
 
 
 def test_a_parked_agent_is_killed_where_it_is(live):
     _config(live, "100ms")
     live.start_server()
     agent = _idle_agent(live)
-    until(lambda: _get(live, "p/one")["parked"], 30, what="parked")
+    until(lambda: live.get("p/one")["parked"], 30, what="parked")
     live.run("agent", "kill", "p/one", check=True)
-    row = until(lambda: (a := _get(live, "p/one"))["status"] == "ended" and a, 30)
+    row = until(lambda: (a := live.get("p/one"))["status"] == "ended" and a, 30)
     assert row["exit_reason"] == "killed"
     until(lambda: _places(live, "p/one") == [], 30, what="its pane closed in the parking area")
     closed = [e for e in live.events(agent["uuid"]) if e["kind"] == "pane.close_requested"]
@@ -234,7 +229,7 @@ def test_a_driver_without_parking_keeps_agents_where_they_are(orcr_home):
     until(lambda: any(p["prompts"] for p in td.read_state()["panes"].values()), what="prompt")
     (pane_id,) = td.read_state()["panes"]
     td.set_status(pane_id, "idle")
-    row = until(lambda: (a := _get(orcr_home, "s/x"))["status"] == "ended" and a, 30, what="gc")
+    row = until(lambda: (a := orcr_home.get("s/x"))["status"] == "ended" and a, 30, what="gc")
     assert row["exit_reason"] == "gc" and not row["parked"]
     assert _kinds(orcr_home, row["uuid"]) == []
 
@@ -247,13 +242,13 @@ def test_a_refused_unpark_still_delivers_the_prompt(live):
     _config(live, "1s")
     live.start_server()
     agent = _idle_agent(live)
-    parked = until(lambda: (a := _get(live, "p/one"))["parked"] and a, 30, what="parked")
+    parked = until(lambda: (a := live.get("p/one"))["parked"] and a, 30, what="parked")
     live.run("config", "set", "timings.park_after", "1h", check=True)
     live.mux.emulator.zoom_tab(parked["tab_id"])
     live.run("agent", "send", "p/one", "second", check=True)
     live.run("agent", "wait", "p/one", "--timeout", "60s", check=True)
     assert live.run("agent", "read", "p/one", check=True).stdout == "second\n"
-    row = _get(live, "p/one")
+    row = live.get("p/one")
     assert row["parked"] and row["move_state"] is None
     assert _places(live, "p/one") == [_parked_place(live)]
     failed = [d for k, d in _kinds(live, agent["uuid"]) if k == "pane.move_failed"]

@@ -111,7 +111,7 @@ def test_second_server_on_same_store_refuses(server):
 def test_autostart_from_cli_and_stop(orcr_home):
     r = orcr_home.run("agent", "ls", "--json", check=True)
     assert r.stdout.strip() == "[]"
-    st = json.loads(orcr_home.run("server", "status", "--json", check=True).stdout)
+    st = orcr_home.status()
     assert st["protocol"] == PROTOCOL_VERSION and st["schema_version"] >= 1
     assert orcr_home.run("server", "stop", check=True).stdout.startswith("orcr server")
     assert not orcr_home.socket.exists()

@@ -9,15 +9,10 @@ ended (lost), and the shell left in the pane is closed (it carries the row's mar
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 
 from orcr_core.testing import until
-
-
-def _get(home, path) -> dict:
-    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
 
 
 def _pane_process(home, uuid: str):
@@ -45,15 +40,15 @@ def test_a_pane_restored_as_a_shell_is_not_the_agent(live):
     live.run("agent", "wait", "r/gone", "--timeout", "30s", check=True)
     live.run("agent", "run", "-p", "echo", "--path", "r/stays", "hello", check=True)
     live.run("agent", "wait", "r/stays", "--timeout", "30s", check=True)
-    gone = _get(live, "r/gone")
+    gone = live.get("r/gone")
     until(lambda: _pane_process(live, gone["uuid"]), 15, what="the pane's process recorded")
-    stays = _get(live, "r/stays")
+    stays = live.get("r/stays")
     until(lambda: _pane_process(live, stays["uuid"]), 15, what="the pane's process recorded")
 
     _replace_with_shell(live, gone["pane_id"])
 
     ended = until(
-        lambda: (a := _get(live, "r/gone"))["status"] == "ended" and a, 30, what="r/gone ended"
+        lambda: (a := live.get("r/gone"))["status"] == "ended" and a, 30, what="r/gone ended"
     )
     assert ended["exit_reason"] == "lost", ended
     statuses = [e["data"] for e in live.events(gone["uuid"]) if e["kind"] == "agent.status"]
@@ -67,13 +62,13 @@ def test_a_pane_restored_as_a_shell_is_not_the_agent(live):
     assert live.run("agent", "read", "r/gone", check=True).stdout == "again\n"
     if live.mux.kind == "tmux":
         # the untouched agent is still its own process, and still answers
-        assert _get(live, "r/stays")["status"] == "idle"
+        assert live.get("r/stays")["status"] == "idle"
         live.run("agent", "send", "r/stays", "more", check=True)
         live.run("agent", "wait", "r/stays", "--timeout", "30s", check=True)
         assert live.run("agent", "read", "r/stays", check=True).stdout == "more\n"
     else:
         # herdr restarted under every pane: r/stays is gone too
-        a = until(lambda: (a := _get(live, "r/stays"))["status"] == "ended" and a, 30)
+        a = until(lambda: (a := live.get("r/stays"))["status"] == "ended" and a, 30)
         assert a["exit_reason"] == "lost"
 
 
@@ -83,7 +78,7 @@ def test_a_restart_of_orcr_alone_keeps_its_agents(live):
     live.start_server()
     live.run("agent", "run", "-p", "echo", "--path", "r/keep", "hi", check=True)
     live.run("agent", "wait", "r/keep", "--timeout", "30s", check=True)
-    uuid = _get(live, "r/keep")["uuid"]
+    uuid = live.get("r/keep")["uuid"]
     until(lambda: _pane_process(live, uuid), 15, what="the pane's process recorded")
     live.kill_server()
     live.start_server()
@@ -98,7 +93,7 @@ def test_recovery_finds_a_shell_where_the_agent_was(live):
     live.start_server()
     live.run("agent", "run", "-p", "echo", "--path", "r/down", "hi", check=True)
     live.run("agent", "wait", "r/down", "--timeout", "30s", check=True)
-    agent = _get(live, "r/down")
+    agent = live.get("r/down")
     until(lambda: _pane_process(live, agent["uuid"]), 15, what="the pane's process recorded")
     live.kill_server()
     _replace_with_shell(live, agent["pane_id"])
@@ -106,6 +101,6 @@ def test_recovery_finds_a_shell_where_the_agent_was(live):
     statuses = [e["data"] for e in live.events(agent["uuid"]) if e["kind"] == "agent.status"]
     lost = [d for d in statuses if d["to"] == "lost"]
     assert lost and lost[0].get("repair") is True, statuses  # recovery's, not a later poll's
-    ended = until(lambda: (a := _get(live, "r/down"))["status"] == "ended" and a, 30)
+    ended = until(lambda: (a := live.get("r/down"))["status"] == "ended" and a, 30)
     assert ended["exit_reason"] == "lost"
     until(lambda: "r/down" not in live.mux.labels(), 15, what="the leftover shell closed")

@@ -11,10 +11,6 @@ import subprocess
 from orcr_core.testing import until
 
 
-def _get(home, path) -> dict:
-    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
-
-
 def _kill_multiplexer(live) -> None:
     if live.mux.kind == "herdr":
         live.mux.emulator.restart()  # the agent's pane comes back as a plain shell
@@ -32,16 +28,16 @@ def test_resume_a_lost_agent_in_its_own_session(live):
     live.start_server()
     live.run("agent", "run", "-p", "echo", "--path", "e/one", "first", check=True)
     live.run("agent", "wait", "e/one", "--timeout", "30s", check=True)
-    before = _get(live, "e/one")
+    before = live.get("e/one")
     _kill_multiplexer(live)
-    ended = until(lambda: (a := _get(live, "e/one"))["status"] == "ended" and a, 30)
+    ended = until(lambda: (a := live.get("e/one"))["status"] == "ended" and a, 30)
     assert ended["exit_reason"] == "lost"
 
     out = live.run("agent", "resume", "e/one", check=True).stdout.split()
     assert out == ["e/one", before["uuid"]]  # same path, same uuid
     again = live.run("agent", "resume", "e/one")  # never doubled
     assert again.returncode != 0 and "not_resumable" in again.stderr, again.stderr
-    until(lambda: _get(live, "e/one")["status"] == "idle", 30, what="resumed, idle")
+    until(lambda: live.get("e/one")["status"] == "idle", 30, what="resumed, idle")
     # the path is still taken: no second agent on it
     taken = live.run("agent", "run", "-p", "echo", "--path", "e/one", "x")
     assert taken.returncode != 0 and "path_in_use" in taken.stderr
@@ -62,11 +58,11 @@ def test_resume_a_lost_agent_in_its_own_session(live):
 def test_resume_refuses_what_it_cannot_resume(orcr_home):
     orcr_home.start_server()
     orcr_home.run("agent", "run", "-p", "testp", "--path", "n/live", "hi", check=True)
-    until(lambda: _get(orcr_home, "n/live")["status"] in ("working", "idle"), 30)
+    until(lambda: orcr_home.get("n/live")["status"] in ("working", "idle"), 30)
     r = orcr_home.run("agent", "resume", "n/live")
     assert r.returncode != 0 and ("not_resumable" in r.stderr or "resume" in r.stderr), r.stderr
     orcr_home.run("agent", "run", "-p", "command", "--path", "n/cmd", "--", "sleep", "60")
-    until(lambda: _get(orcr_home, "n/cmd")["status"] in ("working", "idle", "ended"), 30)
+    until(lambda: orcr_home.get("n/cmd")["status"] in ("working", "idle", "ended"), 30)
     orcr_home.run("agent", "kill", "n/cmd", check=True)
     r = orcr_home.run("agent", "resume", "n/cmd")
     assert r.returncode != 0 and "resume_unsupported" in r.stderr, r.stderr
@@ -84,15 +80,15 @@ def test_resume_lost_resumes_by_itself(live):
     live.start_server()
     live.run("agent", "run", "-p", "echo", "--path", "e/auto", "first", check=True)
     live.run("agent", "wait", "e/auto", "--timeout", "30s", check=True)
-    uuid = _get(live, "e/auto")["uuid"]
+    uuid = live.get("e/auto")["uuid"]
     _kill_multiplexer(live)
-    until(lambda: _get(live, "e/auto")["status"] == "idle" and _requeued(live, uuid), 60)
+    until(lambda: live.get("e/auto")["status"] == "idle" and _requeued(live, uuid), 60)
     assert _requeued(live, uuid)[0].get("auto") is True and len(_requeued(live, uuid)) == 1
     live.run("agent", "send", "e/auto", "second", check=True)
     live.run("agent", "wait", "e/auto", "--timeout", "30s", check=True)
     assert live.run("agent", "read", "e/auto", check=True).stdout == "second\n"
     assert _transcript_prompts(live, uuid) == [(1, "first"), (2, "second")]
-    assert _get(live, "e/auto")["uuid"] == uuid
+    assert live.get("e/auto")["uuid"] == uuid
     ended = [
         e for e in live.events(uuid) if e["kind"] == "agent.status" and e["data"]["to"] == "ended"
     ]

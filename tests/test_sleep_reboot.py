@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -103,10 +102,6 @@ def _reboot(live) -> None:
     live.start_server()
 
 
-def _get(home, path) -> dict:
-    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
-
-
 def _explained(home) -> list[str]:
     """Every row's status is the last status its events name."""
     import sqlite3
@@ -136,14 +131,14 @@ def test_a_reboot_doubles_nothing_and_lost_agents_resume(live, auto):
         live.run("agent", "run", "-p", "echo", "--path", path, f"first {path}", check=True)
         live.run("agent", "wait", path, "--timeout", "30s", check=True)
     live.run("agent", "run", "-p", "echo", "--path", "e/c", "first e/c", check=True)
-    assert _get(live, "e/c")["status"] == "queued"  # behind the cap
-    uuids = {p: _get(live, p)["uuid"] for p in ("e/a", "e/b", "e/c")}
+    assert live.get("e/c")["status"] == "queued"  # behind the cap
+    uuids = {p: live.get(p)["uuid"] for p in ("e/a", "e/b", "e/c")}
 
     _reboot(live)
 
     if not auto:
         for path in ("e/a", "e/b"):
-            row = until(lambda p=path: (a := _get(live, p))["status"] == "ended" and a, 60)
+            row = until(lambda p=path: (a := live.get(p))["status"] == "ended" and a, 60)
             assert row["exit_reason"] == "lost"
             live.run("agent", "resume", path, check=True)
     # e/c, queued before the reboot, starts first; one resumed agent takes the
@@ -152,7 +147,7 @@ def test_a_reboot_doubles_nothing_and_lost_agents_resume(live, auto):
     assert live.run("agent", "read", "e/c", check=True).stdout == "first e/c\n"
 
     def one_resumed():
-        st = sorted(_get(live, p)["status"] for p in ("e/a", "e/b"))
+        st = sorted(live.get(p)["status"] for p in ("e/a", "e/b"))
         return st == ["idle", "queued"]
 
     until(one_resumed, 60, "one resumed, one waiting behind the cap")
@@ -165,7 +160,7 @@ def test_a_reboot_doubles_nothing_and_lost_agents_resume(live, auto):
         requeued = [d for d in _events(live, uuids[path], "agent.status") if d["to"] == "queued"]
         assert len(requeued) == 1 and requeued[0]["resume"] is True
         assert bool(requeued[0].get("auto")) == auto
-        assert _get(live, path)["uuid"] == uuids[path]
+        assert live.get(path)["uuid"] == uuids[path]
     # e/c had never started: it started once, as a plain start
     starts = _events(live, uuids["e/c"], "pane.start_requested")
     assert len(starts) == 1 and "--resume" not in starts[0]["argv"]

@@ -31,7 +31,7 @@ FAKE_HOLDER = textwrap.dedent(
 
 
 def _status_pid(home) -> int:
-    return json.loads(home.run("server", "status", "--json", check=True).stdout)["pid"]
+    return home.status()["pid"]
 
 
 def test_server_recreates_a_deleted_socket(server):

@@ -20,14 +20,6 @@ from orcr_core.testing import until
 NO_POLLING = '[timings]\npoll_every = "1h"\nreconcile_every = "1h"\n'
 
 
-def _get(home, path: str) -> dict:
-    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
-
-
-def _status(home) -> dict:
-    return json.loads(home.run("server", "status", "--json", check=True).stdout)
-
-
 def _stalled_events(home, uuid: str) -> list[dict]:
     return [e["data"] for e in home.events(uuid) if e["kind"] == "agent.stalled"]
 
@@ -47,14 +39,14 @@ def test_a_silent_working_agent_is_flagged_survives_a_crash_and_growth_clears_it
     live.config(live.mux.config() + NO_POLLING + 'stall_after = "1s"\n')
     live.start_server()
     live.run("agent", "run", "-p", "echo", "--path", "s/slow", "[sleep 40] done", check=True)
-    a = until(lambda: (lambda a: a if a["stalled"] else None)(_get(live, "s/slow")), 30,
+    a = until(lambda: (lambda a: a if a["stalled"] else None)(live.get("s/slow")), 30,
               what="the stalled flag")  # fmt: skip
     assert a["status"] == "working" and a["stalled_at"]
     (flagged,) = _stalled_events(live, a["uuid"])
     assert flagged["stalled"] is True and flagged["silent_for"] >= 1.0
     ls = live.run("agent", "ls", check=True).stdout
     assert "working (stalled)" in ls
-    status = _status(live)
+    status = live.status()
     assert status["stalled"] == 1
     assert "stalled 1 working agents" in live.run("server", "status", check=True).stdout
 
@@ -62,8 +54,8 @@ def test_a_silent_working_agent_is_flagged_survives_a_crash_and_growth_clears_it
     # monitor (which re-reads and re-watches the transcript) raises no second event
     live.kill_server()
     live.start_server()
-    until(lambda: _status(live)["monitor"]["transcripts_notified"] == 1, 30, what="re-watched")
-    assert _get(live, "s/slow")["stalled"]
+    until(lambda: live.status()["monitor"]["transcripts_notified"] == 1, 30, what="re-watched")
+    assert live.get("s/slow")["stalled"]
     assert _flags(live, a["uuid"]) == [True]
 
     # the transcript grows mid-turn: the flag clears (the agent still working), and
@@ -74,13 +66,13 @@ def test_a_silent_working_agent_is_flagged_survives_a_crash_and_growth_clears_it
     cleared = _stalled_events(live, a["uuid"])[1]
     assert cleared["stalled_for"] > 0
     until(lambda: _flags(live, a["uuid"]) == [True, False, True], 30, what="flagged again")
-    again = _get(live, "s/slow")
+    again = live.get("s/slow")
     assert (again["status"], again["stalled"]) == ("working", True)
     assert again["stalled_at"] != a["stalled_at"]
 
     # the turn ends: that growth clears it before the agent goes idle
     live.run("agent", "wait", "s/slow", "--timeout", "60s", check=True)
-    after = _get(live, "s/slow")
+    after = live.get("s/slow")
     assert (after["status"], after["stalled"], after["stalled_at"]) == ("idle", False, None)
     kinds = [
         (e["kind"], e["data"].get("stalled", e["data"].get("to")))
@@ -89,7 +81,7 @@ def test_a_silent_working_agent_is_flagged_survives_a_crash_and_growth_clears_it
     ]
     assert kinds[-2:] == [("agent.stalled", False), ("agent.status", "idle")]
     assert _flags(live, a["uuid"]) == [True, False, True, False]
-    assert _status(live)["stalled"] == 0
+    assert live.status()["stalled"] == 0
     assert "(stalled)" not in live.run("agent", "ls", check=True).stdout
 
 
@@ -101,7 +93,7 @@ def test_growth_moves_the_stall_timer_and_a_status_change_clears_the_flag(live):
     live.config(live.mux.config() + NO_POLLING + 'stall_after = "3s"\n')
     live.start_server()
     live.run("agent", "run", "-p", "echo", "--path", "s/busy", "[sleep 60] x", check=True)
-    a = until(lambda: (lambda a: a if a["status"] == "working" else None)(_get(live, "s/busy")),
+    a = until(lambda: (lambda a: a if a["status"] == "working" else None)(live.get("s/busy")),
               30, what="working")  # fmt: skip
     # grow twice a second for more than twice stall_after (past its first deadline)
     started = time.monotonic()
@@ -109,12 +101,12 @@ def test_growth_moves_the_stall_timer_and_a_status_change_clears_the_flag(live):
         _grow(a)
         time.sleep(0.5)  # the pace of the agent's output, not a synchronisation
     assert _flags(live, a["uuid"]) == []
-    until(lambda: _get(live, "s/busy")["stalled"], 30, what="flagged once silent")
+    until(lambda: live.get("s/busy")["stalled"], 30, what="flagged once silent")
     assert _flags(live, a["uuid"]) == [True]
     assert _stalled_events(live, a["uuid"])[0]["silent_for"] >= 3.0
 
     live.run("agent", "kill", "s/busy", check=True)
-    ended = _get(live, "s/busy")
+    ended = live.get("s/busy")
     assert (ended["status"], ended["stalled"]) == ("ended", False)
     events = [e for e in live.events(a["uuid"]) if e["kind"] == "agent.stalled"]
     assert [e["data"]["stalled"] for e in events] == [True, False]
@@ -127,7 +119,7 @@ def test_zero_turns_the_flag_off(live):
     live.start_server()
     live.run("agent", "run", "-p", "echo", "--path", "s/off", "[sleep 3] done", check=True)
     live.run("agent", "wait", "s/off", "--timeout", "60s", check=True)
-    assert _flags(live, _get(live, "s/off")["uuid"]) == []
+    assert _flags(live, live.get("s/off")["uuid"]) == []
 
 
 def test_stall_after_is_a_duration_in_its_range(orcr_home):

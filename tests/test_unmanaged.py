@@ -27,10 +27,6 @@ def _unmanaged(home, all_: bool = False) -> dict[str, dict]:
     return {r["pane_id"]: r for r in rows}
 
 
-def _status(home) -> dict:
-    return json.loads(home.run("server", "status", "--json", check=True).stdout)
-
-
 def _store_rows(home) -> list[tuple]:
     conn = sqlite3.connect(home.path / "store.db")
     try:
@@ -62,7 +58,7 @@ def test_unmanaged_agents_appear_update_and_end(live, short_tmp):
         live.run("agent", "run", "--provider", "echo", "--path", "t/a", "hi", check=True)
         live.run("agent", "wait", "t/a", "--timeout", "30s", check=True)  # passes go by
         assert _unmanaged(live, all_=True) == {}
-        assert _status(live)["unmanaged"] == 0
+        assert live.status()["unmanaged"] == 0
         assert "unmanaged" not in live.run("server", "status", check=True).stdout
         return
     rows = until(
@@ -84,7 +80,7 @@ def test_unmanaged_agents_appear_update_and_end(live, short_tmp):
     )
     # the default list is orcr's own agents only
     assert json.loads(live.run("agent", "ls", "--all", "--json", check=True).stdout) == []
-    assert _status(live)["unmanaged"] == 2
+    assert live.status()["unmanaged"] == 2
     assert "unmanaged 2 " in live.run("server", "status", check=True).stdout
     table = live.run("agent", "ls", "--unmanaged", check=True).stdout.splitlines()
     assert table[0].split() == [
@@ -116,7 +112,7 @@ def test_unmanaged_agents_appear_update_and_end(live, short_tmp):
     until(lambda: codex not in _unmanaged(live), what="codex ended")
     gone = _unmanaged(live, all_=True)[codex]
     assert gone["status"] == "ended" and gone["ended_at"] is not None
-    assert _status(live)["unmanaged"] == 1
+    assert live.status()["unmanaged"] == 1
 
     # the whole session stops: every terminal in it is gone
     work.stop()
@@ -196,10 +192,7 @@ def test_kill_all_gc_and_reconciliation_never_touch_unmanaged_agents(live):
     # GC: an idle managed agent past gc_after ends; the unmanaged ones stay
     live.run("agent", "run", "--provider", "echo", "--path", "m/gc", "three", check=True)
     until(
-        lambda: (
-            json.loads(live.run("agent", "get", "m/gc", "--json", check=True).stdout)["exit_reason"]
-            == "gc"
-        ),
+        lambda: live.get("m/gc")["exit_reason"] == "gc",
         what="m/gc collected",
     )
     # reconciliation passes after a restart
