@@ -17,25 +17,10 @@ import json
 import time
 from pathlib import Path
 
+from fake_clis import configure, run_agent, wait_idle
 from orcr_claude.slug import project_slug
 
 from orcr_core.testing import until
-
-FAKES = Path(__file__).resolve().parent / "fakes"
-
-
-def _configure(live, tmp: Path, claude=(), codex=(), timings="", claude_opts="", codex_opts=""):
-    live.config(
-        live.mux.config()
-        + '[timings]\npoll_every = "50ms"\nprompt_confirm = "1s"\n'
-        + timings
-        + f'[providers.claude]\nhome = "{tmp / "claude"}"\n'
-        + f"argv = {json.dumps([str(FAKES / 'claude'), *claude])}\n"
-        + claude_opts
-        + f'[providers.codex]\nhome = "{tmp / "codex"}"\n'
-        + f"argv = {json.dumps([str(FAKES / 'codex'), *codex])}\n"
-        + codex_opts
-    )
 
 
 def _cwd(tmp: Path) -> Path:
@@ -44,25 +29,16 @@ def _cwd(tmp: Path) -> Path:
     return cwd
 
 
-def _get(live, path: str) -> dict:
-    return json.loads(live.run("agent", "get", path, "--json", check=True).stdout)
-
-
 def _kinds(live, uuid: str) -> list[str]:
     return [e["kind"] for e in live.events(uuid)]
 
 
 def _blocked(live, path: str, what: str, timeout: float = 30) -> dict:
     return until(
-        lambda: (a := _get(live, path))["blocked"] and what in a["blocked"] and a,
+        lambda: (a := live.get(path))["blocked"] and what in a["blocked"] and a,
         timeout,
         f"{path} blocked on {what!r}",
     )
-
-
-def _wait_idle(live, path: str, timeout: int = 30) -> None:
-    r = live.run("agent", "wait", path, "--timeout", f"{timeout}s", timeout=timeout + 30)
-    assert (r.returncode, r.stdout.strip()) == (0, f"{path} idle"), (r.stderr, live.server_log())
 
 
 def _claude_prompts(tmp: Path, cwd: Path, uuid: str) -> list[str]:
@@ -80,11 +56,9 @@ def test_claude_trust_dialog_blocks_until_a_person_answers(live, short_tmp):
     """Blocked with the reason everywhere, the stuck-start guard held off, answered
     with ``agent send --key``, then the prompt typed exactly once."""
     cwd = _cwd(short_tmp)
-    _configure(live, short_tmp, claude=["--fake-dialogs", "trust"], timings='max_starting = "1s"\n')
+    configure(live, short_tmp, claude=["--fake-dialogs", "trust"], timings='max_starting = "1s"\n')
     live.start_server()
-    r = live.run("agent", "run", "--provider", "claude", "--path", "w/one", "--cwd", str(cwd),
-                 "fix the bug", check=True)  # fmt: skip
-    uuid = r.stdout.split()[1]
+    uuid = run_agent(live, "claude", "w/one", "fix the bug", cwd=cwd)
     a = _blocked(live, "w/one", "trust")
     reason = f"Claude Code asks whether to trust {cwd} — answer it with `orcr agent attach w/one`"
     assert a["status"] == "starting" and a["blocked"].startswith(reason), a
@@ -105,14 +79,14 @@ def test_claude_trust_dialog_blocks_until_a_person_answers(live, short_tmp):
     # dialog has its own limit (timings.dialog_wait, 1h by default).
     blocked_at = time.time()
     until(lambda: time.time() > blocked_at + 2.5, what="2.5s past max_starting")
-    a = _get(live, "w/one")
+    a = live.get("w/one")
     assert (a["status"], a["error"]) == ("starting", None), live.server_log()
     assert _kinds(live, uuid).count("agent.blocked") == 1  # a re-check writes nothing
     assert "prompt.requested" not in _kinds(live, uuid)  # nothing typed into the dialog
 
     r = live.run("agent", "send", "w/one", "--key", "down", "--key", "enter", check=True)
     assert r.stdout.strip() == "w/one keys down enter"
-    _wait_idle(live, "w/one")
+    wait_idle(live, "w/one")
     assert live.run("agent", "read", "w/one", check=True).stdout == "fix the bug\n"
     assert _claude_prompts(short_tmp, cwd, uuid) == ["fix the bug"]  # typed exactly once
     kinds = _kinds(live, uuid)
@@ -122,7 +96,7 @@ def test_claude_trust_dialog_blocks_until_a_person_answers(live, short_tmp):
         < kinds.index("agent.unblocked")
         < kinds.index("prompt.requested")
     )
-    a = _get(live, "w/one")
+    a = live.get("w/one")
     assert (a["blocked"], a["blocked_since"]) == (None, None)
     assert "blocked" not in live.run("agent", "ls", check=True).stdout
     trusted = json.loads((short_tmp / "claude" / ".claude.json").read_text())
@@ -133,16 +107,14 @@ def test_claude_trust_cwd_answers_the_trust_dialog_itself(live, short_tmp):
     """``trust_cwd = true``: orcr chooses "Yes, I trust this folder"; the API key
     question that follows has no such option, so it waits for a person."""
     cwd = _cwd(short_tmp)
-    _configure(
+    configure(
         live,
         short_tmp,
         claude=["--fake-dialogs", "trust,api-key"],
         claude_opts="trust_cwd = true\n",
     )
     live.start_server()
-    r = live.run("agent", "run", "--provider", "claude", "--path", "w/two", "--cwd", str(cwd),
-                 "hello", check=True)  # fmt: skip
-    uuid = r.stdout.split()[1]
+    uuid = run_agent(live, "claude", "w/two", "hello", cwd=cwd)
     a = _blocked(live, "w/two", "API key")
     assert "orcr agent send w/two --key up --key enter" in a["blocked"], a
     answered = [e["data"] for e in live.events(uuid) if e["kind"] == "agent.dialog_answered"]
@@ -158,7 +130,7 @@ def test_claude_trust_cwd_answers_the_trust_dialog_itself(live, short_tmp):
     assert trusted["projects"][str(cwd)]["hasTrustDialogAccepted"] is True
 
     live.run("agent", "send", "w/two", "--key", "up", "--key", "enter", check=True)
-    _wait_idle(live, "w/two")
+    wait_idle(live, "w/two")
     assert _claude_prompts(short_tmp, cwd, uuid) == ["hello"]
     assert _kinds(live, uuid).count("prompt.requested") == 1
 
@@ -167,34 +139,31 @@ def test_claude_first_run_setup_is_recognised(live, short_tmp):
     """Claude's first-run setup (theme, then security notes) blocks too; a person
     pressing Enter through it lets the prompt through once."""
     cwd = _cwd(short_tmp)
-    _configure(live, short_tmp, claude=["--fake-dialogs", "onboarding"])
+    configure(live, short_tmp, claude=["--fake-dialogs", "onboarding"])
     live.start_server()
-    r = live.run("agent", "run", "--provider", "claude", "--path", "w/new", "--cwd", str(cwd),
-                 "first", check=True)  # fmt: skip
-    uuid = r.stdout.split()[1]
+    uuid = run_agent(live, "claude", "w/new", "first", cwd=cwd)
     _blocked(live, "w/new", "first-run setup")
     live.run("agent", "send", "w/new", "--key", "enter", check=True)  # the theme
     live.run("agent", "send", "w/new", "--key", "enter", check=True)  # the security notes
-    _wait_idle(live, "w/new")
+    wait_idle(live, "w/new")
     assert _claude_prompts(short_tmp, cwd, uuid) == ["first"]
 
 
 def test_an_unanswered_dialog_ends_the_agent_after_dialog_wait(live, short_tmp):
     """``timings.dialog_wait`` bounds the wait; the error names the dialog."""
     cwd = _cwd(short_tmp)
-    _configure(
+    configure(
         live,
         short_tmp,
         claude=["--fake-dialogs", "trust"],
         timings='max_starting = "30s"\ndialog_wait = "2s"\n',
     )
     live.start_server()
-    live.run("agent", "run", "--provider", "claude", "--path", "w/late", "--cwd", str(cwd),
-             "never typed", check=True)  # fmt: skip
+    run_agent(live, "claude", "w/late", "never typed", cwd=cwd)
     _blocked(live, "w/late", "trust")
     r = live.run("agent", "wait", "w/late", "--timeout", "30s", timeout=60)
     assert r.returncode == 5, (r.stdout, r.stderr)
-    a = _get(live, "w/late")
+    a = live.get("w/late")
     assert (a["status"], a["exit_reason"]) == ("ended", "failed")
     assert a["error"].startswith("a dialog went unanswered for 2s (timings.dialog_wait): "), a
     assert f"trust {cwd}" in a["error"]
@@ -203,16 +172,14 @@ def test_an_unanswered_dialog_ends_the_agent_after_dialog_wait(live, short_tmp):
 def test_codex_trust_prompt_in_a_git_repository(live, short_tmp):
     """Codex's trust question blocks; answered with Enter, the prompt goes once."""
     cwd = _cwd(short_tmp)
-    _configure(live, short_tmp, codex=["--fake-dialogs", "trust"])
+    configure(live, short_tmp, codex=["--fake-dialogs", "trust"])
     live.start_server()
-    r = live.run("agent", "run", "--provider", "codex", "--path", "x/one", "--cwd", str(cwd),
-                 "codex hello", check=True)  # fmt: skip
-    uuid = r.stdout.split()[1]
+    uuid = run_agent(live, "codex", "x/one", "codex hello", cwd=cwd)
     a = _blocked(live, "x/one", "trust")
     assert a["blocked"].startswith(f"Codex asks whether to trust {cwd}"), a
     assert "providers.codex.trust_cwd" in a["blocked"]
     live.run("agent", "send", "x/one", "--key", "enter", check=True)
-    _wait_idle(live, "x/one")
+    wait_idle(live, "x/one")
     assert live.run("agent", "read", "x/one", check=True).stdout == "codex hello\n"
     assert _kinds(live, uuid).count("prompt.requested") == 1
     assert f'[projects."{cwd}"]' in (short_tmp / "codex" / "config.toml").read_text()
@@ -220,12 +187,10 @@ def test_codex_trust_prompt_in_a_git_repository(live, short_tmp):
 
 def test_codex_trust_cwd_answers_it(live, short_tmp):
     cwd = _cwd(short_tmp)
-    _configure(live, short_tmp, codex=["--fake-dialogs", "trust"], codex_opts="trust_cwd = true\n")
+    configure(live, short_tmp, codex=["--fake-dialogs", "trust"], codex_opts="trust_cwd = true\n")
     live.start_server()
-    r = live.run("agent", "run", "--provider", "codex", "--path", "x/two", "--cwd", str(cwd),
-                 "auto trusted", check=True)  # fmt: skip
-    uuid = r.stdout.split()[1]
-    _wait_idle(live, "x/two")
+    uuid = run_agent(live, "codex", "x/two", "auto trusted", cwd=cwd)
+    wait_idle(live, "x/two")
     assert live.run("agent", "read", "x/two", check=True).stdout == "auto trusted\n"
     kinds = _kinds(live, uuid)
     assert "agent.blocked" not in kinds and kinds.count("agent.dialog_answered") == 1
@@ -237,30 +202,27 @@ def test_a_blocked_agent_survives_a_server_crash_and_is_typed_into_once(live, sh
     reason is in the store), re-reads the screen, and types the prompt once it is answered.
     A kill while blocked cancels the start."""
     cwd = _cwd(short_tmp)
-    _configure(live, short_tmp, claude=["--fake-dialogs", "trust"])
+    configure(live, short_tmp, claude=["--fake-dialogs", "trust"])
     live.start_server()
-    r = live.run("agent", "run", "--provider", "claude", "--path", "w/crash", "--cwd", str(cwd),
-                 "after the crash", check=True)  # fmt: skip
-    uuid = r.stdout.split()[1]
-    live.run("agent", "run", "--provider", "claude", "--path", "w/kill", "--cwd", str(cwd),
-             "never", check=True)  # fmt: skip
+    uuid = run_agent(live, "claude", "w/crash", "after the crash", cwd=cwd)
+    run_agent(live, "claude", "w/kill", "never", cwd=cwd)
     before = _blocked(live, "w/crash", "trust")
     _blocked(live, "w/kill", "trust")
     live.kill_server()
     live.start_server()
-    after = _get(live, "w/crash")
+    after = live.get("w/crash")
     assert (after["status"], after["blocked"], after["blocked_since"]) == (
         "starting",
         before["blocked"],
         before["blocked_since"],
     ), live.server_log()
 
-    r = live.run("agent", "kill", "w/kill", check=True)
-    until(lambda: _get(live, "w/kill")["status"] == "ended", what="w/kill ended")
-    assert _get(live, "w/kill")["exit_reason"] == "canceled"
+    live.run("agent", "kill", "w/kill", check=True)
+    until(lambda: live.get("w/kill")["status"] == "ended", what="w/kill ended")
+    assert live.get("w/kill")["exit_reason"] == "canceled"
 
     live.run("agent", "send", "w/crash", "--key", "down", "--key", "enter", check=True)
-    _wait_idle(live, "w/crash")
+    wait_idle(live, "w/crash")
     assert _claude_prompts(short_tmp, cwd, uuid) == ["after the crash"]
     kinds = _kinds(live, uuid)
     assert kinds.count("agent.blocked") == 1 and kinds.count("prompt.requested") == 1
@@ -268,7 +230,7 @@ def test_a_blocked_agent_survives_a_server_crash_and_is_typed_into_once(live, sh
 
 def test_send_key_refuses_what_it_cannot_press(live, short_tmp):
     """Keys need a live pane and known names; a PROMPT and --key do not mix."""
-    _configure(live, short_tmp, claude=["--fake-dialogs", "trust"])
+    configure(live, short_tmp, claude=["--fake-dialogs", "trust"])
     live.start_server()
     live.run("agent", "run", "--provider", "claude", "--path", "w/k", "--cwd", str(_cwd(short_tmp)),
              "p", check=True)  # fmt: skip
@@ -279,8 +241,8 @@ def test_send_key_refuses_what_it_cannot_press(live, short_tmp):
     assert r.returncode == 2 and "--key presses keys only" in r.stderr
     r = live.run("agent", "send", "w/k")
     assert r.returncode == 2 and "missing PROMPT" in r.stderr
-    assert _get(live, "w/k")["blocked"]  # nothing was pressed
+    assert live.get("w/k")["blocked"]  # nothing was pressed
     live.run("agent", "kill", "w/k", check=True)
-    until(lambda: _get(live, "w/k")["status"] == "ended", what="w/k ended")
+    until(lambda: live.get("w/k")["status"] == "ended", what="w/k ended")
     r = live.run("agent", "send", "w/k", "--key", "enter")
     assert r.returncode != 0 and "has no live pane" in r.stderr, r.stderr

@@ -19,35 +19,14 @@ import re
 from pathlib import Path
 
 import pytest
+from fake_clis import configure, run_agent, wait_idle
 from orcr_claude import ClaudeProvider
 from orcr_claude.slug import project_slug
 
 from orcr_core.contracts import LaunchSpec, SessionPointer
 from orcr_core.testing import until as _until  # noqa: E402
 
-FAKES = Path(__file__).resolve().parent / "fakes"
 SLUG = re.compile(r"[^A-Za-z0-9]")  # TRANSCRIPTS.md section 1.1, for paths under 200 chars
-
-
-def _configure(
-    live,
-    tmp: Path,
-    claude: list[str] = (),
-    codex: list[str] = (),
-    extra: str = "",
-    codex_extra: str = "",
-):
-    """Both providers point at the fakes (absolute argv) and at private homes under ``tmp``."""
-    live.config(
-        live.mux.config()
-        + '[timings]\npoll_every = "50ms"\nprompt_confirm = "1s"\n'
-        + f'[providers.claude]\nhome = "{tmp / "claude"}"\n'
-        + f"argv = {json.dumps([str(FAKES / 'claude'), *claude])}\n"
-        + extra
-        + f'[providers.codex]\nhome = "{tmp / "codex"}"\n'
-        + f"argv = {json.dumps([str(FAKES / 'codex'), *codex])}\n"
-        + codex_extra
-    )
 
 
 def _project(tmp: Path) -> Path:
@@ -55,10 +34,6 @@ def _project(tmp: Path) -> Path:
     cwd = tmp / "My_proj.v2"
     cwd.mkdir(exist_ok=True)
     return cwd
-
-
-def _get(live, path: str) -> dict:
-    return json.loads(live.run("agent", "get", path, "--json", check=True).stdout)
 
 
 def _events(live, uuid: str) -> list[tuple[str, dict]]:
@@ -81,18 +56,13 @@ def _herdr_pane(live, label: str):
     return next(p for p in live.mux.emulator.panes() if p.label == label)
 
 
-def _wait_idle(live, path: str, timeout: int = 30) -> None:
-    r = live.run("agent", "wait", path, "--timeout", f"{timeout}s", timeout=timeout + 30)
-    assert (r.returncode, r.stdout.strip()) == (0, f"{path} idle"), (r.stderr, live.server_log())
-
-
 # --------------------------------------------------------------------------- claude
 
 
 def test_claude_two_turns(live, short_tmp):
     """orcr chooses the session id, the fake writes where the adapter looks, two turns."""
     cwd = _project(short_tmp)
-    _configure(live, short_tmp)
+    configure(live, short_tmp)
     live.start_server()
     r = live.run(
         "agent", "run", "--provider", "claude", "--path", "c/one", "--cwd", str(cwd),
@@ -100,16 +70,16 @@ def test_claude_two_turns(live, short_tmp):
     )  # fmt: skip
     path, uuid = r.stdout.split()
     assert path == "c/one"
-    _wait_idle(live, "c/one")
+    wait_idle(live, "c/one")
     assert live.run("agent", "read", "c/one", check=True).stdout == "hello claude\n"
 
     r = live.run("agent", "send", "c/one", "[tool] second", check=True)
     assert "working turn 2" in r.stdout
-    _wait_idle(live, "c/one")
+    wait_idle(live, "c/one")
     read = json.loads(live.run("agent", "read", "c/one", "--json", check=True).stdout)
     assert (read["text"], read["turn_status"]) == ("second", "completed")
 
-    a = _get(live, "c/one")
+    a = live.get("c/one")
     assert a["agent_session"] == {"source": "orcr", "kind": "id", "value": uuid}
     assert (a["status"], a["turn"], a["cwd"]) == ("idle", 2, str(cwd))
 
@@ -144,18 +114,15 @@ def test_claude_inline_subagent_lines_are_ignored(live, short_tmp):
     count; the turn_duration line ends the turn without the quiet period."""
     # no Stop hook here: the turn_duration record alone must end the turn, and the
     # fake keeps the file growing, so the quiet period never comes
-    _configure(
+    configure(
         live,
         short_tmp,
         claude=["--fake-subagent", "--fake-turn-duration", "--fake-keep-writing"],
-        extra="stop_hook = false\n",
+        claude_opts="stop_hook = false\n",
     )
     live.start_server()
-    r = live.run(
-        "agent", "run", "--provider", "claude", "--path", "c/sub", "main answer", check=True
-    )
-    uuid = r.stdout.split()[1]
-    _wait_idle(live, "c/sub")
+    uuid = run_agent(live, "claude", "c/sub", "main answer")
+    wait_idle(live, "c/sub")
     read = json.loads(live.run("agent", "read", "c/sub", "--json", check=True).stdout)
     assert (read["text"], read["turn_status"]) == ("main answer", "completed")
     transcript = Path(glob.glob(str(short_tmp / "claude" / "projects" / "*" / "*.jsonl"))[0])
@@ -169,12 +136,12 @@ def test_claude_inline_subagent_lines_are_ignored(live, short_tmp):
 
 @pytest.mark.parametrize("live", ["tmux"], indirect=True)
 def test_claude_unsupported_version_fails_the_agent(live, short_tmp):
-    _configure(live, short_tmp, claude=["--fake-version", "9.9.9"])
+    configure(live, short_tmp, claude=["--fake-version", "9.9.9"])
     live.start_server()
-    live.run("agent", "run", "--provider", "claude", "--path", "v/new", "hi", check=True)
+    run_agent(live, "claude", "v/new", "hi")
     r = live.run("agent", "wait", "v/new", "--timeout", "30s")
     assert r.returncode == 5, (r.stdout, r.stderr)
-    a = _get(live, "v/new")
+    a = live.get("v/new")
     assert (a["status"], a["exit_reason"]) == ("ended", "failed")
     assert "claude 9.9.9" in a["error"] and "allow_unpinned" in a["error"], a["error"]
     _until(lambda: live.mux.labels() == [], what="the pane to close")
@@ -182,23 +149,20 @@ def test_claude_unsupported_version_fails_the_agent(live, short_tmp):
 
 @pytest.mark.parametrize("live", ["tmux"], indirect=True)
 def test_claude_unpinned_version_allowed_runs_with_a_warning(live, short_tmp):
-    _configure(
+    configure(
         live,
         short_tmp,
         claude=["--fake-version", "9.9.9", "--fake-turn-duration"],
-        extra="allow_unpinned = true\n",
+        claude_opts="allow_unpinned = true\n",
     )
     live.start_server()
-    r = live.run(
-        "agent", "run", "--provider", "claude", "--path", "v/ok", "still works", check=True
-    )
-    uuid = r.stdout.split()[1]
-    _wait_idle(live, "v/ok")
+    uuid = run_agent(live, "claude", "v/ok", "still works")
+    wait_idle(live, "v/ok")
     assert live.run("agent", "read", "v/ok", check=True).stdout == "still works\n"
     # a second turn (many more monitor ticks, a new transcript version line):
     # the version is checked once, not per tick or per turn
     live.run("agent", "send", "v/ok", "again", check=True)
-    _wait_idle(live, "v/ok")
+    wait_idle(live, "v/ok")
     assert live.run("agent", "read", "v/ok", check=True).stdout == "again\n"
     warnings = [d for k, d in _events(live, uuid) if k == "agent.warning"]
     assert len(warnings) == 1, warnings
@@ -212,17 +176,14 @@ def test_claude_unpinned_version_allowed_runs_with_a_warning(live, short_tmp):
 def test_codex_two_turns_on_herdr(live, short_tmp):
     """Codex picks its own thread id; it reaches orcr through herdr (the fake's hook report)."""
     cwd = _project(short_tmp)
-    _configure(live, short_tmp)
+    configure(live, short_tmp)
     live.start_server()
-    live.run(
-        "agent", "run", "--provider", "codex", "--path", "x/one", "--cwd", str(cwd),
-        "hello codex", check=True,
-    )  # fmt: skip
-    _wait_idle(live, "x/one")
+    run_agent(live, "codex", "x/one", "hello codex", cwd=cwd)
+    wait_idle(live, "x/one")
     assert live.run("agent", "read", "x/one", check=True).stdout == "hello codex\n"
 
     live.run("agent", "send", "x/one", "[tool] second", check=True)
-    _wait_idle(live, "x/one")
+    wait_idle(live, "x/one")
     read = json.loads(live.run("agent", "read", "x/one", "--json", check=True).stdout)
     assert (read["text"], read["turn_status"]) == ("second", "completed")
 
@@ -234,7 +195,7 @@ def test_codex_two_turns_on_herdr(live, short_tmp):
     thread = meta["payload"]["id"]
     assert meta["type"] == "session_meta" and meta["payload"]["cwd"] == str(cwd)
     assert rollouts[0].endswith(f"-{thread}.jsonl")
-    a = _get(live, "x/one")
+    a = live.get("x/one")
     assert a["agent_session"] == {"source": "herdr:codex", "kind": "id", "value": thread}
     assert _herdr_pane(live, "x/one").agent == "codex"
 
@@ -244,18 +205,17 @@ def test_codex_on_tmux_learns_its_session_through_notify(live, short_tmp):
     """tmux reports no session, so orcr starts Codex with ``-c notify=[orcr internal
     codex-notify]``: after the first turn Codex hands the thread id to orcr, which
     then finds the rollout and reads the turns."""
-    _configure(live, short_tmp)
+    configure(live, short_tmp)
     live.start_server()
-    r = live.run("agent", "run", "--provider", "codex", "--path", "x/tmux", "hello", check=True)
-    uuid = r.stdout.split()[1]
-    _wait_idle(live, "x/tmux", timeout=60)
+    uuid = run_agent(live, "codex", "x/tmux", "hello")
+    wait_idle(live, "x/tmux", timeout=60)
     assert live.run("agent", "read", "x/tmux", check=True).stdout == "hello\n"
     rollout = glob.glob(str(short_tmp / "codex" / "sessions" / "*" / "*" / "*" / "*.jsonl"))[0]
-    a = _get(live, "x/tmux")
+    a = live.get("x/tmux")
     assert a["agent_session"]["source"] == "orcr:codex-notify"
     assert rollout.endswith(a["agent_session"]["value"] + ".jsonl")
     live.run("agent", "send", "x/tmux", "again", check=True)
-    _wait_idle(live, "x/tmux", timeout=60)
+    wait_idle(live, "x/tmux", timeout=60)
     assert live.run("agent", "read", "x/tmux", check=True).stdout == "again\n"
     assert uuid
 
@@ -267,10 +227,10 @@ def test_codex_follows_the_thread_whose_rollout_has_the_prompt(live, short_tmp, 
     one with no rollout (its title thread, when the turn did not complete; issue 14):
     orcr follows the thread whose rollout received the agent's prompt, whatever the
     order, and reads its turns; the stray id never stays."""
-    _configure(live, short_tmp, codex=["--fake-stray-thread", stray])
+    configure(live, short_tmp, codex=["--fake-stray-thread", stray])
     live.start_server()
-    live.run("agent", "run", "--provider", "codex", "--path", "x/two", "hello", check=True)
-    _wait_idle(live, "x/two", timeout=60)
+    run_agent(live, "codex", "x/two", "hello")
+    wait_idle(live, "x/two", timeout=60)
     rollouts = glob.glob(str(short_tmp / "codex" / "sessions" / "*" / "*" / "*" / "*.jsonl"))
     assert len(rollouts) == 1
     thread = _lines(Path(rollouts[0]))[0]["payload"]["id"]
@@ -279,13 +239,13 @@ def test_codex_follows_the_thread_whose_rollout_has_the_prompt(live, short_tmp, 
     _until(lambda: notified.is_file() and len(notified.read_text().split()) == per_turn)
     assert (thread in notified.read_text().split()) is (stray != "only")
     # every notify run has ended: the row follows the real thread, not the stray one
-    _until(lambda: _get(live, "x/two")["agent_session"]["value"] == thread)
+    _until(lambda: live.get("x/two")["agent_session"]["value"] == thread)
     live.run("agent", "send", "x/two", "again", check=True)
-    _wait_idle(live, "x/two", timeout=60)
+    wait_idle(live, "x/two", timeout=60)
     assert live.run("agent", "read", "x/two", check=True).stdout == "again\n"
     _until(lambda: len(notified.read_text().split()) == 2 * per_turn)
-    _until(lambda: _get(live, "x/two")["agent_session"]["value"] == thread)
-    assert _get(live, "x/two")["agent_session"]["value"] == thread
+    _until(lambda: live.get("x/two")["agent_session"]["value"] == thread)
+    assert live.get("x/two")["agent_session"]["value"] == thread
 
 
 @pytest.mark.parametrize("live", ["tmux"], indirect=True)
@@ -296,16 +256,15 @@ def test_codex_on_tmux_without_notify_finds_its_thread_by_the_prompt(live, short
     then finds the rollout that received the prompt in the agent's cwd and follows it."""
     other = short_tmp / "elsewhere"
     other.mkdir()
-    _configure(live, short_tmp, codex_extra="notify = false\n")
+    configure(live, short_tmp, codex_opts="notify = false\n")
     live.start_server()
     # a decoy: the same prompt in another folder, which must not be taken
-    live.run("agent", "run", "--provider", "codex", "--path", "x/decoy", "--cwd", str(other),
-             "hello", check=True)  # fmt: skip
+    run_agent(live, "codex", "x/decoy", "hello", cwd=other)
     r = live.run("agent", "run", "--provider", "codex", "--path", "x/tmux", "--cwd",
                  str(_project(short_tmp)), "hello", check=True)  # fmt: skip
     uuid = r.stdout.split()[1]
-    _wait_idle(live, "x/tmux", timeout=60)
-    a = _get(live, "x/tmux")
+    wait_idle(live, "x/tmux", timeout=60)
+    a = live.get("x/tmux")
     assert a["agent_session"]["source"] == "orcr:rollout"
     rollout = next(
         p
@@ -316,17 +275,16 @@ def test_codex_on_tmux_without_notify_finds_its_thread_by_the_prompt(live, short
     assert live.run("agent", "read", "x/tmux", check=True).stdout == "hello\n"
     applied = [d for k, d in _events(live, uuid) if k == "prompt.applied"]
     assert applied and applied[0]["confirmed"] is False  # delivery could not tell
-    _wait_idle(live, "x/decoy", timeout=60)
-    assert _get(live, "x/decoy")["agent_session"]["value"] != a["agent_session"]["value"]
+    wait_idle(live, "x/decoy", timeout=60)
+    assert live.get("x/decoy")["agent_session"]["value"] != a["agent_session"]["value"]
 
 
 @pytest.mark.parametrize("live", ["herdr"], indirect=True)
 def test_codex_first_prompt_is_confirmed_once_herdr_reports_the_session(live, short_tmp):
-    _configure(live, short_tmp)
+    configure(live, short_tmp)
     live.start_server()
-    r = live.run("agent", "run", "--provider", "codex", "--path", "x/c", "hi", check=True)
-    uuid = r.stdout.split()[1]
-    _wait_idle(live, "x/c")
+    uuid = run_agent(live, "codex", "x/c", "hi")
+    wait_idle(live, "x/c")
     kinds = _events(live, uuid)
     assert [k for k, _ in kinds if k == "prompt.resubmit"] == []
     assert [d["confirmed"] for k, d in kinds if k == "prompt.applied"] == [True]
@@ -337,21 +295,19 @@ def test_claude_stop_hook_ends_turns_without_the_quiet_period(live, short_tmp):
     """orcr launches Claude with a no-op Stop hook (--settings): the stop_hook_summary
     record it makes Claude write ends each turn at once. Without it, the adapter must
     wait out its quiet period."""
-    _configure(live, short_tmp, claude=["--fake-keep-writing"])  # never quiet
+    configure(live, short_tmp, claude=["--fake-keep-writing"])  # never quiet
     live.start_server()
-    r = live.run("agent", "run", "--provider", "claude", "--path", "h/on", "with hook", check=True)
-    uuid = r.stdout.split()[1]
-    _wait_idle(live, "h/on")  # so only the hook's summary line can have ended the turn
+    uuid = run_agent(live, "claude", "h/on", "with hook")
+    wait_idle(live, "h/on")  # so only the hook's summary line can have ended the turn
     path = Path(glob.glob(str(short_tmp / "claude" / "projects" / "*" / f"{uuid}.jsonl"))[0])
     records = [r for r in _lines(path) if r["type"] != "last-prompt"]
     assert records[-1].get("subtype") == "stop_hook_summary"
     live.stop_server()
 
-    _configure(live, short_tmp, extra="stop_hook = false\n")
+    configure(live, short_tmp, claude_opts="stop_hook = false\n")
     live.start_server()
-    r = live.run("agent", "run", "--provider", "claude", "--path", "h/off", "no hook", check=True)
-    uuid = r.stdout.split()[1]
-    _wait_idle(live, "h/off")
+    uuid = run_agent(live, "claude", "h/off", "no hook")
+    wait_idle(live, "h/off")
     path = Path(glob.glob(str(short_tmp / "claude" / "projects" / "*" / f"{uuid}.jsonl"))[0])
     assert not any(r.get("subtype") == "stop_hook_summary" for r in _lines(path))
     slow = _event_ts(live, uuid, "agent.status", to="idle") - path.stat().st_mtime
