@@ -7,7 +7,6 @@ comes back with the agent neither doubled nor lost. The test driver's
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from pathlib import Path
@@ -25,10 +24,6 @@ BASE = (
     'reconcile_every = "1s"\n'
 )
 RESUME_LOST = "[recovery]\nresume_lost = true\n"
-
-
-def _get(home, path) -> dict:
-    return json.loads(home.run("agent", "get", path, "--json", check=True).stdout)
 
 
 def _panes_of(uuid_path: str) -> list[dict]:
@@ -149,28 +144,29 @@ def test_sigkill_after_every_commit_of_the_automatic_resume(orcr_home, short_tmp
     assert crashes >= 3  # at least: the loss, the requeue, the blocker's start
 
 
+def _lose(home, provider: str, path: str) -> dict:
+    """Start an agent, take its pane away and wait until its path is free: its row."""
+    home.start_server()
+    with home.sdk() as o:
+        a = o.run("x", provider=provider, path=path, cwd="/")
+        until(lambda: o.get(path)["status"] == "working")
+        td.remove_pane(o.get(path)["pane_id"])
+        until(lambda: o.list(path) == [], 30, "ended")
+    return home.get(a["uuid"])
+
+
 def test_without_resume_lost_a_lost_agent_ends_lost(orcr_home):
     orcr_home.config(BASE)  # off by default
-    orcr_home.start_server()
-    with orcr_home.sdk() as o:
-        a = o.run("x", provider="testr", path="r/a", cwd="/")
-        until(lambda: o.get("r/a")["status"] == "working")
-        td.remove_pane(o.get("r/a")["pane_id"])
-        until(lambda: o.list("r/a") == [], 30, "ended")
-    assert _get(orcr_home, a["uuid"])["exit_reason"] == "lost"
+    a = _lose(orcr_home, "testr", "r/a")
+    assert a["exit_reason"] == "lost"
     assert _requeues(orcr_home, a["uuid"]) == []
 
 
 def test_resume_lost_ends_lost_what_cannot_be_resumed(orcr_home):
     """testp has no resume_argv: with resume_lost on it still ends lost, and says why."""
     orcr_home.config(BASE + RESUME_LOST)
-    orcr_home.start_server()
-    with orcr_home.sdk() as o:
-        a = o.run("x", provider="testp", path="p/a", cwd="/")
-        until(lambda: o.get("p/a")["status"] == "working")
-        td.remove_pane(o.get("p/a")["pane_id"])
-        until(lambda: o.list("p/a") == [], 30, "ended")
-    assert _get(orcr_home, a["uuid"])["exit_reason"] == "lost"
+    a = _lose(orcr_home, "testp", "p/a")
+    assert a["exit_reason"] == "lost"
     assert "resume_unsupported" in orcr_home.server_log()
 
 
@@ -263,5 +259,5 @@ def test_resume_lost_does_not_loop_on_an_agent_that_cannot_hold(orcr_home):
         td.remove_pane(o.get("r/f")["pane_id"])  # and gone again at once
         until(lambda: o.list("r/f") == [], 30, "r/f ended")
     assert len(_requeues(orcr_home, a["uuid"])) == 1
-    assert _get(orcr_home, a["uuid"])["exit_reason"] == "lost"
+    assert orcr_home.get(a["uuid"])["exit_reason"] == "lost"
     assert "not resumed automatically again" in orcr_home.server_log()
