@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 from orcr_herdr.driver import HERDR_CONFIG, HerdrDriver
@@ -130,8 +131,11 @@ def test_explicit_socket_is_never_started(shim_env, config_factory, short_tmp):
     assert driver._server is None
 
 
-def _run_emulator(args, env=None):
-    return subprocess.Popen(
+@contextmanager
+def _emulator_program(args, env=None):
+    """The emulator run as a program (``python -m``), as herdr is; SIGKILLed at the
+    end if it is still running."""
+    proc = subprocess.Popen(
         [sys.executable, "-m", "orcr_herdr.testing.emulator", *args],
         env={**os.environ, "ORCR_HERDR_EMU_SHELL": "/bin/sh", **(env or {})},
         stdin=subprocess.DEVNULL,
@@ -139,21 +143,23 @@ def _run_emulator(args, env=None):
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-
-
-def test_program_computes_socket_like_herdr_and_persists(short_tmp):
-    sock = short_tmp / "xdg" / "herdr" / "sessions" / "demo" / "herdr.sock"
-    proc = _run_emulator(["--session", "demo", "server"], {"HERDR_SOCKET_PATH": "/nope.sock"})
     try:
-        until(lambda: sock.exists(), timeout=10)
-        ok(sock, "workspace.create", {"label": "x", "cwd": "/tmp"})
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=10) == 0
+        yield proc
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         proc.stderr.close()
+
+
+def test_program_computes_socket_like_herdr_and_persists(short_tmp):
+    sock = short_tmp / "xdg" / "herdr" / "sessions" / "demo" / "herdr.sock"
+    args = ["--session", "demo", "server"]
+    with _emulator_program(args, {"HERDR_SOCKET_PATH": "/nope.sock"}) as proc:
+        until(lambda: sock.exists(), timeout=10)
+        ok(sock, "workspace.create", {"label": "x", "cwd": "/tmp"})
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
     saved = json.loads((sock.parent / "session.json").read_text())
     assert saved["workspaces"][0]["custom_label"] == "x"
     assert not sock.exists()
@@ -161,14 +167,8 @@ def test_program_computes_socket_like_herdr_and_persists(short_tmp):
 
 def test_program_honours_herdr_socket_path_without_session(short_tmp):
     sock = short_tmp / "custom.sock"
-    proc = _run_emulator(["server"], {"HERDR_SOCKET_PATH": str(sock)})
-    try:
+    with _emulator_program(["server"], {"HERDR_SOCKET_PATH": str(sock)}) as proc:
         until(lambda: sock.exists(), timeout=10)
         assert ok(sock, "server.stop") == {"type": "ok"}
         assert proc.wait(timeout=10) == 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stderr.close()
     assert (short_tmp / "xdg" / "herdr" / "session.json").exists()  # the default data dir
