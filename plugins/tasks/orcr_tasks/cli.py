@@ -69,6 +69,11 @@ def _errors(fn):
 queue_arg = click.argument("queue_dir", metavar="DIR", envvar=ENV, required=True)
 
 
+def stale_option(help: str):
+    """``--stale``: the heartbeat age past which a claim is stale (status, reap, work)."""
+    return click.option("--stale", callback=_duration, default="10m", show_default=True, help=help)
+
+
 @click.group(name="tasks")
 def tasks():
     """A crash-safe file task queue worked by orcr agents (docs/tasks.md).
@@ -201,13 +206,7 @@ def tasks_path(args):
 
 @tasks.command(name="status")
 @queue_arg
-@click.option(
-    "--stale",
-    callback=_duration,
-    default="10m",
-    show_default=True,
-    help="A heartbeat older than this is stale.",
-)
+@stale_option("A heartbeat older than this is stale.")
 @click.option("--json", "json_", is_flag=True)
 @_errors
 def tasks_status(queue_dir, stale, json_):
@@ -235,13 +234,7 @@ def tasks_answer(args):
 
 @tasks.command(name="reap")
 @queue_arg
-@click.option(
-    "--stale",
-    callback=_duration,
-    default="10m",
-    show_default=True,
-    help="Reap a claim whose heartbeat is older than this.",
-)
+@stale_option("Reap a claim whose heartbeat is older than this.")
 @_errors
 def tasks_reap(queue_dir, stale):
     """Return stale claims: builds to todo/ (attempts + 1; failed/ after 3), verifications
@@ -297,13 +290,7 @@ def tasks_unlock(queue_dir, force):
     show_default=True,
     help="Touch the heartbeat this often.",
 )
-@click.option(
-    "--stale",
-    callback=_duration,
-    default="10m",
-    show_default=True,
-    help="Reap claims whose heartbeat is older.",
-)
+@stale_option("Reap claims whose heartbeat is older.")
 @click.option(
     "--cwd", type=click.Path(file_okay=False, exists=True), help="Agents' working directory."
 )
