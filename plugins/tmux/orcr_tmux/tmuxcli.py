@@ -143,9 +143,7 @@ class Tmux:
                 check=False,
             )
         except FileNotFoundError as exc:
-            raise DriverError(
-                f"tmux binary {self.binary!r} not found; {INSTALL_HINT}", code="tmux_not_found"
-            ) from exc
+            raise self._not_found() from exc
         except subprocess.TimeoutExpired as exc:
             raise DriverError(
                 f"tmux did not answer within {self.timeout:g}s: {' '.join(argv[5:])}",
@@ -163,6 +161,11 @@ class Tmux:
             )
         return out
 
+    def _not_found(self) -> DriverError:
+        return DriverError(
+            f"tmux binary {self.binary!r} not found; {INSTALL_HINT}", code="tmux_not_found"
+        )
+
     def version(self) -> str:
         """``tmux -V`` as printed (``tmux 3.3a``)."""
         try:
@@ -170,9 +173,7 @@ class Tmux:
                 [self.binary, "-V"], capture_output=True, timeout=self.timeout, check=False
             )
         except FileNotFoundError as exc:
-            raise DriverError(
-                f"tmux binary {self.binary!r} not found; {INSTALL_HINT}", code="tmux_not_found"
-            ) from exc
+            raise self._not_found() from exc
         except subprocess.TimeoutExpired as exc:
             raise DriverError(
                 "tmux -V did not answer", code="tmux_timeout", retryable=True
