@@ -54,13 +54,20 @@ def _cleanup(found: dict[int, float]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def test_agent_kill_ends_setsid_nohup_and_departed_children(live, short_tmp):
+def _run_script(live, tmp, path: str, script: str):
+    """A server, and a ``command`` agent at ``path`` running ``sh -c script`` in a
+    fresh directory (returned), where the script leaves its pid files."""
     live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\nstop_grace = "2s"\n')
     live.start_server()
-    work = short_tmp / "w"
+    work = tmp / "w"
     work.mkdir()
-    live.run("agent", "run", "-p", "command", "--path", "d/dev", "--cwd", str(work),
-             "--", "sh", "-c", SCRIPT, check=True)  # fmt: skip
+    live.run("agent", "run", "-p", "command", "--path", path, "--cwd", str(work),
+             "--", "sh", "-c", script, check=True)  # fmt: skip
+    return work
+
+
+def test_agent_kill_ends_setsid_nohup_and_departed_children(live, short_tmp):
+    work = _run_script(live, short_tmp, "d/dev", SCRIPT)
     found: dict[int, float] = {}
     try:
         for name in ("nohup", "setsid", "left"):
@@ -202,12 +209,7 @@ exit 0
 def test_an_agent_that_exits_by_itself_takes_its_nohup_child_along(live, short_tmp):
     """The program exits (tmux keeps a dead pane; herdr drops it): the sleeper it
     left behind, known from the record, is ended with the agent (``exited``)."""
-    live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\nstop_grace = "2s"\n')
-    live.start_server()
-    work = short_tmp / "w"
-    work.mkdir()
-    live.run("agent", "run", "-p", "command", "--path", "d/quits", "--cwd", str(work),
-             "--", "sh", "-c", EXITS, check=True)  # fmt: skip
+    work = _run_script(live, short_tmp, "d/quits", EXITS)
     found: dict[int, float] = {}
     try:
         pid = until(lambda: _pid(work / "nohup.pid"), 30, what="nohup.pid")
