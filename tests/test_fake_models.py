@@ -17,9 +17,14 @@ from fake_models import (
     Error,
     Hold,
     RateLimit,
+    Refusal,
+    Reply,
     Script,
+    StreamError,
     Text,
+    Thinking,
     Tool,
+    Wire,
     anthropic_server,
     responses_server,
 )
@@ -207,3 +212,82 @@ def test_a_held_stream_stays_open_until_released(serve):
                 "".join(d["delta"] for e, d in events if e == "response.output_text.delta")
                 == "held words"
             )
+
+
+def test_anthropic_variety_thinking_blocks_pings_and_another_model():
+    """What other Messages APIs send: thinking and redacted_thinking blocks before the
+    text, several text blocks, text and a tool call in one message, ``ping`` events, a
+    model id other than the one asked for, lean usage, long random ids, max_tokens."""
+    script = Script(
+        {"think": Reply([Thinking("hmm"), Thinking(redacted=True), "One.", "Two."]),
+         "look": Reply(["Reading.", Tool("Read", {"file_path": "/x"})]),
+         "long": Reply(["cut"], truncated=True), "no": Reply([Refusal("No.")])},
+        wire=Wire(model="other-model", ping=True, lean=True, ids="real"),
+    )  # fmt: skip
+    with anthropic_server(script) as srv:
+        _, _, events = _post(srv.url + "/v1/messages", _claude_body(_user("think")))
+        start = events[0][1]["message"]
+        assert start["model"] == "other-model" and len(start["id"]) > 40
+        assert start["usage"] == {"input_tokens": 100, "output_tokens": 10}
+        assert "ping" in [e for e, _ in events]
+        blocks = [d["content_block"]["type"] for e, d in events if e == "content_block_start"]
+        assert blocks == ["thinking", "redacted_thinking", "text", "text"]
+        deltas = [d["delta"]["type"] for e, d in events if e == "content_block_delta"]
+        assert deltas[:2] == ["thinking_delta", "signature_delta"]
+        assert _text_of(events) == "One.Two."
+        _, _, events = _post(srv.url + "/v1/messages", _claude_body(_user("look")))
+        blocks = [d["content_block"]["type"] for e, d in events if e == "content_block_start"]
+        assert blocks == ["text", "tool_use"]
+        assert events[-2][1]["delta"]["stop_reason"] == "tool_use"
+        for prompt, stop in (("long", "max_tokens"), ("no", "refusal")):
+            _, _, events = _post(srv.url + "/v1/messages", _claude_body(_user(prompt)))
+            assert events[-2][1]["delta"]["stop_reason"] == stop
+
+
+def test_a_stream_error_fails_the_stream_then_gives_way():
+    script = Script({"cut": [StreamError(times=1), "whole"]})
+    with anthropic_server(script) as srv:
+        _, _, events = _post(srv.url + "/v1/messages", _claude_body(_user("cut")))
+        assert events[-1] == ("error", {"type": "error", "error": {
+            "type": "overloaded_error", "message": "Overloaded (fake)"}})  # fmt: skip
+        assert "message_stop" not in [e for e, _ in events]
+        _, _, events = _post(srv.url + "/v1/messages", _claude_body(_user("cut")))
+        assert _text_of(events) == "whole"
+    with responses_server(Script({"cut": [StreamError(), "whole"]})) as srv:
+        _, _, events = _post(srv.url + "/v1/responses", _codex_body(_codex_user("cut")))
+        assert events[-1][0] == "response.failed"
+        assert events[-1][1]["response"]["error"]["message"] == "Overloaded (fake)"
+        _, _, events = _post(srv.url + "/v1/responses", _codex_body(_codex_user("cut")))
+        assert events[-1][0] == "response.completed"
+
+
+def test_responses_variety_reasoning_parts_messages_and_lean_events():
+    """Reasoning items before the message, several output_text parts or messages,
+    response.incomplete, refusal parts; a lean server leaves the optional events out."""
+    script = Script(
+        {"think": Reply([Thinking("hmm"), "A. ", "B."]),
+         "apart": Reply(["A.", "B."], separate=True),
+         "long": Reply(["cut"], truncated=True), "no": Reply([Refusal("No.")])},
+        wire=Wire(model="other-model", lean=True, ids="uuid"),
+    )  # fmt: skip
+    with responses_server(script) as srv:
+        _, _, events = _post(srv.url + "/v1/responses", _codex_body(_codex_user("think")))
+        kinds = [e for e, _ in events]
+        assert not [k for k in kinds if "content_part" in k or k == "response.output_text.done"]
+        done = events[-1][1]["response"]
+        assert done["model"] == "other-model"
+        assert [i["type"] for i in done["output"]] == ["reasoning", "message"]
+        assert [c["text"] for c in done["output"][1]["content"]] == ["A. ", "B."]
+        assert "_" not in done["id"]  # a bare UUID
+        _, _, events = _post(srv.url + "/v1/responses", _codex_body(_codex_user("apart")))
+        assert [i["content"][0]["text"] for i in events[-1][1]["response"]["output"]] == [
+            "A.",
+            "B.",
+        ]
+        _, _, events = _post(srv.url + "/v1/responses", _codex_body(_codex_user("long")))
+        assert events[-1][0] == "response.incomplete"
+        assert events[-1][1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+        _, _, events = _post(srv.url + "/v1/responses", _codex_body(_codex_user("no")))
+        assert events[-1][1]["response"]["output"][0]["content"] == [
+            {"type": "refusal", "refusal": "No."}
+        ]

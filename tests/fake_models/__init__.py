@@ -21,20 +21,39 @@ Both run in-process on 127.0.0.1 with an ephemeral port, answer from a
         assert srv.prompts() == ["hello", "list files"]
 
 See :mod:`fake_models.script` for what a script can answer (text, slow
-streaming, a held stream, a tool call, a subagent, an error, a rate limit).
+streaming, a held stream, a tool call, a subagent, an error, a rate limit, a
+message of thinking/text/tool parts, a stream that fails) and how it says it
+(:class:`Wire`: model id, ``ping`` events, lean events, id formats).
 """
 
 from fake_models.anthropic import anthropic_server
 from fake_models.openai_responses import responses_server
-from fake_models.script import Error, Hold, RateLimit, Script, Text, Tool
+from fake_models.script import (
+    Error,
+    Hold,
+    RateLimit,
+    Refusal,
+    Reply,
+    Script,
+    StreamError,
+    Text,
+    Thinking,
+    Tool,
+    Wire,
+)
 
 __all__ = [
     "Error",
     "Hold",
     "RateLimit",
+    "Refusal",
+    "Reply",
     "Script",
+    "StreamError",
     "Text",
+    "Thinking",
     "Tool",
+    "Wire",
     "anthropic_server",
     "responses_server",
 ]

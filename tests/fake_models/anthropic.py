@@ -1,8 +1,8 @@
 """A fake Anthropic Messages API for Claude Code (``ANTHROPIC_BASE_URL``).
 
 ``POST /v1/messages`` answers from the script, streamed as the real API does
-(``message_start``, ``content_block_*``, ``message_delta``, ``message_stop``)
-or as one JSON message when ``stream`` is false. ``/v1/messages/count_tokens``
+(``message_start``, ``content_block_*``, ``message_delta``, ``message_stop``;
+``ping`` and ``error`` events when the script says so) or as one JSON message when ``stream`` is false. ``/v1/messages/count_tokens``
 and ``/v1/models`` answer plausibly; anything else is a 404 (and recorded).
 """
 
@@ -10,10 +10,23 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from fake_models.script import Error, Hold, RateLimit, Script, Text, Tool, as_text
+from fake_models.script import (
+    Error,
+    Hold,
+    RateLimit,
+    Refusal,
+    Reply,
+    Script,
+    StreamError,
+    Text,
+    Thinking,
+    Tool,
+    parts_of,
+)
 from fake_models.server import FakeServer, Handler, Request, chunks, serving
 
 _ids = itertools.count(1)
@@ -82,7 +95,8 @@ class AnthropicHandler(Handler):
         else:
             step = self.server.script.step(prompt, index)
         req.answer = req.answer or type(step).__name__.lower()
-        model = body.get("model", "claude-fake")
+        wire = self.server.script.wire
+        model = wire.model or body.get("model", "claude-fake")
         if isinstance(step, RateLimit):
             self.send_json(
                 429,
@@ -91,27 +105,44 @@ class AnthropicHandler(Handler):
             )
         elif isinstance(step, Error):
             self.send_json(step.status, _error(step.type, step.message))
-        elif isinstance(step, Tool):
-            name = step.name
-            if name in SUBAGENT_TOOLS and name not in tools:
-                name = next((n for n in SUBAGENT_TOOLS if n in tools), name)
-            self.answer(body, model, step.text, (name, step.input))
         else:
-            self.answer(body, model, step, None)
+            parts = parts_of(step)
+            for i, part in enumerate(parts):
+                if (
+                    isinstance(part, Tool)
+                    and part.name in SUBAGENT_TOOLS
+                    and part.name not in tools
+                ):
+                    name = next((n for n in SUBAGENT_TOOLS if n in tools), part.name)
+                    parts[i] = Tool(name, part.input, part.text)
+            self.answer(body, model, parts, step)
 
-    def answer(self, body: dict, model: str, step, tool: tuple[str, dict] | None) -> None:
-        mid = f"msg_fake_{next(_ids):06d}"
-        usage = {"input_tokens": 100, "output_tokens": 10}
-        blocks: list[dict] = []
-        text = step.text if isinstance(step, Hold) else as_text(step).text if step else ""
-        if text:
-            blocks.append({"type": "text", "text": text})
-        if tool:
-            blocks.append(
-                {"type": "tool_use", "id": f"toolu_fake_{next(_ids):06d}", "name": tool[0],
-                 "input": tool[1]}
-            )  # fmt: skip
-        stop = "tool_use" if tool else "end_turn"
+    def answer(self, body: dict, model: str, parts: list, step) -> None:
+        """Stream ``parts`` as one message (or send it whole when ``stream`` is false);
+        a :class:`StreamError` step fails the stream after its text."""
+        wire = self.server.script.wire
+        mid = wire.id("msg", next(_ids))
+        usage = (
+            {"input_tokens": 100, "output_tokens": 10}
+            if wire.lean
+            else {"input_tokens": 100, "output_tokens": 10, "cache_creation_input_tokens": 0,
+                  "cache_read_input_tokens": 0, "service_tier": "standard"}
+        )  # fmt: skip
+        blocks = [_block(p, wire) for p in parts]
+        if isinstance(step, StreamError):
+            blocks = [_block(Text(step.text), wire)]
+        tool = any(b["type"] == "tool_use" for b in blocks)
+        truncated = isinstance(step, Reply) and step.truncated
+        refused = any(isinstance(p, Refusal) for p in parts)
+        stop = (
+            "tool_use"
+            if tool
+            else "max_tokens"
+            if truncated
+            else "refusal"
+            if refused
+            else "end_turn"
+        )
         message = {"id": mid, "type": "message", "role": "assistant", "model": model,
                    "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}  # fmt: skip
         if not body.get("stream"):
@@ -120,39 +151,67 @@ class AnthropicHandler(Handler):
         self.start_sse()
         self.sse("message_start", {"type": "message_start",
                                    "message": dict(message, content=[], stop_reason=None)})  # fmt: skip
-        for i, block in enumerate(blocks):
+        self.ping()
+        if isinstance(step, StreamError):
+            parts = [Text(step.text)]
+        for i, (part, block) in enumerate(zip(parts, blocks, strict=True)):
+            start = dict(block)
             if block["type"] == "text":
-                self.sse("content_block_start", {"type": "content_block_start", "index": i,
-                                                 "content_block": {"type": "text", "text": ""}})  # fmt: skip
-                if isinstance(step, Hold):
-                    self._delta(i, {"type": "text_delta", "text": step.text[:8]})
-                    self.hold(step)
-                    parts = [step.text[8:]]
-                    delay = 0.0
-                else:
-                    t = as_text(step)
-                    parts, delay = list(chunks(t.text, t.chunk)), t.delay
-                for n, part in enumerate(parts):
-                    if n and delay:
-                        self.wait(delay)
-                    if part:
-                        self._delta(i, {"type": "text_delta", "text": part})
-            else:
-                self.sse("content_block_start", {"type": "content_block_start", "index": i,
-                         "content_block": dict(block, input={})})  # fmt: skip
+                start["text"] = ""
+            elif block["type"] == "thinking":
+                start.update(thinking="", signature="")
+            elif block["type"] == "tool_use":
+                start["input"] = {}
+            self.sse("content_block_start",
+                     {"type": "content_block_start", "index": i, "content_block": start})  # fmt: skip
+            self.ping()
+            if isinstance(part, Hold):
+                self._delta(i, {"type": "text_delta", "text": part.text[:8]})
+                self.hold(part)
+                self._delta(i, {"type": "text_delta", "text": part.text[8:]})
+            elif isinstance(part, Text | Refusal):
+                part = part if isinstance(part, Text) else Text(part.text)
+                for n, piece in enumerate(chunks(part.text, part.chunk)):
+                    if n and part.delay:
+                        self.wait(part.delay)
+                    if piece:
+                        self._delta(i, {"type": "text_delta", "text": piece})
+            elif block["type"] == "thinking":
+                self._delta(i, {"type": "thinking_delta", "thinking": block["thinking"]})
+                self._delta(i, {"type": "signature_delta", "signature": block["signature"]})
+            elif block["type"] == "tool_use":
                 self._delta(
                     i, {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
                 )
+            if isinstance(step, StreamError):
+                self.sse("error", _error(step.type, step.message))  # and the stream ends
+                return
             self.sse("content_block_stop", {"type": "content_block_stop", "index": i})
         self.sse("message_delta", {"type": "message_delta",
                                    "delta": {"stop_reason": stop, "stop_sequence": None},
                                    "usage": {"output_tokens": 10}})  # fmt: skip
         self.sse("message_stop", {"type": "message_stop"})
 
+    def ping(self) -> None:
+        if self.server.script.wire.ping:
+            self.sse("ping", {"type": "ping"})
+
     def _delta(self, index: int, delta: dict) -> None:
         self.sse(
             "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
         )
+
+
+def _block(part, wire) -> dict:
+    """A part as the content block the whole message holds."""
+    if isinstance(part, Thinking) and part.redacted:
+        return {"type": "redacted_thinking", "data": secrets.token_urlsafe(48)}
+    if isinstance(part, Thinking):
+        return {"type": "thinking", "thinking": part.text, "signature": secrets.token_urlsafe(48)}
+    if isinstance(part, Tool):
+        return {"type": "tool_use", "id": wire.id("toolu", next(_ids)), "name": part.name,
+                "input": part.input}  # fmt: skip
+    return {"type": "text", "text": part.text}
 
 
 _MODELS = ("claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5")

@@ -4,7 +4,8 @@
 ``POST /v1/responses`` answers from the script as the real API streams it
 (``response.created``, ``response.output_item.added``/``.done``,
 ``response.output_text.delta``, ``response.function_call_arguments.delta``,
-``response.completed``). ``/v1/models`` lists a few models; anything else is a
+``response.completed``; ``response.incomplete``/``response.failed`` when the
+script says so, reasoning items for :class:`Thinking`). ``/v1/models`` lists a few models; anything else is a
 404 (and recorded).
 """
 
@@ -12,10 +13,23 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from fake_models.script import Error, Hold, RateLimit, Script, Text, Tool, as_text
+from fake_models.script import (
+    Error,
+    Hold,
+    RateLimit,
+    Refusal,
+    Reply,
+    Script,
+    StreamError,
+    Text,
+    Thinking,
+    Tool,
+    parts_of,
+)
 from fake_models.server import FakeServer, Handler, Request, chunks, now, serving
 
 _ids = itertools.count(1)
@@ -97,86 +111,171 @@ class ResponsesHandler(Handler):
             )
         elif isinstance(step, Error):
             self.send_json(step.status, _error(step.type, step.message))
-        elif isinstance(step, Tool):
-            if step.name == "Bash":
-                call = shell_call(tools, step.input["command"])
-            else:
-                call = (step.name, step.input)
-            self.answer(body, Text(step.text) if step.text else None, call)
         else:
-            self.answer(body, step, None)
+            parts = parts_of(step)
+            for i, part in enumerate(parts):
+                if isinstance(part, Tool) and part.name == "Bash":
+                    name, args = shell_call(tools, part.input["command"])
+                    parts[i] = Tool(name, args)
+            self.answer(body, parts, step)
 
-    def answer(self, body: dict, step, call: tuple[str, dict] | None) -> None:
-        rid = f"resp_fake_{next(_ids):06d}"
-        model = body.get("model", "gpt-fake")
-        output: list[dict] = []
+    def answer(self, body: dict, parts: list, step) -> None:
+        """Stream ``parts`` as one response: thinking as reasoning items, texts as
+        ``output_text`` parts of a message (one message each when ``separate``), tools as
+        function calls; a :class:`StreamError` step fails it after its text."""
+        wire = self.server.script.wire
+        rid = wire.id("resp", next(_ids))
+        model = wire.model or body.get("model", "gpt-fake")
         self.start_sse()
         response = {"id": rid, "object": "response", "created_at": now(), "model": model,
                     "status": "in_progress", "output": []}  # fmt: skip
         self.sse("response.created", {"type": "response.created", "response": response})
-        n = 0
-        if step is not None:
-            mid = f"msg_fake_{next(_ids):06d}"
-            text = step.text if isinstance(step, Hold) else as_text(step).text
-            item = {"type": "message", "id": mid, "role": "assistant", "status": "in_progress",
-                    "content": []}  # fmt: skip
-            self.sse("response.output_item.added",
-                     {"type": "response.output_item.added", "output_index": n, "item": item})  # fmt: skip
-            part = {"type": "output_text", "text": "", "annotations": []}
-            self.sse("response.content_part.added",
-                     {"type": "response.content_part.added", "item_id": mid, "output_index": n,
-                      "content_index": 0, "part": part})  # fmt: skip
-            if isinstance(step, Hold):
-                self._delta(mid, n, text[:8])
-                self.hold(step)
-                parts, delay = [text[8:]], 0.0
-            else:
-                t = as_text(step)
-                parts, delay = list(chunks(t.text, t.chunk)), t.delay
-            for k, p in enumerate(parts):
-                if k and delay:
-                    self.wait(delay)
-                if p:
-                    self._delta(mid, n, p)
-            self.sse("response.output_text.done",
-                     {"type": "response.output_text.done", "item_id": mid, "output_index": n,
-                      "content_index": 0, "text": text})  # fmt: skip
-            done_part = dict(part, text=text)
-            self.sse("response.content_part.done",
-                     {"type": "response.content_part.done", "item_id": mid, "output_index": n,
-                      "content_index": 0, "part": done_part})  # fmt: skip
-            item = dict(item, status="completed", content=[done_part])
-            self.sse("response.output_item.done",
-                     {"type": "response.output_item.done", "output_index": n, "item": item})  # fmt: skip
-            output.append(item)
-            n += 1
-        if call is not None:
-            fid = f"fc_fake_{next(_ids):06d}"
-            args = json.dumps(call[1])
-            item = {"type": "function_call", "id": fid, "call_id": f"call_fake_{next(_ids):06d}",
-                    "name": call[0], "arguments": "", "status": "in_progress"}  # fmt: skip
-            self.sse("response.output_item.added",
-                     {"type": "response.output_item.added", "output_index": n, "item": item})  # fmt: skip
-            self.sse("response.function_call_arguments.delta",
-                     {"type": "response.function_call_arguments.delta", "item_id": fid,
-                      "output_index": n, "delta": args})  # fmt: skip
-            self.sse("response.function_call_arguments.done",
-                     {"type": "response.function_call_arguments.done", "item_id": fid,
-                      "output_index": n, "arguments": args})  # fmt: skip
-            item = dict(item, arguments=args, status="completed")
-            self.sse("response.output_item.done",
-                     {"type": "response.output_item.done", "output_index": n, "item": item})  # fmt: skip
-            output.append(item)
-        usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
-                 "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
-                 "total_tokens": 110}  # fmt: skip
+        if not wire.lean:
+            self.sse("response.in_progress", {"type": "response.in_progress", "response": response})
+        if isinstance(step, StreamError):
+            parts = [Text(step.text)]
+        separate = isinstance(step, Reply) and step.separate
+        output: list[dict] = []
+        message: dict | None = None  # the message item texts are added to
+        for part in parts:
+            if isinstance(part, Text | Hold | Refusal):
+                if message is None or separate:
+                    if message is not None:
+                        self._item_done(output, message)
+                    message = {"type": "message", "id": wire.id("msg", next(_ids)),
+                               "role": "assistant", "status": "in_progress", "content": []}  # fmt: skip
+                    self._item_added(output, message)
+                self._text(output, message, part)
+                continue
+            if message is not None:
+                self._item_done(output, message)
+                message = None
+            if isinstance(part, Thinking):
+                self._reasoning(output, part)
+            elif isinstance(part, Tool):
+                self._call(output, part)
+        if isinstance(step, StreamError):
+            failed = dict(response, status="failed", output=output,
+                          error={"code": "server_error", "message": step.message})  # fmt: skip
+            self.sse("response.failed", {"type": "response.failed", "response": failed})
+            return
+        if message is not None:
+            self._item_done(output, message)
+        usage = (
+            {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}
+            if wire.lean
+            else {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": 110}
+        )  # fmt: skip
+        if isinstance(step, Reply) and step.truncated:
+            done = dict(response, status="incomplete", output=output, usage=usage,
+                        incomplete_details={"reason": "max_output_tokens"})  # fmt: skip
+            self.sse("response.incomplete", {"type": "response.incomplete", "response": done})
+            return
         done = dict(response, status="completed", output=output, usage=usage)
         self.sse("response.completed", {"type": "response.completed", "response": done})
 
-    def _delta(self, item_id: str, index: int, text: str) -> None:
+    def _item_added(self, output: list[dict], item: dict) -> None:
+        self.sse("response.output_item.added",
+                 {"type": "response.output_item.added", "output_index": len(output),
+                  "item": item})  # fmt: skip
+
+    def _item_done(self, output: list[dict], item: dict) -> None:
+        item.update(status="completed")
+        self.sse("response.output_item.done",
+                 {"type": "response.output_item.done", "output_index": len(output),
+                  "item": item})  # fmt: skip
+        output.append(item)
+
+    def _text(self, output: list[dict], message: dict, part: Text | Hold | Refusal) -> None:
+        """One ``output_text`` (or ``refusal``) part of ``message``, streamed in deltas."""
+        lean = self.server.script.wire.lean
+        mid, n, k = message["id"], len(output), len(message["content"])
+        where = {"item_id": mid, "output_index": n, "content_index": k}
+        if isinstance(part, Refusal):
+            empty = {"type": "refusal", "refusal": ""}
+            if not lean:
+                self.sse("response.content_part.added",
+                         {"type": "response.content_part.added", **where, "part": empty})  # fmt: skip
+            self.sse("response.refusal.delta",
+                     {"type": "response.refusal.delta", **where, "delta": part.text})  # fmt: skip
+            self.sse("response.refusal.done",
+                     {"type": "response.refusal.done", **where, "refusal": part.text})  # fmt: skip
+            done = dict(empty, refusal=part.text)
+            if not lean:
+                self.sse("response.content_part.done",
+                         {"type": "response.content_part.done", **where, "part": done})  # fmt: skip
+            message["content"].append(done)
+            return
+        empty = {"type": "output_text", "text": "", "annotations": []}
+        if not lean:
+            self.sse("response.content_part.added",
+                     {"type": "response.content_part.added", **where, "part": empty})  # fmt: skip
+        if isinstance(part, Hold):
+            self._delta(where, part.text[:8])
+            self.hold(part)
+            pieces, delay = [part.text[8:]], 0.0
+        else:
+            pieces, delay = list(chunks(part.text, part.chunk)), part.delay
+        for i, piece in enumerate(pieces):
+            if i and delay:
+                self.wait(delay)
+            if piece:
+                self._delta(where, piece)
+        done = dict(empty, text=part.text)
+        if not lean:
+            self.sse("response.output_text.done",
+                     {"type": "response.output_text.done", **where, "text": part.text})  # fmt: skip
+            self.sse("response.content_part.done",
+                     {"type": "response.content_part.done", **where, "part": done})  # fmt: skip
+        message["content"].append(done)
+
+    def _reasoning(self, output: list[dict], part: Thinking) -> None:
+        wire = self.server.script.wire
+        item = {"type": "reasoning", "id": wire.id("rs", next(_ids)), "summary": []}
+        self._item_added(output, item)
+        where = {"item_id": item["id"], "output_index": len(output), "summary_index": 0}
+        if not wire.lean:
+            self.sse("response.reasoning_summary_part.added",
+                     {"type": "response.reasoning_summary_part.added", **where,
+                      "part": {"type": "summary_text", "text": ""}})  # fmt: skip
+        self.sse("response.reasoning_summary_text.delta",
+                 {"type": "response.reasoning_summary_text.delta", **where,
+                  "delta": part.text})  # fmt: skip
+        if not wire.lean:
+            self.sse("response.reasoning_summary_text.done",
+                     {"type": "response.reasoning_summary_text.done", **where,
+                      "text": part.text})  # fmt: skip
+            self.sse("response.reasoning_summary_part.done",
+                     {"type": "response.reasoning_summary_part.done", **where,
+                      "part": {"type": "summary_text", "text": part.text}})  # fmt: skip
+        item["summary"] = [{"type": "summary_text", "text": part.text}]
+        if part.redacted:
+            item["encrypted_content"] = secrets.token_urlsafe(48)
+        self._item_done(output, item)
+
+    def _call(self, output: list[dict], part: Tool) -> None:
+        wire = self.server.script.wire
+        fid = wire.id("fc", next(_ids))
+        args = json.dumps(part.input)
+        item = {"type": "function_call", "id": fid, "call_id": wire.id("call", next(_ids)),
+                "name": part.name, "arguments": "", "status": "in_progress"}  # fmt: skip
+        self._item_added(output, item)
+        if not wire.lean:
+            where = {"item_id": fid, "output_index": len(output)}
+            self.sse("response.function_call_arguments.delta",
+                     {"type": "response.function_call_arguments.delta", **where,
+                      "delta": args})  # fmt: skip
+            self.sse("response.function_call_arguments.done",
+                     {"type": "response.function_call_arguments.done", **where,
+                      "arguments": args})  # fmt: skip
+        item["arguments"] = args
+        self._item_done(output, item)
+
+    def _delta(self, where: dict, text: str) -> None:
         self.sse("response.output_text.delta",
-                 {"type": "response.output_text.delta", "item_id": item_id, "output_index": index,
-                  "content_index": 0, "delta": text})  # fmt: skip
+                 {"type": "response.output_text.delta", **where, "delta": text})  # fmt: skip
 
 
 _MODELS = ("gpt-5-codex", "gpt-5", "gpt-5-mini")

@@ -16,10 +16,20 @@ Steps:
 - :class:`Tool` — a tool call (``Tool.bash("ls")`` needs permission in both
   CLIs; ``Tool.task(...)`` is Claude Code's subagent tool);
 - :class:`Error` — an HTTP error with an API error body (500 by default);
-- :class:`RateLimit` — a 429 with ``retry-after``.
+- :class:`RateLimit` — a 429 with ``retry-after``;
+- :class:`Reply` — one message of several parts in order: text (a ``str``, a
+  text block / ``output_text`` part), :class:`Thinking` (a thinking block, or a
+  reasoning item), :class:`Tool` and :class:`Refusal`; ``truncated`` ends it at the output limit
+  (``stop_reason: max_tokens``, ``response.incomplete``);
+- :class:`StreamError` — a stream that starts and then fails (an SSE ``error``
+  event, ``response.failed``).
 
-An error or rate limit is served ``times`` times (a CLI's retries count) and
-then gives way: ``[RateLimit(), "answer"]`` answers the retry.
+An error, rate limit or stream error is served ``times`` times (a CLI's retries
+count) and then gives way: ``[RateLimit(), "answer"]`` answers the retry.
+
+How a server says things, beyond what it says, is a script's :class:`Wire`:
+another model id than the one asked for, ``ping`` events, lean usage and no
+optional events, other id formats — what other servers legitimately send.
 
 Requests that are not a conversation turn (Claude Code's title and topic
 requests to a small model, requests with no tools) get ``side`` (short text),
@@ -28,7 +38,9 @@ never a scripted step, so a script's tool call is never answered twice.
 
 from __future__ import annotations
 
+import secrets
 import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,7 +106,75 @@ class RateLimit:
     served: int = 0
 
 
-Step = str | Text | Hold | Tool | Error | RateLimit
+@dataclass
+class Thinking:
+    """Reasoning said before the answer (never the answer): an Anthropic ``thinking``
+    block (``redacted``: a ``redacted_thinking`` block of opaque data), a Responses
+    ``reasoning`` item with this summary."""
+
+    text: str = "Let me think this through."
+    redacted: bool = False
+
+
+@dataclass
+class Refusal:
+    """The model declines: Anthropic says it as text with ``stop_reason: "refusal"``, the
+    Responses API as a ``refusal`` content part (``response.refusal.*`` events)."""
+
+    text: str = "I can't help with that."
+
+
+@dataclass
+class Reply:
+    """One model message of several parts, streamed in order: ``str`` (text),
+    :class:`Thinking`, :class:`Tool`, :class:`Refusal` (no parts: an empty answer). ``separate``: the Responses server puts each text
+    in its own message item (else all are parts of one). ``truncated``: the answer hit
+    the output limit."""
+
+    parts: list[str | Thinking | Tool | Refusal]
+    separate: bool = False
+    truncated: bool = False
+
+
+@dataclass(eq=False)
+class StreamError:
+    """A stream that starts (``text`` streamed) and then fails: an SSE ``error`` event
+    (Anthropic) or ``response.failed`` (Responses). Served ``times`` times, then the
+    turn's next step answers."""
+
+    text: str = "partial answ"
+    type: str = "overloaded_error"
+    message: str = "Overloaded (fake)"
+    times: int = 1
+    served: int = 0
+
+
+@dataclass
+class Wire:
+    """How a server speaks: the variety real APIs and other people's fakes show.
+
+    ``model``: the model id answers name (else the one requested); ``ping``: Anthropic
+    ``ping`` events between the others; ``lean``: minimal usage, and the Responses
+    server leaves out the optional events (``response.content_part.*``,
+    ``response.output_text.done``, ``response.function_call_arguments.*``); ``ids``:
+    ``"fake"`` (``msg_fake_000001``), ``"real"`` (long random ids with the real
+    prefixes) or ``"uuid"`` (bare UUIDs)."""
+
+    model: str | None = None
+    ping: bool = False
+    lean: bool = False
+    ids: str = "fake"
+
+    def id(self, prefix: str, n: int) -> str:
+        if self.ids == "uuid":
+            return str(uuid.uuid4())
+        if self.ids == "real":
+            return f"{prefix}_{secrets.token_hex(24)}"
+        return f"{prefix}_fake_{n:06d}"
+
+
+Step = str | Text | Hold | Tool | Error | RateLimit | Reply | StreamError
+FAILS = (Error, RateLimit, StreamError)  # served their count, then give way
 
 
 class Script:
@@ -105,12 +185,14 @@ class Script:
         turns: dict[str, Step | list[Step]] | None = None,
         default: Step = "ok",
         side: str = "Fake title",
+        wire: Wire | None = None,
     ):
         self.turns: dict[str, list[Step]] = {}
         for key, steps in (turns or {}).items():
             self.on(key, steps)
         self.default = default
         self.side = side
+        self.wire = wire or Wire()
         self._lock = threading.Lock()
 
     def on(self, key: str, steps: Step | list[Step]) -> Script:
@@ -123,7 +205,7 @@ class Script:
         with self._lock:
             position = 0
             for step in steps:
-                if isinstance(step, Error | RateLimit):
+                if isinstance(step, FAILS):
                     if step.served < step.times and position == index:
                         step.served += 1
                         return step
@@ -137,3 +219,12 @@ class Script:
 
 def as_text(step: Step) -> Text:
     return Text(step) if isinstance(step, str) else step  # type: ignore[return-value]
+
+
+def parts_of(step: Step) -> list[Text | Hold | Thinking | Tool | Refusal]:
+    """A step's message as parts in order (texts as :class:`Text`)."""
+    if isinstance(step, Reply):
+        return [Text(p) if isinstance(p, str) else p for p in step.parts]
+    if isinstance(step, Tool):
+        return ([Text(step.text)] if step.text else []) + [step]
+    return [as_text(step)] if isinstance(step, str | Text | Hold) else []
