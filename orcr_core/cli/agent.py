@@ -396,6 +396,8 @@ def agent_read(target, last, json_):
     elif r.get("screen") is not None:
         screen = printable(r["screen"]).splitlines()
         click.echo("\n".join(line.rstrip() for line in screen).rstrip("\n"))
+    elif r.get("turn_status") == "completed":  # the model answered with no text at all
+        raise OrcrCliError(f"agent {r['path']}: turn {r.get('turn')} completed with no answer text")
     else:
         raise OrcrCliError(f"agent {r['path']} has no final answer yet (status {r['status']})")
 

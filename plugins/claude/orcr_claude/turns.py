@@ -17,7 +17,13 @@ position is). The rules, and why:
   interrupt marker after it -> ``interrupted``; an API error message
   (``isApiErrorMessage`` / ``error``), ``system/error`` or an api_error retry
   that gave up -> ``errored``; text and no ``tool_use`` -> ``completed`` with
-  the response's text blocks joined in file order.
+  the response's non-blank text blocks, one per line, in file order; an end
+  marker (below) with no response at all (the model answered nothing) ->
+  ``completed`` without text.
+* An answer cut at the output limit (``stop_reason: "max_tokens"``, text and no
+  tool) is resumed by Claude Code in the same turn (an ``isMeta`` "Output token
+  limit hit" prompt, 2.1.3xx): the next response continues it, and the final
+  answer is both texts run together.
 * ``stop_reason`` is not trusted (null on every line in 2.1.38). A text-only
   last response is *provisional* while the file may still be growing (its
   ``tool_use`` line can follow within a few hundred ms): it is confirmed by a
@@ -70,6 +76,17 @@ class _Response:
     tools: dict[str, str] = field(default_factory=dict)  # tool_use id -> tool name
     stop_reason: str | None = None
     api_error: bool = False
+    cut_text: str = ""  # the answer so far when this response continues one cut at max_tokens
+
+    def answer(self) -> str:
+        """The response's text blocks that say something, one per line: several blocks are
+        separate paragraphs on Claude Code's screen (its own ``last_assistant_message``
+        keeps only the last one; docs/decisions.md). A continuation follows its cut text."""
+        said = self.said()
+        return self.cut_text + said if said else ""
+
+    def said(self) -> str:
+        return "\n".join(t for t in self.texts if t.strip())
 
 
 @dataclass
@@ -85,8 +102,8 @@ class _Turn:
     def error(self) -> str | None:
         """Why an errored turn failed: the API error message's text, else the system line's."""
         last = self.last
-        if last is not None and last.api_error and "".join(last.texts).strip():
-            return "".join(last.texts).strip()
+        if last is not None and last.api_error and last.said():
+            return last.said().strip()
         return self.error_text
 
     @property
@@ -207,7 +224,14 @@ class ClaudeTurns:
         if not isinstance(message, dict):
             message = {}
         key = message.get("id") or record.get("uuid") or f"line-{self._lines}"
-        response = turn.responses.pop(key, None) or _Response()
+        response = turn.responses.pop(key, None)
+        if response is None:
+            response = _Response()
+            last = turn.last
+            if last is not None and last.stop_reason == "max_tokens" and not last.tools:
+                # Claude Code asks the model to resume an answer cut at the output limit:
+                # the answer is the cut text and its continuation(s)
+                response.cut_text = last.cut_text + "".join(last.texts)
         turn.responses[key] = response  # (re)inserted last: the newest response
         content = message.get("content")
         if isinstance(content, str):
@@ -235,7 +259,7 @@ class ClaudeTurns:
         elif turn is None:
             return
         elif subtype in END_MARKERS:
-            turn.end_marker = turn.last is not None
+            turn.end_marker = True
         elif subtype == "error":
             turn.error_tail = True
             turn.error_text = _words(record.get("content")) or _words(record.get("error"))
@@ -264,11 +288,13 @@ class ClaudeTurns:
         if turn.error_tail or (last is not None and last.api_error):
             return "errored", None
         if last is None:
-            return "open", None
+            # an answer with no content writes no assistant line at all (2.1.332 asks the
+            # model once more, then ends the turn): only the end marker shows it ended
+            return ("completed", None) if turn.end_marker else ("open", None)
         if last.tools:
             return "open", None
-        text = "".join(last.texts)
-        if not text.strip():
+        text = last.answer()
+        if not text:
             ended = turn.end_marker or last.stop_reason in FINAL_STOP_REASONS
             return ("completed", None) if ended else ("open", None)
         confirmed = (

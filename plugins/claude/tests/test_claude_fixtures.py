@@ -34,9 +34,9 @@ OWN_TRUTH = {
         [
             (
                 "completed",
-                "I drafted a CLAUDE.md for this empty repository. "
+                "I drafted a CLAUDE.md for this empty repository. \n"
                 "Grant write access and I will save it.",
-                87,
+                88,
             )
         ],
     ),
@@ -46,6 +46,30 @@ OWN_TRUTH = {
         [
             ("completed", "It printed hello.", 17),
             ("completed", "The background job finished cleanly.", 36),
+        ],
+    ),
+    # captured from the real Claude Code in the real_cli tier (test_model_variety_claude.py)
+    "real-2.1.332-answer-shapes.jsonl": (
+        "2.1.332",
+        "idle",
+        [
+            ("completed", "The answer after thinking", 25),
+            ("completed", "First block.\nSecond block.", 26),
+            ("completed", "The notes say hello.", 20),
+            ("completed", "An answer cut at the limit, and its rest.", 41),
+            ("completed", "After the refusal.", 18),
+            ("completed", None, None),
+            ("completed", "Still here.", 11),
+        ],
+    ),
+    "real-2.1.332-api-errors.jsonl": (
+        "2.1.332",
+        "idle",
+        [
+            ("completed", "after the overload", 18),
+            ("completed", "after the broken stream", 23),
+            ("errored", None, None),
+            ("completed", "working again", 13),
         ],
     ),
 }
@@ -103,6 +127,12 @@ def test_every_own_fixture_has_ground_truth():
 def test_every_corpus_fixture_has_ground_truth():
     corpus = transcript_fixtures("claude")
     assert sorted(p.name for p in corpus.glob("*.jsonl")) == sorted(CORPUS_TRUTH)
+
+
+def test_an_api_error_turn_says_what_failed():
+    turns = summarize(str(OWN / "real-2.1.332-api-errors.jsonl"))["turns"]
+    assert [t["error"] is not None for t in turns] == [False, False, True, False]
+    assert turns[2]["error"].startswith("API Error: 500 the fake is broken.")
 
 
 def check(result: dict, name: str) -> None:

@@ -111,6 +111,19 @@ def test_stop_hook_summary_confirms_at_once_unless_work_follows(transcript, read
     assert read().state == "working"
 
 
+def test_an_end_marker_ends_a_turn_with_no_response(transcript, read):
+    """The model answered nothing (twice): Claude Code writes no assistant line, only its
+    nudge and the turn's end markers."""
+    transcript.add(
+        user("say nothing"),
+        user("[Your previous response had no visible output. ...]", isMeta=True),
+    )
+    assert read().state == "working"
+    transcript.add(system("stop_hook_summary"), system("turn_duration", durationMs=5))
+    state = read()
+    assert statuses(state) == [("completed", None)] and state.state == "idle"
+
+
 def test_turn_duration_is_an_end_marker(transcript, read):
     transcript.add(
         user("hi"), assistant("m1", text("Done.")), system("turn_duration", durationMs=5)
@@ -136,6 +149,8 @@ def test_stop_reason_end_turn_on_a_thinking_line_is_not_an_answer(transcript, re
 
 
 def test_split_message_text_blocks_joined_in_file_order(transcript, read, clock):
+    """Each text block of the last response is a paragraph of the answer (Claude Code
+    shows them apart); blank ones are left out."""
     transcript.add(
         user("hi"),
         assistant("m1", tool_use("t1", "Read")),
@@ -148,7 +163,7 @@ def test_split_message_text_blocks_joined_in_file_order(transcript, read, clock)
     )
     read()
     clock.advance(3)
-    assert statuses(read()) == [("completed", "\n\nFirst part. Second part.")]
+    assert statuses(read()) == [("completed", "First part. \nSecond part.")]
 
 
 def test_only_the_last_message_id_counts(transcript, read, clock):
