@@ -55,6 +55,32 @@ OWN_TRUTH = {
     ),
     "orcr-0.104.0-desktop-unfinished.jsonl": ("0.104.0-alpha.1", "working", [("open", None, None)]),
     "orcr-0.58.0-legacy-inprogress.jsonl": ("0.58.0", "working", [("open", None, None)]),
+    # captured from the real Codex in the real_cli tier (test_model_variety_codex.py)
+    "real-0.171.0-answer-shapes.jsonl": (
+        "0.171.0",
+        "idle",
+        [
+            ("completed", "The answer after thinking", None),
+            ("completed", "First part. Second part.", None),
+            ("completed", "Second message.", None),
+            ("completed", "It said hi.", None),
+            ("errored", None, None),
+            ("completed", None, None),
+            ("completed", None, None),
+            ("completed", "Still here.", None),
+        ],
+    ),
+    "real-0.171.0-api-errors.jsonl": (
+        "0.171.0",
+        "idle",
+        [
+            ("completed", "after the overload", None),
+            ("completed", "after the broken stream", None),
+            ("errored", None, None),
+            ("errored", None, None),
+            ("completed", "working again", None),
+        ],
+    ),
 }
 CORPUS_TRUTH = {
     "codex-0.128.0-exec-1turn.jsonl": ("0.128.0", "idle", [("completed", EPISODIC, 353)]),
@@ -100,6 +126,16 @@ def test_every_own_fixture_has_ground_truth():
 def test_every_corpus_fixture_has_ground_truth():
     corpus = transcript_fixtures("codex")
     assert sorted(p.name for p in corpus.glob("*.jsonl")) == sorted(CORPUS_TRUTH)
+
+
+def test_failed_turns_say_why():
+    """response.incomplete, a 500 and response.failed past Codex's retries: each errored
+    turn carries Codex's words for it."""
+    shapes = summarize(str(OWN / "real-0.171.0-answer-shapes.jsonl"))["turns"]
+    assert shapes[4]["error"] == "Incomplete response returned, reason: max_output_tokens"
+    errors = summarize(str(OWN / "real-0.171.0-api-errors.jsonl"))["turns"]
+    assert [bool(t["error"]) for t in errors] == [False, False, True, True, False]
+    assert errors[3]["error"] == "stream disconnected before completion: Overloaded (fake)"
 
 
 def check(result: dict, name: str) -> None:
