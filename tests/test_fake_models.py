@@ -259,6 +259,9 @@ def test_a_stream_error_fails_the_stream_then_gives_way():
         assert events[-1][1]["response"]["error"]["message"] == "Overloaded (fake)"
         _, _, events = _post(srv.url + "/v1/responses", _codex_body(_codex_user("cut")))
         assert events[-1][0] == "response.completed"
+    with responses_server(Script({"cut": StreamError(event="error")})) as srv:
+        _, _, events = _post(srv.url + "/v1/responses", _codex_body(_codex_user("cut")))
+        assert events[-1][0] == "error" and events[-1][1]["message"] == "Overloaded (fake)"
 
 
 def test_responses_variety_reasoning_parts_messages_and_lean_events():

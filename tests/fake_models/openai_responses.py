@@ -154,6 +154,10 @@ class ResponsesHandler(Handler):
                 self._reasoning(output, part)
             elif isinstance(part, Tool):
                 self._call(output, part)
+        if isinstance(step, StreamError) and step.event == "error":
+            self.sse("error", {"type": "error", "code": "server_error", "message": step.message,
+                               "param": None, "sequence_number": 1})  # fmt: skip
+            return
         if isinstance(step, StreamError):
             failed = dict(response, status="failed", output=output,
                           error={"code": "server_error", "message": step.message})  # fmt: skip

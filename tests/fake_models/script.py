@@ -139,10 +139,11 @@ class Reply:
 @dataclass(eq=False)
 class StreamError:
     """A stream that starts (``text`` streamed) and then fails: an SSE ``error`` event
-    (Anthropic) or ``response.failed`` (Responses). Served ``times`` times, then the
-    turn's next step answers."""
+    (Anthropic) or ``response.failed`` (Responses; ``event="error"``: an ``error``
+    event instead). Served ``times`` times, then the turn's next step answers."""
 
     text: str = "partial answ"
+    event: str = "response.failed"
     type: str = "overloaded_error"
     message: str = "Overloaded (fake)"
     times: int = 1

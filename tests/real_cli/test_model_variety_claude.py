@@ -119,7 +119,8 @@ def test_overloaded_and_failed_streams(real, monkeypatch):
                 "cut": [StreamError(), "after the broken stream"],
                 "broken": Error(500, "the fake is broken", times=10),
                 "again": "working again",
-            }
+            },
+            wire=Wire(ids="uuid"),
         )
     )
     uuid = real.run("v/errors", "busy now?")

@@ -112,7 +112,8 @@ def test_answers_in_many_shapes(real):
 
 @TMUX
 def test_overloaded_and_failed_streams(real):
-    """A 5xx and a ``response.failed`` stream are retried by Codex: one turn, its answer.
+    """A 5xx, a ``response.failed`` stream and an ``error`` event mid-stream are retried
+    by Codex (a server using bare UUIDs as ids): one turn, its answer.
     An error that persists past the retries fails the turn, reported as such, and the
     next prompt works."""
     real.codex(
@@ -120,10 +121,12 @@ def test_overloaded_and_failed_streams(real):
             {
                 "busy": [Error(503, "overloaded", "server_error"), "after the overload"],
                 "cut": [StreamError(), "after the broken stream"],
+                "event": [StreamError(event="error"), "after the error event"],
                 "broken": Error(500, "the fake is broken", times=10),
                 "fails": StreamError(times=10),
                 "again": "working again",
-            }
+            },
+            wire=Wire(ids="uuid"),
         )
     )
     provider_setting(real, "request_max_retries = 1\nstream_max_retries = 1\n")
@@ -137,14 +140,18 @@ def test_overloaded_and_failed_streams(real):
     assert (r["turn_status"], r["text"]) == ("completed", "after the broken stream"), real.why(
         "v/errors"
     )
+    r = turn(real, "v/errors", "an error event")
+    assert (r["turn_status"], r["text"]) == ("completed", "after the error event"), real.why(
+        "v/errors"
+    )
     r = turn(real, "v/errors", "broken now")
     assert (r["turn_status"], r["text"]) == ("errored", None), real.why("v/errors")
     assert r["error"], real.why("v/errors")  # Codex's words for a 500: "high demand"
     w = real.orcr("agent", "wait", "v/errors", check=False)
-    assert w.returncode == 7 and "turn 3 errored" in w.stderr, w
+    assert w.returncode == 7 and "turn 4 errored" in w.stderr, w
     r = turn(real, "v/errors", "it fails")  # response.failed past the retries
     assert (r["turn_status"], r["text"]) == ("errored", None), real.why("v/errors")
     assert "Overloaded (fake)" in r["error"], real.why("v/errors")
     r = turn(real, "v/errors", "again please")
     assert (r["turn_status"], r["text"]) == ("completed", "working again"), real.why("v/errors")
-    assert idles(real, uuid) == 5, real.why("v/errors")
+    assert idles(real, uuid) == 6, real.why("v/errors")
