@@ -141,3 +141,26 @@ def check_summary(result: dict, provider: str, truth: tuple) -> None:
         else:
             assert got["final_text"][:200] == head
             assert len(got["final_text"]) == (length or len(head))
+
+
+def read_until(fd: int, needle: bytes, seen: bytes = b"") -> bytes:
+    """Read a PTY's master side until ``needle`` has appeared; everything read, after
+    ``seen`` (fails with it if the terminal closes first)."""
+    while needle not in seen:
+        chunk = os.read(fd, 4096)
+        assert chunk, seen
+        seen += chunk
+    return seen
+
+
+def read_rest(fd: int) -> bytes:
+    """What is left on a PTY's master side once its program has ended, and close it
+    (the read fails once the last holder of the other side is gone)."""
+    rest = b""
+    try:
+        while chunk := os.read(fd, 4096):
+            rest += chunk
+    except OSError:
+        pass
+    os.close(fd)
+    return rest

@@ -9,7 +9,7 @@ import pty
 import subprocess
 import sys
 
-from orcr_core.testing import until
+from orcr_core.testing import read_rest, read_until, until
 
 
 def _run_agents(server, paths: list[str]) -> None:
@@ -34,20 +34,11 @@ def _on_a_terminal(server, *args, answer: str) -> tuple[int, str]:
         stderr=slave,
     )
     os.close(slave)
-    seen = b""
-    while b"Kill them all?" not in seen:
-        chunk = os.read(master, 4096)
-        assert chunk, seen
-        seen += chunk
+    seen = read_until(master, b"Kill them all?")
     os.write(master, answer.encode() + b"\n")
     proc.stdout.read()
     rc = proc.wait(60)
-    try:
-        while chunk := os.read(master, 4096):
-            seen += chunk
-    except OSError:
-        pass  # the PTY is gone with its last reader
-    os.close(master)
+    seen += read_rest(master)
     return rc, seen.decode(errors="replace")
 
 

@@ -18,7 +18,7 @@ import orcr_test_driver as td  # noqa: E402
 
 from orcr_core.cli import cli  # noqa: E402
 from orcr_core.cli.agent import printable  # noqa: E402
-from orcr_core.testing import until  # noqa: E402
+from orcr_core.testing import read_rest, read_until, until  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -179,20 +179,11 @@ def test_wait_progress_on_a_terminal_clears_its_line(server):
         stderr=slave,
     )
     os.close(slave)
-    seen = b""
-    while b"working" not in seen:
-        chunk = os.read(master, 4096)
-        assert chunk, seen
-        seen += chunk
+    seen = read_until(master, b"working")
     (pane_id,) = td.read_state()["panes"]
     td.set_status(pane_id, "idle")
     assert proc.stdout.read() == b"p/x idle\n"
     assert proc.wait(60) == 0
-    try:
-        while chunk := os.read(master, 4096):
-            seen += chunk
-    except OSError:
-        pass
-    os.close(master)
+    seen += read_rest(master)
     assert seen.count(b"\r") >= 2 and seen.count(b"\r") == seen.count(b"\r\x1b[K"), seen
     assert seen.endswith(b"\r\x1b[K"), seen
