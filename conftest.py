@@ -126,6 +126,17 @@ class OrcrHome:
             self.wait_socket()
         return self.proc
 
+    def run_second_server(self, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Start another server on this home in the foreground: with one running, it
+        must refuse (and exit) at once."""
+        return subprocess.run(
+            [sys.executable, "-m", "orcr_core.server"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
     def wait_socket(self, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

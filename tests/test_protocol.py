@@ -92,17 +92,7 @@ def test_socket_is_private(server):
 
 
 def test_second_server_on_same_store_refuses(server):
-    import subprocess
-    import sys
-
-    r = subprocess.run(
-        [sys.executable, "-m", "orcr_core.server"],
-        env=server.env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert "already runs" in r.stderr
+    assert "already runs" in server.run_second_server().stderr
     assert server.proc.poll() is None
     s, f = _conn(server)
     assert _hello(s, f)["result"]["pid"] == server.proc.pid

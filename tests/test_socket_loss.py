@@ -49,14 +49,7 @@ def test_server_restores_a_deleted_run_directory_and_keeps_the_lock(server):
     until(lambda: server.socket.exists(), what="the server to recreate run/")
     assert _status_pid(server) == server.proc.pid
     # the lock is held again: a second server refuses to start beside this one
-    second = subprocess.run(
-        [sys.executable, "-m", "orcr_core.server"],
-        env=server.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert "already runs" in second.stderr
+    assert "already runs" in server.run_second_server().stderr
     assert _status_pid(server) == server.proc.pid
 
 
