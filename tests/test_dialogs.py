@@ -56,7 +56,9 @@ def test_claude_trust_dialog_blocks_until_a_person_answers(live, short_tmp):
     """Blocked with the reason everywhere, the stuck-start guard held off, answered
     with ``agent send --key``, then the prompt typed exactly once."""
     cwd = _cwd(short_tmp)
-    configure(live, short_tmp, claude=["--fake-dialogs", "trust"], timings='max_starting = "1s"\n')
+    # max_starting is short, yet long enough for the dialog to be seen on a loaded machine
+    # (else the guard ends the agent before it is blocked)
+    configure(live, short_tmp, claude=["--fake-dialogs", "trust"], timings='max_starting = "3s"\n')
     live.start_server()
     uuid = run_agent(live, "claude", "w/one", "fix the bug", cwd=cwd)
     a = _blocked(live, "w/one", "trust")
@@ -75,10 +77,10 @@ def test_claude_trust_dialog_blocks_until_a_person_answers(live, short_tmp):
     row = next(r for g in top_json["groups"] for r in g["agents"] if r["path"] == "w/one")
     assert row["blocked"] == a["blocked"]
 
-    # Well past timings.max_starting (1s), the agent still waits for its person: the
+    # Well past timings.max_starting (3s), the agent still waits for its person: the
     # dialog has its own limit (timings.dialog_wait, 1h by default).
     blocked_at = time.time()
-    until(lambda: time.time() > blocked_at + 2.5, what="2.5s past max_starting")
+    until(lambda: time.time() > blocked_at + 4.5, what="4.5s past max_starting")
     a = live.get("w/one")
     assert (a["status"], a["error"]) == ("starting", None), live.server_log()
     assert _kinds(live, uuid).count("agent.blocked") == 1  # a re-check writes nothing

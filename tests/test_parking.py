@@ -61,10 +61,11 @@ def _idle_agent(live, path: str = "p/one", prompt: str = "first") -> dict:
 
 
 def test_idle_agent_is_parked_then_unparked_by_a_prompt(live):
-    _config(live, "1s")
+    _config(live, "1h")  # at home until the test has looked (a slow machine takes > 1s)
     live.start_server()
     agent = _idle_agent(live)
     assert _places(live, "p/one") == [_home_place(live, "p")]
+    live.run("config", "set", "timings.park_after", "1s", check=True)
     parked = until(lambda: (a := live.get("p/one"))["parked"] and a, 30, what="parked")
     assert parked["status"] == "idle" and parked["move_state"] is None
     assert _places(live, "p/one") == [_parked_place(live)]  # in exactly one place

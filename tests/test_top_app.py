@@ -28,7 +28,8 @@ def test_rows_live_prompt_answer_kill_filter_sort_attach(live):
 
     async def main():
         async with connected(live.socket) as (app, pilot):
-            o.run("[sleep 0.5] first answer\nmore", provider="echo", path="demo/a", cwd="/")
+            # the turn lasts 3s: long enough to see it working on a loaded machine
+            o.run("[sleep 3] first answer\nmore", provider="echo", path="demo/a", cwd="/")
             # rows appear and change status as events arrive
             await wait_for(pilot, lambda: status_of(app, "demo/a") == "working", "demo/a working")
             await wait_for(pilot, lambda: status_of(app, "demo/a") == "idle", "demo/a idle")

@@ -180,7 +180,8 @@ def test_unmanaged_rows_survive_a_server_restart(live):
 def test_kill_all_gc_and_reconciliation_never_touch_unmanaged_agents(live):
     work = live.mux.other_session("work")
     theirs = [work.add_agent("claude", "idle"), work.add_agent("codex", "working")]
-    _config(live, 'gc_after = "1s"\n')  # within FAST's [timings]
+    # no GC until the kill is done (a slow machine may take > 1s to get there)
+    _config(live, 'gc_after = "1h"\n')  # within FAST's [timings]
     live.start_server()
     until(lambda: sorted(_unmanaged(live)) == sorted(theirs), what="discovered")
     live.run("agent", "run", "--provider", "echo", "--path", "m/a", "one", check=True)
@@ -189,6 +190,7 @@ def test_kill_all_gc_and_reconciliation_never_touch_unmanaged_agents(live):
     # kill everything orcr manages
     out = json.loads(live.run("agent", "kill", "**", "--yes", "--json", check=True).stdout)
     assert sorted(k["path"] for k in out) == ["m/a", "m/b"]
+    live.run("config", "set", "timings.gc_after", "1s", check=True)
     # GC: an idle managed agent past gc_after ends; the unmanaged ones stay
     live.run("agent", "run", "--provider", "echo", "--path", "m/gc", "three", check=True)
     until(
