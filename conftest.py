@@ -50,6 +50,19 @@ def pytest_configure(config):
         "real_cli: drives the real provider CLIs (tests/real_cli); runs when they are "
         "installed and the network is loopback-only, else is reported as not run",
     )
+    if config.getoption("dist", "no") != "no" and not hasattr(config, "workerinput"):
+        # pytest-xdist's controller collects nothing (its workers do), so a usage error
+        # found at collection would surface as a worker crash: find it here instead
+        try:
+            corpus_dir(ROOT)
+        except FileNotFoundError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if os.environ.get("ORCR_REAL_CLI") == "required":
+            from real_cli.tier import availability
+
+            folder, why = availability()
+            if folder is None:
+                raise pytest.UsageError(f"real_cli tier required but cannot run: {why}")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -74,6 +87,31 @@ def pytest_collection_modifyitems(config, items):
             items[:] = [item for item in items if not item.get_closest_marker("real_cli")]
             config.hook.pytest_deselected(items=real)
         config.stash[_REAL_CLI] = (folder, why, len(real))
+    if hasattr(config, "workeroutput"):
+        # a pytest-xdist worker: only the controller prints the summary, and it collects
+        # nothing itself, so each worker hands it what it found (plain str/int for execnet)
+        corpus, count = config.stash[_CONFORMANCE]
+        folder, why, count_real = config.stash.get(_REAL_CLI, (None, "", 0))
+        config.workeroutput["orcr_groups"] = (
+            corpus and str(corpus),
+            count,
+            folder and str(folder),
+            why,
+            count_real,
+        )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: take the groups' counts from the first worker that
+    collected (every worker collects the same tests)."""
+    out = getattr(node, "workeroutput", {}).get("orcr_groups")
+    if out is None or _CONFORMANCE in node.config.stash:
+        return
+    corpus, count, folder, why, count_real = out
+    node.config.stash[_CONFORMANCE] = (corpus and Path(corpus), count)
+    if count_real:
+        node.config.stash[_REAL_CLI] = (folder and Path(folder), why, count_real)
 
 
 def pytest_terminal_summary(terminalreporter, config):
