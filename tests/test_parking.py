@@ -167,9 +167,12 @@ def _restart_and_check(live, uuid: str, point: str, parked: bool, outcome: str) 
 
 @pytest.mark.parametrize("point, parked, outcome", PARK_POINTS, ids=[p[0] for p in PARK_POINTS])
 def test_sigkill_mid_park(live, point, parked, outcome):
-    _config(live, "1s")
+    # park_after is set short only once the agent is idle and looked at: were the fault
+    # hit meanwhile (a slow machine), the test's next CLI call would autostart a server
+    _config(live, "1h")
     live.start_server(extra_env={"ORCR_FAULT": point})
     agent = _idle_agent(live)
+    live.run("config", "set", "timings.park_after", "1s", check=True)
     _restart_and_check(live, agent["uuid"], point, parked, outcome)
     # either way it ends up parked (a rolled-back park is due again at once) ...
     live.run("config", "set", "timings.park_after", "1s", check=True)
