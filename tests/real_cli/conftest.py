@@ -98,6 +98,9 @@ class Real:
             "customApiKeyResponses": {"approved": [self.model.api_key[-20:]], "rejected": []},
             "projects": {
                 str(self.cwd): {
+                    # Claude Code 1.0.x crashes ("allowedTools is not iterable") on a
+                    # project entry without it; its own entries always carry it
+                    "allowedTools": [],
                     "hasTrustDialogAccepted": True,
                     "hasCompletedProjectOnboarding": True,
                 }
