@@ -51,9 +51,14 @@ def test_claude_untrusted_folder_blocks_then_answered_prompt_goes_once(real):
     _run(real, "c/fresh", cwd, "hello there")
     a = _blocked(real, "c/fresh", f"Claude Code asks whether to trust {cwd}")
     assert a["status"] == "starting", real.why("c/fresh")
-    assert "Quick safety check" in real.screen("c/fresh")
+    screen = real.screen("c/fresh")
     assert real.model.prompts() == []
-    real.orcr("agent", "send", "c/fresh", "--key", "down", "--key", "enter")
+    if "Do you trust the files in this folder?" in screen:  # 1.0.x: opens on "1. Yes, proceed"
+        keys = ["--key", "enter"]
+    else:  # 2.x: "Quick safety check", opens on "No, exit"
+        assert "Quick safety check" in screen, real.why("c/fresh")
+        keys = ["--key", "down", "--key", "enter"]
+    real.orcr("agent", "send", "c/fresh", *keys)
     real.wait_idle("c/fresh", timeout=90)
     assert real.read("c/fresh")["text"] == "Hi from a fresh folder", real.why("c/fresh")
     assert real.model.prompts() == ["hello there"]

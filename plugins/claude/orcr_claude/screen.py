@@ -33,6 +33,15 @@ ONBOARDING = (
 QUESTION = "Enter to confirm"
 _RULE = re.compile(r"^\s*[╭─]─{10,}")
 _COMPOSER = re.compile(r"^[│\s]*[❯>](\s|$)")
+#: 1.x draws its dialogs in a box with numbered options: "│ ❯ 1. Yes, proceed   │"
+_BOXED = re.compile(r"^│(.*?)│?\s*$")
+_NUMBER = re.compile(r"^\d+\.\s*")
+
+
+def _options(lines: list[str]) -> list[tuple[bool, str]]:
+    """The dialog's menu, unboxed (1.x) and without option numbers (1.x)."""
+    unboxed = [m.group(1).rstrip() if (m := _BOXED.match(ln)) else ln for ln in lines]
+    return [(hl, _NUMBER.sub("", text)) for hl, text in menu(unboxed, "❯")]
 
 
 def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
@@ -40,7 +49,7 @@ def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
     text = "\n".join(lines)
     attach = f"orcr agent attach {spec.path}"
     if any(s in text for s in TRUST):
-        keys = choose(menu(lines, "❯"), lambda t: t.startswith("Yes"))
+        keys = choose(_options(lines), lambda t: t.startswith("Yes"))
         return ScreenState(
             "dialog",
             kind="trust",
@@ -52,7 +61,7 @@ def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
             answer_option="trust_cwd",
         )
     if any(s in text for s in API_KEY):
-        keys = choose(menu(lines, "❯"), lambda t: t == "Yes" or t.startswith("Yes"))
+        keys = choose(_options(lines), lambda t: t == "Yes" or t.startswith("Yes"))
         how = f" (`{keys_hint(spec.path, keys)}` uses it)" if keys else ""
         return ScreenState(
             "dialog",

@@ -40,6 +40,25 @@ def test_trust_dialog_with_yes_highlighted_needs_only_enter():
     assert ClaudeProvider().screen_state(moved, SPEC).answer_keys == ("enter",)
 
 
+def test_trust_dialog_of_1_0_98_boxed_and_numbered_is_answered_with_enter():
+    """1.0.x asks "Do you trust the files in this folder?" in a box, its options
+    numbered ("│ ❯ 1. Yes, proceed │"), opening on Yes: Enter answers it."""
+    s = state("1.0.98-trust.txt")
+    assert (s.state, s.kind, s.answer_keys, s.answer_option) == (
+        "dialog",
+        "trust",
+        ("enter",),
+        "trust_cwd",
+    )
+    moved = (
+        (SCREENS / "1.0.98-trust.txt")
+        .read_text()
+        .replace("│ ❯ 1. Yes, proceed", "│   1. Yes, proceed")
+        .replace("│   2. No, exit    ", "│ ❯ 2. No, exit    ")
+    )
+    assert ClaudeProvider().screen_state(moved, SPEC).answer_keys == ("up", "enter")
+
+
 def test_api_key_approval_waits_for_a_person():
     s = state("2.1.332-api-key.txt")
     assert (s.state, s.kind, s.answer_option) == ("dialog", "api_key", None)
