@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from orcr_core.testing import until
 
@@ -101,3 +102,36 @@ def _requeued(live, uuid: str) -> list[dict]:
         for e in live.events(uuid)
         if e["kind"] == "agent.status" and e["data"]["to"] == "queued" and e["data"].get("resume")
     ]
+
+
+def test_a_resumed_tui_gets_no_prompt_before_its_input_is_ready(live, short_tmp):
+    """A resumed agent is ``idle`` only once its TUI shows its input: the real Claude
+    Code 1.0.98 draws nothing for a while after ``--resume`` and drops what is typed
+    meanwhile (the real_cli tier lost its next prompt that way). The fake Claude does
+    the same with ``--fake-slow-start``; the prompt sent at once still arrives."""
+    fakes = Path(__file__).resolve().parent / "fakes"
+    argv = [str(fakes / "claude"), "--fake-slow-start", "2"]
+    live.config(
+        live.mux.config()
+        + '[timings]\npoll_every = "50ms"\nprompt_confirm = "1s"\n'
+        + f'[providers.claude]\nhome = "{short_tmp / "claude"}"\nargv = {json.dumps(argv)}\n'
+    )
+    live.start_server()
+    live.run("agent", "run", "-p", "claude", "--path", "c/slow", "first", check=True)
+    live.run("agent", "wait", "c/slow", "--timeout", "30s", check=True)
+    uuid = _get(live, "c/slow")["uuid"]
+    _kill_multiplexer(live)
+    until(lambda: _get(live, "c/slow")["status"] == "ended", 30, what="lost")
+    live.run("agent", "resume", "c/slow", check=True)
+    until(lambda: _get(live, "c/slow")["status"] == "idle", 30, what="resumed, idle")
+    live.run("agent", "send", "c/slow", "second", check=True)
+    r = live.run("agent", "wait", "c/slow", "--timeout", "30s")
+    assert (r.returncode, r.stdout.strip()) == (0, "c/slow idle"), (r.stderr, live.server_log())
+    transcript = next((short_tmp / "claude" / "projects").glob(f"*/{uuid}.jsonl"))
+    records = [json.loads(ln) for ln in transcript.read_text().splitlines()]
+    prompts = [
+        r["message"]["content"]
+        for r in records
+        if r["type"] == "user" and isinstance(r["message"]["content"], str)
+    ]
+    assert prompts == ["first", "second"]

@@ -154,6 +154,11 @@ def _run(server, agent: Agent) -> None:
     prompt = launch.get("prompt")
     pane = pane_of(agent)
     if resuming:  # it continues its session: nothing is typed; turns come from the transcript
+        # idle only once its input is ready: a prompt sent at once must not be typed
+        # into a TUI still loading the session (Claude Code 1.0.98 drops it)
+        if not _await_input(server, agent, provider, spec, pane):
+            return  # a dialog asks a person first: the monitor runs this again
+        agent = _check(agent)
         with db.atomic("IMMEDIATE"):
             agent = _check(agent)
             lifecycle.transition(agent, "idle", reason="resumed")
