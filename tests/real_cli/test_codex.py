@@ -91,7 +91,7 @@ def test_interrupted_turn(real):
     assert hold.started.wait(60), real.why("x/int")
     real.until_status("x/int", "working")
     real.keys("x/int", "Escape")
-    assert hold.aborted.wait(30), real.why("x/int")
+    # (Codex 0.104 keeps the interrupted stream open: only the transcript tells)
     r = real.orcr("agent", "wait", "x/int", "--timeout", "60s", check=False, timeout=90)
     assert r.returncode == 7 and "interrupted" in (r.stdout + r.stderr), real.why("x/int", r.stderr)
     real.orcr("agent", "send", "x/int", "again please")

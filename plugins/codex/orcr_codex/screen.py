@@ -9,7 +9,9 @@ input is ready when a line starts with the ``›`` composer (and is no menu
 option) with the status line under it (``gpt-5 default · /path``): 0.171
 draws its composer while it is still connecting to its app-server, with only
 "? for shortcuts" under it, and may ask the trust question after that
-(0.171.0-booting.txt), so a bare composer is not ready yet.
+(0.171.0-booting.txt), so a bare composer is not ready yet. Codex 0.104 has
+no such status line: its ready input shows "100% context left" under the
+composer instead (0.104.0-ready.txt).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ TRUST_YES = ("Trust and continue", "Yes")
 LOGIN = ("Sign in with ChatGPT",)
 _COMPOSER = re.compile(r"^›(\s|$)")
 _OPTION = re.compile(r"^›\s+\d+\.\s")
+#: 0.104's status line: "? for shortcuts    100% context left" (no model · path line)
+_CONTEXT = re.compile(r"\d+% context left")
 
 
 def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
@@ -58,6 +62,6 @@ def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
         )
     for i, line in enumerate(lines):
         if _COMPOSER.match(line) and not _OPTION.match(line):
-            if any(" · " in below for below in lines[i + 1 :]):
+            if any(" · " in below or _CONTEXT.search(below) for below in lines[i + 1 :]):
                 return ScreenState("ready")
     return ScreenState("unknown")

@@ -38,9 +38,18 @@ def test_trust_prompt_with_the_second_option_highlighted_moves_up():
     assert CodexProvider().screen_state(moved, SPEC).answer_keys == ("up", "enter")
 
 
-@pytest.mark.parametrize("name", ["0.171.0-ready.txt", "0.171.0-ready-git.txt"])
+@pytest.mark.parametrize(
+    "name", ["0.171.0-ready.txt", "0.171.0-ready-git.txt", "0.104.0-ready.txt"]
+)
 def test_ready_input(name):
     assert state(name).state == "ready"
+
+
+def test_trust_prompt_of_0_104():
+    """0.104 asks "Do you trust the contents of this directory?", opening on "1. Yes,
+    continue"."""
+    s = state("0.104.0-trust.txt")
+    assert (s.state, s.kind, s.answer_keys) == ("dialog", "trust", ("enter",))
 
 
 def test_a_composer_drawn_while_codex_still_connects_is_not_ready():
