@@ -108,11 +108,15 @@ def test_interrupted_turn(real):
 
 @TMUX
 def test_subagent_lines_never_end_the_turn(real):
-    """A subagent (the Agent tool; Claude Code 2.1.332 always runs it in the background)
-    answers and ends in its own transcript while the main agent is still streaming: the
-    agent stays ``working``; the answer read back is the main agent's own, never the
-    subagent's. (When the helper finishes after the main answer, Claude Code starts one
-    more main answer by itself; orcr follows it as a turn started in the pane.)"""
+    """A subagent (the Task/Agent tool) answers and ends in its own transcript lines
+    (inline ``isSidechain`` lines in 1.0.x, a ``subagents/`` file later) while the main
+    agent's turn is still running: the agent stays ``working``; the answer read back is
+    the main agent's own, never the subagent's.
+
+    Claude Code up to 2.0.x waits for the subagent (its result is the Task call's
+    result); 2.1.332 runs it in the background, and when the helper finishes after the
+    main answer it starts one more main answer by itself, which orcr follows as a turn
+    started in the pane."""
     main = Hold("main final answer")
     real.claude(
         Script(
@@ -127,21 +131,24 @@ def test_subagent_lines_never_end_the_turn(real):
         30,
         "the subagent's request",
     )
-    subagents = real.cli_home / "projects"
+    projects = real.cli_home / "projects"
     sub_done = until(
-        lambda: [
-            p for p in subagents.rglob("subagents/*.jsonl") if "subagent words" in p.read_text()
-        ],
+        lambda: [p for p in projects.rglob("*.jsonl") if "subagent words" in p.read_text()],
         30,
-        "the subagent's answer in its transcript",
+        "the subagent's answer in a transcript",
     )
     assert sub_done
     assert real.status("c/sub") == "working", real.why("c/sub")
+    held = next(r for r in real.model.conversation() if r.answer == "hold")
+    waited = "subagent words" in json.dumps(held.body["messages"][-1])  # the Task's result
     main.release()
-    # Claude Code then tells the main agent its helper finished: one more answer of its own
-    until(lambda: len(real.model.conversation()) == 4, 30, "the main agent's last request")
+    if waited:
+        expected = "main final answer"
+    else:  # a background helper: Claude Code tells the main agent it finished
+        until(lambda: len(real.model.conversation()) == 4, 30, "the main agent's last request")
+        expected = "after the helper"
     real.wait_idle("c/sub")
-    assert real.read("c/sub")["text"] == "after the helper", real.why("c/sub")
+    assert real.read("c/sub")["text"] == expected, real.why("c/sub")
 
 
 @TMUX
