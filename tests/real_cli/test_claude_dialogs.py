@@ -34,11 +34,14 @@ def _run(real, path: str, cwd, prompt: str) -> str:
 def _blocked(real, path: str, what: str) -> dict:
     from orcr_core.testing import until
 
-    return until(
-        lambda: (a := real.get(path))["blocked"] and what in a["blocked"] and a,
-        90,
-        f"{path} blocked on {what!r}",
-    )
+    try:
+        return until(
+            lambda: (a := real.get(path))["blocked"] and what in a["blocked"] and a,
+            90,
+            f"{path} blocked on {what!r}",
+        )
+    except AssertionError as exc:
+        raise AssertionError(real.why(path, f"{exc}; agent: {real.get(path)}")) from None
 
 
 @BOTH

@@ -44,8 +44,22 @@ def _options(lines: list[str]) -> list[tuple[bool, str]]:
     return [(hl, _NUMBER.sub("", text)) for hl, text in menu(unboxed, "❯")]
 
 
+def _below_answered_dialog(lines: list[str]) -> list[str]:
+    """1.0.x leaves an answered dialog on the screen and draws its input below it
+    (1.0.98-trust-answered.txt): with an input below the last dialog footer, only
+    what follows that footer counts."""
+    footer = max((i for i, ln in enumerate(lines) if QUESTION in ln), default=None)
+    if footer is None:
+        return lines
+    rest = lines[footer + 1 :]
+    for above, line in zip(rest, rest[1:], strict=False):
+        if _RULE.match(above) and _COMPOSER.match(line):
+            return rest
+    return lines
+
+
 def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
-    lines = screen.splitlines()
+    lines = _below_answered_dialog(screen.splitlines())
     text = "\n".join(lines)
     attach = f"orcr agent attach {spec.path}"
     if any(s in text for s in TRUST):

@@ -59,6 +59,12 @@ def test_trust_dialog_of_1_0_98_boxed_and_numbered_is_answered_with_enter():
     assert ClaudeProvider().screen_state(moved, SPEC).answer_keys == ("up", "enter")
 
 
+def test_input_below_an_answered_1_0_98_dialog_is_ready():
+    """1.0.x leaves the answered trust question on the screen and draws its input
+    below it: ready, not the question again (orcr stayed ``starting`` forever)."""
+    assert state("1.0.98-trust-answered.txt").state == "ready"
+
+
 def test_api_key_approval_waits_for_a_person():
     s = state("2.1.332-api-key.txt")
     assert (s.state, s.kind, s.answer_option) == ("dialog", "api_key", None)
