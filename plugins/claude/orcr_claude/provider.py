@@ -1,13 +1,20 @@
 """The Claude Code provider adapter.
 
-Pinned to ``>=1.0.98,<2.2``: the transcript fixtures cover 1.0.98 (inline
+Pinned to ``>=2.0,<2.2``. The transcript fixtures cover 1.0.98 (inline
 sidechains, ``stop_reason`` mostly null), 2.1.38 (``stop_reason`` null on every
 line, ``system/local_command``, queue operations) and 2.1.233 (``stop_reason``
 on every split line, ``last-prompt`` records). The record shapes the parser
 relies on (user/assistant envelope, ``message.id`` splits, interrupt markers,
 ``isMeta``/``isSidechain``) are unchanged across that span per TRANSCRIPTS.md
-section 1.8, and the real Claude Code 2.1.332 passed the real_cli tier on
-2026-11-30 (docs/providers/real-cli.md); 2.2 is unseen and may change them.
+section 1.8. The real Claude Code passed the real_cli tier on 2026-11-30 at
+2.0.0, 2.0.30, 2.1.20, 2.1.200 and 2.1.332 (docs/providers/real-cli.md,
+"Versions checked"); 2.2 is unseen and may change them.
+
+1.0.x is outside the pin although its transcripts parse and its turns, dialogs
+and subagents work through orcr: its ``--resume <id>`` (checked at 1.0.98 and
+1.0.128) writes the continued conversation into a *new* session file, so orcr,
+following ``<id>.jsonl``, never sees a resumed agent's turns end. With
+``allow_unpinned`` it runs with a warning; do not ``agent resume`` it.
 
 orcr chooses the session id up front (``--session-id <agent uuid>``), so the
 transcript is ``<root>/projects/<slug>/<uuid>.jsonl`` from the start, created
@@ -43,7 +50,7 @@ NESTED_ENV = (
 
 class ClaudeProvider(JsonlAdapter):
     name = "claude"
-    supported_versions = ">=1.0.98,<2.2"
+    supported_versions = ">=2.0,<2.2"
     has_transcript = True
 
     def launch_argv(self, spec: LaunchSpec) -> list[str]:
@@ -63,7 +70,8 @@ class ClaudeProvider(JsonlAdapter):
         """``argv`` + ``--resume <session id>`` (instead of ``--session-id``) + the rest.
 
         ``--resume <id>`` continues that conversation in the same session file
-        (Claude Code 1.0.98 and later, the adapter's whole range)."""
+        (Claude Code 2.0 and later, the adapter's whole range; 1.0.x wrote a new
+        file, which is why the pin starts at 2.0)."""
         fixed = ["--resume", pointer.value]
         if spec.options.get("stop_hook", True):
             fixed += ["--settings", STOP_HOOK_SETTINGS]

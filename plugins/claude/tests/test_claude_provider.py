@@ -140,15 +140,18 @@ def test_java_hash_and_base36():
 
 def test_version_pinning():
     p = ClaudeProvider()
-    for ok in ("1.0.98", "2.0.28", "2.1.38", "2.1.233", None):
+    for ok in ("2.0.0", "2.0.28", "2.1.38", "2.1.233", "2.1.332", None):
         assert p.check_version(ok, {}) is None
-    for bad in ("1.0.97", "2.2.0", "3.0.1"):
+    # 1.0.x resumes into a new session file (real_cli tier, 1.0.98 and 1.0.128)
+    for bad in ("1.0.98", "1.0.128", "2.2.0", "3.0.1"):
         with pytest.raises(ProviderError) as err:
             p.check_version(bad, {})
         assert err.value.code == "unsupported_provider_version"
         assert bad in str(err.value) and p.supported_versions in str(err.value)
     warning = p.check_version("2.2.0", {"allow_unpinned": True})
     assert warning.startswith("warning:") and "2.2.0" in warning
+    warning = p.check_version("1.0.98", {"allow_unpinned": True})
+    assert warning.startswith("warning:") and "1.0.98" in warning
 
 
 def test_summarize_missing_file(tmp_path):
