@@ -159,6 +159,20 @@ def _codex_user(text: str) -> dict:
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
+def test_the_clis_own_requests_with_tools_are_answered_aside():
+    """Claude Code 2.1.20's prompt suggestions and Codex 0.150's title request carry
+    the tools but are no turn: answered aside, never given a scripted step."""
+    script = Script(default="scripted", side="A title")
+    with anthropic_server(script) as srv:
+        suggest = _user("[SUGGESTION MODE: Suggest what the user might type next.]")
+        _, _, events = _post(srv.url + "/v1/messages", _claude_body(_user("job"), suggest))
+        assert _text_of(events) == "A title" and srv.prompts() == []
+    with responses_server(script) as srv:
+        title = _codex_user("Generate a concise, single-line task title of at most 36 characters")
+        _post(srv.url + "/v1/responses", _codex_body(_codex_user("job"), title))
+        assert [r.answer for r in srv.requests] == ["side"] and srv.prompts() == []
+
+
 def test_responses_streams_text_and_shell_calls():
     script = Script({"hi": "Hello from responses", "shell": [Tool.bash("touch y"), "touched"]})
     with responses_server(script) as srv:

@@ -31,6 +31,9 @@ from fake_models.server import FakeServer, Handler, Request, chunks, serving
 
 _ids = itertools.count(1)
 SUBAGENT_TOOLS = ("Task", "Agent")
+#: Claude Code's own requests that carry the tools but are no turn (2.1.20's prompt
+#: suggestions)
+SIDE_PROMPTS = ("[SUGGESTION MODE:",)
 
 
 def _texts(content) -> list[str]:
@@ -89,7 +92,7 @@ class AnthropicHandler(Handler):
         prompt, index = turn_of(body)
         req.prompt = prompt
         tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
-        if prompt is None or not tools:
+        if prompt is None or not tools or prompt.startswith(SIDE_PROMPTS):
             req.answer = "side"
             step = Text(self.server.script.side)
         else:

@@ -33,6 +33,8 @@ from fake_models.script import (
 from fake_models.server import FakeServer, Handler, Request, chunks, now, serving
 
 _ids = itertools.count(1)
+#: Codex's own requests that carry the tools but are no turn (0.150's title request)
+SIDE_PROMPTS = ("Generate a concise, single-line task title",)
 
 
 def _is_prompt_text(text: str) -> bool:
@@ -97,7 +99,7 @@ class ResponsesHandler(Handler):
             for t in body.get("tools") or []
             if isinstance(t, dict) and t.get("name")
         }
-        if prompt is None or not tools:
+        if prompt is None or not tools or prompt.startswith(SIDE_PROMPTS):
             req.answer = "side"
             step = Text(self.server.script.side)
         else:
