@@ -1,7 +1,9 @@
 """Provider version pinning without a packaging dependency.
 
 Specifiers are a comma-separated list of ``>=X``, ``>X``, ``<=X``, ``<X``,
-``==X`` (``==2.1.*`` allowed); versions compare as tuples of their leading
+``==X`` (``==2.1.*`` allowed), all of which must hold; ``||`` joins such lists
+of which one must hold (``>=2.0,<2.1.176 || >=2.1.275,<2.2``: a range with a
+known-bad stretch left out). Versions compare as tuples of their leading
 integers (``2.1.38`` < ``2.1.233``; a pre-release tail such as
 ``0.104.0-alpha.1`` is ignored for ordering).
 """
@@ -21,7 +23,12 @@ def version_tuple(version: str) -> tuple[int, ...]:
 
 
 def matches(spec: str, version: str) -> bool:
-    """True when ``version`` satisfies every clause of ``spec`` (empty spec: any)."""
+    """True when ``version`` satisfies every clause of one ``||`` alternative of
+    ``spec`` (empty spec: any)."""
+    return any(_matches_all(part, version) for part in spec.split("||"))
+
+
+def _matches_all(spec: str, version: str) -> bool:
     v = version_tuple(version)
     for clause in filter(None, (c.strip() for c in spec.split(","))):
         op, target = re.match(r"(>=|<=|==|>|<)\s*(.+)", clause).groups()

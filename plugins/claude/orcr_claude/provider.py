@@ -1,20 +1,28 @@
 """The Claude Code provider adapter.
 
-Pinned to ``>=2.0,<2.2``. The transcript fixtures cover 1.0.98 (inline
-sidechains, ``stop_reason`` mostly null), 2.1.38 (``stop_reason`` null on every
-line, ``system/local_command``, queue operations) and 2.1.233 (``stop_reason``
-on every split line, ``last-prompt`` records). The record shapes the parser
-relies on (user/assistant envelope, ``message.id`` splits, interrupt markers,
-``isMeta``/``isSidechain``) are unchanged across that span per TRANSCRIPTS.md
-section 1.8. The real Claude Code passed the real_cli tier on 2026-11-30 at
-2.0.0, 2.0.30, 2.1.20, 2.1.200 and 2.1.332 (docs/providers/real-cli.md,
-"Versions checked"); 2.2 is unseen and may change them.
+Pinned to ``>=2.0,<2.1.200 || >=2.1.276,<2.2``. The transcript fixtures cover
+1.0.98 (inline sidechains, ``stop_reason`` mostly null), 2.1.38 (``stop_reason``
+null on every line, ``system/local_command``, queue operations) and 2.1.233
+(``stop_reason`` on every split line, ``last-prompt`` records). The record shapes
+the parser relies on (user/assistant envelope, ``message.id`` splits, interrupt
+markers, ``isMeta``/``isSidechain``) are unchanged across that span per
+TRANSCRIPTS.md section 1.8. The real Claude Code ran through the real_cli tier
+on 2026-11-30 (docs/providers/real-cli.md, "Versions checked"); 2.2 is unseen.
 
-1.0.x is outside the pin although its transcripts parse and its turns, dialogs
-and subagents work through orcr: its ``--resume <id>`` (checked at 1.0.98 and
-1.0.128) writes the continued conversation into a *new* session file, so orcr,
-following ``<id>.jsonl``, never sees a resumed agent's turns end. With
-``allow_unpinned`` it runs with a warning; do not ``agent resume`` it.
+Left out, with ``allow_unpinned`` they run with a warning:
+
+- 1.0.x: its turns, dialogs and subagents work through orcr, but its
+  ``--resume <id>`` (seen at 1.0.98 and 1.0.128) writes the continued
+  conversation into a *new* session file, so orcr, following ``<id>.jsonl``,
+  never sees a resumed agent's turns end.
+- 2.1.200 up to 2.1.275: these releases were seen writing a turn's answer
+  *before* its prompt line (the prompt's line waits for its attachments; with a
+  quick answer from a local model API it lands after the answer), so orcr reads
+  an answer with no prompt and then a prompt with no answer (``agent read``
+  finds no text; before an empty turn ended on its end markers the agent stayed
+  ``working``). Seen at 2.1.200, 2.1.250, 2.1.265 and 2.1.275, not at 2.1.175,
+  2.1.186, 2.1.290, 2.1.300 or 2.1.332; it is a race, so the edges are where it
+  was seen, one or two runs each.
 
 orcr chooses the session id up front (``--session-id <agent uuid>``), so the
 transcript is ``<root>/projects/<slug>/<uuid>.jsonl`` from the start, created
@@ -50,7 +58,7 @@ NESTED_ENV = (
 
 class ClaudeProvider(JsonlAdapter):
     name = "claude"
-    supported_versions = ">=2.0,<2.2"
+    supported_versions = ">=2.0,<2.1.200 || >=2.1.276,<2.2"
     has_transcript = True
 
     def launch_argv(self, spec: LaunchSpec) -> list[str]:

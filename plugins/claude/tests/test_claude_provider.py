@@ -140,10 +140,11 @@ def test_java_hash_and_base36():
 
 def test_version_pinning():
     p = ClaudeProvider()
-    for ok in ("2.0.0", "2.0.28", "2.1.38", "2.1.233", "2.1.332", None):
+    for ok in ("2.0.0", "2.0.28", "2.1.38", "2.1.199", "2.1.276", "2.1.332", None):
         assert p.check_version(ok, {}) is None
-    # 1.0.x resumes into a new session file (real_cli tier, 1.0.98 and 1.0.128)
-    for bad in ("1.0.98", "1.0.128", "2.2.0", "3.0.1"):
+    # 1.0.x resumes into a new session file (real_cli tier, 1.0.98 and 1.0.128);
+    # 2.1.200-2.1.275 were seen writing a turn's answer before its prompt
+    for bad in ("1.0.98", "1.0.128", "2.1.200", "2.1.233", "2.1.275", "2.2.0", "3.0.1"):
         with pytest.raises(ProviderError) as err:
             p.check_version(bad, {})
         assert err.value.code == "unsupported_provider_version"
