@@ -5,10 +5,11 @@ Pinned to ``>=0.104,<0.172``: completion is read from the task events
 0.99-0.104 (openai/codex#11246); the earliest fixture with them is
 0.104.0-alpha.1. The paginated history mode is covered by the 0.155.1 fixture
 and was seen unchanged through 0.159.3 (TRANSCRIPTS.md section 2.8). The real
-Codex 0.171.0 passed the real_cli tier on 2026-11-30 (turns, follow-ups, a
-held turn, an approval, an interrupt, kill, timeout, GC, ``resume``; see
-docs/providers/real-cli.md), so the pin reaches 0.171; 0.160 changed subagent
-metadata and parent meta replay, which the tier does not exercise. Older
+Codex 0.104.0, 0.130.0, 0.160.0 and 0.171.0 passed the whole real_cli tier on
+2026-11-30 (turns, follow-ups, a held turn, an approval, an interrupt, kill,
+timeout, GC, ``resume``, the dialogs; see docs/providers/real-cli.md), so the pin
+spans 0.104 to 0.171; 0.160 changed subagent metadata and parent meta replay,
+which the tier does not exercise. Older
 rollouts (e.g. the 0.58 fixture) still parse, but their turn ends are guesses,
 so they need ``allow_unpinned``.
 
