@@ -9,6 +9,7 @@ row saying which. The park clock is computed from persisted timestamps.
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -257,3 +258,52 @@ def test_a_refused_unpark_still_delivers_the_prompt(live):
     assert _places(live, "p/one") == [_parked_place(live)]
     failed = [d for k, d in _kinds(live, agent["uuid"]) if k == "pane.move_failed"]
     assert len(failed) == 1 and "zoomed_tab" in failed[0]["error"], failed
+
+
+def _line(out: str, path: str) -> str:
+    return next(ln for ln in out.splitlines() if ln.split() and ln.split()[0] == path)
+
+
+def test_a_parked_agent_shows_in_ls_get_status_and_top(live):
+    """A user listing agents sees which are parked and where their panes are: a
+    marker in agent ls, parked and place in agent get, a count in server status,
+    the flag and the header count in orcr top; all cleared once it is back."""
+    _config(live, "1h")
+    live.start_server()
+    _idle_agent(live)
+    _idle_agent(live, "q/two")
+    assert live.get("q/two")["place"] == "workspace q"
+    live.run("config", "set", "timings.park_after", "1s", check=True)
+    until(lambda: live.get("p/one")["parked"] and live.get("q/two")["parked"], 30)
+    live.run("config", "set", "timings.park_after", "1h", check=True)
+    live.run("agent", "send", "q/two", "back", check=True)  # un-parked for the prompt
+    live.run("agent", "wait", "q/two", "--timeout", "60s", check=True)
+
+    ls = live.run("agent", "ls", check=True).stdout
+    assert "idle (parked)" in _line(ls, "p/one")
+    assert "parked" not in _line(ls, "q/two")
+    rows = {a["path"]: a for a in json.loads(live.run("agent", "ls", "--json", check=True).stdout)}
+    assert (rows["p/one"]["parked"], rows["p/one"]["place"]) == (True, "parking")
+    assert (rows["q/two"]["parked"], rows["q/two"]["place"]) == (False, "workspace q")
+    assert rows["p/one"]["parked_at"] and rows["q/two"]["parked_at"] is None
+
+    got = live.run("agent", "get", "p/one", check=True).stdout.splitlines()
+    assert "parked: True" in got and "place: parking" in got
+
+    status = json.loads(live.run("server", "status", "--json", check=True).stdout)
+    assert status["parked"] == 1
+    assert "parked 1 agents" in live.run("server", "status", check=True).stdout
+
+    frame = json.loads(live.run("top", "--once", "--json", check=True).stdout)
+    top_rows = {a["path"]: a for g in frame["groups"] for a in g["agents"]}
+    assert top_rows["p/one"]["parked"] is True and top_rows["q/two"]["parked"] is False
+    assert frame["header"]["parked"] == 1
+    text = live.run("top", "--once", check=True).stdout
+    assert "parked" in _line(text, "p/one") and "parked" not in _line(text, "q/two")
+
+    live.run("agent", "kill", "p/one", check=True)  # ended: no pane, not parked any more
+    ended = json.loads(live.run("agent", "ls", "--all", "--json", check=True).stdout)
+    one = next(a for a in ended if a["path"] == "p/one")
+    assert (one["status"], one["parked"], one["place"]) == ("ended", False, None)
+    assert json.loads(live.run("server", "status", "--json", check=True).stdout)["parked"] == 0
+    assert "parked" not in live.run("server", "status", check=True).stdout

@@ -363,3 +363,36 @@ def test_a_blocked_start_follows_its_events_and_shows_in_the_frame():
     m.apply(ev(4, "agent.blocked", "a", path="w/a", dialog="trust", reason="again"))
     m.apply(status(5, "a", "w/a", "starting", "ended", exit_reason="canceled"))
     assert m.rows["a"].blocked is None
+
+
+def test_parked_follows_moves_and_shows_in_the_flag_column_header_and_filter():
+    """A parked agent (its pane in the parking area) is flagged ``parked``: from the
+    snapshot, then set and cleared by ``pane.moved`` events and by leaving idle/working."""
+    m = FleetModel()
+    m.load_snapshot(
+        snapshot(
+            0,
+            agent("a", "demo/a", status="idle", parked=True),
+            agent("b", "demo/b", status="idle"),
+        )
+    )
+    assert m.rows["a"].parked and not m.rows["b"].parked
+    assert m.header()["parked"] == 1
+    frame = format_frame(m.frame(now=T0 + 10))
+    line_a = next(ln for ln in frame.splitlines() if ln.startswith("demo/a"))
+    assert "parked" in line_a and "parked 1" in frame.splitlines()[0]
+    assert [r.path for g in m.groups(Filter.parse("parked")) for r in g.rows] == ["demo/a"]
+    m.apply_batch(
+        [
+            ev(1, "pane.move_requested", "b", path="demo/b", pane_id="%2", to="parking"),
+            ev(2, "pane.moved", "b", path="demo/b", pane_id="%9", to="parking", parked=True),
+            ev(
+                3, "pane.moved", "a", path="demo/a", pane_id="%1", to="workspace demo", parked=False
+            ),
+        ]
+    )
+    assert m.rows["b"].parked and m.rows["b"].pane_id == "%9" and not m.rows["a"].parked
+    rows = {r["uuid"]: r for g in m.frame(now=T0 + 10)["groups"] for r in g["agents"]}
+    assert rows["b"]["parked"] is True and rows["a"]["parked"] is False
+    m.apply(status(4, "b", "demo/b", "idle", "ended", exit_reason="gc"))
+    assert not m.rows["b"].parked and m.header()["parked"] == 0  # no pane: not parked

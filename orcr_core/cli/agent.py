@@ -128,6 +128,8 @@ def _table(rows: list[dict]) -> None:
             status += " (stalled)"
         if a.get("blocked"):
             status += " (blocked)"
+        if a.get("parked"):  # idle in the parking area: a prompt or an attach brings it back
+            status += " (parked)"
         data.append((a["path"], status, a["provider"], _age(a["created_at"]), a["uuid"]))
     widths = [max([len(c)] + [len(r[i]) for r in data]) for i, c in enumerate(cols)]
     for r in [cols, *data]:

@@ -123,6 +123,11 @@ def _print_status(s: dict) -> None:
             f"unmanaged {s.get('unmanaged', 0)} (agents in your other herdr sessions: "
             "orcr agent ls --unmanaged)"
         )
+    if s.get("parked"):
+        click.echo(
+            f"parked {s['parked']} agents (in the parking area; a prompt or an attach "
+            "brings one back)"
+        )
     if s.get("stalled"):
         click.echo(f"stalled {s['stalled']} working agents (no transcript growth)")
     lp = s.get("loops")

@@ -21,7 +21,7 @@ from orcr_core.events import Bus
 from orcr_core.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION
 from orcr_core.store.db import SCHEMA_VERSION, open_store
-from orcr_core.store.models import Agent, db
+from orcr_core.store.models import LIVE, Agent, db
 
 log = logging.getLogger("orcr.server")
 
@@ -339,6 +339,10 @@ class Server:
             "unmanaged": unmanaged.live_count(),  # herdr agents in the user's other sessions
             "stalled": Agent.select()
             .where((Agent.status == "working") & Agent.stalled_at.is_null(False))
+            .count(),
+            # live agents whose pane is in the parking area (agents/parking.py)
+            "parked": Agent.select()
+            .where(Agent.status.in_(LIVE) & Agent.parked_at.is_null(False))
             .count(),
             "blocked": [
                 {"path": a.path, "uuid": a.uuid, "reason": a.blocked_reason}

@@ -17,7 +17,7 @@ from orcr_core.loops.runs import barrier_refusal
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.loop_handlers import LOOP_HANDLERS
 from orcr_core.store.db import SCHEMA_VERSION
-from orcr_core.store.models import Agent, Meta, db
+from orcr_core.store.models import LIVE, Agent, Meta, db
 
 log = logging.getLogger("orcr.handlers")
 STREAMED = object()
@@ -56,6 +56,19 @@ def session_dict(row) -> dict | None:
     }
 
 
+def parked(a: Agent) -> bool:
+    """The agent's pane is in the parking area (only a live agent has a pane)."""
+    return a.parked_at is not None and a.status in LIVE
+
+
+def place(a: Agent) -> str | None:
+    """Where a live agent's pane is: ``parking`` (the parking area) or
+    ``workspace <level-1>`` (the names ``pane.moved`` events use); None without a pane."""
+    if a.status not in LIVE or not a.pane_id:
+        return None
+    return "parking" if parked(a) else f"workspace {a.path.split('/', 1)[0]}"
+
+
 def agent_dict(a: Agent) -> dict:
     return {
         "uuid": a.uuid,
@@ -72,8 +85,11 @@ def agent_dict(a: Agent) -> dict:
         "turn_status": a.turn_status,
         "turn_error": a.turn_error,
         "timeout": a.timeout,
-        "parked": bool(a.parked_at),
-        "parked_at": iso(a.parked_at),
+        # parked: the live agent's pane is in this instance's parking area
+        # (agents/parking.py); place says where the pane is
+        "parked": parked(a),
+        "parked_at": iso(a.parked_at) if parked(a) else None,
+        "place": place(a),
         "move_state": a.move_state,
         "cancel_requested": a.cancel_requested,
         "blocked": a.blocked_reason,

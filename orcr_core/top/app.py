@@ -36,7 +36,7 @@ STATUS_EVERY = 2.0
 HELP = """\
 orcr top: the fleet live, over one watch.open stream
 
-  /        filter: statuses (idle working), stalled, path globs (review/*,
+  /        filter: statuses (idle working), stalled, parked, path globs (review/*,
            nightly/**) or substrings; several terms narrow or widen; empty clears
   s        sort: path, status, age (within each level-1 group)
   enter    the selected agent's last answer (scrollable; escape closes)
@@ -261,7 +261,7 @@ class TopApp(App[None]):
         self.banner = Static(id="banner")
         self.table = FleetTable(id="table")
         self.filter_box = Input(
-            placeholder="filter: idle working stalled review/* nightly/** text", id="filter"
+            placeholder="filter: idle working stalled parked review/* nightly/** text", id="filter"
         )
         yield self.header
         yield self.banner

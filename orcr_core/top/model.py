@@ -92,6 +92,12 @@ class Row:
     queue_seq: int | None = None
     pane_id: str | None = None
     blocked: str | None = None  # a starting agent's TUI asks a person this first
+    parked: bool = False  # its pane is in the parking area (agents/parking.py)
+
+    @property
+    def flag(self) -> str:
+        """The flags column: what to know beside the status (blocked wins)."""
+        return flag(self.blocked, self.stalled, self.parked)
 
     @property
     def group(self) -> str:
@@ -116,6 +122,7 @@ class Row:
             self.exit_reason,
             self.answer,
             self.blocked,
+            self.parked,
         )
 
     @classmethod
@@ -145,6 +152,7 @@ class Row:
             queue_seq=a.get("queue_seq"),
             pane_id=a.get("pane_id"),
             blocked=a.get("blocked") if status == "starting" else None,
+            parked=bool(a.get("parked")),
             # an agent that has finished a turn has an answer worth reading
             answer_stale=status in ("idle", "ended", "lost") and (a.get("turn") or 0) > 0,
         )
@@ -163,38 +171,44 @@ class Row:
             "error": self.error,
             "answer": self.answer,
             "blocked": self.blocked,
+            "parked": self.parked,
         }
 
 
 @dataclass
 class Filter:
-    """``/`` input: status words (``idle working``), ``stalled``, path globs
+    """``/`` input: status words (``idle working``), ``stalled``, ``parked``, path globs
     (``review/*``, ``nightly/**``) or path substrings; kinds AND, terms of a kind OR."""
 
     statuses: frozenset[str] = frozenset()
     paths: tuple[str, ...] = ()
     stalled: bool = False
     text: str = ""
+    parked: bool = False
 
     @classmethod
     def parse(cls, text: str) -> Filter:
-        statuses, paths, stalled = set(), [], False
+        statuses, paths, stalled, parked = set(), [], False, False
         for term in text.split():
             if term in STATUSES:
                 statuses.add(term)
             elif term == "stalled":
                 stalled = True
+            elif term == "parked":
+                parked = True
             else:
                 paths.append(term)
-        return cls(frozenset(statuses), tuple(paths), stalled, text.strip())
+        return cls(frozenset(statuses), tuple(paths), stalled, text.strip(), parked)
 
     def __bool__(self) -> bool:
-        return bool(self.statuses or self.paths or self.stalled)
+        return bool(self.statuses or self.paths or self.stalled or self.parked)
 
     def matches(self, row: Row) -> bool:
         if self.statuses and row.status not in self.statuses:
             return False
         if self.stalled and not row.stalled:
+            return False
+        if self.parked and not row.parked:
             return False
         if self.paths and not any(_path_match(p, row.path) for p in self.paths):
             return False
@@ -210,13 +224,18 @@ class Filter:
 
 def _loop_shown(flt: Filter, name: str) -> bool:
     """A loop with no matching agents still shows when the filter names it."""
-    if flt.statuses or flt.stalled:
+    if flt.statuses or flt.stalled or flt.parked:
         return False
     return any(_path_match(p, name) or p.rstrip("/*") == name for p in flt.paths)
 
 
 def _path_match(term: str, path: str) -> bool:
     return glob_match(term, path) if is_glob(term) else term in path
+
+
+def flag(blocked, stalled: bool, parked: bool) -> str:
+    """The word in top's flags column (STALLED): ``blocked``, ``stalled`` or ``parked``."""
+    return "blocked" if blocked else "stalled" if stalled else "parked" if parked else ""
 
 
 def local_time(value: str | None) -> str | None:
@@ -381,6 +400,8 @@ class FleetModel:
                 row.stalled = False
             if row.status != "starting":
                 row.blocked = None
+            if row.status not in ("working", "idle"):
+                row.parked = False  # no pane any more (or a new one, in its workspace)
             if "turn_status" in data:
                 row.turn_status = data["turn_status"]
             if prev == "working" and row.status in ("idle", "ended", "lost"):
@@ -395,6 +416,9 @@ class FleetModel:
             row.blocked = None
         elif kind == "agent.stalled":
             row.stalled = bool(data.get("stalled", True))
+        elif kind == "pane.moved":
+            row.parked = bool(data.get("parked"))
+            row.pane_id = data.get("pane_id", row.pane_id)
         elif kind in ("pane.start_applied", "agent.rematched", "agent.repaired"):
             row.pane_id = data.get("pane_id", row.pane_id)
 
@@ -439,13 +463,14 @@ class FleetModel:
         held-back reasons, drift and the multiplexer from the last server.status."""
         counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
         per_provider: dict[str, int] = {}
-        stalled = blocked = 0
+        stalled = blocked = parked = 0
         for r in self.rows.values():
             counts[r.status] = counts.get(r.status, 0) + 1
             if r.status in LIVE:
                 per_provider[r.provider] = per_provider.get(r.provider, 0) + 1
             stalled += r.stalled
             blocked += r.blocked is not None
+            parked += r.parked
         s = self.status
         caps = s.get("providers") or {}
         providers = {
@@ -461,6 +486,7 @@ class FleetModel:
             "statuses": counts,
             "stalled": stalled,
             "blocked": blocked,
+            "parked": parked,
             "held_back": s.get("held") or None,  # why promotions wait (memory), if they do
             "drift": s.get("drift"),
             "unmanaged": s.get("unmanaged") or 0,  # agents in the user's other herdr sessions

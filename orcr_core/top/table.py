@@ -29,6 +29,7 @@ STATUS_STYLE = {
 GROUP_STYLE = Style(bold=True)
 LOOP_STYLE = Style(color="magenta")
 STALLED_STYLE = Style(color="red", bold=True)
+PARKED_STYLE = Style(dim=True)  # parked is no alarm: the agent waits out of the way
 CURSOR_STYLE = Style(reverse=True)
 HEAD_STYLE = Style(bold=True, underline=True)
 SIZE_STEP = 32
@@ -162,7 +163,7 @@ class FleetTable(ScrollView, can_focus=True):
             (row.status, STATUS_STYLE.get(row.status)),
             (duration(age), None),
             (str(row.turn), None),
-            ("blocked" if row.blocked else "stalled" if row.stalled else "", STALLED_STYLE),
+            (row.flag, PARKED_STYLE if row.flag == "parked" else STALLED_STYLE),
             (row.exit_reason or "", None),
             (row.blocked or row.answer or "", None),
         ]

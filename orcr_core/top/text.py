@@ -3,7 +3,7 @@ screen shares with it."""
 
 from __future__ import annotations
 
-from orcr_core.top.model import STATUSES, duration, loop_summary
+from orcr_core.top.model import STATUSES, duration, flag, loop_summary
 
 COLUMNS = ("PATH", "PROVIDER", "STATUS", "TIME", "TURN", "STALLED", "EXIT", "ANSWER")
 
@@ -21,6 +21,8 @@ def header_line(h: dict) -> str:
         parts.append(f"stalled {h['stalled']}")
     if h.get("blocked"):
         parts.append(f"blocked {h['blocked']}")
+    if h.get("parked"):
+        parts.append(f"parked {h['parked']}")
     return "  ".join(parts)
 
 
@@ -72,7 +74,7 @@ def cells(a: dict) -> tuple[str, ...]:
         a["status"],
         duration(a["in_status"]),
         str(a["turn"]),
-        "blocked" if a.get("blocked") else "stalled" if a["stalled"] else "",
+        flag(a.get("blocked"), a["stalled"], a.get("parked", False)),
         a["exit_reason"] or "",
         # a blocked agent shows what it waits for where its answer will be
         a.get("blocked") or (a["answer"] or "")[:80],
