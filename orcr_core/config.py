@@ -34,6 +34,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "stall_after": "10m",
     },
     "events": {"retention": 100_000},
+    # ended rows of agents seen in the user's other herdr sessions (agents/unmanaged.py)
+    "unmanaged": {"keep_ended": 1000},
     # off by default: a resumed agent picks its work up again unattended (docs/configuration.md)
     "recovery": {"resume_lost": False},
     "loops": {"log_max_bytes": 10 * 1024 * 1024, "keep_runs": 50, "missed_after": "1m"},
@@ -250,6 +252,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "timings.park_after": _duration_or_off(0.1, 30 * 86400),
     "timings.stall_after": _duration_or_off(1, 30 * 86400),
     "events.retention": _int_range(1, MAX_RETENTION),
+    "unmanaged.keep_ended": _int_range(0, 1_000_000),
     "recovery.resume_lost": _bool,
     "loops.log_max_bytes": _int_range(1000, 2**30),
     "loops.keep_runs": _int_range(1, MAX_CAP),

@@ -282,3 +282,62 @@ def test_a_broken_discovery_changes_nothing(store):
 
     assert unmanaged.discover(SimpleNamespace(driver=SimpleNamespace(discover=odd))) is None
     assert unmanaged.live_count() == 1
+
+
+def _ended_terminals() -> list[str]:
+    from orcr_core.store.models import Unmanaged
+
+    rows = Unmanaged.select().where(Unmanaged.ended_at.is_null(False)).order_by(Unmanaged.id)
+    return [u.terminal_id for u in rows]
+
+
+def test_only_the_newest_ended_rows_are_kept(store):
+    """Retention: ended rows beyond the newest ``keep`` are deleted by the pass that
+    ends a row, in its transaction and with an ``unmanaged.pruned`` event; live rows
+    are never pruned, so the table stays within live terminals + keep however many
+    terminals come and go."""
+    from orcr_core.agents import unmanaged
+    from orcr_core.store.models import Event, Unmanaged
+
+    live = [_agent("keep")]
+    for i in range(6):  # one terminal at a time comes and goes
+        unmanaged.apply({"work": [*live, _agent(f"t{i}")]}, keep=2)
+        unmanaged.apply({"work": live}, keep=2)
+        assert Unmanaged.select().count() <= len(live) + 2
+    assert _ended_terminals() == ["t4", "t5"]  # the newest two ended
+    assert [u.terminal_id for u in unmanaged.rows()] == ["keep"]  # live: untouched
+    pruned = [e for e in Event.select().where(Event.kind == "unmanaged.pruned")]
+    assert len(pruned) == 4 and all(json.loads(e.data)["count"] == 1 for e in pruned)
+
+
+def test_a_lowered_limit_prunes_on_the_next_pass(store):
+    from orcr_core.agents import unmanaged
+    from orcr_core.store.models import db
+
+    unmanaged.apply({"work": [_agent("t1"), _agent("t2"), _agent("t3")]}, keep=10)
+    unmanaged.apply({"work": [_agent("t3")]}, keep=10)
+    assert _ended_terminals() == ["t1", "t2"]
+    writes = db.write_transactions
+    assert unmanaged.apply({"work": [_agent("t3")]}, keep=2) == 0  # within the limit
+    assert db.write_transactions == writes  # a steady world still writes nothing
+    unmanaged.apply({"work": [_agent("t3")]}, keep=0)  # nothing changed but the limit
+    assert _ended_terminals() == [] and unmanaged.live_count() == 1
+
+
+def test_discovery_applies_the_configured_retention(store, monkeypatch, tmp_path):
+    """``unmanaged.keep_ended`` from the config is what a discovery pass keeps."""
+    from types import SimpleNamespace
+
+    from orcr_core import config as config_mod
+    from orcr_core.agents import unmanaged
+
+    monkeypatch.setenv("ORCR_HOME", str(tmp_path))
+    (tmp_path / "config.toml").write_text("[unmanaged]\nkeep_ended = 1\n")
+    cfg = config_mod.load()
+    assert cfg.get("unmanaged.keep_ended") == 1
+    world = {"work": [_agent("t1"), _agent("t2")]}
+    server = SimpleNamespace(config=cfg, driver=SimpleNamespace(discover=lambda: world))
+    assert unmanaged.discover(server) == 2
+    world = {"work": []}
+    assert unmanaged.discover(server) == 2
+    assert len(_ended_terminals()) == 1

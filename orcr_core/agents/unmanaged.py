@@ -8,6 +8,14 @@ so orcr cannot act on one by accident. No verb acts on them at all.
 Discovery rides the reconciliation pass (at server start and every
 ``timings.reconcile_every``), not a loop of its own: one read per other session
 per pass, and no write transaction unless something changed.
+
+Retention: a user's sessions come and go for years, and every terminal that
+ever ran an agent would otherwise leave an ended row behind. Only the newest
+``unmanaged.keep_ended`` ended rows (by ``ended_at``) are kept; older ones are
+deleted by the pass that ends a row (in its transaction, with one
+``unmanaged.pruned`` event), or by the next pass after the limit was lowered.
+Live rows are never pruned, so the table holds at most the live terminals plus
+``keep_ended`` rows.
 """
 
 from __future__ import annotations
@@ -20,6 +28,9 @@ from orcr_core.contracts import DriverError, UnmanagedAgent
 from orcr_core.store.models import Unmanaged, db
 
 log = logging.getLogger("orcr.unmanaged")
+
+#: ended rows kept when no config says otherwise (config ``unmanaged.keep_ended``)
+KEEP_ENDED = 1000
 
 
 def _fields(a: UnmanagedAgent) -> dict:
@@ -57,14 +68,17 @@ def discover(server) -> int | None:
     except Exception:  # a user's session answered something odd: never stop reconciling
         log.exception("unmanaged discovery failed")
         return None
-    return apply(found)
+    config = getattr(server, "config", None)
+    keep = int(config.get("unmanaged.keep_ended")) if config is not None else KEEP_ENDED
+    return apply(found, keep)
 
 
-def apply(found: dict[str, list[UnmanagedAgent] | None]) -> int:
+def apply(found: dict[str, list[UnmanagedAgent] | None], keep: int = KEEP_ENDED) -> int:
     """Bring the table in line with what the driver found, in one transaction,
     with one event per change: ``unmanaged.ended``, ``unmanaged.updated``
     (naming the fields that changed), ``unmanaged.discovered``. A session that did not answer
-    (None) keeps its rows; a session left out is gone, and so are its rows."""
+    (None) keeps its rows; a session left out is gone, and so are its rows. Ended
+    rows beyond the newest ``keep`` are deleted (:func:`prune`)."""
     seen: dict[tuple[str, str], dict] = {}
     for agents in found.values():
         for a in agents or ():
@@ -76,6 +90,9 @@ def apply(found: dict[str, list[UnmanagedAgent] | None]) -> int:
     changed = [k for k in seen if k in live and _diff(live[k], seen[k])]
     gone = [k for k in live if k not in seen and k[0] not in unknown]
     if not (new or changed or gone):
+        if _ended_count() > keep:  # the limit was lowered: prune without other changes
+            with db.atomic("IMMEDIATE"):
+                prune(keep)
         return 0  # a steady world costs no write transaction
     now = time.time()
     with db.atomic("IMMEDIATE"):
@@ -104,7 +121,29 @@ def apply(found: dict[str, list[UnmanagedAgent] | None]) -> int:
                 # so this is the same terminal again
                 _set(row, ended_at=None, updated_at=now, **seen[key])
             events.emit("unmanaged.discovered", **_event(row))
+        if gone:
+            prune(keep)
     return len(new) + len(changed) + len(gone)
+
+
+def _ended_count() -> int:
+    return Unmanaged.select().where(Unmanaged.ended_at.is_null(False)).count()
+
+
+def prune(keep: int) -> int:
+    """Delete the ended rows beyond the newest ``keep`` (by ``ended_at``), with an
+    ``unmanaged.pruned`` event saying how many; in the caller's transaction."""
+    ended = Unmanaged.ended_at.is_null(False)
+    newest = (
+        Unmanaged.select(Unmanaged.id)
+        .where(ended)
+        .order_by(Unmanaged.ended_at.desc(), Unmanaged.id.desc())
+        .limit(keep)
+    )
+    n = Unmanaged.delete().where(ended & Unmanaged.id.not_in(newest)).execute()
+    if n:
+        events.emit("unmanaged.pruned", count=n, keep=keep)
+    return n
 
 
 def _diff(row: Unmanaged, fields: dict) -> dict:
