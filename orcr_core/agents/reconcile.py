@@ -74,6 +74,36 @@ def recover(server) -> None:
     server.notify()
 
 
+def restart_guards() -> int:
+    """Server start: the stuck-start guard of every ``starting`` agent counts from now.
+
+    The guard (``timings.max_starting``) bounds how long a running server waits
+    on the multiplexer for a start; the time the server was down is no such
+    wait. Counted from the last progress marker before a crash, a start picked
+    up after a long downtime (a reboot, a night) would fail at once, before the
+    resumed pipeline could make its first call. Each row gets an
+    ``agent.guard_restarted`` event with the progress time it had. A blocked
+    start (a dialog waits on a person, ``timings.dialog_wait``) keeps its clock:
+    the dialog was on the screen all along. Returns how many rows it restarted.
+    """
+    now = time.time()
+    rows = list(Agent.select().where((Agent.status == "starting") & Agent.blocked_reason.is_null()))
+    if not rows:
+        return 0
+    with db.atomic("IMMEDIATE"):
+        for agent in rows:
+            before = agent.last_progress_at or agent.started_at
+            lifecycle.update(agent, None, last_progress_at=now)
+            events.emit(
+                "agent.guard_restarted",
+                agent.uuid,
+                path=agent.path,
+                last_progress_at=now,
+                progress_before=before,
+            )
+    return len(rows)
+
+
 def _recover_starting(server, agent: Agent, pane) -> None:
     if agent.cancel_requested:
         pipeline.finish_cancel(server, agent)

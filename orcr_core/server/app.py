@@ -367,6 +367,7 @@ class Server:
         dirs.ensure_private_dir(self.agents_dir.parent)
         self.agents_dir.mkdir(parents=True, exist_ok=True)
         faults.point("server_start")
+        reconcile.restart_guards()  # before the monitor can look at a starting row
         if self.driver is not None:
             reconcile.recover(self)
         from orcr_core.loops import recovery

@@ -171,6 +171,7 @@ class TestDriver:
         return None
 
     def send_prompt(self, pane, text):
+        time.sleep(float(os.environ.get("ORCR_TEST_PROMPT_DELAY", "0")))  # a slow multiplexer
         with _state() as s:
             p = self._pane(s, pane)
             p["prompts"].append(text)
