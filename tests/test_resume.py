@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 from orcr_core.testing import until
@@ -135,3 +136,120 @@ def test_a_resumed_tui_gets_no_prompt_before_its_input_is_ready(live, short_tmp)
         if r["type"] == "user" and isinstance(r["message"]["content"], str)
     ]
     assert prompts == ["first", "second"]
+
+
+def _working_on_turn_2(live, path: str) -> str:
+    """An echo agent answers turn 1, then works on turn 2 (for two minutes). Returns its uuid."""
+    live.run("agent", "run", "-p", "echo", "--path", path, "first", check=True)
+    live.run("agent", "wait", path, "--timeout", "30s", check=True)
+    live.run("agent", "send", path, "[sleep 120] second", check=True)
+    until(lambda: live.get(path)["status"] == "working", 30, what="turn 2 under way")
+    uuid = live.get(path)["uuid"]
+    until(lambda: (2, "[sleep 120] second") in _transcript_prompts(live, uuid), 30)
+    return uuid
+
+
+def _lose_while_down(live) -> None:
+    """The multiplexer dies while the server is down (a reboot): the agent is lost
+    from ``working`` (no monitor saw its TUI write the turn's end on the way)."""
+    live.stop_server()
+    _kill_multiplexer(live)
+    live.start_server()
+
+
+def _check_interrupted_then_next_turn(live, path: str, uuid: str) -> None:
+    a = live.get(path)
+    assert (a["status"], a["turn"], a["turn_status"]) == ("idle", 2, "interrupted"), a
+    assert "lost during this turn" in a["turn_error"]
+    # wait and read agree: turn 2 ended without an answer (exit 7), not a success
+    w = live.run("agent", "wait", path, "--timeout", "10s")
+    assert w.returncode == 7 and "turn 2 interrupted" in w.stderr, (w.stdout, w.stderr)
+    r = live.run("agent", "read", path)
+    assert r.returncode == 7 and "turn 2 interrupted" in r.stderr, (r.stdout, r.stderr)
+    # the prompt of the lost turn is not typed again; the next turn is turn 3
+    assert _transcript_prompts(live, uuid) == [(1, "first"), (2, "[sleep 120] second")]
+    live.run("agent", "send", path, "third", check=True)
+    live.run("agent", "wait", path, "--timeout", "30s", check=True)
+    a = live.get(path)
+    assert (a["status"], a["turn"], a["turn_status"], a["turn_error"]) == (
+        "idle",
+        3,
+        "completed",
+        None,
+    )
+    assert live.run("agent", "read", path, check=True).stdout == "third\n"
+    assert _transcript_prompts(live, uuid)[-1] == (3, "third")
+    assert live.mux.labels() == [path]  # one pane
+
+
+def test_an_agent_lost_mid_turn_is_resumed_with_that_turn_interrupted(live):
+    """The turn under way when the pane was lost is over: the resumed agent comes up
+    idle, still at turn 2 (the prompts sent), with turn 2 interrupted (the transcript
+    has no answer for it) and nothing typed again; the next prompt is turn 3."""
+    live.start_server()
+    uuid = _working_on_turn_2(live, "m/one")
+    _lose_while_down(live)
+    ended = until(lambda: (a := live.get("m/one"))["status"] == "ended" and a, 30)
+    assert ended["exit_reason"] == "lost" and ended["turn"] == 2
+    live.run("agent", "resume", "m/one", check=True)
+    until(lambda: live.get("m/one")["status"] == "idle", 30, what="resumed, idle")
+    resumed = [
+        e["data"]
+        for e in live.events(uuid)
+        if e["kind"] == "agent.status" and e["data"].get("reason") == "resumed"
+    ]
+    assert len(resumed) == 1 and resumed[0]["turn_status"] == "interrupted"
+    assert resumed[0]["turn"] == 2
+    _check_interrupted_then_next_turn(live, "m/one", uuid)
+
+
+def test_a_wait_through_an_automatic_resume_reports_the_lost_turn(live):
+    """``resume_lost``: an ``agent wait`` started on the working agent rides out the
+    server restart, the loss and the resume, and exits 7 (turn 2 interrupted) instead of 0 (from the idle
+    transition's turn_status, or from the row if its snapshot came later)."""
+    live.config(
+        live.mux.config() + '[timings]\npoll_every = "50ms"\n[recovery]\nresume_lost = true\n'
+    )
+    live.start_server()
+    uuid = _working_on_turn_2(live, "m/auto")
+    waiter = subprocess.Popen(
+        [sys.executable, "-m", "orcr_core.cli", "agent", "wait", "m/auto", "--timeout", "60s"],
+        env=live.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _lose_while_down(live)  # the wait reconnects to the restarted server
+    out, err = waiter.communicate(timeout=90)
+    assert waiter.returncode == 7 and "turn 2 interrupted" in err, (out, err)
+    assert _requeued(live, uuid)[0].get("auto") is True
+    _check_interrupted_then_next_turn(live, "m/auto", uuid)
+
+
+def _turn_ends(live, uuid: str) -> list[tuple[int, str]]:
+    path = live.path / "agents" / uuid / "echo.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [(r["turn"], r["status"]) for r in records if r.get("type") == "turn_end"]
+
+
+def test_a_turn_that_finished_before_the_loss_keeps_its_answer(live):
+    """The turn ended in the transcript while no server watched, then the pane was
+    lost: the resumed agent's row takes the transcript's word (completed) and the
+    answer is read, neither reported interrupted nor left saying how turn 1 ended."""
+    live.start_server()
+    live.run("agent", "run", "-p", "echo", "--path", "m/done", "[fail] first", check=True)
+    assert live.run("agent", "wait", "m/done", "--timeout", "30s").returncode == 7  # errored
+    uuid = live.get("m/done")["uuid"]
+    live.run("agent", "send", "m/done", "[sleep 1] second", check=True)
+    live.stop_server()  # working when the server stopped
+    until(lambda: (2, "completed") in _turn_ends(live, uuid), 30, what="turn 2 done")
+    _kill_multiplexer(live)
+    live.start_server()
+    ended = until(lambda: (a := live.get("m/done"))["status"] == "ended" and a, 30)
+    assert ended["exit_reason"] == "lost"
+    live.run("agent", "resume", "m/done", check=True)
+    until(lambda: live.get("m/done")["status"] == "idle", 30, what="resumed, idle")
+    a = live.get("m/done")
+    assert (a["turn"], a["turn_status"], a["turn_error"]) == (2, "completed", None), a
+    assert live.run("agent", "wait", "m/done", "--timeout", "10s", check=True).returncode == 0
+    assert live.run("agent", "read", "m/done", check=True).stdout == "second\n"

@@ -159,9 +159,18 @@ def _run(server, agent: Agent) -> None:
         if not _await_input(server, agent, provider, spec, pane):
             return  # a dialog asks a person first: the monitor runs this again
         agent = _check(agent)
+        outcome = _lost_turn(server, agent, provider)
         with db.atomic("IMMEDIATE"):
             agent = _check(agent)
-            lifecycle.transition(agent, "idle", reason="resumed")
+            if outcome:  # the row says how the turn under way when it was lost ended
+                lifecycle.update(
+                    agent,
+                    None,
+                    turns_done=agent.turn,
+                    turn_status=outcome["turn_status"],
+                    turn_error=outcome.get("turn_error"),
+                )
+            lifecycle.transition(agent, "idle", reason="resumed", **outcome)
     elif prompt:
         if agent.turn == 0 and not _turns_since(server, agent, 0):
             if not _await_input(server, agent, provider, spec, pane):
@@ -333,6 +342,36 @@ def _wait_ready(driver, pane: PaneRef) -> None:
             if exc.code in ("pane_not_found", "not_found"):
                 return  # its program exited (herdr drops the pane): delivery says so
         time.sleep(0.05)
+
+
+#: turn_error of a turn the agent was working on when its pane was lost
+LOST_MID_TURN = (
+    "the agent was lost during this turn and resumed without finishing it; "
+    "send the prompt again (orcr agent send)"
+)
+
+
+def _lost_turn(server, agent: Agent, provider) -> dict:
+    """How the turn a resumed agent was working on when it was lost ended, as the
+    ``turn``/``turn_status``/``turn_error`` of its ``idle`` transition; {} when no
+    turn was under way (every prompt's turn had ended) or the provider keeps no
+    transcript (its turns have no recorded outcome).
+
+    The resumed TUI is not asked to finish it and no prompt is typed again: the
+    process that ran the turn is gone. The transcript says how it ended if it got
+    that far (a turn that completed just before the loss keeps its answer);
+    otherwise it was ``interrupted``."""
+    if not provider.has_transcript or agent.turns_done >= agent.turn:
+        return {}
+    state = transcripts.read_transcript(server, _fresh(agent))
+    turns = state.turns if state is not None else ()
+    turn = turns[agent.turn - 1] if len(turns) >= agent.turn else None
+    if turn is not None and turn.status in ("completed", "errored"):
+        outcome = {"turn": agent.turn, "turn_status": turn.status}
+        if turn.error:
+            outcome["turn_error"] = turn.error
+        return outcome
+    return {"turn": agent.turn, "turn_status": "interrupted", "turn_error": LOST_MID_TURN}
 
 
 def _turns_since(server, agent: Agent, turns_before: int) -> bool | None:
