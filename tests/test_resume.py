@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
+import threading
 from pathlib import Path
 
 from orcr_core.testing import until
@@ -150,9 +150,9 @@ def _working_on_turn_2(live, path: str) -> str:
 
 
 def _lose_while_down(live) -> None:
-    """The multiplexer dies while the server is down (a reboot): the agent is lost
-    from ``working`` (no monitor saw its TUI write the turn's end on the way)."""
-    live.stop_server()
+    """The multiplexer dies while the server is down (a reboot: the server SIGKILLed):
+    the agent is lost from ``working`` (no monitor saw its TUI write the turn's end)."""
+    live.kill_server()
     _kill_multiplexer(live)
     live.start_server()
 
@@ -204,24 +204,33 @@ def test_an_agent_lost_mid_turn_is_resumed_with_that_turn_interrupted(live):
 
 
 def test_a_wait_through_an_automatic_resume_reports_the_lost_turn(live):
-    """``resume_lost``: an ``agent wait`` started on the working agent rides out the
-    server restart, the loss and the resume, and exits 7 (turn 2 interrupted) instead of 0 (from the idle
-    transition's turn_status, or from the row if its snapshot came later)."""
+    """``resume_lost``: a wait started on the working agent rides out the server
+    restart, the loss and the resume, and returns the agent idle with turn 2
+    interrupted (which ``agent wait`` turns into exit 7), not the earlier turn's
+    success. The SDK's wait with autostart off: a CLI ``agent wait`` would start a
+    server of its own while this one is down."""
     live.config(
         live.mux.config() + '[timings]\npoll_every = "50ms"\n[recovery]\nresume_lost = true\n'
     )
     live.start_server()
     uuid = _working_on_turn_2(live, "m/auto")
-    waiter = subprocess.Popen(
-        [sys.executable, "-m", "orcr_core.cli", "agent", "wait", "m/auto", "--timeout", "60s"],
-        env=live.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    opened, result = threading.Event(), {}
+
+    def wait() -> None:
+        try:
+            with live.sdk() as o:
+                result["agent"] = o.wait("m/auto", timeout=120, on_change=lambda a: opened.set())
+        except Exception as exc:  # reported by the assertion below
+            result["error"] = exc
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    assert opened.wait(30), result
     _lose_while_down(live)  # the wait reconnects to the restarted server
-    out, err = waiter.communicate(timeout=90)
-    assert waiter.returncode == 7 and "turn 2 interrupted" in err, (out, err)
+    waiter.join(150)
+    assert "agent" in result, result
+    got = result["agent"]
+    assert (got["status"], got["turn"], got["turn_status"]) == ("idle", 2, "interrupted"), got
     assert _requeued(live, uuid)[0].get("auto") is True
     _check_interrupted_then_next_turn(live, "m/auto", uuid)
 
