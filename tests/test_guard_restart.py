@@ -106,3 +106,45 @@ def test_the_guard_still_fails_a_start_that_makes_no_progress_after_the_restart(
     got = until(lambda: (r := _row(orcr_home))["status"] == "ended" and r, 30, what="failed")
     assert got["exit_reason"] == "failed" and "stuck-start guard" in got["error"]
     assert got["ended_at"] >= restarted + 2.0  # a full guard after the restart, not at once
+
+
+def test_only_unblocked_starting_rows_have_their_guard_restarted(tmp_path):
+    """A start blocked on a dialog keeps its timings.dialog_wait clock (the question
+    was on the screen, answerable, all along); rows in other statuses are untouched."""
+    import json
+
+    from orcr_core.agents import reconcile
+    from orcr_core.store import db as store_db
+    from orcr_core.store.models import Agent, Event
+
+    store_db.open_store(tmp_path / "store.db")
+    try:
+        old = time.time() - DOWNTIME
+
+        def row(path: str, status: str, **kw) -> Agent:
+            return Agent.create(
+                uuid=f"u-{path}",
+                path=f"g/{path}",
+                name=path,
+                provider="testp",
+                status=status,
+                cwd="/",
+                created_at=old,
+                started_at=old,
+                last_progress_at=old,
+                **kw,
+            )
+
+        row("plain", "starting")
+        row("asked", "starting", blocked_reason="trust this folder?", blocked_at=old)
+        row("busy", "working")
+        before = time.time()
+        assert reconcile.restart_guards() == 1
+        rows = {a.name: a for a in Agent.select()}
+        assert rows["plain"].last_progress_at >= before
+        assert rows["asked"].last_progress_at == old and rows["asked"].blocked_at == old
+        assert rows["busy"].last_progress_at == old
+        (ev,) = Event.select().where(Event.kind == "agent.guard_restarted")
+        assert ev.agent == "u-plain" and json.loads(ev.data)["progress_before"] == old
+    finally:
+        store_db.close_store()
