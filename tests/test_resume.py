@@ -249,8 +249,9 @@ def test_a_turn_that_finished_before_the_loss_keeps_its_answer(live):
     live.run("agent", "run", "-p", "echo", "--path", "m/done", "[fail] first", check=True)
     assert live.run("agent", "wait", "m/done", "--timeout", "30s").returncode == 7  # errored
     uuid = live.get("m/done")["uuid"]
-    live.run("agent", "send", "m/done", "[sleep 1] second", check=True)
-    live.stop_server()  # working when the server stopped
+    live.run("agent", "send", "m/done", "[sleep 3] second", check=True)
+    until(lambda: (2, "[sleep 3] second") in _transcript_prompts(live, uuid), 30)
+    live.kill_server()  # working when the server died
     until(lambda: (2, "completed") in _turn_ends(live, uuid), 30, what="turn 2 done")
     _kill_multiplexer(live)
     live.start_server()
