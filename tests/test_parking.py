@@ -90,8 +90,12 @@ def test_idle_agent_is_parked_then_unparked_by_a_prompt(live):
     second = max(i for i, k in enumerate(kinds) if k == "prompt.requested")
     unpark = kinds.index("pane.move_requested", second)
     assert events[unpark][1]["why"] == "prompt"
-    assert kinds[unpark + 1] == "pane.moved" and events[unpark + 1][1]["parked"] is False
-    assert kinds.index("prompt.applied", unpark) > unpark + 1  # typed once it was home
+    # the move's pair; the monitor may note the pane in its new place between the two
+    # (agent.rematched), on a loaded machine
+    moved = kinds.index("pane.moved", unpark)
+    assert set(kinds[unpark + 1 : moved]) <= {"agent.rematched"}, kinds[unpark:moved]
+    assert events[moved][1]["parked"] is False
+    assert kinds.index("prompt.applied", unpark) > moved  # typed once it was home
 
 
 def _ts(iso: str) -> float:
