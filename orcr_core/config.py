@@ -32,6 +32,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "poll_every": "250ms",
         "park_after": "30m",
         "stall_after": "10m",
+        "blocked_after": "5s",
     },
     "events": {"retention": 100_000},
     # ended rows of agents seen in the user's other herdr sessions (agents/unmanaged.py)
@@ -251,6 +252,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "timings.poll_every": _duration_range(0.01, 3600),
     "timings.park_after": _duration_or_off(0.1, 30 * 86400),
     "timings.stall_after": _duration_or_off(1, 30 * 86400),
+    "timings.blocked_after": _duration_range(0.5, 3600),
     "events.retention": _int_range(1, MAX_RETENTION),
     "unmanaged.keep_ended": _int_range(0, 1_000_000),
     "recovery.resume_lost": _bool,

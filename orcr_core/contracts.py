@@ -274,7 +274,8 @@ class TurnState:
 
 @dataclass(frozen=True)
 class ScreenState:
-    """What a provider reads on its TUI's screen before orcr types a first prompt.
+    """What a provider reads on its TUI's screen: before orcr types a first prompt,
+    and on a working agent gone quiet (a question mid-turn: ``kind`` ``permission``).
 
     ``state`` is ``ready`` (the TUI waits at its input), ``dialog`` (it asks a
     question first: a folder-trust check, a first-run setup) or ``unknown``
@@ -331,7 +332,9 @@ class Provider(Protocol):
     # prompt only at ``ready``; at a ``dialog`` the agent waits in ``starting``
     # with the dialog's reason (or orcr answers it when the dialog's
     # ``answer_option`` is set). Without the hook orcr types once the screen
-    # shows anything (docs/plugins/index.md).
+    # shows anything (docs/plugins/index.md). The same hook reads a working
+    # agent's screen once its transcript goes quiet: a ``dialog`` there (a
+    # permission prompt) shows the agent blocked mid-turn (agents/asking.py).
     # Optional: ``needs_argv: bool``: the provider runs an argv the user gives
     # (``command``); admission refuses a run with none given and none configured.
 

@@ -12,15 +12,18 @@ from __future__ import annotations
 import re
 
 
-def menu(lines: list[str], pointer: str) -> list[tuple[bool, str]]:
+def menu(lines: list[str], pointer: str, last: bool = False) -> list[tuple[bool, str]]:
     """The menu options on ``lines``: ``[(highlighted, text)]`` in screen order.
 
     An option is a line whose first visible character is ``pointer`` (the
     highlighted one) or that is indented like the options around it; the first
-    run of such lines that holds the pointer is the menu.
+    run of such lines that holds the pointer is the menu (the last run with
+    ``last``: a question asked mid-turn sits under prompts echoed with the same mark).
     """
     marked = re.compile(rf"^(\s*){re.escape(pointer)}\s+(\S.*)$")
-    for i, line in enumerate(lines):
+    order = range(len(lines) - 1, -1, -1) if last else range(len(lines))
+    for i in order:
+        line = lines[i]
         m = marked.match(line)
         if m is None:
             continue

@@ -1,4 +1,4 @@
-"""A dialog never eats a prompt (issue 14 item 2).
+"""A dialog never eats a prompt (issue 14 item 2); a question mid-turn is reported blocked.
 
 Claude Code and Codex can ask a question before their input is ready: a
 folder-trust check, Claude's custom API key approval, its first-run setup.
@@ -248,3 +248,107 @@ def test_send_key_refuses_what_it_cannot_press(live, short_tmp):
     until(lambda: live.get("w/k")["status"] == "ended", what="w/k ended")
     r = live.run("agent", "send", "w/k", "--key", "enter")
     assert r.returncode != 0 and "has no live pane" in r.stderr, r.stderr
+
+
+# -- a question in the middle of a turn (agents/asking.py) -----------------------------
+
+
+def _asking(live, tmp: Path, timings: str = "") -> Path:
+    cwd = _cwd(tmp)
+    # the folder is trusted by config (no start-up dialog); blocked_after short for the test
+    _configure(live, tmp, timings='blocked_after = "1s"\n' + timings)
+    live.start_server()
+    return cwd
+
+
+def _run(live, cwd: Path, path: str, prompt: str) -> str:
+    r = live.run("agent", "run", "--provider", "claude", "--path", path, "--cwd", str(cwd),
+                 prompt, check=True)  # fmt: skip
+    return r.stdout.split()[1]
+
+
+PERMISSION = (
+    "Claude Code asks permission (Bash command `echo checking`): Do you want to proceed? — "
+    "answer it with `orcr agent attach w/ask`, or `orcr agent send w/ask --key enter` for “1. Yes”"
+)
+
+
+def test_a_permission_prompt_mid_turn_is_reported_blocked_until_answered(live, short_tmp):
+    """The turn stays ``working`` and the agent is **blocked** with what it asks, shown
+    by get/ls/status/top, never flagged stalled however long it waits; a crash of the
+    server keeps it; answering in the pane clears it and the turn ends with its answer."""
+    cwd = _asking(live, short_tmp, timings='stall_after = "1s"\n')
+    uuid = _run(live, cwd, "w/ask", "[ask] checked it")
+    a = _blocked(live, "w/ask", "Do you want to proceed?")
+    assert (a["status"], a["blocked"], a["stalled"]) == ("working", PERMISSION, False), a
+    assert a["blocked_since"]
+    ls = live.run("agent", "ls", check=True).stdout
+    assert "working (blocked)" in ls and f"blocked w/ask: {PERMISSION}" in ls, ls
+    assert f"blocked w/ask: {PERMISSION}" in live.run("server", "status", check=True).stdout
+    top = json.loads(live.run("top", "--once", "--json", check=True).stdout)
+    row = next(r for g in top["groups"] for r in g["agents"] if r["path"] == "w/ask")
+    assert (row["status"], row["blocked"]) == ("working", PERMISSION)
+    assert top["header"]["blocked"] == 1
+
+    # quiet well past stall_after: a person is being asked, which is no stall
+    since = time.time()
+    until(lambda: time.time() > since + 2.5, what="2.5s past stall_after")
+    live.kill_server()  # SIGKILL: the question is in the store, not in memory
+    live.start_server()
+    a = _get(live, "w/ask")
+    assert (a["status"], a["blocked"], a["stalled"]) == ("working", PERMISSION, False), a
+    kinds = _kinds(live, uuid)
+    assert kinds.count("agent.blocked") == 1
+    flags = [e["data"]["stalled"] for e in live.events(uuid) if e["kind"] == "agent.stalled"]
+    assert flags in ([], [True, False]), flags  # if flagged before it was seen asking: cleared
+    blocked = next(e["data"] for e in live.events(uuid) if e["kind"] == "agent.blocked")
+    assert (blocked["dialog"], blocked["status"]) == ("permission", "working")
+
+    live.run("agent", "send", "w/ask", "--key", "enter", check=True)  # "1. Yes"
+    _wait_idle(live, "w/ask")
+    assert live.run("agent", "read", "w/ask", check=True).stdout == "checked it\n"
+    a = _get(live, "w/ask")
+    assert (a["blocked"], a["blocked_since"], a["turn_status"]) == (None, None, "completed")
+    kinds = _kinds(live, uuid)
+    assert kinds.count("agent.unblocked") == 1
+    assert kinds.index("agent.blocked") < kinds.index("agent.unblocked")
+    assert "blocked" not in live.run("agent", "ls", check=True).stdout
+
+
+def test_a_permission_refused_ends_the_turn_interrupted_and_unblocked(live, short_tmp):
+    """ "3. No": Claude Code rejects the tool and ends the turn; the reason goes with it."""
+    cwd = _asking(live, short_tmp)
+    uuid = _run(live, cwd, "w/ask", "[ask] never said")
+    _blocked(live, "w/ask", "Do you want to proceed?")
+    live.run("agent", "send", "w/ask", "--key", "down", "--key", "down", "--key", "enter",
+             check=True)  # fmt: skip
+    r = live.run("agent", "wait", "w/ask", "--timeout", "30s", timeout=60)
+    assert r.returncode == 7 and "interrupted" in r.stdout + r.stderr, (r.stdout, r.stderr)
+    a = _get(live, "w/ask")
+    assert (a["status"], a["turn_status"], a["blocked"]) == ("idle", "interrupted", None)
+    assert _kinds(live, uuid).count("agent.unblocked") == 1
+
+
+def test_a_quiet_turn_with_no_question_on_screen_is_not_blocked(live, short_tmp):
+    """Quiet is not asking: a turn that thinks for 3s (nothing written) past
+    blocked_after has its screen read, shows no question, and stays plain ``working``."""
+    cwd = _asking(live, short_tmp)
+    uuid = _run(live, cwd, "w/slow", "[sleep 3] slow answer")
+    until(lambda: _get(live, "w/slow")["status"] == "working", what="w/slow working")
+    _wait_idle(live, "w/slow")
+    assert live.run("agent", "read", "w/slow", check=True).stdout == "slow answer\n"
+    assert "agent.blocked" not in _kinds(live, uuid), live.server_log()
+
+
+def test_a_turn_timeout_still_ends_an_agent_that_waits_for_an_answer(live, short_tmp):
+    """``--timeout`` bounds the turn, question or not; the ended row asks nothing."""
+    cwd = _asking(live, short_tmp)
+    r = live.run("agent", "run", "--provider", "claude", "--path", "w/late", "--cwd", str(cwd),
+                 "--timeout", "4s", "[ask] too late", check=True)  # fmt: skip
+    uuid = r.stdout.split()[1]
+    _blocked(live, "w/late", "Do you want to proceed?")
+    until(lambda: _get(live, "w/late")["status"] == "ended", 30, "w/late ended")
+    a = _get(live, "w/late")
+    assert (a["exit_reason"], a["blocked"], a["blocked_since"]) == ("timeout", None, None), a
+    unblocked = [e["data"] for e in live.events(uuid) if e["kind"] == "agent.unblocked"]
+    assert unblocked == [{"path": "w/late", "why": "now ended", "status": "ended"}]

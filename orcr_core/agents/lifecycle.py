@@ -55,6 +55,10 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
     stalled = frm == "working" and getattr(agent, "stalled_at", None) is not None
     if stalled:  # the stalled flag belongs to a working agent (agents/stall.py)
         fields["stalled_at"] = None
+    # a question asked mid-turn (agents/asking.py) is over with the turn
+    asked = frm == "working" and getattr(agent, "blocked_reason", None) is not None
+    if asked:
+        fields.update(blocked_reason=None, blocked_at=None)
     n = Agent.update(**fields).where((Agent.id == agent.id) & (Agent.status == frm)).execute()
     if not n:
         return False
@@ -66,6 +70,8 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
     payload.update(data)
     if stalled:  # every flag raised has its clearing event
         events.emit("agent.stalled", agent.uuid, path=agent.path, stalled=False, status=to)
+    if asked:
+        events.emit("agent.unblocked", agent.uuid, path=agent.path, why=f"now {to}", status=to)
     events.emit("agent.status", agent.uuid, **payload)
     return True
 

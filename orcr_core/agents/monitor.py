@@ -14,7 +14,9 @@ every ``timings.poll_every`` (agents starting, working or lost, transcripts
 with no watch, and every pane while the driver has no live event stream), and
 every ``timings.reconcile_every`` the reconciler's full pass re-reads every
 transcript and snapshot as a safety net. Nothing is written unless something
-changed: a steady fleet costs no write transaction at all.
+changed: a steady fleet costs no write transaction at all. A working agent
+whose transcript went quiet has its screen read for a question asked mid-turn
+(:mod:`orcr_core.agents.asking`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import time
 
 from orcr_core import events
 from orcr_core.agents import (
+    asking,
     lifecycle,
     parking,
     pipeline,
@@ -530,6 +533,8 @@ def _turns(server, agent: Agent) -> None:
         and len(state.turns) > agent.turns_done
     ):
         _set(server, agent, "working", reason="turn started in the pane")
+    elif agent.status == "working":  # quiet mid-turn: a question for a person?
+        asking.check(server, agent, state, provider, time.time())
 
 
 def _check_version(server, agent: Agent, provider, version: str) -> None:

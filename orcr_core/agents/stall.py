@@ -41,8 +41,8 @@ def grew_at(server, agent: Agent) -> float | None:
 def deadline(server, agent: Agent) -> float | None:
     """When a silent working agent is flagged; None if it is not watched for stalls
     (not working, already flagged, no transcript yet, or ``stall_after = 0``)."""
-    if agent.status != "working" or agent.stalled_at is not None:
-        return None
+    if agent.status != "working" or agent.stalled_at is not None or agent.blocked_reason:
+        return None  # a question waiting for a person is no stall (agents/asking.py)
     after = server.config.duration("timings.stall_after")
     if after <= 0:
         return None
@@ -58,6 +58,8 @@ def check(server, agent: Agent, now: float) -> None:
     if grew is None:
         return
     if agent.stalled_at is None:
+        if agent.blocked_reason:
+            return  # a person is being asked: quiet, not stalled (agents/asking.py)
         after = server.config.duration("timings.stall_after")
         if after > 0 and now - grew >= after:
             _flag(server, agent, now, silent_for=round(now - grew, 3))

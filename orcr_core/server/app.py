@@ -347,7 +347,9 @@ class Server:
             "blocked": [
                 {"path": a.path, "uuid": a.uuid, "reason": a.blocked_reason}
                 for a in Agent.select()
-                .where((Agent.status == "starting") & Agent.blocked_reason.is_null(False))
+                .where(
+                    Agent.status.in_(("starting", "working")) & Agent.blocked_reason.is_null(False)
+                )
                 .order_by(Agent.id)
             ],
             "last_seq": events.last_seq(),

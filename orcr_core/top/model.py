@@ -91,7 +91,7 @@ class Row:
     answer_stale: bool = False  # a turn ended since ``answer`` was read
     queue_seq: int | None = None
     pane_id: str | None = None
-    blocked: str | None = None  # a starting agent's TUI asks a person this first
+    blocked: str | None = None  # the agent's TUI asks a person this (at start or mid-turn)
     parked: bool = False  # its pane is in the parking area (agents/parking.py)
 
     @property
@@ -151,7 +151,7 @@ class Row:
             error=a.get("error"),
             queue_seq=a.get("queue_seq"),
             pane_id=a.get("pane_id"),
-            blocked=a.get("blocked") if status == "starting" else None,
+            blocked=a.get("blocked") if status in ("starting", "working") else None,
             parked=bool(a.get("parked")),
             # an agent that has finished a turn has an answer worth reading
             answer_stale=status in ("idle", "ended", "lost") and (a.get("turn") or 0) > 0,
@@ -398,8 +398,8 @@ class FleetModel:
                 row.error = data["error"]
             if row.status != "working":
                 row.stalled = False
-            if row.status != "starting":
-                row.blocked = None
+            if row.status not in ("starting", "working") or prev == "working":
+                row.blocked = None  # a question is over with its turn
             if row.status not in ("working", "idle"):
                 row.parked = False  # no pane any more (or a new one, in its workspace)
             if "turn_status" in data:

@@ -25,7 +25,9 @@ no keys for :data:`DIALOG_DEAF` seconds after it is first drawn (keys sent the
 moment it appears are dropped, all of them).
 
 Prompt directives (leading, any order): ``[sleep N]`` delays the answer N
-seconds, ``[tool]`` runs one tool call before the answer. The answer is the
+seconds, ``[tool]`` runs one tool call before the answer, ``[ask]`` runs one
+that asks permission first (:meth:`Tui.ask`: the turn waits, writing nothing,
+until the question is answered in the pane, as the real CLIs do). The answer is the
 prompt with its directives taken off.
 """
 
@@ -49,7 +51,7 @@ PASTE_START = b"\x1b[200~"
 PASTE_END = b"\x1b[201~"
 ENTER_GUARD = 0.15  # seconds after a paste during which Enter is swallowed
 DIALOG_DEAF = 0.3  # seconds after a dialog's first draw during which it drops keys
-_DIRECTIVE = re.compile(r"\s*\[(?:(sleep)\s+(\d+(?:\.\d*)?)|(tool))\]", re.IGNORECASE)
+_DIRECTIVE = re.compile(r"\s*\[(?:(sleep)\s+(\d+(?:\.\d*)?)|(tool)|(ask))\]", re.IGNORECASE)
 
 Step = tuple[float, Callable[[], None]]
 
@@ -58,6 +60,7 @@ Step = tuple[float, Callable[[], None]]
 class Plan:
     sleep: float = 0.0
     tool: bool = False
+    ask: bool = False  # the tool call asks permission first (a question mid-turn)
     text: str = ""
 
 
@@ -66,8 +69,10 @@ def parse_prompt(prompt: str) -> Plan:
     while m := _DIRECTIVE.match(prompt, pos):
         if m.group(1):
             plan.sleep += float(m.group(2))
-        else:
+        elif m.group(3):
             plan.tool = True
+        else:
+            plan.ask = True
         pos = m.end()
     plan.text = prompt[pos:].strip()
     return plan
@@ -228,6 +233,7 @@ class Tui:
         self.exit_code = 0
         self.dialogs: deque[Dialog] = deque()
         self.drawn_before = False
+        self.paused = False  # a question mid-turn holds the turn's next steps
 
     # -- turns ---------------------------------------------------------------
 
@@ -239,8 +245,23 @@ class Tui:
             self.queue.append(prompt)
             self.dirty = True
 
+    def ask(self, dialog: Dialog) -> None:
+        """A question mid-turn: the turn's next steps wait until ``dialog`` is answered."""
+        answer = dialog.choose
+
+        def chosen(index: int) -> None:
+            self.paused = False
+            self.due = time.monotonic()
+            answer(index)
+
+        dialog.choose = chosen
+        self.paused = True
+        self.dialogs.append(dialog)
+
     def advance(self) -> None:
         while True:
+            if self.paused:
+                return
             now = time.monotonic()
             if self.steps:
                 if now < self.due:

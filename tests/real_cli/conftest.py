@@ -18,7 +18,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -218,23 +217,13 @@ class Real:
         raw = {"Enter": b"\r", "Escape": b"\x1b"}
         self.mux.emulator.pane(self.pane(path)).proc.write(b"".join(raw[k] for k in keys))
 
-    def answer(self, path: str, question: str, *keys: str, timeout: float = 30) -> None:
-        """Press ``keys`` until ``question`` has left the screen, at most once a second.
-
-        As a person would: Claude Code drops keys that arrive in the first moments
-        of a dialog (~0.3 s, docs/providers/real-cli.md), so a key sent the instant the
-        question is drawn may be lost on a fast machine."""
-        last = [0.0]
-
-        def answered():
-            if question not in self.screen(path):
-                return True
-            if time.monotonic() - last[0] >= 1.0:
-                self.keys(path, *keys)
-                last[0] = time.monotonic()
-            return False
-
-        until(answered, timeout, f"{question!r} answered with {keys}")
+    def until_blocked(self, path: str, text: str, timeout: float = 30) -> dict:
+        """The agent's row once its ``blocked`` reason holds ``text``."""
+        return until(
+            lambda: (a := self.get(path))["blocked"] and text in a["blocked"] and a,
+            timeout,
+            f"{path} blocked on {text!r}",
+        )
 
     def until_screen(self, path: str, text: str, timeout: float = 30) -> str:
         def shown():

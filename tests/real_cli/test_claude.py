@@ -68,22 +68,25 @@ def test_streamed_chunks_and_a_rate_limit_retry(real):
 
 
 @BOTH
-def test_permission_prompt_keeps_the_turn_and_is_answered_from_the_pane(real):
-    """A Bash call asks for permission: the turn stays ``working`` (the question never
-    ends it); answered in the pane (as a person attached would), the command runs and
-    the turn ends with its answer. orcr does not surface a separate ``blocked`` state
-    (the adapters' blocked guess is not shown anywhere yet)."""
+def test_permission_prompt_is_reported_blocked_and_answered_with_send_key(real):
+    """A Bash call asks for permission: the turn stays ``working`` and the agent is
+    blocked with the question and the command (``agent get``/``ls``); ``agent send
+    --key enter`` answers "1. Yes", the command runs and the turn ends with its answer."""
     marker = real.tmp / "ran-it"
     real.claude(Script({"make": [Tool.bash(f"touch {marker}"), "made the file"]}))
     real.run("c/ask", "make a file")
     real.until_screen("c/ask", "Do you want to proceed?", timeout=60)
-    assert real.status("c/ask") == "working"
+    a = real.until_blocked("c/ask", "Do you want to proceed?")
+    assert a["status"] == "working" and f"`touch {marker}`" in a["blocked"], a
+    assert "orcr agent send c/ask --key enter" in a["blocked"]
+    assert "working (blocked)" in real.orcr("agent", "ls").stdout
     assert not marker.exists()
     assert [r.answer for r in real.model.conversation()] == ["tool"]
-    real.answer("c/ask", "Do you want to proceed?", "Enter")  # "1. Yes"
+    real.orcr("agent", "send", "c/ask", "--key", "enter")
     real.wait_idle("c/ask")
     assert marker.exists()
     assert real.read("c/ask")["text"] == "made the file"
+    assert real.get("c/ask")["blocked"] is None
 
 
 @BOTH

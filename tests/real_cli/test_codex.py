@@ -62,9 +62,10 @@ def test_slow_turn_is_working_then_idle(real):
 
 
 @BOTH
-def test_permission_prompt_keeps_the_turn_and_is_answered_from_the_pane(real):
+def test_permission_prompt_is_reported_blocked_and_answered_with_send_key(real):
     """A command that asks to leave the sandbox needs approval: the turn stays
-    ``working`` while Codex asks; answered in the pane, it runs and the turn ends."""
+    ``working``, the agent blocked with the question; ``agent send --key enter``
+    approves it, it runs and the turn ends."""
     marker = real.tmp / "ran-it"
     call = Tool(
         "exec_command",
@@ -74,13 +75,15 @@ def test_permission_prompt_keeps_the_turn_and_is_answered_from_the_pane(real):
     real.codex(Script({"make": [call, "made the file"]}), config='approval_policy = "on-request"\n')
     _first_turn(real, "x/ask")
     real.orcr("agent", "send", "x/ask", "make a file")
-    screen = real.until_screen("x/ask", "Would you like to run", timeout=60)
-    assert real.status("x/ask") == "working", screen
+    real.until_screen("x/ask", "Would you like to run", timeout=60)
+    a = real.until_blocked("x/ask", "Would you like to run the following command?")
+    assert a["status"] == "working" and f"`touch {marker}`" in a["blocked"], a
     assert not marker.exists()
-    real.answer("x/ask", "Would you like to run", "Enter")  # "Yes, proceed"
+    real.orcr("agent", "send", "x/ask", "--key", "enter")
     real.wait_idle("x/ask")
     assert marker.exists(), real.why("x/ask")
     assert real.read("x/ask")["text"] == "made the file"
+    assert real.get("x/ask")["blocked"] is None
 
 
 @BOTH

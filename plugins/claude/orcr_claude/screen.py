@@ -31,6 +31,10 @@ ONBOARDING = (
 )
 #: the footer of every Claude Code selection dialog (trust, API key, settings questions)
 QUESTION = "Enter to confirm"
+#: the footer of a question asked mid-turn: a permission prompt ("Esc to cancel · Tab to
+#: amend"), an AskUserQuestion ("Enter to select · ↑/↓ to navigate · Esc to cancel")
+MID_TURN = "Esc to cancel"
+_DASHES = re.compile(r"^\s*╌{10,}")
 _RULE = re.compile(r"^\s*[╭─]─{10,}")
 _COMPOSER = re.compile(r"^[│\s]*[❯>](\s|$)")
 #: 1.x draws its dialogs in a box with numbered options: "│ ❯ 1. Yes, proceed   │"
@@ -95,6 +99,9 @@ def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
                 f"finish it with `{attach}`; it is asked once per config dir"
             ),
         )
+    asked = _mid_turn(lines, spec)
+    if asked is not None:
+        return asked
     for above, line in zip(lines, lines[1:], strict=False):
         if _RULE.match(above) and _COMPOSER.match(line):
             return ScreenState("ready")
@@ -106,3 +113,51 @@ def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
             reason=f"Claude Code asks {asked!r} before its input — answer it with `{attach}`",
         )
     return ScreenState("unknown")
+
+
+def _mid_turn(lines: list[str], spec: LaunchSpec) -> ScreenState | None:
+    """A question in the middle of a turn (fixtures 2.1.332-permission.txt,
+    2.1.332-ask-user.txt): the screen ends with its footer under a numbered menu."""
+    shown = [ln for ln in lines if ln.strip()]
+    if not shown or MID_TURN not in shown[-1] or QUESTION in shown[-1]:
+        return None
+    options = menu(lines, "❯", last=True)
+    if not options or not any(text.startswith("1.") for _, text in options):
+        return None
+    at = max(i for i, ln in enumerate(lines) if ln.lstrip().startswith("❯"))
+    question = next((ln.strip() for ln in reversed(lines[:at]) if ln.strip().endswith("?")), "")
+    attach = f"orcr agent attach {spec.path}"
+    if not question.startswith("Do you want"):
+        return ScreenState(
+            "dialog",
+            kind="question",
+            reason=f"Claude Code asks {question or 'a question'!r} — answer it with `{attach}`",
+        )
+    keys = choose(options, lambda t: t.startswith("1. Yes"))
+    how = f", or `{keys_hint(spec.path, keys)}` for “1. Yes”" if keys else ""
+    return ScreenState(
+        "dialog",
+        kind="permission",
+        reason=f"Claude Code asks permission{_asked_for(lines, at)}: {question} — "
+        f"answer it with `{attach}`{how}",
+        answer_keys=keys,
+    )
+
+
+def _asked_for(lines: list[str], at: int) -> str:
+    """What the permission prompt is for: its header and the framed command, if shown."""
+    rule = max((i for i in range(at) if _RULE.match(lines[i])), default=None)
+    if rule is None:
+        return ""
+    body = [ln.strip() for ln in lines[rule + 1 : at] if ln.strip()]
+    header = body[0] if body else ""
+    framed = next(
+        (
+            lines[i + 1].strip()
+            for i in range(rule, at - 1)
+            if _DASHES.match(lines[i]) and lines[i + 1].strip()
+        ),
+        "",
+    )
+    what = f"{header} `{framed[:80]}`" if framed else header
+    return f" ({what})" if what else ""

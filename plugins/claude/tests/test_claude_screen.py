@@ -111,3 +111,41 @@ def test_a_blank_or_half_drawn_screen_is_unknown():
     assert ClaudeProvider().screen_state("", SPEC).state == "unknown"
     banner = (SCREENS / "2.1.332-ready.txt").read_text().splitlines()[:4]
     assert ClaudeProvider().screen_state("\n".join(banner), SPEC).state == "unknown"
+
+
+# -- questions asked mid-turn (orcr_core/agents/asking.py reads these) ------------------
+
+
+def test_permission_prompt_mid_turn_names_the_command_and_the_key_for_yes():
+    """2.1.332's Bash permission prompt, under the prompts echoed with the same ``❯``."""
+    s = state("2.1.332-permission.txt")
+    assert (s.state, s.kind, s.answer_keys, s.answer_option) == (
+        "dialog",
+        "permission",
+        ("enter",),  # it opens on "1. Yes"
+        None,  # never answered by orcr: a person decides what a tool may do
+    )
+    assert s.reason == (
+        "Claude Code asks permission (Bash command `touch /tmp/orcr-test/ran-it`): Do you "
+        "want to proceed? — answer it with `orcr agent attach w/one`, or "
+        "`orcr agent send w/one --key enter` for “1. Yes”"
+    )
+
+
+def test_permission_prompt_with_another_option_highlighted_moves_up_to_yes():
+    screen = (SCREENS / "2.1.332-permission.txt").read_text()
+    moved = screen.replace(" ❯ 1. Yes", "   1. Yes").replace("   3. No", " ❯ 3. No")
+    assert ClaudeProvider().screen_state(moved, SPEC).answer_keys == ("up", "up", "enter")
+
+
+def test_ask_user_question_mid_turn_waits_for_a_person():
+    s = state("2.1.332-ask-user.txt")
+    assert (s.state, s.kind, s.answer_keys) == ("dialog", "question", ())
+    assert s.reason == (
+        "Claude Code asks 'Which colour do you prefer?' — answer it with `orcr agent attach w/one`"
+    )
+
+
+def test_a_turn_running_is_no_question():
+    """Working: "esc to interrupt" under the input; nothing to answer."""
+    assert state("2.1.332-working.txt").state == "ready"

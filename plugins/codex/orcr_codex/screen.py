@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from orcr_core.contracts import LaunchSpec, ScreenState
-from orcr_core.screens import choose, menu
+from orcr_core.screens import choose, keys_hint, menu
 
 TRUST = (
     "Trust this folder?",
@@ -28,6 +28,8 @@ TRUST = (
 )
 TRUST_YES = ("Trust and continue", "Yes")
 LOGIN = ("Sign in with ChatGPT",)
+#: the footer of an approval asked mid-turn ("Would you like to run the following command?")
+APPROVAL_FOOTER = "enter to confirm or esc to cancel"
 _COMPOSER = re.compile(r"^›(\s|$)")
 _OPTION = re.compile(r"^›\s+\d+\.\s")
 #: 0.104's status line: "? for shortcuts    100% context left" (no model · path line)
@@ -60,8 +62,34 @@ def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
                 "(a model provider's env_key) in its config"
             ),
         )
+    asked = _approval(lines, spec)
+    if asked is not None:
+        return asked
     for i, line in enumerate(lines):
         if _COMPOSER.match(line) and not _OPTION.match(line):
             if any(" · " in below or _CONTEXT.search(below) for below in lines[i + 1 :]):
                 return ScreenState("ready")
     return ScreenState("unknown")
+
+
+def _approval(lines: list[str], spec: LaunchSpec) -> ScreenState | None:
+    """An approval asked mid-turn (fixture 0.171.0-approval.txt): the screen ends with
+    its footer under a numbered menu, the question and the command above it."""
+    shown = [ln for ln in lines if ln.strip()]
+    if not shown or APPROVAL_FOOTER not in shown[-1].lower():
+        return None
+    options = [(hl, re.sub(r"^\d+\.\s*", "", t)) for hl, t in menu(lines, "›", last=True)]
+    if not options:
+        return None
+    question = next((ln.strip() for ln in reversed(lines) if ln.strip().endswith("?")), "")
+    command = next((ln.strip()[2:] for ln in lines if ln.strip().startswith("$ ")), "")
+    keys = choose(options, lambda t: t.startswith("Yes"))
+    how = f", or `{keys_hint(spec.path, keys)}` for “Yes”" if keys else ""
+    what = f" (`{command[:80]}`)" if command else ""
+    return ScreenState(
+        "dialog",
+        kind="permission",
+        reason=f"Codex asks: {question or 'for approval'}{what} — "
+        f"answer it with `orcr agent attach {spec.path}`{how}",
+        answer_keys=keys,
+    )

@@ -60,3 +60,25 @@ def test_a_composer_drawn_while_codex_still_connects_is_not_ready():
 
 def test_a_blank_screen_is_unknown():
     assert CodexProvider().screen_state("\n\n", SPEC).state == "unknown"
+
+
+# -- approvals asked mid-turn (orcr_core/agents/asking.py reads these) ------------------
+
+
+def test_approval_mid_turn_names_the_command_and_the_key_for_yes():
+    s = state("0.171.0-approval.txt")
+    assert (s.state, s.kind, s.answer_keys, s.answer_option) == (
+        "dialog",
+        "permission",
+        ("enter",),  # it opens on "1. Yes, proceed (y)"
+        None,
+    )
+    assert s.reason == (
+        "Codex asks: Would you like to run the following command? "
+        "(`touch /tmp/orcr-test/ran-it`) — answer it with `orcr agent attach x/one`, or "
+        "`orcr agent send x/one --key enter` for “Yes”"
+    )
+
+
+def test_a_turn_running_is_no_approval():
+    assert state("0.171.0-working.txt").state == "ready"
