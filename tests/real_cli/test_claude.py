@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 from fake_models import Hold, RateLimit, Script, Text, Tool
@@ -152,6 +153,34 @@ def test_subagent_lines_never_end_the_turn(real):
         expected = "after the helper"
     real.wait_idle("c/sub")
     assert real.read("c/sub")["text"] == expected, real.why("c/sub")
+
+
+@TMUX
+def test_a_turn_waits_for_its_background_agents(real):
+    """The main agent answers while its (background) subagent still runs: Claude Code
+    ends that response ("Waiting for 1 background agent to finish") but the turn is not
+    over; it stays ``working`` until the subagent reports and the main agent answers
+    once more by itself, and that answer is the turn's. One turn, never ``idle`` between."""
+    helper = Hold("subagent words")
+    real.claude(
+        Script(
+            {"delegate": [Tool.task("helper job"), "main final answer", "after the helper"],
+             "helper job": helper}
+        )
+    )  # fmt: skip
+    uuid = real.run("c/bg", "delegate this")
+    assert helper.started.wait(60), real.why("c/bg")
+    real.until_screen("c/bg", "Waiting for 1 background agent", timeout=60)
+    since = time.monotonic()  # well past the adapter's settle time (3s): still working
+    until(lambda: time.monotonic() > since + 5, what="5s of waiting")
+    assert real.status("c/bg") == "working", real.why("c/bg")
+    helper.release()
+    real.wait_idle("c/bg")
+    a = real.get("c/bg")
+    assert (a["turn"], a["turn_status"]) == (1, "completed")
+    assert real.read("c/bg")["text"] == "after the helper", real.why("c/bg")
+    statuses = [e["data"]["to"] for e in real.home.events(uuid) if e["kind"] == "agent.status"]
+    assert statuses == ["starting", "working", "idle"], statuses
 
 
 @TMUX

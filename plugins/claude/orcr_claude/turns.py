@@ -8,7 +8,12 @@ position is). The rules, and why:
 * A turn starts at a main-chain ``user`` record that is a prompt: not a tool
   result, not ``isMeta``, not an interrupt marker, not a compact summary, not
   local-command or bash-mode output. ``<task-notification>`` starts a turn
-  (a background task woke the agent). A ``<command-name>`` line is held as a
+  (a background task woke the agent), except when the turn it follows ended
+  with background agents still running (``turn_duration``'s
+  ``pendingBackgroundAgentCount``, 2.1.332 runs every subagent in the
+  background): that turn is not over, the notification continues it, and its
+  answer is the one given once no background agent is left. A
+  ``<command-name>`` line is held as a
   *pending command*: it becomes a turn when an ``isMeta`` expansion (``/init``)
   or an assistant line follows, and is dropped when local-command output
   follows (``/mcp``, ``/model``).
@@ -97,6 +102,7 @@ class _Turn:
     end_marker: bool = False  # a Stop-hook/turn_duration line after the last response
     error_tail: bool = False  # system/error or a given-up api_error after it
     error_text: str | None = None  # what that system line said
+    background: int = 0  # background agents still running at its last turn_duration
 
     @property
     def error(self) -> str | None:
@@ -199,7 +205,11 @@ class ClaudeTurns:
             self._pending_command = False
             return
         if head.startswith(TASK_NOTIFICATION):
-            self._start_turn()
+            if turn is not None and turn.background:
+                turn.background = 0  # the turn it launched them from goes on
+                turn.activity()
+            else:
+                self._start_turn()
             return
         if record.get("isMeta"):
             # A slash command's expansion makes it an agent turn; caveats do not.
@@ -260,6 +270,9 @@ class ClaudeTurns:
             return
         elif subtype in END_MARKERS:
             turn.end_marker = True
+            if subtype == "turn_duration":
+                pending = record.get("pendingBackgroundAgentCount")
+                turn.background = pending if isinstance(pending, int) and pending > 0 else 0
         elif subtype == "error":
             turn.error_tail = True
             turn.error_text = _words(record.get("content")) or _words(record.get("error"))
@@ -323,6 +336,8 @@ class ClaudeTurns:
         state = "idle" if turns else "unknown"
         if self._turn is not None:
             status, text = self._outcome(self._turn, quiet_for)
+            if status == "completed" and self._turn.background:
+                status, text = "open", None  # its background agents will wake it again
             turns.append(Turn(status, text, self._turn.error if status == "errored" else None))
             if status == "open":
                 state = "blocked" if self._blocked(self._turn, quiet_for) else "working"

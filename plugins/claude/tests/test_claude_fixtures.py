@@ -40,6 +40,13 @@ OWN_TRUTH = {
             )
         ],
     ),
+    # a real 2.1.332 run: the answer given before the background subagent finished is
+    # not the turn's; the one Claude Code gives when woken by its <task-notification> is
+    "orcr-2.1.332-background-agent.jsonl": (
+        "2.1.332",
+        "idle",
+        [("completed", "after the helper", 16)],
+    ),
     "orcr-2.1.233-hook-two-turns.jsonl": (
         "2.1.233",
         "idle",

@@ -1,7 +1,9 @@
 """Synthetic transcripts for what the fixtures lack (TRANSCRIPTS.md section 1)."""
 
 import itertools
+import json
 import os
+from pathlib import Path
 
 import pytest
 from orcr_claude import ClaudeProvider
@@ -435,3 +437,70 @@ def test_first_read_of_an_old_pending_tool_is_the_blocked_guess(transcript, cloc
 def test_error_before_any_response_errors_the_turn(transcript, read):
     transcript.add(user("hi"), system("api_error", retryAttempt=10, maxRetries=10))
     assert statuses(read()) == [("errored", None)]
+
+
+# -- background agents (2.1.332 runs every subagent in the background) -----------------
+
+BACKGROUND = Path(__file__).parent / "fixtures" / "orcr-2.1.332-background-agent.jsonl"
+
+
+def _records() -> list[dict]:
+    return [json.loads(ln) for ln in BACKGROUND.read_text().splitlines()]
+
+
+def _until_first_turn_duration(records: list[dict]) -> int:
+    return next(i for i, r in enumerate(records) if r.get("subtype") == "turn_duration") + 1
+
+
+def test_a_turn_ended_with_background_agents_running_is_not_over(transcript, read, clock):
+    """The real 2.1.332 file cut after the main agent's first answer: its turn_duration
+    says one background agent still runs, so the turn is still working (no answer yet),
+    however long it stays quiet; the task-notification continues it, and the answer
+    given after it is the turn's."""
+    records = _records()
+    cut = _until_first_turn_duration(records)
+    transcript.add(*records[:cut])
+    clock.advance(600)
+    state = read()
+    assert (state.state, [(t.status, t.final_text) for t in state.turns]) == (
+        "working",
+        [("open", None)],
+    )
+    transcript.add(*records[cut:])
+    clock.advance(5)
+    state = read()
+    assert state.state == "idle"
+    assert [(t.status, t.final_text) for t in state.turns] == [("completed", "after the helper")]
+
+
+def test_two_background_agents_keep_the_turn_open_until_the_last_reports(transcript, read, clock):
+    records = _records()
+    cut = _until_first_turn_duration(records)
+    first = [dict(r) for r in records[:cut]]
+    first[-1]["pendingBackgroundAgentCount"] = 2
+    woken = records[cut:]
+    still_one = [dict(r) for r in woken]
+    still_one[-1]["pendingBackgroundAgentCount"] = 1
+    transcript.add(*first, *still_one)
+    clock.advance(60)
+    assert read().state == "working"
+    transcript.add(*woken)
+    clock.advance(5)
+    state = read()
+    assert (state.state, len(state.turns)) == ("idle", 1)
+
+
+def test_a_prompt_typed_while_background_agents_run_closes_the_turn_completed(
+    transcript, read, clock
+):
+    """A person may type on: the earlier turn ends with the answer it had given."""
+    records = _records()
+    cut = _until_first_turn_duration(records)
+    transcript.add(*records[:cut], user("something else"), assistant("m9", text("ok")))
+    read()
+    clock.advance(5)
+    turns = read().turns
+    assert [(t.status, t.final_text) for t in turns] == [
+        ("completed", "main final answer"),
+        ("completed", "ok"),
+    ]
