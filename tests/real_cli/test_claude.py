@@ -118,9 +118,10 @@ def test_subagent_lines_never_end_the_turn(real):
     the main agent's own, never the subagent's.
 
     Claude Code up to 2.0.x waits for the subagent (its result is the Task call's
-    result); 2.1.332 runs it in the background, and when the helper finishes after the
-    main answer it starts one more main answer by itself, which orcr follows as a turn
-    started in the pane."""
+    result); 2.1.332 runs it in the background: the helper's task-notification, queued
+    while the main answer streamed, makes it answer once more after it, which orcr
+    follows as a turn started in the pane. (A helper still running at the main answer:
+    the next test.)"""
     main = Hold("main final answer")
     real.claude(
         Script(
