@@ -256,15 +256,9 @@ def test_send_key_refuses_what_it_cannot_press(live, short_tmp):
 def _asking(live, tmp: Path, timings: str = "") -> Path:
     cwd = _cwd(tmp)
     # the folder is trusted by config (no start-up dialog); blocked_after short for the test
-    _configure(live, tmp, timings='blocked_after = "1s"\n' + timings)
+    configure(live, tmp, timings='blocked_after = "1s"\n' + timings)
     live.start_server()
     return cwd
-
-
-def _run(live, cwd: Path, path: str, prompt: str) -> str:
-    r = live.run("agent", "run", "--provider", "claude", "--path", path, "--cwd", str(cwd),
-                 prompt, check=True)  # fmt: skip
-    return r.stdout.split()[1]
 
 
 PERMISSION = (
@@ -278,7 +272,7 @@ def test_a_permission_prompt_mid_turn_is_reported_blocked_until_answered(live, s
     by get/ls/status/top, never flagged stalled however long it waits; a crash of the
     server keeps it; answering in the pane clears it and the turn ends with its answer."""
     cwd = _asking(live, short_tmp, timings='stall_after = "1s"\n')
-    uuid = _run(live, cwd, "w/ask", "[ask] checked it")
+    uuid = run_agent(live, "claude", "w/ask", "[ask] checked it", cwd=cwd)
     a = _blocked(live, "w/ask", "Do you want to proceed?")
     assert (a["status"], a["blocked"], a["stalled"]) == ("working", PERMISSION, False), a
     assert a["blocked_since"]
@@ -295,7 +289,7 @@ def test_a_permission_prompt_mid_turn_is_reported_blocked_until_answered(live, s
     until(lambda: time.time() > since + 2.5, what="2.5s past stall_after")
     live.kill_server()  # SIGKILL: the question is in the store, not in memory
     live.start_server()
-    a = _get(live, "w/ask")
+    a = live.get("w/ask")
     assert (a["status"], a["blocked"], a["stalled"]) == ("working", PERMISSION, False), a
     kinds = _kinds(live, uuid)
     assert kinds.count("agent.blocked") == 1
@@ -305,9 +299,9 @@ def test_a_permission_prompt_mid_turn_is_reported_blocked_until_answered(live, s
     assert (blocked["dialog"], blocked["status"]) == ("permission", "working")
 
     live.run("agent", "send", "w/ask", "--key", "enter", check=True)  # "1. Yes"
-    _wait_idle(live, "w/ask")
+    wait_idle(live, "w/ask")
     assert live.run("agent", "read", "w/ask", check=True).stdout == "checked it\n"
-    a = _get(live, "w/ask")
+    a = live.get("w/ask")
     assert (a["blocked"], a["blocked_since"], a["turn_status"]) == (None, None, "completed")
     kinds = _kinds(live, uuid)
     assert kinds.count("agent.unblocked") == 1
@@ -318,13 +312,13 @@ def test_a_permission_prompt_mid_turn_is_reported_blocked_until_answered(live, s
 def test_a_permission_refused_ends_the_turn_interrupted_and_unblocked(live, short_tmp):
     """ "3. No": Claude Code rejects the tool and ends the turn; the reason goes with it."""
     cwd = _asking(live, short_tmp)
-    uuid = _run(live, cwd, "w/ask", "[ask] never said")
+    uuid = run_agent(live, "claude", "w/ask", "[ask] never said", cwd=cwd)
     _blocked(live, "w/ask", "Do you want to proceed?")
     live.run("agent", "send", "w/ask", "--key", "down", "--key", "down", "--key", "enter",
              check=True)  # fmt: skip
     r = live.run("agent", "wait", "w/ask", "--timeout", "30s", timeout=60)
     assert r.returncode == 7 and "interrupted" in r.stdout + r.stderr, (r.stdout, r.stderr)
-    a = _get(live, "w/ask")
+    a = live.get("w/ask")
     assert (a["status"], a["turn_status"], a["blocked"]) == ("idle", "interrupted", None)
     assert _kinds(live, uuid).count("agent.unblocked") == 1
 
@@ -333,9 +327,9 @@ def test_a_quiet_turn_with_no_question_on_screen_is_not_blocked(live, short_tmp)
     """Quiet is not asking: a turn that thinks for 3s (nothing written) past
     blocked_after has its screen read, shows no question, and stays plain ``working``."""
     cwd = _asking(live, short_tmp)
-    uuid = _run(live, cwd, "w/slow", "[sleep 3] slow answer")
-    until(lambda: _get(live, "w/slow")["status"] == "working", what="w/slow working")
-    _wait_idle(live, "w/slow")
+    uuid = run_agent(live, "claude", "w/slow", "[sleep 3] slow answer", cwd=cwd)
+    until(lambda: live.get("w/slow")["status"] == "working", what="w/slow working")
+    wait_idle(live, "w/slow")
     assert live.run("agent", "read", "w/slow", check=True).stdout == "slow answer\n"
     assert "agent.blocked" not in _kinds(live, uuid), live.server_log()
 
@@ -347,8 +341,8 @@ def test_a_turn_timeout_still_ends_an_agent_that_waits_for_an_answer(live, short
                  "--timeout", "4s", "[ask] too late", check=True)  # fmt: skip
     uuid = r.stdout.split()[1]
     _blocked(live, "w/late", "Do you want to proceed?")
-    until(lambda: _get(live, "w/late")["status"] == "ended", 30, "w/late ended")
-    a = _get(live, "w/late")
+    until(lambda: live.get("w/late")["status"] == "ended", 30, "w/late ended")
+    a = live.get("w/late")
     assert (a["exit_reason"], a["blocked"], a["blocked_since"]) == ("timeout", None, None), a
     unblocked = [e["data"] for e in live.events(uuid) if e["kind"] == "agent.unblocked"]
     assert unblocked == [{"path": "w/late", "why": "now ended", "status": "ended"}]
