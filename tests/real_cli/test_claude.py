@@ -171,6 +171,10 @@ def test_a_turn_waits_for_its_background_agents(real):
     )  # fmt: skip
     uuid = real.run("c/bg", "delegate this")
     assert helper.started.wait(60), real.why("c/bg")
+    try:  # a background helper: the main agent goes on while the helper is held
+        until(lambda: len(real.model.conversation()) >= 3, 20, "the main agent going on")
+    except AssertionError:
+        pytest.skip("this release runs subagents in the foreground (up to 2.0.x)")
     real.until_screen("c/bg", "Waiting for 1 background agent", timeout=60)
     since = time.monotonic()  # well past the adapter's settle time (3s): still working
     until(lambda: time.monotonic() > since + 5, what="5s of waiting")
