@@ -24,7 +24,7 @@ from orcr_core import faults
 class StoreDatabase(SqliteDatabase):
     """The store's connection.
 
-    It counts the write transactions it begins (``BEGIN IMMEDIATE`` or
+    It counts the write transactions it commits (``BEGIN IMMEDIATE`` or
     ``EXCLUSIVE``, the only way orcr writes): ``server status`` reports the
     count, so a test or a benchmark can show an idle fleet costs no writes at
     all. And a crash test can SIGKILL the server right after any COMMIT (fault
@@ -36,17 +36,27 @@ class StoreDatabase(SqliteDatabase):
         super().__init__(*args, **kwargs)
         self._writes = 0
         self._writes_lock = threading.Lock()
+        self._writing = threading.local()  # this thread's open transaction is a write
 
     def begin(self, lock_type=None):
         lock_type = lock_type or self._lock_type
-        if lock_type and lock_type.upper() in ("IMMEDIATE", "EXCLUSIVE"):
-            with self._writes_lock:
-                self._writes += 1
+        self._writing.on = bool(lock_type and lock_type.upper() in ("IMMEDIATE", "EXCLUSIVE"))
         return super().begin(lock_type)
 
     def commit(self):
         super().commit()
+        # counted once committed, never at BEGIN: a reader that sees the count move can
+        # see what the write wrote (counted at BEGIN, the monitor could take the count
+        # while the write was still open, read the old rows, and wait for a next write)
+        if getattr(self._writing, "on", False):
+            self._writing.on = False
+            with self._writes_lock:
+                self._writes += 1
         faults.point("after_commit")
+
+    def rollback(self):
+        self._writing.on = False
+        return super().rollback()
 
     @property
     def write_transactions(self) -> int:
