@@ -39,6 +39,24 @@ _CONFORMANCE = pytest.StashKey[tuple]()
 _REAL_CLI = pytest.StashKey[tuple]()
 
 
+#: pytest-xdist workers when none are asked for: the tests mostly wait (on servers,
+#: panes, timers), so four workers on two cores take about a third of the serial time
+WORKERS = 4
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Run on :data:`WORKERS` workers unless ``-n``/``--dist`` say otherwise. Set here
+    rather than in addopts, so that without pytest-xdist (``-p no:xdist``, an older
+    environment) the suite runs serially instead of refusing an unknown ``-n``. A
+    worker runs this hook too: it must stay a worker."""
+    opt = config.option
+    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist"):
+        return
+    if opt.numprocesses is None and opt.dist == "no":
+        opt.numprocesses, opt.dist = WORKERS, "worksteal"
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
