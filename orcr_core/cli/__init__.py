@@ -73,6 +73,7 @@ LAZY = {
     "provider": "orcr_core.cli.misc.provider",
     "doctor": "orcr_core.cli.doctor.doctor",
     "top": "orcr_core.cli.top.top",
+    "service": "orcr_core.cli.service_cmd.service",
 }
 
 

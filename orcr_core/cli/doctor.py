@@ -126,6 +126,7 @@ class Doctor:
         self.check_socket()
         self.check_store()
         self.check_caps()
+        self.check_service()
         return self.rows
 
     # -- orcr itself ---------------------------------------------------------------------
@@ -564,6 +565,11 @@ class Doctor:
             "ok",
             f"global {self.config.cap()}; per provider: {per}; min free memory {floor}",
         )
+
+    def check_service(self) -> None:
+        from orcr_core.service.manage import doctor_row, manager
+
+        self.add("service", *doctor_row(manager().status()))
 
 
 def _print(rows: list[Check], can_run: bool) -> None:

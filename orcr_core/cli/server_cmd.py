@@ -19,12 +19,13 @@ def server():
 @click.option(
     "--foreground",
     is_flag=True,
-    help="Run in this process (for supervisors); exits 1 if a server already runs.",
+    help="Run in this process (for supervisors, orcr service): exits 1 when it cannot "
+    "serve (a server already runs, the store is newer), 0 after SIGTERM.",
 )
 def server_start(foreground):
     """Start the server; returns once its socket answers."""
     if foreground:
-        from orcr_core.server.app import main_foreground
+        from orcr_core.server.foreground import main_foreground
 
         raise SystemExit(main_foreground(already_running_ok=False))
     from orcr_core.client import Client

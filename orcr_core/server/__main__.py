@@ -2,6 +2,6 @@
 
 import sys
 
-from orcr_core.server.app import main_foreground
+from orcr_core.server.foreground import main_foreground
 
 sys.exit(main_foreground())

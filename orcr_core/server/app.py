@@ -64,6 +64,7 @@ class Server:
         self.dialog_checked: dict[str, float] = {}
         self._pipe_lock = threading.Lock()
         self._lock_fd: int | None = None
+        self.failure: str | None = None  # why serve() stopped other than on request
         self.threads: list[threading.Thread] = []
         self.loops = None  # the loop scheduler (orcr_core.loops.scheduler), made in serve()
         self.mux_events_live = False  # the driver's event stream is connected
@@ -94,7 +95,8 @@ class Server:
                     dirs.ensure_private_dir(lock.parent)
                     fd = lockfile.acquire(lock)
                     if fd is None:
-                        log.error("another orcr server took the lock file %s; stopping", lock)
+                        self.failure = f"another orcr server took the lock file {lock}"
+                        log.error("%s; stopping", self.failure)
                         self.stop()
                         return
                     os.close(self._lock_fd)
@@ -401,35 +403,3 @@ class Server:
     def stop(self) -> None:
         self.stopping.set()
         self.notify()
-
-
-def main_foreground(already_running_ok: bool = True) -> int:
-    """Run a server in this process; the exit status for the caller.
-
-    Another server holding the lock is success for an autostart (another
-    client's server won the race) but a failure for ``orcr server start
-    --foreground``: a supervisor must see that its server did not start.
-    """
-    import signal
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    try:
-        server = Server()
-    except Exception as exc:
-        log.error("%s", exc)
-        return 1
-    signal.signal(signal.SIGTERM, lambda *a: server.stop())
-    signal.signal(signal.SIGINT, lambda *a: server.stop())
-    try:
-        server.serve()
-    except AlreadyRunning as exc:
-        if already_running_ok:
-            log.info("%s", exc)
-            return 0
-        log.error("%s; this one did not start (orcr server stop stops that one)", exc)
-        return 1
-    except Exception as exc:
-        code = getattr(exc, "code", None)
-        log.error("%s%s", f"{code}: " if code else "", exc)
-        return 1
-    return 0
