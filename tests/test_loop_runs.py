@@ -10,81 +10,32 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import psutil
+import loop_helpers
 import pytest
+from loop_helpers import (
+    IGNORE_TERM,
+    PY,
+    TRAP_TERM,
+    _alive,
+    _create,
+    _ended,
+    _loop_events,
+    _ready,
+    _ready_text,
+    _run,
+    _run_status_in_store,
+    _runs,
+    _sql,
+    _start,
+)
 
 from orcr_core.client import ServerError
 from orcr_core.testing import until
 
-PY = sys.executable
-
-
-def _runs(home, name):
-    return json.loads(home.run("loop", "run", "ls", name, "--json", check=True).stdout)
-
-
-def _run(home, path):
-    name, run_id = path.split("/")
-    return next(r for r in _runs(home, name) if r["run_id"] == run_id)
-
-
-def _ended(home, path):
-    r = _run(home, path)
-    return r if r["status"] not in ("pending", "running", "stopping") else None
-
-
-def _loop_events(home, name=None, kind=None):
-    conn = sqlite3.connect(home.path / "store.db")
-    try:
-        rows = conn.execute(
-            "SELECT e.kind, e.data FROM event e JOIN loop l ON e.loop = l.uuid "
-            + ("WHERE l.name = ? " if name else "")
-            + "ORDER BY e.seq",
-            (name,) if name else (),
-        ).fetchall()
-    finally:
-        conn.close()
-    return [(k, json.loads(d)) for k, d in rows if kind is None or k == kind]
-
-
-def _start(home, name):
-    out = home.run("loop", "run", "start", name, check=True).stdout.split()
-    assert len(out) == 2 and out[0].startswith(name + "/")
-    return out[0]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-@pytest.fixture
-def loops(orcr_home, short_tmp):
-    orcr_home.config(
-        '[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\nstop_grace = "1s"\n'
-        "[loops]\nlog_max_bytes = 2000\nkeep_runs = 2\n"
-    )
-    orcr_home.start_server()
-    orcr_home.work = short_tmp / "work"
-    orcr_home.work.mkdir()
-    return orcr_home
-
-
-def _create(home, *args, env=None):
-    return subprocess.run(
-        [PY, "-m", "orcr_core.cli", "loop", "create", *args],
-        env=dict(home.env, **(env or {})),
-        cwd=home.work,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+loops = loop_helpers.loops  # the fixture
 
 
 def test_run_is_direct_argv_in_the_creation_cwd_with_orcr_path_and_its_own_group(loops):
@@ -185,16 +136,6 @@ def test_once_loop_fires_and_releases_its_name(loops):
     until(lambda: _ended(loops, run["path"]), what="the once run")
     assert _create(loops, "once", "0 0 1 1 *", "--", "true").returncode == 0  # free again
     assert [lp["name"] for lp in json.loads(loops.run("loop", "ls", "--json").stdout)] == ["once"]
-
-
-TRAP_TERM = "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done"
-IGNORE_TERM = "trap '' TERM; echo ready; exec sleep 300"
-
-
-def _ready(home, path):
-    name, run_id = path.split("/")
-    out = home.run("loop", "logs", name, "--run", run_id, "--source", "run").stdout
-    return "ready" in out
 
 
 def test_stop_during_the_grace_period_ends_stopped_without_kill(loops):
@@ -321,11 +262,6 @@ def test_server_sigkilled_mid_run_keeps_the_exit_status(loops):
     assert (run["status"], run["exit_code"]) == ("failed", 7)
 
 
-def _ready_text(home, path, text):
-    name, run_id = path.split("/")
-    return text in home.run("loop", "logs", name, "--run", run_id, "--source", "run").stdout
-
-
 def test_agents_of_a_run_land_under_its_path_and_are_glob_killed_by_stop(loops):
     spawn = (
         f"{PY} -m orcr_core.cli agent run --provider testp --path review/file_1 x && "
@@ -417,15 +353,6 @@ def test_sigkill_at_each_launch_step(loops, point, outcome):
     assert ran == (outcome[1] is not None)  # the command ran exactly when it should
     if point == "before_run_launch":
         assert "before the run's command started" in run["error"]
-
-
-def _sql(home, query, args=()):
-    conn = sqlite3.connect(home.path / "store.db")
-    try:
-        with conn:
-            return conn.execute(query, args).fetchall()
-    finally:
-        conn.close()
 
 
 def test_recovery_closes_a_dead_run_and_glob_kills_its_agents(loops):
@@ -559,8 +486,3 @@ def test_a_stop_under_way_resumes_after_a_server_crash(loops):
     assert run["status"] == "stopped" and not _alive(pid)
     signals = [d["signal"] for _, d in _loop_events(loops, "resumed", "run.signal")]
     assert signals == ["TERM", "TERM", "KILL"]  # the stop path ran again from its start
-
-
-def _run_status_in_store(home, path):
-    ((status,),) = _sql(home, "SELECT status FROM loop_run WHERE run_id = ?", (path.split("/")[1],))
-    return status

@@ -19,6 +19,7 @@ import secrets
 import shutil
 import time
 import uuid as uuidlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,10 +165,19 @@ _INSERT = (
 )
 
 
-def admit(spec: RunSpec, providers: dict, agents_dir: Path, options: dict | None = None) -> dict:
+def admit(
+    spec: RunSpec,
+    providers: dict,
+    agents_dir: Path,
+    options: dict | None = None,
+    check: Callable[[str, str | None], tuple[str, str] | None] | None = None,
+) -> dict:
     """Validate, write launch.json, insert the queued row. Returns the row's fields.
 
     ``options`` are the provider's config options (``[providers.<name>]``).
+    ``check(path, scope)`` runs inside the insert's transaction and returns
+    ``(code, message)`` to refuse (the loop run barrier and reserved loop paths:
+    nothing can change between the check and the insert).
     """
     validate_spec(spec, providers, options)
     full, scope = _resolve_path(spec)
@@ -186,6 +196,9 @@ def admit(spec: RunSpec, providers: dict, agents_dir: Path, options: dict | None
                 if depth >= MAX_QUEUE:
                     raise AdmissionError("queue_full", f"the queue holds {depth} agents, the limit")
             path = full or _auto_name(scope, spec.provider)
+            refusal = check(path, scope) if check is not None else None
+            if refusal is not None:
+                raise AdmissionError(*refusal)
             _write_launch(
                 data_dir,
                 {

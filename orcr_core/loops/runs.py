@@ -33,8 +33,6 @@ _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 #: how close a live process's start time must be to the recorded one (seconds):
 #: both are boot time + start ticks, and boot time is only known to the second
 START_TOLERANCE = 1.0
-#: statuses under which new agent runs beneath the run's path are refused
-BARRED = ("stopping", "stopped", "timeout", "canceled")
 
 
 def loops_dir() -> Path:
@@ -213,25 +211,50 @@ def signal_group(run: LoopRun, sig: int) -> bool:
     return True
 
 
-def barrier_refusal(scope: str | None, path: str | None, name: str | None) -> str | None:
-    """Why an agent run must be refused (its path is under a stopping or stopped
-    run), else None. Only paths that look like ``<loop>/r?????/...`` cost a query."""
-    full = paths.join(scope, path or name) if (path or name) else scope
-    if not full:
-        return None
-    segs = full.split("/")
-    if len(segs) < 2 or not RUN_ID.fullmatch(segs[1]):
-        return None
-    row = db.execute_sql(
-        "SELECT r.status FROM loop_run r JOIN loop l ON r.loop = l.uuid "
-        "WHERE l.name = ? AND r.run_id = ? "
-        "ORDER BY (l.status = 'ended'), l.created_at DESC LIMIT 1",
-        (segs[0], segs[1]),
+def admission_refusal(path: str, scope: str | None) -> tuple[str, str] | None:
+    """Inside admission's transaction (the same ``BEGIN IMMEDIATE`` as the insert):
+    why an agent at ``path`` must be refused, as ``(code, message)``, else None.
+
+    * the barrier: a path under ``<loop>/<run_id>`` of a run that is not running
+      (stopping, or ended by any path) is refused ``run_stopping``;
+    * the reserved level 1: a path whose first segment is the name of a loop that
+      has not ended, or under a running run, is refused ``reserved_path`` unless
+      the caller's scope (``ORCR_PATH``) is inside that run.
+
+    One indexed query for paths that look like ``<name>/r?????/...``, one more for
+    a loop name otherwise.
+    """
+    segs = path.split("/")
+    name = segs[0]
+    if len(segs) >= 2 and RUN_ID.fullmatch(segs[1]):
+        row = db.execute_sql(
+            "SELECT r.status FROM loop_run r JOIN loop l ON r.loop = l.uuid "
+            "WHERE l.name = ? AND r.run_id = ? LIMIT 1",
+            (name, segs[1]),
+        ).fetchone()
+        if row is not None:
+            run_path = f"{name}/{segs[1]}"
+            if row[0] != "running":
+                return (
+                    "run_stopping",
+                    f"run {run_path} is {row[0]}: no new agents under its path "
+                    "(the loop run stop barrier; a run's agents end with it)",
+                )
+            if scope == run_path or (scope or "").startswith(run_path + "/"):
+                return None
+            return (
+                "reserved_path",
+                f"{path!r} is under the loop run {run_path}: only that run's command "
+                f"(ORCR_PATH={run_path}) and its agents start agents there",
+            )
+    active = db.execute_sql(
+        "SELECT 1 FROM loop WHERE name = ? AND status != 'ended' LIMIT 1", (name,)
     ).fetchone()
-    if row and row[0] in BARRED:
+    if active:
         return (
-            f"run {segs[0]}/{segs[1]} is {row[0]}: no new agents under its path "
-            "(the loop run stop barrier)"
+            "reserved_path",
+            f"{name!r} is the loop {name}'s level-1 path: agents under it are started by "
+            f"its runs only (ORCR_PATH={name}/<run_id>); pick another first segment",
         )
     return None
 

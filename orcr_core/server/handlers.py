@@ -13,7 +13,7 @@ from orcr_core import __version__, events, paths
 from orcr_core.agents import lifecycle, queue, sessions
 from orcr_core.agents.launch import pane_of
 from orcr_core.contracts import SessionPointer
-from orcr_core.loops.runs import barrier_refusal
+from orcr_core.loops.runs import admission_refusal
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.loop_handlers import LOOP_HANDLERS
 from orcr_core.store.db import SCHEMA_VERSION
@@ -178,15 +178,13 @@ def agent_run(server, conn, rid, params):
         timeout=timeout,
         argv=_param(params, "argv", list, required=False),
     )
-    refusal = barrier_refusal(spec.scope, spec.path, spec.name)
-    if refusal:
-        raise ProtocolError("run_stopping", refusal)
     try:
         agent = queue.admit(
             spec,
             server.registry.providers,
             server.agents_dir,
             server.config.provider_options(spec.provider),
+            check=admission_refusal,
         )
     except queue.AdmissionError as exc:
         raise ProtocolError(exc.code, str(exc)) from None
