@@ -96,6 +96,38 @@ def _children_map() -> dict[int, list[int]]:
     return kids
 
 
+def children_map() -> dict[int, list[int]]:
+    """Every process's children (empty when the process table cannot be read)."""
+    try:
+        return _children_map()
+    except psutil.Error:
+        return {}
+
+
+def root(agent: Agent) -> Proc | None:
+    """The agent's pane process as last observed, else as its row records it
+    (``pid:<pid>@<start>``, tmux), else None (not seen yet)."""
+    with _lock:
+        if agent.uuid in _roots:
+            return _roots[agent.uuid]
+    ident = agent.pane_process or ""
+    if not ident.startswith("pid:"):
+        return None
+    try:
+        pid, started = ident[4:].split("@")
+        ctime = _create_time(int(pid))
+    except ValueError:
+        return None
+    if ctime is None or f"{ctime:.2f}" != started:
+        return None
+    return (int(pid), ctime)
+
+
+def tree(root: Proc, kids: dict[int, list[int]]) -> dict[int, float]:
+    """``root`` and its descendants, if ``root`` is still the recorded process."""
+    return _tree(root, kids)
+
+
 def _tree(root: Proc, kids: dict[int, list[int]]) -> dict[int, float]:
     """``root`` and its descendants, if ``root`` is still the recorded process."""
     pid, ctime = root

@@ -250,11 +250,14 @@ def live_counts() -> dict[str, int]:
     return dict(db.execute_sql(_LIVE_COUNTS).fetchall())
 
 
-def promote(config: Config, limit: int = 64) -> list[Agent]:
+def promote(config: Config, limit: int = 64, budget=None) -> list[Agent]:
     """Promote queued rows FIFO while both caps have room. One transaction.
 
     A read-only look first: with no queued row or no free slot there is nothing
-    to do, and the write lock is left to admissions.
+    to do, and the write lock is left to admissions. ``budget`` (a
+    :class:`orcr_core.agents.memory.Budget`) is the memory the promotions may
+    take: the first row that has a slot but whose estimated footprint the
+    headroom does not cover stops the pass (no later row overtakes it).
     """
     promoted: list[Agent] = []
     if not db.execute_sql(_ANY_QUEUED).fetchone() or sum(live_counts().values()) >= config.cap():
@@ -279,10 +282,14 @@ def promote(config: Config, limit: int = 64) -> list[Agent]:
             if cap is not None and counts.get(agent.provider, 0) >= cap:
                 full.add(agent.provider)
                 continue
+            if budget is not None and not budget.take(agent.provider):
+                break  # held for memory: FIFO kept, no smaller row slips past it
             if lifecycle.transition(agent, "starting"):
                 counts[agent.provider] = counts.get(agent.provider, 0) + 1
                 free -= 1
                 promoted.append(agent)
+            elif budget is not None:
+                budget.give_back(agent.provider)
     return promoted
 
 

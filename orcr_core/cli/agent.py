@@ -128,6 +128,8 @@ def _table(rows: list[dict]) -> None:
             status += " (stalled)"
         if a.get("blocked"):
             status += " (blocked)"
+        if a.get("held"):  # queued, and the queue waits: "memory" or "multiplexer"
+            status += f" (held: {a['held'].split(':', 1)[0]})"
         if a.get("parked"):  # idle in the parking area: a prompt or an attach brings it back
             status += " (parked)"
         data.append((a["path"], status, a["provider"], _age(a["created_at"]), a["uuid"]))

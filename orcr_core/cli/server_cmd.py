@@ -83,6 +83,23 @@ def server_stop():
     click.echo(f"orcr server {pid} stopped")
 
 
+def _mib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if abs(n) >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def _memory_line(m: dict) -> str:
+    """``memory 3.1 GiB available  floor 2.0 GiB  reserved 512 MiB (2 loading)  ...``"""
+    est = ", ".join(
+        f"{p} {_mib(e['bytes'])}" + ("" if e["learnt_from"] else " (default)")
+        for p, e in m["estimates"].items()
+    )
+    return (
+        f"memory {_mib(m['available'])} available  floor {_mib(m['floor'])}  "
+        f"reserved {_mib(m['reserved'])} ({len(m['loading'])} loading)"
+        + (f"  per agent: {est}" if est else "")
+    )
+
+
 def _print_status(s: dict) -> None:
     click.echo(
         f"pid {s['pid']}  version {s['version']}  protocol {s['protocol']}  up {s['uptime']:.0f}s"
@@ -97,6 +114,9 @@ def _print_status(s: dict) -> None:
     click.echo(f"queue {s['queue_depth']} queued  live {s['live']}/{s['caps']['max']}")
     if s.get("held"):
         click.echo(f"held: {s['held']}")
+    mem = s.get("memory")
+    if mem and mem.get("floor"):  # what promotion counts on: see concepts.md (memory)
+        click.echo(_memory_line(mem))
     for b in s.get("blocked") or []:
         click.echo(f"blocked {b['path']}: {b['reason']}")
     for name, p in s["providers"].items():

@@ -46,6 +46,7 @@ class Server:
         self.started_at = time.time()
         self.pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="orcr-pipe")
         self.held: str | None = None  # why promotion waits (multiplexer, memory), for status/get
+        self.memory = memory.Ledger()  # footprints, estimates, reservations (agents/memory.py)
         self._driver = None
         self._driver_error: str | None = None
         self.driver_info: dict | None = None
@@ -211,11 +212,12 @@ class Server:
                 faults.point("before_promote")
                 # the multiplexer first: a promotion into a dead one would only fail
                 queued = queue.any_queued()
-                self.held = (
-                    (self.mux_ready() or memory.held_reason(self.config)) if queued else None
-                )
-                if self.held is None:
-                    promoted = queue.promote(self.config)
+                self.held = self.mux_ready() if queued else None
+                if queued and self.held is None:
+                    # promoted-but-loading agents reserve their footprint first
+                    budget = self.memory.budget(self, self.config)
+                    promoted = queue.promote(self.config, budget=budget)
+                    self.held = budget.held() if budget is not None else None
             elif queue.any_queued():
                 self.held = self.mux_ready()
             if promoted:
@@ -331,6 +333,8 @@ class Server:
             "uptime": round(time.time() - self.started_at, 3),
             "queue_depth": queue.queue_depth(),
             "held": self.held,
+            # available memory, the floor, what loading agents reserve, the estimates
+            "memory": self.memory.read(self, self.config).as_dict(),
             "live": sum(counts.values()),
             "caps": caps,
             "providers": providers,

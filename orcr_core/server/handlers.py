@@ -209,7 +209,12 @@ def _list(params) -> list[Agent]:
 
 @method("agent.list")
 def agent_list(server, conn, rid, params):
-    return {"agents": [agent_dict(a) for a in _list(params)]}
+    agents = [agent_dict(a) for a in _list(params)]
+    if server.held:  # why queued rows are not moving (memory, multiplexer)
+        for a in agents:
+            if a["status"] == "queued":
+                a["held"] = server.held
+    return {"agents": agents}
 
 
 def unmanaged_dict(u) -> dict:
