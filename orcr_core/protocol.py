@@ -12,6 +12,7 @@ serving everyone else).
 from __future__ import annotations
 
 import json
+import re
 
 PROTOCOL_VERSION = 1
 SUPPORTED = (1,)
@@ -31,6 +32,26 @@ def prompt_too_large(prompt: str) -> str | None:
     return (
         f"the prompt is {size} bytes, over the limit of {MAX_PROMPT} bytes (1 MiB); "
         "put the text in a file and give the agent its path"
+    )
+
+
+#: a UTF-16 surrogate: a byte that was not UTF-8 (Python decodes it with
+#: ``surrogateescape`` to U+DC80..U+DCFF), or a lone surrogate from a JSON ``\\ud8xx``
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def prompt_not_utf8(prompt: str) -> str | None:
+    """Why ``prompt`` is refused as not valid UTF-8 (naming the first bad byte's
+    offset), or None when it is valid: such text can never be typed into a pane."""
+    m = _SURROGATE.search(prompt)
+    if m is None:
+        return None
+    offset = len(prompt[: m.start()].encode("utf-8"))  # no surrogate before it
+    cp = ord(m.group())
+    what = f"byte 0x{cp - 0xDC00:02x}" if 0xDC80 <= cp <= 0xDCFF else f"lone surrogate U+{cp:04X}"
+    return (
+        f"the prompt is not valid UTF-8: {what} at byte offset {offset}; prompts are typed "
+        "as UTF-8 text, so convert it first (for example iconv -f latin1 -t utf-8)"
     )
 
 

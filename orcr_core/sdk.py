@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 
 from orcr_core.client import Client, ServerError, scope_from_env
-from orcr_core.protocol import prompt_too_large
+from orcr_core.protocol import prompt_not_utf8, prompt_too_large
 from orcr_core.watch import RESNAPSHOT, Watcher
 
 #: exit reasons after which ``wait`` reports failure
@@ -337,8 +337,14 @@ class Orcr:
 
 
 def check_prompt(prompt: str | None) -> None:
-    """Refuse (``prompt_too_large``) an oversized prompt before sending it (the server checks it again)."""
-    why = prompt_too_large(prompt) if isinstance(prompt, str) else None
+    """Refuse a prompt that is not valid UTF-8 (``invalid_prompt``) or oversized
+    (``prompt_too_large``) before sending it (the server checks both again)."""
+    if not isinstance(prompt, str):
+        return
+    why = prompt_not_utf8(prompt)
+    if why:
+        raise ServerError("invalid_prompt", why)
+    why = prompt_too_large(prompt)
     if why:
         raise ServerError("prompt_too_large", why)
 

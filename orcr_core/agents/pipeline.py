@@ -436,15 +436,35 @@ def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> Non
             log.warning("agent %s: not un-parked for its prompt: %s", a.path, exc)
         try:
             ok = deliver(server, a, prompt, turns_before)
-        except DriverError as exc:
-            # the program died (or its pane went) under the prompt: nothing was
-            # typed into a dead pane, and the monitor ends the agent from its pane
+        except Exception as exc:  # noqa: BLE001 - any failure to type ends the turn
             log.warning("agent %s: prompt not delivered: %s", a.path, exc)
+            if not (isinstance(exc, DriverError) and exc.code == "pane_dead"):
+                undelivered(server, a, turns_before, exc)
+                return
+            # the program died under the prompt: nothing was typed into a dead
+            # pane, and the monitor ends the agent from its pane
             ok = False
         with db.atomic("IMMEDIATE"):
             events.emit("prompt.applied", uuid, path=a.path, turn=a.turn, confirmed=ok)
 
     server.start_pipeline(agent.uuid, _deliver, queue_behind=True)
+
+
+def undelivered(server, agent: Agent, turns_before: int, exc: Exception) -> None:
+    """A prompt the driver could not type (an error other than a dead pane) ends
+    its turn ``errored``: the agent goes back to ``idle`` at the turn count it had
+    (no turn reached the program), never left ``working`` for a turn that cannot come."""
+    error = f"the prompt was not delivered: {exc}"
+    with db.atomic("IMMEDIATE"):
+        agent = _fresh(agent)
+        events.emit("prompt.failed", agent.uuid, path=agent.path, turn=agent.turn, error=error)
+        if agent.status not in ("working", "idle") or agent.turn != turns_before + 1:
+            return  # the agent moved on (ended, killed, sent again) meanwhile
+        turn = agent.turn
+        lifecycle.update(agent, None, turn=turns_before, turn_status="errored", turn_error=error)
+        if agent.status == "working":  # (a program without a transcript may show idle first)
+            lifecycle.transition(agent, "idle", turn=turn, turn_status="errored", turn_error=error)
+    server.notify()
 
 
 def close_pane(server, agent: Agent, pane: PaneRef | None, why: str) -> None:

@@ -28,7 +28,7 @@ from peewee import IntegrityError
 from orcr_core import events, paths
 from orcr_core.agents import lifecycle
 from orcr_core.config import Config
-from orcr_core.protocol import MAX_TURN_TIMEOUT, prompt_too_large
+from orcr_core.protocol import MAX_TURN_TIMEOUT, prompt_not_utf8, prompt_too_large
 from orcr_core.store import durable
 from orcr_core.store.models import ACTIVE, LIVE, Agent, db
 
@@ -56,10 +56,14 @@ class RunSpec:
 def clean_prompt(prompt: str) -> str:
     """A prompt as it is typed into the pane: line ends normalised to ``\n``.
 
-    Refuses an empty or whitespace-only prompt for every provider: typed into a
+    Refuses text that is not valid UTF-8 (``invalid_prompt``, naming the byte
+    offset): it could never be typed. Refuses an empty or whitespace-only prompt for every provider: typed into a
     TUI it starts no turn, so the agent would sit ``working`` forever. An agent
     run with no prompt at all starts ``idle`` instead.
     """
+    why = prompt_not_utf8(prompt)
+    if why:
+        raise AdmissionError("invalid_prompt", why)
     prompt = prompt.replace("\r\n", "\n").replace("\r", "\n")
     if not prompt.strip():
         raise AdmissionError(

@@ -17,6 +17,12 @@ from orcr_core.cli.output import echo_results, echo_table, sdk
 CLEAR_LINE = "\r\x1b[K"
 
 
+def _stdin_prompt() -> str:
+    """A prompt from stdin, read as bytes: bytes that are not UTF-8 are kept (as
+    surrogates) so the check refuses them naming their offset, whatever the locale."""
+    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+
+
 def _duration(ctx, param, value, limit: float | None = None):
     """A --timeout: a duration over 0s (and at most ``limit``), else a usage error (exit 2)."""
     if value is None:
@@ -79,6 +85,7 @@ def agent_run(provider, path_, name, cwd, timeout, prompt_opt, json_, args):
 
     ARGS is the first prompt ('-' reads it from stdin). For --provider command,
     ARGS is the argv to run (after --), and --prompt gives a first prompt.
+    A prompt is UTF-8 text: other bytes are refused (invalid_prompt, with the offset).
     The agent waits in the FIFO queue until both caps have room; this command
     never waits for a slot.
     """
@@ -93,7 +100,7 @@ def agent_run(provider, path_, name, cwd, timeout, prompt_opt, json_, args):
             )
         prompt = args[0] if args else prompt_opt
         if prompt == "-":
-            prompt = sys.stdin.read()
+            prompt = _stdin_prompt()
     from orcr_core.sdk import check_prompt
 
     check_prompt(prompt)  # before connecting: an oversized prompt is never sent
@@ -348,6 +355,9 @@ def _turn_failure(path: str, turn, r: dict) -> str:
 def agent_send(target, prompt, timeout, keys):
     """Start the agent's next turn with PROMPT ('-' reads stdin). Needs an idle agent.
 
+    PROMPT is UTF-8 text (other bytes: invalid_prompt). A prompt the multiplexer
+    fails to type ends the turn errored, and the agent is idle again.
+
     With --key (and no PROMPT) presses keys in the pane of a starting, working
     or idle agent instead, and starts no turn: answer a dialog the agent is
     blocked on (orcr agent ls shows it), e.g. --key down --key enter.
@@ -364,7 +374,7 @@ def agent_send(target, prompt, timeout, keys):
     if prompt is None:
         raise OrcrCliError("missing PROMPT (or --key KEY to press keys)", ExitCode.USAGE)
     if prompt == "-":
-        prompt = sys.stdin.read()
+        prompt = _stdin_prompt()
     from orcr_core.sdk import check_prompt
 
     check_prompt(prompt)

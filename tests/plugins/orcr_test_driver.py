@@ -172,6 +172,10 @@ class TestDriver:
 
     def send_prompt(self, pane, text):
         time.sleep(float(os.environ.get("ORCR_TEST_PROMPT_DELAY", "0")))  # a slow multiplexer
+        if "<driver-refuses>" in text:  # a multiplexer that fails to type this prompt
+            raise DriverError("the test driver refused to type it")
+        if "<driver-crashes>" in text:  # a bug in a driver: not even a DriverError
+            raise ValueError("the test driver broke while typing it")
         with _state() as s:
             p = self._pane(s, pane)
             p["prompts"].append(text)
