@@ -33,23 +33,34 @@ def _snapshot(server):
         return None
 
 
-def recover(server) -> None:
+def recover(server) -> list[str]:
     """Restart recovery: repair, fail or mark lost every row a crash left mid-way.
 
     A row's pane is the one carrying this instance's id and the row's launch
     token (found whatever its id or label now is); no other pane is touched.
+
+    Returns the uuids of the repaired starts whose pipelines must resume: the
+    caller starts them once every recovery step has finished, so no pipeline
+    commits while recovery still writes. The rows are read into a list before
+    the first write: a live cursor keeps a read snapshot open, and in WAL mode a
+    ``BEGIN IMMEDIATE`` on a connection whose snapshot predates another
+    connection's commit fails at once ("database is locked"; the busy timeout
+    does not apply).
     """
     snap = _snapshot(server)
     if snap is None:
-        return  # multiplexer down: leave every row as it is; the monitor retries
+        return []  # multiplexer down: leave every row as it is; the monitor retries
     mine = owned(snap)
-    for agent in Agent.select().where(Agent.status.in_(("starting", "working", "idle", "lost"))):
+    resume_pipelines: list[str] = []
+    rows = list(Agent.select().where(Agent.status.in_(("starting", "working", "idle", "lost"))))
+    for agent in rows:
         pane = mine.get(agent.launch_token)
         if agent.status != "starting":
             # a half-done park or un-park: where the pane is settles it
             parking.recover(server, agent, None if pane is None or pane.dead else pane)
         if agent.status == "starting":
-            _recover_starting(server, agent, pane)
+            if _recover_starting(server, agent, pane):
+                resume_pipelines.append(agent.uuid)
         elif agent.cancel_requested:
             pipeline.end(server, agent, "lost" if agent.status == "lost" else "killed")
         elif pane is None:
@@ -72,6 +83,7 @@ def recover(server) -> None:
                 )
     _count(server, snap, close_late=True)
     server.notify()
+    return resume_pipelines
 
 
 def restart_guards() -> int:
@@ -104,18 +116,18 @@ def restart_guards() -> int:
     return len(rows)
 
 
-def _recover_starting(server, agent: Agent, pane) -> None:
+def _recover_starting(server, agent: Agent, pane) -> bool:
+    """Settle one ``starting`` row; True when its pipeline must resume."""
     if agent.cancel_requested:
         pipeline.finish_cancel(server, agent)
-        return
+        return False
     if pane is not None and agent.pane_id:
         # repaired: the pipeline resumes at its next step (the prompt is typed
         # only if the transcript does not show it), then starting -> working
         with db.atomic("IMMEDIATE"):
             lifecycle.place(agent, "agent.repaired", pane)
             drift.bump("repaired")
-        server.start_pipeline(agent.uuid, pipeline.run)
-        return
+        return True
     if agent.resumes and not agent.pane_id:
         # a resumed start (``agent resume``, resume_lost): the agent existed before,
         # so failing it would lose it. The pipeline goes on where it stopped; a
@@ -124,8 +136,7 @@ def _recover_starting(server, agent: Agent, pane) -> None:
         with db.atomic("IMMEDIATE"):
             lifecycle.update(agent, "agent.repaired", last_progress_at=time.time())
             drift.bump("repaired")
-        server.start_pipeline(agent.uuid, pipeline.run)
-        return
+        return True
     if pane is not None:  # a pane this start made but never recorded: its marks say so
         try:
             pipeline.close_pane(server, agent, ref_of(pane), "orphan of a crashed start")
@@ -143,6 +154,7 @@ def _recover_starting(server, agent: Agent, pane) -> None:
                 resume.auto_resume(server, agent)
         else:
             lifecycle.transition(agent, "ended", "failed", error=why, repair=True)
+    return False
 
 
 def _count(server, snap, close_late: bool) -> None:

@@ -264,6 +264,11 @@ class Server:
             self.notify()
         self.notify()
 
+    def started_threads(self) -> bool:
+        """Whether this server started any thread (a listener, a pipeline)."""
+        with self._pipe_lock:
+            return bool(self.threads or self._active_pipelines)
+
     def pipeline_active(self, uuid: str) -> bool:
         with self._pipe_lock:
             return uuid in self._active_pipelines
@@ -376,8 +381,9 @@ class Server:
         self.agents_dir.mkdir(parents=True, exist_ok=True)
         faults.point("server_start")
         reconcile.restart_guards()  # before the monitor can look at a starting row
-        if self.driver is not None:
-            reconcile.recover(self)
+        # the pipelines of repaired starts run only once recovery (agents, then
+        # loops) has finished: none of their commits can meet a recovery write
+        resumed = reconcile.recover(self) if self.driver is not None else []
         from orcr_core.loops import recovery
         from orcr_core.loops.scheduler import Scheduler
 
@@ -397,6 +403,10 @@ class Server:
             t.start()
             self.threads.append(t)
         self.threads += self.loops.start()
+        from orcr_core.agents import pipeline
+
+        for uuid in resumed:
+            self.start_pipeline(uuid, pipeline.run)
         log.info("orcr server %s listening on %s", os.getpid(), self.socket_path)
         self.stopping.wait()
         listener.close()

@@ -63,6 +63,12 @@ def main_foreground(already_running_ok: bool = True) -> int:
     except Exception as exc:
         code = getattr(exc, "code", None)
         log.error("%s%s", f"{code}: " if code else "", exc)
+        if server.started_threads():
+            # a normal exit would wait for the pipeline threads (the pool's are not
+            # daemons) while this process keeps the store and the server lock with
+            # no socket: the client's start would time out instead of failing now
+            logging.shutdown()
+            os._exit(1)
         return 1
     if server.failure:
         return 1
