@@ -139,3 +139,24 @@ def test_a_program_behind_env_prefixes_is_checked_before_the_window(h, driver, s
     assert err.value.code == "command_not_found"
     assert str(err.value) == "no-such-claude-orcr: command not found"
     assert h.pane_ids() == set()
+
+
+def test_a_dead_panes_status_is_waited_for_when_tmux_has_not_reaped_it_yet(h, monkeypatch):
+    """tmux 3.3 calls a pane dead at its terminal's EOF, which can come before it has
+    reaped the program: the guarded paste then prints the marker with no status. The
+    driver asks again instead of reporting an unknown status."""
+    pane = h.start([h.PY, "-c", "import sys; sys.exit(5)"])
+    h.wait_for(
+        lambda: any(p.dead for p in h.driver.snapshot() if p.pane_id == pane.pane_id),
+        what="the program to exit",
+    )
+    run = h.driver.tmux.run
+
+    def not_reaped_yet(*commands, **kw):  # the marker as tmux prints it before the reap
+        out = run(*commands, **kw)
+        return out.replace(" 5", " ") if any(c[0] == "if-shell" for c in commands) else out
+
+    monkeypatch.setattr(h.driver.tmux, "run", not_reaped_yet)
+    with pytest.raises(DriverError) as err:
+        h.driver.send_prompt(pane, "x")
+    assert "(status 5) before its prompt was pasted" in str(err.value)
