@@ -43,6 +43,9 @@ _REAL_CLI = pytest.StashKey[tuple]()
 #: panes, timers), so four workers on two cores take about a third of the serial time
 WORKERS = 4
 
+#: why each rerun was needed, printed at the end (pytest_runtest_logreport)
+_RERUNS: list[str] = []
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
@@ -132,7 +135,18 @@ def pytest_testnodedown(node, error):
         node.config.stash[_REAL_CLI] = (folder and Path(folder), why, count_real)
 
 
+def pytest_runtest_logreport(report):
+    """Keep why each rerun was needed (pytest-rerunfailures' summary names the test
+    only): a rerun is a flake to fix, and its reason is where to start."""
+    if report.outcome == "rerun":
+        crash = getattr(report.longrepr, "reprcrash", None)
+        why = crash.message if crash is not None else str(report.longrepr)
+        _RERUNS.append(f"{report.nodeid} ({report.when}): {why.splitlines()[0][:200]}")
+
+
 def pytest_terminal_summary(terminalreporter, config):
+    for line in _RERUNS:
+        terminalreporter.write_line(f"RERUN REASON {line}")
     folder, why, real = config.stash.get(_REAL_CLI, (None, "", 0))
     if real and folder is None:
         from real_cli.tier import HOW
