@@ -154,3 +154,25 @@ def test_stuck_start_guard_is_reset_by_each_progress_marker(orcr_home):
     assert ts["working"] - ts["starting"] > 2.0  # the start outlived one guard period
     markers = [e["kind"] for e in orcr_home.events(a["uuid"])]
     assert "pane.workspace_applied" in markers and "pane.start_applied" in markers
+
+
+def test_stuck_start_guard_closes_a_recorded_pane_at_once(orcr_home):
+    """The guard fails a start whose pane is recorded but whose first prompt never
+    goes in: it closes that pane itself, at once, not on a later reconcile pass
+    (reconcile_every is an hour here) nor when the hung call returns (8 s)."""
+    orcr_home.config(
+        '[driver]\nname = "test"\n'
+        '[timings]\nmax_starting = "1s"\npoll_every = "50ms"\nreconcile_every = "1h"\n'
+    )
+    orcr_home.start_server(extra_env={"ORCR_TEST_PROMPT_DELAY": "8"})
+    with orcr_home.sdk() as o:
+        o.run("x", provider="testp", path="g/mute", cwd="/")
+        pane = _until(
+            lambda: next((e[2] for e in td.read_state()["log"] if e[0] == "start"), None),
+            5,
+            "the pane",
+        )
+        a = _until(lambda: (lambda a: a if a["status"] == "ended" else None)(o.get("g/mute")), 5)
+        assert a["exit_reason"] == "failed" and "stuck-start guard" in a["error"], a
+        _until(lambda: ["close", pane] in td.read_state()["log"], 3, "the guard's close")
+        assert td.read_state()["panes"] == {}
