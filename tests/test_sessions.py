@@ -95,3 +95,66 @@ def test_the_prompt_is_matched_as_the_transcript_writes_it(tmp_path):
     path = next((tmp_path / "codex" / "sessions").rglob("*.jsonl"))
     assert sessions.holds_prompt(str(path), PROMPT)  # quotes are escaped in JSON
     assert not sessions.holds_prompt(str(path), "something else")
+
+
+def test_concurrent_reports_never_leave_the_stray_thread(tmp_path, monkeypatch):
+    """Two reports handled at once (issue 19 item 3): the stray one read the row
+    before the real one was recorded. It must decide on the row as it is when it
+    writes (compare-and-set inside the write transaction), so the session whose
+    rollout exists stays recorded whatever the interleaving."""
+    import threading
+    import time
+
+    from orcr_core.server import handlers
+    from orcr_core.store import db as store_db
+    from orcr_core.store.models import Agent
+
+    _rollout(tmp_path, REAL, PROMPT)
+    server = _server(tmp_path)
+    server.notify = lambda **kw: None
+    store_db.open_store(tmp_path / "store.db")
+    try:
+        Agent.create(
+            uuid="u1",
+            path="x/a",
+            name="a",
+            provider="codex",
+            status="working",
+            cwd="/tmp",
+            launch_token="tok",
+            created_at=time.time(),
+        )
+        stray_decides = threading.Event()
+        real_done = threading.Event()
+        decide = sessions.replaces
+
+        def replaces(server, agent, pointer):
+            if pointer.value == STRAY:  # the stray report decides slowly: the real one lands
+                stray_decides.set()
+                real_done.wait(2)
+            return decide(server, agent, pointer)
+
+        monkeypatch.setattr(sessions, "replaces", replaces)
+
+        def report(thread):
+            store_db.db.connect(reuse_if_open=True)
+            try:
+                params = {"uuid": "u1", "launch_token": "tok", "source": "orcr:codex-notify"}
+                handlers.agent_report_session(
+                    server, None, 1, dict(params, kind="id", value=thread)
+                )
+            finally:
+                if thread == REAL:
+                    real_done.set()
+                store_db.db.close()
+
+        stray = threading.Thread(target=report, args=(STRAY,))
+        stray.start()
+        assert stray_decides.wait(5)
+        real = threading.Thread(target=report, args=(REAL,))
+        real.start()
+        real.join(10)
+        stray.join(10)
+        assert Agent.get(Agent.uuid == "u1").agent_session_value == REAL
+    finally:
+        store_db.db.close()

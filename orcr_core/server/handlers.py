@@ -393,14 +393,19 @@ def agent_report_session(server, conn, rid, params):
     value = _param(params, "value", str)
     if kind not in ("id", "path") or not value or len(value) > 512:
         raise ProtocolError("invalid_params", "kind is id or path; value 1-512 characters")
-    if agent.status == "ended" or agent.agent_session_value == value:
-        return {"recorded": False}
-    # a second session reported (Codex may name a thread with no rollout): follow the
-    # one whose transcript received the prompt, whatever the order (agents.sessions)
-    if not sessions.replaces(server, agent, SessionPointer(source, kind, value)):
-        return {"recorded": False}
+    pointer = SessionPointer(source, kind, value)
     with db.atomic("IMMEDIATE"):
+        # decided on the row as it is inside the write transaction (compare-and-set):
+        # a report that read the row before another report (or the monitor) recorded
+        # a session must not overwrite it with a decision made on the old row
         agent = Agent.get_by_id(agent.id)
+        if agent.status == "ended" or agent.agent_session_value == value:
+            return {"recorded": False}
+        # a second session reported (Codex may name a thread with no rollout): follow
+        # the one whose transcript received the prompt, whatever the order; one whose
+        # transcript exists is never replaced by one whose does not (agents.sessions)
+        if not sessions.replaces(server, agent, pointer):
+            return {"recorded": False}
         fields = dict(
             agent_session_source=source, agent_session_kind=kind, agent_session_value=value
         )
