@@ -263,3 +263,37 @@ def test_a_turn_that_finished_before_the_loss_keeps_its_answer(live):
     assert (a["turn"], a["turn_status"], a["turn_error"]) == (2, "completed", None), a
     assert live.run("agent", "wait", "m/done", "--timeout", "10s", check=True).returncode == 0
     assert live.run("agent", "read", "m/done", check=True).stdout == "second\n"
+
+
+def test_a_codex_agent_resumes_its_own_thread(live, short_tmp):
+    """Resume uses the agent's recorded session pointer, never its uuid: Codex picks
+    its own thread id, so ``codex resume <thread>`` is the only way back into the
+    conversation (the fake Codex refuses a thread it has no rollout for, as Codex
+    does). One rollout holds both turns."""
+    from fake_clis import configure, run_agent, wait_idle
+
+    configure(live, short_tmp)
+    live.start_server()
+    uuid = run_agent(live, "codex", "c/one", "first")
+    wait_idle(live, "c/one", timeout=60)
+    thread = until(lambda: (live.get("c/one").get("agent_session") or {}).get("value"), 30)
+    assert thread != uuid
+    _kill_multiplexer(live)
+    until(lambda: live.get("c/one")["status"] == "ended", 30, what="lost")
+
+    live.run("agent", "resume", "c/one", check=True)
+    wait_idle(live, "c/one", timeout=60)
+    starts = [e["data"]["argv"] for e in live.events(uuid) if e["kind"] == "pane.start_requested"]
+    assert len(starts) == 2 and starts[1][starts[1].index("resume") + 1] == thread, starts
+    live.run("agent", "send", "c/one", "second", check=True)
+    wait_idle(live, "c/one", timeout=60)
+    assert live.run("agent", "read", "c/one", check=True).stdout == "second\n"
+    assert live.get("c/one")["agent_session"]["value"] == thread
+    rollouts = list((short_tmp / "codex" / "sessions").rglob("rollout-*.jsonl"))
+    assert [r.name.endswith(f"-{thread}.jsonl") for r in rollouts] == [True]
+    prompts = [
+        json.loads(line)["payload"]["message"]
+        for line in rollouts[0].read_text().splitlines()
+        if '"type":"user_message"' in line
+    ]
+    assert prompts == ["first", "second"]

@@ -106,6 +106,10 @@ class Jsonl:
     def exists(self) -> bool:
         return self._fd is not None
 
+    def write_nothing_yet(self) -> None:
+        """Open an existing transcript to append to (a resumed session)."""
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+
     def write(self, record: dict) -> None:
         if self._fd is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
