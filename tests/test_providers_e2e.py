@@ -203,8 +203,9 @@ def test_codex_two_turns_on_herdr(live, short_tmp):
 @pytest.mark.parametrize("live", ["tmux"], indirect=True)
 def test_codex_on_tmux_learns_its_session_through_notify(live, short_tmp):
     """tmux reports no session, so orcr starts Codex with ``-c notify=[orcr internal
-    codex-notify]``: after the first turn Codex hands the thread id to orcr, which
-    then finds the rollout and reads the turns."""
+    codex-notify]``: after the first turn Codex hands the thread id to orcr (which
+    found the rollout by the prompt already, the moment the turn started) and reads
+    the turns."""
     configure(live, short_tmp)
     live.start_server()
     uuid = run_agent(live, "codex", "x/tmux", "hello")
@@ -212,7 +213,9 @@ def test_codex_on_tmux_learns_its_session_through_notify(live, short_tmp):
     assert live.run("agent", "read", "x/tmux", check=True).stdout == "hello\n"
     rollout = glob.glob(str(short_tmp / "codex" / "sessions" / "*" / "*" / "*" / "*.jsonl"))[0]
     a = live.get("x/tmux")
-    assert a["agent_session"]["source"] == "orcr:codex-notify"
+    # delivery finds the rollout by the prompt as soon as it is accepted (orcr:rollout);
+    # notify then reports the same thread, which is kept
+    assert a["agent_session"]["source"] in ("orcr:rollout", "orcr:codex-notify")
     assert rollout.endswith(a["agent_session"]["value"] + ".jsonl")
     live.run("agent", "send", "x/tmux", "again", check=True)
     wait_idle(live, "x/tmux", timeout=60)
@@ -274,7 +277,7 @@ def test_codex_on_tmux_without_notify_finds_its_thread_by_the_prompt(live, short
     assert _lines(Path(rollout))[0]["payload"]["cwd"] == str(_project(short_tmp))
     assert live.run("agent", "read", "x/tmux", check=True).stdout == "hello\n"
     applied = [d for k, d in _events(live, uuid) if k == "prompt.applied"]
-    assert applied and applied[0]["confirmed"] is False  # delivery could not tell
+    assert applied and applied[0]["confirmed"] is True  # delivery found it by the prompt
     wait_idle(live, "x/decoy", timeout=60)
     assert live.get("x/decoy")["agent_session"]["value"] != a["agent_session"]["value"]
 
@@ -312,3 +315,25 @@ def test_claude_stop_hook_ends_turns_without_the_quiet_period(live, short_tmp):
     assert not any(r.get("subtype") == "stop_hook_summary" for r in _lines(path))
     slow = _event_ts(live, uuid, "agent.status", to="idle") - path.stat().st_mtime
     assert slow >= 2.5, slow  # the quiet period (3 s) after the last line
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_codex_is_working_once_its_rollout_shows_the_prompt_not_after_its_first_turn(
+    live, short_tmp
+):
+    """Codex reports its thread only after a turn (notify), so a Codex agent stayed
+    ``starting`` through its whole first turn while orcr pressed Enter again twice
+    (issue 19 item 5). Its rollout holds the prompt as soon as it is accepted: delivery
+    finds it there, and the agent is ``working`` then, as a Claude agent is."""
+    configure(live, short_tmp)
+    live.start_server()
+    uuid = run_agent(live, "codex", "x/slow", "[sleep 6] slow first turn")
+    wait_idle(live, "x/slow", timeout=60)
+    kinds = _events(live, uuid)
+    assert [k for k, _ in kinds if k == "prompt.resubmit"] == []
+    assert [d["confirmed"] for k, d in kinds if k == "prompt.applied"] == [True]
+    working = _event_ts(live, uuid, "agent.status", to="working")
+    idle = _event_ts(live, uuid, "agent.status", to="idle")
+    typed = _event_ts(live, uuid, "prompt.requested")
+    assert idle - working > 3, (typed, working, idle)  # working during the turn, not after it
+    assert live.run("agent", "read", "x/slow", check=True).stdout == "slow first turn\n"

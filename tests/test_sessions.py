@@ -158,3 +158,57 @@ def test_concurrent_reports_never_leave_the_stray_thread(tmp_path, monkeypatch):
         assert Agent.get(Agent.uuid == "u1").agent_session_value == REAL
     finally:
         store_db.db.close()
+
+
+def test_a_thread_another_agent_took_meanwhile_is_not_recorded_twice(tmp_path, short_tmp):
+    """Delivery and the monitor search for a thread by its prompt: two agents given the
+    same prompt in the same folder can both find the newest rollout before either
+    records it. The one that commits second must not take it too (a compare inside
+    the write transaction), else both would read one agent's answers."""
+    from orcr_core.store import db as store_db
+    from orcr_core.store.models import Agent
+
+    store_db.open_store(short_tmp / "store.db")
+    try:
+        import os
+        import time
+
+        day = tmp_path / "codex" / "sessions" / time.strftime("%Y/%m/%d")
+        day.mkdir(parents=True)
+        meta = {"type": "session_meta", "payload": {"id": REAL, "cwd": os.path.realpath("/tmp")}}
+        said = {"type": "event_msg", "payload": {"type": "user_message", "message": PROMPT}}
+        (day / f"rollout-x-{REAL}.jsonl").write_text(
+            "".join(json.dumps(line) + "\n" for line in (meta, said))
+        )
+        server = _server(tmp_path)
+        server.notify = lambda: None
+        rows = {}
+        for uuid, path in (("u1", "x/a"), ("u2", "x/b")):
+            (tmp_path / "agents" / uuid).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "agents" / uuid / "launch.json").write_text(
+                json.dumps({"prompt": PROMPT, "cwd": "/tmp"})
+            )
+            rows[uuid] = Agent.create(
+                uuid=uuid, path=path, name=path[-1], provider="codex", status="working",
+                queue_seq=1, cwd="/tmp", created_at=0.0, started_at=0.0,
+            )  # fmt: skip
+
+        class Racing(CodexProvider):
+            """The other agent records the thread between this search and its commit."""
+
+            def find_session(self, spec, prompt, since, taken=frozenset()):
+                found = super().find_session(spec, prompt, since, taken)
+                Agent.update(agent_session_source="orcr:rollout", agent_session_kind="id",
+                             agent_session_value=REAL).where(Agent.uuid == "u2").execute()  # fmt: skip
+                return found
+
+        server.registry.providers["codex"] = Racing()
+        assert sessions.discover(server, rows["u1"]) is False
+        assert Agent.get(Agent.uuid == "u1").agent_session_value is None
+        Agent.update(agent_session_value=None).where(Agent.uuid == "u2").execute()
+        server.registry.providers["codex"] = CodexProvider()
+        server._session_scans = {}
+        assert sessions.discover(server, rows["u1"]) is True  # found when nobody holds it
+        assert Agent.get(Agent.uuid == "u1").agent_session_value == REAL
+    finally:
+        store_db.close_store()

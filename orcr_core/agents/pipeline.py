@@ -15,7 +15,7 @@ import logging
 import time
 
 from orcr_core import dirs, events, faults
-from orcr_core.agents import lifecycle, parking, procs, transcripts
+from orcr_core.agents import lifecycle, parking, procs, sessions, transcripts
 from orcr_core.agents.launch import (
     launch_command,
     launch_info,
@@ -374,10 +374,19 @@ def _lost_turn(server, agent: Agent, provider) -> dict:
     return {"turn": agent.turn, "turn_status": "interrupted", "turn_error": LOST_MID_TURN}
 
 
-def _turns_since(server, agent: Agent, turns_before: int) -> bool | None:
-    """Did a new turn start? None when nothing can tell (no transcript, no status)."""
+#: seconds between two searches for the transcript that received a prompt being delivered
+FIND_EVERY = 0.25
+
+
+def _turns_since(server, agent: Agent, turns_before: int, text: str | None = None) -> bool | None:
+    """Did a new turn start? None when nothing can tell (no transcript, no status).
+
+    With no transcript known yet, the provider's ``find_session`` may find the one
+    that received ``text`` (Codex: its rollout shows the prompt once accepted)."""
     agent = _fresh(agent)  # the monitor may have captured the session pointer meanwhile
     state = transcripts.read_transcript(server, agent)
+    if state is None and text and sessions.discover(server, agent, prompt=text, every=FIND_EVERY):
+        state = transcripts.read_transcript(server, _fresh(agent))
     if state is not None:
         return len(state.turns) > turns_before
     provider = server.registry.providers.get(agent.provider)
@@ -402,7 +411,7 @@ def deliver(server, agent: Agent, text: str, turns_before: int) -> bool:
     for attempt in range(DELIVERY_ATTEMPTS):
         deadline = time.monotonic() + confirm
         while True:
-            started = _turns_since(server, agent, turns_before)
+            started = _turns_since(server, agent, turns_before, text)
             if started is None or started:
                 return True
             if time.monotonic() >= deadline:

@@ -79,21 +79,32 @@ def replaces(server, agent: Agent, pointer: SessionPointer) -> bool:
 SCAN_EVERY = 2.0
 
 
-def discover(server, agent: Agent, now: float | None = None) -> bool:
+def discover(
+    server,
+    agent: Agent,
+    now: float | None = None,
+    prompt: str | None = None,
+    every: float = SCAN_EVERY,
+) -> bool:
     """Ask the provider's ``find_session`` for the session of a working agent whose
     transcript cannot be read (no session recorded, or one with no transcript);
-    record it (``agent.session``) and return True when it found another one."""
+    record it (``agent.session``) and return True when it found another one.
+
+    Prompt delivery asks too, for a ``starting`` agent whose first prompt was just
+    typed (``prompt``, looked for every ``every`` seconds): Codex reports its thread
+    only after the turn, but its rollout holds the prompt as soon as it is accepted,
+    so the turn is seen to start then, as Claude's is (issue 19 item 5)."""
     provider = server.registry.providers.get(agent.provider)
     find = getattr(provider, "find_session", None)
-    if find is None or agent.status != "working":
+    if find is None or agent.status not in ("starting", "working"):
         return False
     now = time.time() if now is None else now
     scans = server.__dict__.setdefault("_session_scans", {})
-    if now - scans.get(agent.uuid, 0.0) < SCAN_EVERY:
+    if now - scans.get(agent.uuid, 0.0) < every:
         return False
     scans[agent.uuid] = now
     try:
-        prompt = launch_info(server, agent).get("prompt") or ""
+        prompt = prompt or launch_info(server, agent).get("prompt") or ""
         if not prompt.strip():
             return False
         taken = {
@@ -112,6 +123,16 @@ def discover(server, agent: Agent, now: float | None = None) -> bool:
         current = Agent.get_by_id(agent.id)
         if current.status == "ended" or current.agent_session_value != agent.agent_session_value:
             return False  # changed meanwhile (a report came): the next poll looks again
+        if (
+            Agent.select()
+            .where(
+                (Agent.id != agent.id)
+                & (Agent.status != "ended")
+                & (Agent.agent_session_value == pointer.value)
+            )
+            .exists()
+        ):
+            return False  # another agent took it meanwhile (same prompt, same folder)
         lifecycle.update(
             current,
             "agent.session",
