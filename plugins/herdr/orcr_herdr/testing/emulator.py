@@ -16,62 +16,32 @@ when ``strict`` (the default): violations are recorded in ``violations``.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shlex
-import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orcr_herdr.testing import persist
 from orcr_herdr.testing.events import TICK, EventHub
+from orcr_herdr.testing.hooks import TestHooks
 from orcr_herdr.testing.ids import new_terminal_id
-from orcr_herdr.testing.model import DETECTED, RESUME_ARGV, InputRecord, Pane, Views, Workspace
+from orcr_herdr.testing.model import DETECTED, RESUME_ARGV, Pane, Views, Workspace
+from orcr_herdr.testing.serving import Deferred, Serving, Stream, Violation
 from orcr_herdr.testing.session import ENTER_TOO_EARLY_WINDOW, SessionState
-from orcr_herdr.testing.transport import (
-    REQUEST_TIMEOUT,
-    ApiError,
-    Listener,
-    peer_gone,
-    read_request,
-    send_line,
-)
+from orcr_herdr.testing.transport import REQUEST_TIMEOUT, ApiError, Listener
+
+__all__ = ["Deferred", "Emulator", "Stream", "Violation"]
 
 VERSION = "0.8.0"
 RESUME_DELAY = 0.75
 
 
-@dataclass
-class Violation:
-    """A message that does not match the schema. ``kind``: request, reply or event."""
-
-    kind: str
-    errors: list[str]
-    message: Any
-
-
-class Deferred:
-    """Returned by a waiting handler: ``run()`` is called outside the app lock and
-    returns the result (or raises :class:`ApiError`) while the connection stays open."""
-
-    def __init__(self, run: Callable[[], dict]):
-        self.run = run
-
-
-class Stream:
-    """Returned by the ``events.subscribe`` handler: the entries to stream after the ack."""
-
-    def __init__(self, entries: list):
-        self.entries = entries
-
-
-class Emulator(SessionState):
+class Emulator(SessionState, TestHooks, Serving):
     """A fake herdr server. All public attributes may be changed while it runs.
 
     Args:
@@ -279,258 +249,6 @@ class Emulator(SessionState):
         numbers = [ws.number for ws in self.workspaces.values()]
         self.next_ws = max(numbers, default=0) + 1
 
-    # ------------------------------------------------------------------ test hooks
-    def pane(self, pane_id: str) -> Pane:
-        """The live :class:`Pane` object (KeyError when gone)."""
-        with self.lock:
-            return self._pane(pane_id)
-
-    def panes(self) -> list[Pane]:
-        with self.lock:
-            return [p for ws in self.workspaces.values() for p in ws.panes()]
-
-    def inputs(self, pane_id: str) -> list[InputRecord]:
-        """Every write into the pane: what was sent, what reached the PTY."""
-        with self.lock:
-            return list(self._pane(pane_id).inputs)
-
-    def screen(self, pane_id: str) -> str:
-        """The pane's visible screen, as ``pane.read`` would give it."""
-        with self.lock:
-            return self._read_text(self._pane(pane_id), "visible", None)[0]
-
-    def set_agent(self, pane_id: str, agent: str | None, status: str = "unknown") -> None:
-        """Pretend detection recognised (or lost) an agent; emits ``pane_agent_detected``."""
-        with self.lock:
-            pane = self._pane(pane_id)
-            pane.agent_authority = "hook" if agent else None
-            self._set_agent(pane, agent, status)
-
-    def zoom_tab(self, tab_id: str, zoomed: bool = True) -> None:
-        """Zoom (or unzoom) a tab, as a user pressing herdr's zoom key would: a
-        ``pane.move`` from or into it then answers ``changed: false``, ``zoomed_tab``."""
-        with self.lock:
-            tab = self.find_tab(tab_id)
-            assert tab is not None, tab_id
-            tab.zoomed = zoomed
-
-    def set_agent_status(self, pane_id: str, status: str) -> None:
-        """A status transition: only per-pane ``pane.agent_status_changed`` streams see it."""
-        with self.lock:
-            pane = self._pane(pane_id)
-            if pane.agent_authority is None:
-                pane.agent_authority = "hook"
-            self._set_status(pane, status)
-
-    def set_agent_session(
-        self, pane_id: str, value: str, agent: str | None = None, source: str | None = None
-    ) -> None:
-        """Store an official session ref the way a SessionStart hook does: NO event."""
-        with self.lock:
-            pane = self._pane(pane_id)
-            agent = agent or pane.agent or "claude"
-            pane.agent_session = {
-                "source": source or f"herdr:{agent}",
-                "agent": agent,
-                "kind": "id",
-                "value": value,
-            }
-            self._mark_dirty()
-
-    def clear_agent_session(self, pane_id: str) -> None:
-        with self.lock:
-            self._pane(pane_id).agent_session = None
-            self._mark_dirty()
-
-    def add_agent(
-        self,
-        agent: str = "claude",
-        status: str = "idle",
-        *,
-        cwd: str | None = None,
-        label: str | None = None,
-    ) -> str:
-        """A user's agent in this session: a new workspace whose pane (a real shell)
-        herdr detects as ``agent`` in ``status``, labelled ``label``. Emits the
-        events herdr would (validated). Returns the pane id."""
-        with self.lock:
-            _ws, _tab, pane = self.new_workspace(cwd or os.getcwd(), None, None, False)
-            pane.label = (label or "").strip() or None
-            pane.agent_authority = "hook"  # detection never overrides it
-            self._set_agent(pane, agent, status)
-            self._mark_dirty()
-            return pane.pane_id
-
-    def close_pane(self, pane_id: str) -> None:
-        """The user closed the pane (``pane.close``): ``pane_closed``, its terminal gone."""
-        with self.lock:
-            self._remove_pane(self._pane(pane_id), exited=False)
-            self._mark_dirty()
-
-    def exit_agent(self, pane_id: str) -> None:
-        """The agent process ended inside its pane: release it, drop its session ref."""
-        with self.lock:
-            pane = self._pane(pane_id)
-            pane.agent_authority = None
-            self._set_agent(pane, None, "unknown")
-
-    def drop_connections(self, count: int = 1, when: str = "before") -> None:
-        """Fault injection: close the next ``count`` connections without an answer.
-
-        ``when="before"`` closes before reading the request (nothing happened);
-        ``"after"`` reads and handles it, then closes without replying.
-        """
-        if when not in ("before", "after"):
-            raise ValueError("when must be 'before' or 'after'")
-        with self.lock:
-            self._drop.extend([when] * count)
-
-    def mute(self) -> None:
-        """Fault injection: an outage. Every connection is closed unanswered (its
-        processes run on, existing event streams stay open) until :meth:`unmute`;
-        ``muted_connections`` counts the requests refused meanwhile."""
-        with self.lock:
-            self._muted = True
-
-    def unmute(self) -> None:
-        with self.lock:
-            self._muted = False
-
-    def corrupt_next_reply(self, mutate: Callable[[str, dict], dict]) -> None:
-        """Fault injection: ``mutate(method, reply) -> reply`` for the next reply sent."""
-        with self.lock:
-            self._reply_hooks.append(mutate)
-
-    def retained_events(self) -> list[dict]:
-        """The event ring as a new subscription would replay it (oldest first)."""
-        return self.hub.retained()
-
-    def publish(self, name: str, data: dict) -> dict:
-        """Emit an arbitrary Envelope-A event (validated like the emulator's own)."""
-        with self.lock:
-            return self._emit(name, data)
-
-    # ------------------------------------------------------------------ schema
-    def _violation(self, kind: str, errors: list[str], message: Any) -> None:
-        v = Violation(kind, errors, message)
-        self.violations.append(v)
-        print(f"herdr-emulator: schema violation ({kind}): {errors}", file=sys.stderr)
-        if self.violations_path is not None:
-            with open(self.violations_path, "a") as f:
-                f.write(json.dumps({"kind": kind, "errors": errors, "message": message}) + "\n")
-
-    def _check(self, kind: str, message: dict) -> list[str]:
-        if self.checker is None:
-            return []
-        check = {
-            "request": self.checker.check_request,
-            "reply": self.checker.check_reply,
-            "event": self.checker.check_event,
-        }[kind]
-        errors = check(message)
-        if errors:
-            self._violation(kind, errors, message)
-        return errors
-
-    # ------------------------------------------------------------------ transport
-    def _serve(self, conn: socket.socket) -> None:
-        with self.lock:
-            drop = self._drop.pop(0) if self._drop else None
-            if self._muted:
-                drop = "before"
-                self.muted_connections += 1
-        if drop == "before":
-            return
-        line = read_request(conn, self.request_timeout)
-        if line is None:
-            return
-        reply, stream = self._handle_line(line)
-        if reply is None or drop == "after":
-            return
-        with self.lock:
-            hook = self._reply_hooks.pop(0) if self._reply_hooks else None
-        if hook is not None:
-            reply = hook(reply.get("_method", ""), reply)
-        reply.pop("_method", None)
-        self._check("reply", reply)
-        sent = send_line(conn, reply)
-        if self._stop_after_reply.is_set():
-            threading.Thread(target=self._server_stop, name="herdr-stop", daemon=True).start()
-            return
-        if sent and stream is not None:
-            self._stream(conn, stream)
-
-    def _server_stop(self) -> None:
-        self.stop()
-        self.stop_requested.set()
-
-    def _handle_line(self, line: bytes) -> tuple[dict | None, Stream | None]:
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError:
-            return None, None
-        text = text.strip()
-        if not text:
-            return None, None
-        try:
-            request = json.loads(text)
-        except ValueError as exc:
-            return _error("", "invalid_request", f"invalid request: {exc}"), None
-        self.requests.append(request if isinstance(request, dict) else {"raw": request})
-        problems = self._check("request", request) if isinstance(request, dict) else ["not object"]
-        if not problems and self.checker is None:
-            problems = _basic_problems(request)
-        if problems:
-            return _error("", "invalid_request", f"invalid request: {problems[0]}"), None
-        req_id, method, params = request["id"], request["method"], request["params"]
-        from orcr_herdr.testing.handlers import HANDLERS
-
-        handler = HANDLERS.get(method)
-        try:
-            if handler is None:
-                raise ApiError("not_implemented", f"{method} is not implemented by the emulator")
-            if method == "ping":  # answered on the socket thread, never blocked by the app
-                result = handler(self, params, req_id)
-            else:
-                with self.lock:
-                    if self.stopped.is_set():
-                        raise ApiError("server_unavailable", "server is shutting down")
-                    result = handler(self, params, req_id)
-                    if self._dirty_at is not None and self.save_delay <= 0:
-                        self._save()
-            if isinstance(result, Deferred):  # a wait: held outside the app lock
-                result = result.run()
-        except ApiError as err:
-            reply = _error(
-                err.reply_id if err.reply_id is not None else req_id, err.code, err.message
-            )
-            reply["_method"] = method
-            return reply, None
-        except (KeyError, TypeError, ValueError) as exc:  # what serde would have refused
-            return _error("", "invalid_request", f"invalid request: {exc!r}"), None
-        stream = None
-        if isinstance(result, Stream):
-            stream, result = result, {"type": "subscription_started"}
-        return {"id": req_id, "result": result, "_method": method}, stream
-
-    def _stream(self, conn: socket.socket, stream: Stream) -> None:
-        """The subscription loop: wake every 100 ms, at most one event per entry per wake."""
-        hub = self.hub
-        try:
-            while not self.stopped.is_set():
-                if self.stopped.wait(TICK) or peer_gone(conn):
-                    return
-                for entry in stream.entries:
-                    envelope = entry.next()
-                    if envelope is None:
-                        continue
-                    self._check("event", envelope)
-                    if not send_line(conn, envelope):
-                        return
-        finally:
-            with hub.lock:
-                hub.status_entries = [e for e in hub.status_entries if e not in stream.entries]
-
     # ------------------------------------------------------------------ tick
     def _tick_loop(self) -> None:
         while not self.stopped.wait(TICK):
@@ -584,23 +302,6 @@ class Emulator(SessionState):
                 pane.proc.write(line.encode())
             except OSError:
                 pass
-
-
-def _error(req_id: str, code: str, message: str) -> dict:
-    return {"id": req_id, "error": {"code": code, "message": message}}
-
-
-def _basic_problems(request: Any) -> list[str]:
-    """Without the schema: the shape serde would insist on."""
-    if not isinstance(request, dict):
-        return ["expected an object"]
-    if not isinstance(request.get("id"), str):
-        return ["invalid type for `id`: expected a string"]
-    if not isinstance(request.get("method"), str):
-        return ["missing field `method`"]
-    if not isinstance(request.get("params"), dict):
-        return ["missing field `params`"]
-    return []
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ DEFAULT_UNTIL = ("idle", "done", "blocked")
 
 
 def _agent_pane(emu: Emulator, target: str):
-    from orcr_herdr.testing.handlers import _agent_pane as find
+    from orcr_herdr.testing.agent_handlers import _agent_pane as find
 
     return find(emu, target)
 

@@ -1,0 +1,178 @@
+"""Handlers of agent reports, ``agent.*`` and ``events.subscribe`` (see :mod:`handlers`)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from orcr_herdr.testing.api_util import CONTROL as _CONTROL
+from orcr_herdr.testing.api_util import OK
+from orcr_herdr.testing.emulator import Emulator, Stream
+from orcr_herdr.testing.events import TYPE_ONLY, OutputEntry, QuietEntry, StatusEntry, TypeEntry
+from orcr_herdr.testing.model import DETECTED, OFFICIAL_SOURCES, REPLACE_DEFAULT, REPLACE_SOURCES
+from orcr_herdr.testing.pane_handlers import pane_read
+from orcr_herdr.testing.transport import ApiError
+
+
+# ---------------------------------------------------------------- agent reports
+def _store_session(emu: Emulator, pane, params: dict) -> None:
+    """``src/agent_resume.rs`` rules: official pairs only, seq increasing, guarded replace."""
+    source, agent = params["source"], params["agent"]
+    if OFFICIAL_SOURCES.get(source) != agent:
+        return
+    seq = params.get("seq")
+    if seq is not None:
+        if seq <= pane.session_seq.get(source, -1):
+            return
+        pane.session_seq[source] = seq
+    if pane.agent in DETECTED.values() and pane.agent != agent:
+        return  # contradicts the detected process
+    sid, path = params.get("agent_session_id"), params.get("agent_session_path")
+    if agent in ("pi", "omp") and path and os.path.isabs(path):
+        kind, value = "path", path
+    elif sid:
+        kind, value = "id", sid
+    else:
+        return
+    if len(value) > 512 or _CONTROL.search(value):
+        return
+    old = pane.agent_session
+    if old and old["source"] == source and old["value"] != value:
+        allowed = REPLACE_SOURCES.get(agent, REPLACE_DEFAULT)
+        if params.get("session_start_source") not in allowed:
+            return
+    pane.agent_session = {"source": source, "agent": agent, "kind": kind, "value": value}
+    emu._mark_dirty()  # no event: clients poll
+
+
+def pane_report_agent_session(emu: Emulator, params: dict, rid: str) -> dict:
+    _store_session(emu, emu.find_pane(params["pane_id"]), params)
+    return OK
+
+
+def pane_report_agent(emu: Emulator, params: dict, rid: str) -> dict:
+    pane = emu.find_pane(params["pane_id"])
+    source, agent = params["source"], params["agent"]
+    if OFFICIAL_SOURCES.get(source) == agent:
+        _store_session(emu, pane, params)  # reserved pairs: state ignored
+        return OK
+    seq = params.get("seq")
+    if seq is not None:
+        if seq <= pane.session_seq.get(source, -1):
+            return OK
+        pane.session_seq[source] = seq
+    pane.agent_authority = source
+    emu._set_agent(pane, agent, params["state"])
+    return OK
+
+
+def pane_release_agent(emu: Emulator, params: dict, rid: str) -> dict:
+    pane = emu.find_pane(params["pane_id"])
+    if pane.agent_authority == params["source"] and pane.agent == params["agent"]:
+        pane.agent_authority = None
+        emu._set_agent(pane, None, "unknown")
+    return OK
+
+
+def pane_clear_agent_authority(emu: Emulator, params: dict, rid: str) -> dict:
+    pane = emu.find_pane(params["pane_id"])
+    source = params.get("source")
+    if pane.agent_authority not in (None, "detect") and source in (None, pane.agent_authority):
+        pane.agent_authority = None
+        emu._set_agent(pane, None, "unknown")
+    return OK
+
+
+def pane_report_metadata(emu: Emulator, params: dict, rid: str) -> dict:
+    emu.find_pane(params["pane_id"])
+    return OK
+
+
+# ---------------------------------------------------------------- agents
+def _agent_pane(emu: Emulator, target: str):
+    try:
+        pane = emu.find_pane(target)
+    except ApiError:
+        raise ApiError("agent_not_found", f"agent {target} not found") from None
+    if not pane.agent:
+        raise ApiError("agent_not_found", f"pane {target} hosts no agent")
+    return pane
+
+
+def agent_list(emu: Emulator, params: dict, rid: str) -> dict:
+    panes = [p for ws in emu.workspaces.values() for p in ws.panes() if p.agent]
+    return {"type": "agent_list", "agents": [emu.views.agent(p) for p in panes]}
+
+
+def agent_get(emu: Emulator, params: dict, rid: str) -> dict:
+    return {"type": "agent_info", "agent": emu.views.agent(_agent_pane(emu, params["target"]))}
+
+
+def agent_focus(emu: Emulator, params: dict, rid: str) -> dict:
+    pane = _agent_pane(emu, params["target"])
+    emu.focus_pane(pane)
+    return {"type": "agent_info", "agent": emu.views.agent(pane)}
+
+
+# ---------------------------------------------------------------- events
+def events_subscribe(emu: Emulator, params: dict, rid: str) -> Stream:
+    entries: list = []
+    for index, sub in enumerate(params["subscriptions"]):
+        kind = sub["type"]
+        if kind in TYPE_ONLY:
+            entries.append(TypeEntry(emu.hub, kind))
+            continue
+        probe_id = f"{rid}:sub:{index}:probe"
+        try:
+            pane = emu.find_pane(sub["pane_id"])
+        except ApiError as err:
+            raise ApiError(err.code, err.message, reply_id=probe_id) from None
+        if kind == "pane.agent_status_changed":
+            entry = StatusEntry(pane.pane_id, sub.get("agent_status"))
+            if entry.status is not None and pane.agent_status == entry.status:
+                payload = {
+                    "pane_id": pane.pane_id,
+                    "workspace_id": pane.workspace_id,
+                    "agent_status": pane.agent_status,
+                }
+                if pane.agent:
+                    payload["agent"] = pane.agent
+                entry.offer(pane.agent_status, payload)
+            entries.append(entry)
+        elif kind == "pane.output_matched":
+            entries.append(OutputEntry(pane.pane_id, _output_probe(emu, pane.pane_id, sub)))
+        else:
+            entries.append(QuietEntry())
+    with emu.hub.lock:
+        emu.hub.status_entries.extend(e for e in entries if isinstance(e, StatusEntry))
+    return Stream(entries)
+
+
+def _output_probe(emu: Emulator, pane_id: str, sub: dict):
+    match = sub["match"]
+    if match["type"] == "regex":
+        try:
+            pattern = re.compile(match["value"])
+        except re.error as exc:
+            raise ApiError("invalid_regex", f"invalid regex: {exc}") from None
+
+        def hit(line: str) -> bool:
+            return bool(pattern.search(line))
+    else:
+
+        def hit(line: str) -> bool:
+            return match["value"] in line
+
+    def probe():
+        with emu.lock:
+            try:
+                emu.find_pane(pane_id, live=True)
+            except ApiError:
+                return None
+            read = pane_read(
+                emu, {"pane_id": pane_id, "source": sub["source"], "lines": sub.get("lines")}, ""
+            )
+        line = next((ln for ln in read["read"]["text"].split("\n") if hit(ln)), None)
+        return line, read["read"]
+
+    return probe

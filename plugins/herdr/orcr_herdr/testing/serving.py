@@ -1,0 +1,186 @@
+"""The emulator's request loop: one connection, one request, one reply (or a stream).
+
+:class:`Serving` is a mixin of :class:`orcr_herdr.testing.emulator.Emulator`:
+it decodes a request line, validates it, runs its handler (under the app lock,
+``ping`` and waits aside), validates and sends the reply, and streams events
+for a subscription. Violations of the schema are recorded, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from orcr_herdr.testing.events import TICK
+from orcr_herdr.testing.transport import ApiError, peer_gone, read_request, send_line
+
+
+@dataclass
+class Violation:
+    """A message that does not match the schema. ``kind``: request, reply or event."""
+
+    kind: str
+    errors: list[str]
+    message: Any
+
+
+class Deferred:
+    """Returned by a waiting handler: ``run()`` is called outside the app lock and
+    returns the result (or raises :class:`ApiError`) while the connection stays open."""
+
+    def __init__(self, run: Callable[[], dict]):
+        self.run = run
+
+
+class Stream:
+    """Returned by the ``events.subscribe`` handler: the entries to stream after the ack."""
+
+    def __init__(self, entries: list):
+        self.entries = entries
+
+
+class Serving:
+    """The transport side of the emulator."""
+
+    # ------------------------------------------------------------------ schema
+    def _violation(self, kind: str, errors: list[str], message: Any) -> None:
+        v = Violation(kind, errors, message)
+        self.violations.append(v)
+        print(f"herdr-emulator: schema violation ({kind}): {errors}", file=sys.stderr)
+        if self.violations_path is not None:
+            with open(self.violations_path, "a") as f:
+                f.write(json.dumps({"kind": kind, "errors": errors, "message": message}) + "\n")
+
+    def _check(self, kind: str, message: dict) -> list[str]:
+        if self.checker is None:
+            return []
+        check = {
+            "request": self.checker.check_request,
+            "reply": self.checker.check_reply,
+            "event": self.checker.check_event,
+        }[kind]
+        errors = check(message)
+        if errors:
+            self._violation(kind, errors, message)
+        return errors
+
+    # ------------------------------------------------------------------ transport
+    def _serve(self, conn: socket.socket) -> None:
+        with self.lock:
+            drop = self._drop.pop(0) if self._drop else None
+            if self._muted:
+                drop = "before"
+                self.muted_connections += 1
+        if drop == "before":
+            return
+        line = read_request(conn, self.request_timeout)
+        if line is None:
+            return
+        reply, stream = self._handle_line(line)
+        if reply is None or drop == "after":
+            return
+        with self.lock:
+            hook = self._reply_hooks.pop(0) if self._reply_hooks else None
+        if hook is not None:
+            reply = hook(reply.get("_method", ""), reply)
+        reply.pop("_method", None)
+        self._check("reply", reply)
+        sent = send_line(conn, reply)
+        if self._stop_after_reply.is_set():
+            threading.Thread(target=self._server_stop, name="herdr-stop", daemon=True).start()
+            return
+        if sent and stream is not None:
+            self._stream(conn, stream)
+
+    def _server_stop(self) -> None:
+        self.stop()
+        self.stop_requested.set()
+
+    def _handle_line(self, line: bytes) -> tuple[dict | None, Stream | None]:
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            return None, None
+        text = text.strip()
+        if not text:
+            return None, None
+        try:
+            request = json.loads(text)
+        except ValueError as exc:
+            return _error("", "invalid_request", f"invalid request: {exc}"), None
+        self.requests.append(request if isinstance(request, dict) else {"raw": request})
+        problems = self._check("request", request) if isinstance(request, dict) else ["not object"]
+        if not problems and self.checker is None:
+            problems = _basic_problems(request)
+        if problems:
+            return _error("", "invalid_request", f"invalid request: {problems[0]}"), None
+        req_id, method, params = request["id"], request["method"], request["params"]
+        from orcr_herdr.testing.handlers import HANDLERS
+
+        handler = HANDLERS.get(method)
+        try:
+            if handler is None:
+                raise ApiError("not_implemented", f"{method} is not implemented by the emulator")
+            if method == "ping":  # answered on the socket thread, never blocked by the app
+                result = handler(self, params, req_id)
+            else:
+                with self.lock:
+                    if self.stopped.is_set():
+                        raise ApiError("server_unavailable", "server is shutting down")
+                    result = handler(self, params, req_id)
+                    if self._dirty_at is not None and self.save_delay <= 0:
+                        self._save()
+            if isinstance(result, Deferred):  # a wait: held outside the app lock
+                result = result.run()
+        except ApiError as err:
+            reply = _error(
+                err.reply_id if err.reply_id is not None else req_id, err.code, err.message
+            )
+            reply["_method"] = method
+            return reply, None
+        except (KeyError, TypeError, ValueError) as exc:  # what serde would have refused
+            return _error("", "invalid_request", f"invalid request: {exc!r}"), None
+        stream = None
+        if isinstance(result, Stream):
+            stream, result = result, {"type": "subscription_started"}
+        return {"id": req_id, "result": result, "_method": method}, stream
+
+    def _stream(self, conn: socket.socket, stream: Stream) -> None:
+        """The subscription loop: wake every 100 ms, at most one event per entry per wake."""
+        hub = self.hub
+        try:
+            while not self.stopped.is_set():
+                if self.stopped.wait(TICK) or peer_gone(conn):
+                    return
+                for entry in stream.entries:
+                    envelope = entry.next()
+                    if envelope is None:
+                        continue
+                    self._check("event", envelope)
+                    if not send_line(conn, envelope):
+                        return
+        finally:
+            with hub.lock:
+                hub.status_entries = [e for e in hub.status_entries if e not in stream.entries]
+
+
+def _error(req_id: str, code: str, message: str) -> dict:
+    return {"id": req_id, "error": {"code": code, "message": message}}
+
+
+def _basic_problems(request: Any) -> list[str]:
+    """Without the schema: the shape serde would insist on."""
+    if not isinstance(request, dict):
+        return ["expected an object"]
+    if not isinstance(request.get("id"), str):
+        return ["invalid type for `id`: expected a string"]
+    if not isinstance(request.get("method"), str):
+        return ["missing field `method`"]
+    if not isinstance(request.get("params"), dict):
+        return ["missing field `params`"]
+    return []
