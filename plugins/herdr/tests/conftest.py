@@ -55,6 +55,14 @@ def emulator(make_emulator):
 
 
 @pytest.fixture
+def emulator09(make_emulator):
+    """A strict herdr 0.9.3 emulator (protocol 22, validated against the 0.9 schema)."""
+    emu = make_emulator(protocol=22)
+    yield emu
+    assert [(v.kind, v.errors) for v in emu.violations] == []
+
+
+@pytest.fixture
 def config_factory():
     return make_config
 

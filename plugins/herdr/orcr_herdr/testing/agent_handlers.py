@@ -120,9 +120,11 @@ def events_subscribe(emu: Emulator, params: dict, rid: str) -> Stream:
     for index, sub in enumerate(params["subscriptions"]):
         kind = sub["type"]
         if kind in TYPE_ONLY:
-            entries.append(TypeEntry(emu.hub, kind))
+            entries.append(TypeEntry(emu.hub, kind, live_edge=emu.dialect.live_edge))
             continue
-        probe_id = f"{rid}:sub:{index}:probe"
+        # 0.8 answers with its internal probe id; whether 0.9.2's id fix covers this
+        # is not documented (HERDR-0.9.md §12): the 0.9 dialect echoes the request's
+        probe_id = rid if emu.dialect.error_ids else f"{rid}:sub:{index}:probe"
         try:
             pane = emu.find_pane(sub["pane_id"])
         except ApiError as err:
@@ -145,7 +147,7 @@ def events_subscribe(emu: Emulator, params: dict, rid: str) -> Stream:
             entries.append(QuietEntry())
     with emu.hub.lock:
         emu.hub.status_entries.extend(e for e in entries if isinstance(e, StatusEntry))
-    return Stream(entries)
+    return Stream(entries, rid)
 
 
 def _output_probe(emu: Emulator, pane_id: str, sub: dict):

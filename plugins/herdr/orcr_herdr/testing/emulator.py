@@ -1,8 +1,10 @@
-"""A faithful fake herdr 0.8 server for tests (see ORCR-NOTES §15).
+"""A faithful fake herdr server for tests: herdr 0.8 (socket protocols 19, 20;
+ORCR-NOTES §15) or herdr 0.9.3 (protocol 22; HERDR-0.9.md §11), chosen by
+``protocol`` (:mod:`orcr_herdr.testing.dialect` lists what differs).
 
 In-process::
 
-    emu = Emulator(socket_path, state_dir, protocol=20)
+    emu = Emulator(socket_path, state_dir, protocol=22)
     emu.start(); ...; emu.stop()
 
 As a program (what a ``herdr`` shim on PATH runs; see
@@ -10,8 +12,9 @@ As a program (what a ``herdr`` shim on PATH runs; see
 
     python -m orcr_herdr.testing.emulator --session NAME server
  Panes run real processes on real PTYs, rendered with pyte.
-Every request, reply and event is checked against ``herdr-api.schema.json``
-when ``strict`` (the default): violations are recorded in ``violations``.
+Every request, reply and event is checked against the schema of its protocol
+(``herdr-api.schema.json`` for 0.8, ``herdr-api-0.9.schema.json`` for 0.9) when
+``strict`` (the default): violations are recorded in ``violations``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from orcr_herdr.testing import persist
+from orcr_herdr.testing.dialect import dialect_for
 from orcr_herdr.testing.events import TICK, EventHub
 from orcr_herdr.testing.hooks import TestHooks
 from orcr_herdr.testing.ids import new_terminal_id
@@ -37,7 +41,7 @@ from orcr_herdr.testing.transport import REQUEST_TIMEOUT, ApiError, Listener
 
 __all__ = ["Deferred", "Emulator", "Stream", "Violation"]
 
-VERSION = "0.8.0"
+VERSION = "0.8.0"  # herdr --version of the 0.8 dialect (0.9: HERDR_09.version)
 RESUME_DELAY = 0.75
 
 
@@ -47,11 +51,12 @@ class Emulator(SessionState, TestHooks, Serving):
     Args:
         socket_path: the API socket to listen on (AF_UNIX: keep it under 107 bytes).
         state_dir: the session dir (``session.json`` is read at start, written on change).
-        protocol: what ``ping`` answers (19 = tagged v0.8.0, 20 = current).
-        version: ``ping``'s version string.
+        protocol: what ``ping`` answers and the herdr it behaves as (19 = tagged
+            v0.8.0, 20 = the 0.8 line, 22 = 0.9.3; others behave as 0.8).
+        version: ``ping``'s version string (default: the dialect's).
         strict: validate every message against the schema and record violations.
         shell: argv of the "default shell" of new panes (``$SHELL`` else ``/bin/sh``).
-        rows, cols: the headless PTY size.
+        rows, cols: the headless PTY size (default 80x24 on 0.8, 120x40 on 0.9).
         enter_too_early: swallow an Enter sent in the same write as text, or less than
             300 ms after the pane last received text (the text stays unsubmitted).
         drop_enter_probability: swallow the first Enter after text with this
@@ -74,9 +79,11 @@ class Emulator(SessionState, TestHooks, Serving):
     :meth:`exit_agent`, :meth:`add_agent` (a user's agent, e.g. in a
     second session), :meth:`close_pane`, :meth:`zoom_tab`, :meth:`drop_connections`,
     :meth:`corrupt_next_reply`,
-    :meth:`publish`, :meth:`retained_events`, :meth:`restart`, :meth:`crash`;
+    :meth:`publish`, :meth:`retained_events`, :meth:`restart`, :meth:`crash`,
+    :meth:`lose_events` (0.9);
     attributes ``violations``, ``requests``, ``enter_too_early``,
-    ``drop_enter_probability``, ``protocol``, ``stop_requested``.
+    ``drop_enter_probability``, ``protocol``, ``dialect``, ``stop_requested``,
+    ``events_lost_sent``.
     """
 
     def __init__(
@@ -85,11 +92,11 @@ class Emulator(SessionState, TestHooks, Serving):
         state_dir: str | os.PathLike,
         protocol: int = 20,
         *,
-        version: str = VERSION,
+        version: str | None = None,
         strict: bool = True,
         shell: list[str] | None = None,
-        rows: int = 24,
-        cols: int = 80,
+        rows: int | None = None,
+        cols: int | None = None,
         enter_too_early: bool = False,
         drop_enter_probability: float = 0.0,
         seed: int = 0,
@@ -104,10 +111,11 @@ class Emulator(SessionState, TestHooks, Serving):
     ):
         self.socket_path = str(socket_path)
         self.state_dir = Path(state_dir)
-        self.protocol, self.version = protocol, version
+        self.dialect = dialect_for(protocol)
+        self.protocol, self.version = protocol, version or self.dialect.version
         self.strict = strict
         self.shell = list(shell) if shell else [os.environ.get("SHELL") or "/bin/sh"]
-        self.rows, self.cols = rows, cols
+        self.rows, self.cols = rows or self.dialect.rows, cols or self.dialect.cols
         self.enter_too_early = enter_too_early
         self.drop_enter_probability = drop_enter_probability
         self.rng = random.Random(seed)
@@ -121,9 +129,9 @@ class Emulator(SessionState, TestHooks, Serving):
         self.enter_window = enter_window
         self.checker = None
         if strict:
-            from orcr_herdr.testing.schema import default_checker
+            from orcr_herdr.testing.schema import checker_for
 
-            self.checker = default_checker()
+            self.checker = checker_for(protocol)
         self.violations: list[Violation] = []
         self.requests: list[dict] = []  # every parsed request, in arrival order
         self.lock = threading.RLock()  # herdr's "app loop"
@@ -138,6 +146,9 @@ class Emulator(SessionState, TestHooks, Serving):
         self._ticker: threading.Thread | None = None
         self._dirty_at: float | None = None
         self._drop: list[str] = []  # fault injection: "before" / "after" per connection
+        self._streams: list[Stream] = []  # open subscriptions
+        self._lose_next = 0  # fault injection: subscriptions to end with events_lost at once
+        self.events_lost_sent = 0
         self._muted = False  # fault injection: an outage, every connection dropped
         self.muted_connections = 0  # connections dropped while muted
         self._reply_hooks: list[Callable[[str, dict], dict]] = []

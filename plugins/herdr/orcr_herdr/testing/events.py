@@ -1,9 +1,13 @@
 """herdr's event delivery: one ring of the last 512 events, streamed per subscription entry.
 
-Faithful to ``src/api/event_hub.rs`` / ``server.rs::stream_subscriptions``:
-every type-only entry starts at sequence 0 (a new subscription replays what is
-still retained), the stream wakes every 100 ms and each entry emits at most one
-event per wake; an entry that falls behind the ring loses events silently.
+Faithful to ``src/api/event_hub.rs`` / ``server.rs::stream_subscriptions``.
+herdr 0.8: every type-only entry starts at sequence 0 (a new subscription
+replays what is still retained), the stream wakes every 100 ms and each entry
+emits at most one event per wake; an entry that falls behind the ring loses
+events silently. herdr 0.9 (HERDR-0.9.md §4): an entry starts at the sequence
+current when the request was accepted (the live edge), pending events are
+drained in bounded batches, and an entry that fell behind the ring makes the
+stream answer ``events_lost`` and close (:meth:`TypeEntry.overrun`).
 Per-pane status entries get their own queue and the dotted envelope.
 """
 
@@ -80,8 +84,16 @@ class EventHub:
 
 
 class TypeEntry:
-    def __init__(self, hub: EventHub, kind: str):
-        self.hub, self.name, self.cursor = hub, snake(kind), 0
+    def __init__(self, hub: EventHub, kind: str, live_edge: bool = False):
+        self.hub, self.name = hub, snake(kind)
+        with hub.lock:
+            self.cursor = hub.seq if live_edge else 0
+
+    def overrun(self) -> bool:
+        """Events this entry has not looked at were evicted from the ring (the ring
+        is shared by every type, so this holds even if none of them was its kind)."""
+        with self.hub.lock:
+            return bool(self.hub.ring) and self.hub.ring[0][0] > self.cursor + 1
 
     def next(self) -> dict | None:
         with self.hub.lock:

@@ -26,7 +26,7 @@ def ping(emu: Emulator, params: dict, rid: str) -> dict:
         "type": "pong",
         "version": emu.version,
         "protocol": emu.protocol,
-        "capabilities": {"live_handoff": True, "detached_server_daemon": daemon},
+        "capabilities": {**emu.dialect.capabilities, "detached_server_daemon": daemon},
     }
 
 

@@ -133,6 +133,20 @@ class TestHooks:
         with self.lock:
             self._muted = False
 
+    def lose_events(self, open_streams: bool = True, next_subscriptions: int = 0) -> None:
+        """Fault injection (herdr 0.9): as if subscribers fell behind the event ring.
+
+        ``open_streams``: every open subscription answers ``events_lost`` (an error
+        reply with its subscribe id) at its next wake and is closed;
+        ``next_subscriptions``: that many new subscriptions do so right after their
+        acknowledgement (lost "while its subscriptions are being initialized").
+        On 0.8, which loses events silently, nothing is sent."""
+        with self.lock:
+            if open_streams:
+                for stream in self._streams:
+                    stream.lost.set()
+            self._lose_next += next_subscriptions
+
     def corrupt_next_reply(self, mutate: Callable[[str, dict], dict]) -> None:
         """Fault injection: ``mutate(method, reply) -> reply`` for the next reply sent."""
         with self.lock:

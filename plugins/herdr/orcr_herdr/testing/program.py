@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from orcr_herdr.paths import config_dir
-from orcr_herdr.testing.emulator import VERSION, Emulator
+from orcr_herdr.testing.dialect import dialect_for
+from orcr_herdr.testing.emulator import Emulator
 
 
 def session_paths(session: str | None) -> tuple[Path, Path]:
@@ -70,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     """
     argv = sys.argv[1:] if argv is None else argv
     session, rest = _parse_cli(argv)
+    protocol = int(os.environ.get("ORCR_HERDR_EMU_PROTOCOL", "20"))
     if rest in (["--version"], ["-V"], ["version"]):
-        print(f"herdr {VERSION}")
+        print(f"herdr {dialect_for(protocol).version}")
         return 0
     if rest != ["server"]:
         print("herdr emulator: only `[--session NAME] server` and `--version`", file=sys.stderr)
@@ -85,12 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     from orcr_herdr.testing.schema import find_schema
 
     strict_env = os.environ.get("ORCR_HERDR_EMU_STRICT", "")
-    strict = strict_env != "0" and (strict_env == "1" or find_schema() is not None)
+    strict = strict_env != "0" and (strict_env == "1" or find_schema(protocol) is not None)
     shell = os.environ.get("ORCR_HERDR_EMU_SHELL")
     emu = Emulator(
         sock,
         data,
-        protocol=int(os.environ.get("ORCR_HERDR_EMU_PROTOCOL", "20")),
+        protocol=protocol,
         strict=strict,
         shell=[shell] if shell else None,
         enter_too_early=_env_flag("ORCR_HERDR_EMU_ENTER_TOO_EARLY"),

@@ -7,10 +7,12 @@ constant (``method``, ``result.type``, ``data.type``). We pick the branch by
 that constant and validate against it alone: the same verdict as the whole
 ``oneOf`` (the constants are unique), far faster and with readable errors.
 
-The schema is vendored beside this module (``herdr_schema/``: the file as
-herdr publishes it, its Apache-2.0 licence and a NOTICE with its provenance),
-so the emulator validates on any machine. ``ORCR_HERDR_SCHEMA`` names another
-copy instead (to try a newer herdr's schema).
+The schemas are vendored beside this module (``herdr_schema/``: the files as
+herdr publishes them, their Apache-2.0 licence and a NOTICE with their
+provenance), so the emulator validates on any machine: ``herdr-api.schema.json``
+for socket protocols 19 and 20 (herdr 0.8), ``herdr-api-0.9.schema.json`` for 22
+(herdr 0.9). ``ORCR_HERDR_SCHEMA`` names another copy instead, for every
+protocol (to try a newer herdr's schema).
 """
 
 from __future__ import annotations
@@ -21,27 +23,32 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-VENDORED = Path(__file__).resolve().parent / "herdr_schema" / "herdr-api.schema.json"
+_HERE = Path(__file__).resolve().parent / "herdr_schema"
+VENDORED = _HERE / "herdr-api.schema.json"  # herdr 0.8, protocol 20
+VENDORED_09 = _HERE / "herdr-api-0.9.schema.json"  # herdr 0.9, protocol 22
+#: the vendored schema of each socket protocol the emulator speaks
+BY_PROTOCOL = {19: VENDORED, 20: VENDORED, 22: VENDORED_09}
 _URI = "urn:orcr:herdr-api"
 
 
-def find_schema() -> Path | None:
-    """The vendored schema, or ``$ORCR_HERDR_SCHEMA`` (None if that file is missing)."""
+def find_schema(protocol: int = 20) -> Path | None:
+    """The vendored schema of ``protocol`` (0.8's for one it does not know), or
+    ``$ORCR_HERDR_SCHEMA`` (None if that file is missing)."""
     env = os.environ.get("ORCR_HERDR_SCHEMA")
     if env:
         return Path(env) if Path(env).is_file() else None
-    return VENDORED
+    return BY_PROTOCOL.get(protocol, VENDORED)
 
 
 class SchemaChecker:
     """Checks requests, replies and events; each ``check_*`` returns error strings."""
 
-    def __init__(self, path: Path | str | None = None):
+    def __init__(self, path: Path | str | None = None, protocol: int = 20):
         from jsonschema import Draft202012Validator
         from referencing import Registry, Resource
         from referencing.jsonschema import DRAFT202012
 
-        path = Path(path) if path else find_schema()
+        path = Path(path) if path else find_schema(protocol)
         if path is None:
             raise FileNotFoundError(
                 f"ORCR_HERDR_SCHEMA={os.environ.get('ORCR_HERDR_SCHEMA')} is not a file; "
@@ -143,6 +150,11 @@ class SchemaChecker:
 
 
 @cache
+def checker_for(protocol: int) -> SchemaChecker:
+    """One shared checker per protocol (building the validators costs a few milliseconds)."""
+    return SchemaChecker(protocol=protocol)
+
+
 def default_checker() -> SchemaChecker:
-    """One shared checker (building the validators costs a few milliseconds)."""
-    return SchemaChecker()
+    """The checker of herdr 0.8 (protocol 20)."""
+    return checker_for(20)

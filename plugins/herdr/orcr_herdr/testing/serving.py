@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from orcr_herdr.testing.events import TICK
+from orcr_herdr.testing.dialect import BATCH
+from orcr_herdr.testing.events import TICK, TypeEntry
 from orcr_herdr.testing.transport import ApiError, peer_gone, read_request, send_line
 
 
@@ -38,10 +39,15 @@ class Deferred:
 
 
 class Stream:
-    """Returned by the ``events.subscribe`` handler: the entries to stream after the ack."""
+    """Returned by the ``events.subscribe`` handler: the entries to stream after the ack.
 
-    def __init__(self, entries: list):
+    ``lost`` (herdr 0.9): set to make the stream answer ``events_lost`` and close at
+    its next wake (a test's :meth:`TestHooks.lose_events`, or an overrun)."""
+
+    def __init__(self, entries: list, request_id: str = ""):
         self.entries = entries
+        self.request_id = request_id
+        self.lost = threading.Event()
 
 
 class Serving:
@@ -114,14 +120,27 @@ class Serving:
         except ValueError as exc:
             return _error("", "invalid_request", f"invalid request: {exc}"), None
         self.requests.append(request if isinstance(request, dict) else {"raw": request})
+        # herdr 0.9.2+ echoes a decodable request's string id in every error reply
+        echo = ""
+        if self.dialect.error_ids and isinstance(request, dict):
+            echo = request["id"] if isinstance(request.get("id"), str) else ""
+        from orcr_herdr.testing.handlers import HANDLERS
+
+        method = request.get("method") if isinstance(request, dict) else None
+        if self.dialect.error_ids and isinstance(method, str) and not _basic_problems(request):
+            if method in self.dialect.removed or (
+                method not in HANDLERS
+                and self.checker is not None
+                and method not in self.checker.methods
+            ):
+                self._check("request", request)  # a client bug all the same: recorded
+                return _error(echo, "unknown_method", f"unknown method: {method}"), None
         problems = self._check("request", request) if isinstance(request, dict) else ["not object"]
         if not problems and self.checker is None:
             problems = _basic_problems(request)
         if problems:
-            return _error("", "invalid_request", f"invalid request: {problems[0]}"), None
+            return _error(echo, "invalid_request", f"invalid request: {problems[0]}"), None
         req_id, method, params = request["id"], request["method"], request["params"]
-        from orcr_herdr.testing.handlers import HANDLERS
-
         handler = HANDLERS.get(method)
         try:
             if handler is None:
@@ -144,27 +163,50 @@ class Serving:
             reply["_method"] = method
             return reply, None
         except (KeyError, TypeError, ValueError) as exc:  # what serde would have refused
-            return _error("", "invalid_request", f"invalid request: {exc!r}"), None
+            return _error(echo, "invalid_request", f"invalid request: {exc!r}"), None
         stream = None
         if isinstance(result, Stream):
             stream, result = result, {"type": "subscription_started"}
         return {"id": req_id, "result": result, "_method": method}, stream
 
     def _stream(self, conn: socket.socket, stream: Stream) -> None:
-        """The subscription loop: wake every 100 ms, at most one event per entry per wake."""
+        """The subscription loop: wake every 100 ms; per entry and wake, one event
+        (herdr 0.8) or a bounded batch (0.9). On 0.9 an entry that fell behind the
+        ring, or a test's :meth:`lose_events`, ends it with ``events_lost``."""
         hub = self.hub
+        batch = BATCH if self.dialect.batched else 1
+        with self.lock:
+            self._streams.append(stream)
+            if self._lose_next > 0:  # "including while its subscriptions are being initialized"
+                self._lose_next -= 1
+                stream.lost.set()
         try:
             while not self.stopped.is_set():
                 if self.stopped.wait(TICK) or peer_gone(conn):
                     return
+                if self.dialect.events_lost and (
+                    stream.lost.is_set()
+                    or any(isinstance(e, TypeEntry) and e.overrun() for e in stream.entries)
+                ):
+                    self.events_lost_sent += 1
+                    reply = _error(
+                        stream.request_id, "events_lost", "subscriber fell behind the event history"
+                    )
+                    self._check("reply", reply)
+                    send_line(conn, reply)
+                    return  # herdr closes that subscription connection
                 for entry in stream.entries:
-                    envelope = entry.next()
-                    if envelope is None:
-                        continue
-                    self._check("event", envelope)
-                    if not send_line(conn, envelope):
-                        return
+                    for _ in range(batch):
+                        envelope = entry.next()
+                        if envelope is None:
+                            break
+                        self._check("event", envelope)
+                        if not send_line(conn, envelope):
+                            return
         finally:
+            with self.lock:
+                if stream in self._streams:
+                    self._streams.remove(stream)
             with hub.lock:
                 hub.status_entries = [e for e in hub.status_entries if e not in stream.entries]
 

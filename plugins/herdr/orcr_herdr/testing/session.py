@@ -19,6 +19,11 @@ from orcr_herdr.testing.ptyproc import PaneProcess
 from orcr_herdr.testing.transport import ApiError
 
 ENTER_TOO_EARLY_WINDOW = 0.3
+#: what herdr 0.9.2 no longer passes from its own environment into new panes
+#: (the variables #4104 names; herdr publishes no complete list)
+_HOST_MARKERS = frozenset(
+    {"CLAUDECODE", "ITERM_SESSION_ID", "TERM_SESSION_ID", "WT_SESSION", "TERM_PROGRAM_VERSION"}
+)
 
 
 class SessionState:
@@ -77,6 +82,10 @@ class SessionState:
 
     def pane_env(self, pane: Pane, env: dict[str, str] | None) -> dict[str, str]:
         out = {k: v for k, v in os.environ.items() if k != "CODEX_THREAD_ID"}
+        if self.dialect.clean_pane_env:  # 0.9.2 (#4104); its exact list is not published
+            out = {k: v for k, v in out.items() if k not in _HOST_MARKERS}
+            out = {k: v for k, v in out.items() if not k.startswith("CLAUDE_CODE_")}
+            out["TERM_PROGRAM"] = "herdr"
         out.update({"TERM": "xterm-256color", "COLORTERM": "truecolor"})
         out.update(env or {})
         out.update(
