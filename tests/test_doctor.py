@@ -87,7 +87,7 @@ def test_forced_herdr_without_binary_fails_with_install_fix(doc):
     assert r.returncode == 1
     lines = r.stdout.splitlines()
     i = next(i for i, ln in enumerate(lines) if ln.startswith("FAIL  driver:"))
-    assert lines[i + 1].strip().startswith("fix: install herdr 0.8")
+    assert lines[i + 1].strip().startswith("fix: install herdr 0.9")
     assert lines[-1].startswith("orcr cannot run agents")
 
 
@@ -163,7 +163,7 @@ def test_running_server_and_integration_found(doc):
     assert rows["herdr codex integration"]["detail"].startswith("installed (v7)")
 
 
-@pytest.mark.parametrize("protocol, level", [(20, "ok"), (18, "fail")])
+@pytest.mark.parametrize("protocol, level", [(20, "ok"), (22, "ok"), (18, "fail"), (21, "fail")])
 def test_herdr_protocol_from_a_live_herdr(doc, protocol, level):
     pytest.importorskip("orcr_herdr.testing.emulator")
     from orcr_herdr.testing.emulator import Emulator
@@ -183,6 +183,11 @@ def test_herdr_protocol_from_a_live_herdr(doc, protocol, level):
     assert row["level"] == level, row
     assert f"protocol {protocol}" in row["detail"] or str(protocol) in row["detail"]
     assert rc == (0 if level == "ok" else 1)
+    if level == "ok":  # the capabilities ping reports
+        assert "ping capabilities: " in row["detail"] and "live_handoff" in row["detail"]
+        assert ("health_check" in row["detail"]) == (protocol == 22)
+    else:  # the refusal names what orcr supports
+        assert "0.9.x (socket protocol 22) or 0.8.x (socket protocol 19 or 20)" in row["detail"]
 
 
 def test_herdr_server_not_running_is_a_warning(doc):

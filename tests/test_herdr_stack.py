@@ -9,15 +9,22 @@ import signal
 import sqlite3
 import subprocess
 
+import pytest
+
 from orcr_core import dirs
 from orcr_core.testing import until as _until  # noqa: E402
 
 
-def test_orcr_starts_its_own_herdr_and_runs_an_agent(orcr_home, short_tmp):
+@pytest.mark.parametrize("protocol", [20, 22])
+def test_orcr_starts_its_own_herdr_and_runs_an_agent(orcr_home, short_tmp, protocol):
+    """On herdr 0.8 and 0.9.3: ``herdr --session NAME server`` (a background server
+    per session; 0.9 has no ``--no-session``), an agent run end to end, status."""
     from orcr_herdr.testing.shim import write_herdr_shim
 
     bindir = short_tmp / "bin"
-    write_herdr_shim(bindir, env={"ORCR_HERDR_EMU_SHELL": "/bin/sh"})
+    write_herdr_shim(
+        bindir, env={"ORCR_HERDR_EMU_SHELL": "/bin/sh", "ORCR_HERDR_EMU_PROTOCOL": str(protocol)}
+    )
     xdg = short_tmp / "xdg"
     env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "XDG_CONFIG_HOME": str(xdg)}
     orcr_home.env.update(env)
@@ -31,7 +38,15 @@ def test_orcr_starts_its_own_herdr_and_runs_an_agent(orcr_home, short_tmp):
         assert orcr_home.run("agent", "read", "h/one", check=True).stdout == "hi there\n"
         st = orcr_home.status()
         assert (st["driver"]["name"], st["driver"]["error"]) == ("herdr", None)
-        assert st["driver"]["info"]["protocol"] in (19, 20)
+        info = st["driver"]["info"]
+        assert info["protocol"] == protocol
+        assert info["version"] == ("0.9.3" if protocol == 22 else "0.8.0")
+        assert info["capabilities"]["live_handoff"] is True
+        text = orcr_home.run("server", "status", check=True).stdout
+        assert (
+            f"driver herdr  version {info['version']}  protocol {protocol}  capabilities " in text
+        )
+        assert ("health_check" in text) == (protocol == 22)
         # the instance's own session (ORCR_HOME is set): orcr-<instance id>
         session = st["driver"]["info"]["session"]
         assert session == dirs.mux_name() == f"orcr-{dirs.instance_id()}"

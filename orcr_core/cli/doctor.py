@@ -24,12 +24,14 @@ from pathlib import Path
 
 import click
 
+from orcr_core.cli.output import capabilities
+
 VERSION_TIMEOUT = 5.0  # seconds for ``<cli> --version``
 HANDSHAKE_TIMEOUT = 5.0
 SOCKET_TIMEOUT = 3.0
 QUICK_CHECK_OVER = 256 * 1024 * 1024  # bytes: a larger store gets quick_check
 HERDR_INSTALL = (
-    "install herdr 0.8 (https://herdr.dev) and put it on PATH (or set herdr.binary), "
+    "install herdr 0.9 (or 0.8; https://herdr.dev) and put it on PATH (or set herdr.binary), "
     'or use tmux instead: orcr config set driver.name "auto"'
 )
 TMUX_INSTALL = "install tmux >= 3.2 (apt-get install tmux / dnf install tmux / brew install tmux)"
@@ -272,7 +274,8 @@ class Doctor:
                 "herdr protocol",
                 "ok",
                 f"herdr {facts.get('version', '?')} speaks protocol {facts.get('protocol')} "
-                f"(session {facts.get('session', session)!r})",
+                f"(session {facts.get('session', session)!r}); ping capabilities: "
+                + capabilities(facts.get("capabilities")),
             )
         elif isinstance(exc, DriverError) and exc.retryable:
             self.add(

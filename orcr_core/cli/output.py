@@ -31,3 +31,10 @@ def echo_results(res: list[dict], json_: bool) -> None:
         return
     for r in res:
         click.echo(f"{r['path']} {r['result']}")
+
+
+def capabilities(caps: dict | None) -> str:
+    """A multiplexer's ping capabilities: ``health_check, live_handoff, endpoint_protocol_generation=1``."""
+    if not caps:
+        return "none reported"
+    return ", ".join(k if v is True else f"{k}={v}" for k, v in caps.items())

@@ -8,6 +8,7 @@ import time
 import click
 
 from orcr_core.cli.errors import ExitCode, OrcrCliError
+from orcr_core.cli.output import capabilities
 
 
 @click.group()
@@ -108,6 +109,8 @@ def _print_status(s: dict) -> None:
     drv = s["driver"]
     info = drv.get("info") or {}
     facts = "".join(f"  {k} {info[k]}" for k in ("version", "protocol") if info.get(k) is not None)
+    if info.get("capabilities") is not None:  # what the multiplexer's ping reports (herdr)
+        facts += f"  capabilities {capabilities(info['capabilities'])}"
     click.echo(
         f"driver {drv['name'] or '-'}{facts}" + (f"  ERROR: {drv['error']}" if drv["error"] else "")
     )

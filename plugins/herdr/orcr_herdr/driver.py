@@ -7,19 +7,19 @@ never remembers an id across calls: it asks herdr (``workspace.list``,
 ``session.snapshot``) and matches labels.
 
 Marks: the orcr instance id and the row's launch token ride on the agent's own
-tab label (:func:`tab_label`); :meth:`HerdrDriver.snapshot` reports them and a
-:meth:`HerdrDriver.close` that names marks closes only a pane carrying them.
+tab label (:func:`orcr_herdr.marks.tab_label`); :meth:`HerdrDriver.snapshot`
+reports them and a :meth:`HerdrDriver.close` that names marks closes only a
+pane carrying them.
+
+Versions: herdr 0.8 (socket protocols 19, 20) and 0.9 (22); what differs is
+asked of :attr:`HerdrDriver.protocol` where it matters (:mod:`orcr_herdr.versions`).
 """
 
 from __future__ import annotations
 
-import errno
 import os
-import re
 import shutil
-import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,34 +37,18 @@ from orcr_core.contracts import (
     StartSpec,
     UnmanagedAgent,
 )
+from orcr_herdr import discover as discovery
+from orcr_herdr import server
 from orcr_herdr.client import HerdrClient
-from orcr_herdr.paths import session_socket, sessions
+from orcr_herdr.marks import PARKING_PREFIX, parse_marks, pointer, tab_label
+from orcr_herdr.paths import session_socket
+from orcr_herdr.versions import REQUIRED_VERSION, SUPPORTED_PROTOCOLS, check_pong
 
-SUPPORTED_PROTOCOLS = frozenset({19, 20})
-REQUIRED_VERSION = "herdr 0.8.x (socket protocol 19 or 20)"
+__all__ = ["HERDR_CONFIG", "SUPPORTED_PROTOCOLS", "HerdrDriver", "tab_label"]
+
+HERDR_CONFIG = server.HERDR_CONFIG
 SUBMIT_DELAY = 0.3  # herdr's own AGENT_PROMPT_SUBMIT_DELAY
-#: seconds a discovery read of another session may take: the monitor waits on it
-DISCOVER_TIMEOUT = 2.0
 START_TIMEOUT = 15.0
-HERDR_CONFIG = """\
-# Written by orcr: the config of orcr's own herdr server (passed as HERDR_CONFIG_PATH).
-# orcr relaunches agents itself after a restart, with its own flags.
-onboarding = false
-
-[session]
-resume_agents_on_restore = false
-"""
-#: Variables a process inherits when it runs inside someone else's herdr pane.
-_INHERITED = (
-    "HERDR_SOCKET_PATH",
-    "HERDR_CLIENT_SOCKET_PATH",
-    "HERDR_ENV",
-    "HERDR_PANE_ID",
-    "HERDR_TAB_ID",
-    "HERDR_WORKSPACE_ID",
-    "HERDR_BIN_PATH",
-    "HERDR_SESSION",
-)
 DEFAULT_SUBSCRIPTIONS = [
     {"type": t}
     for t in (
@@ -77,79 +61,6 @@ DEFAULT_SUBSCRIPTIONS = [
         "workspace.closed",
     )
 ]
-
-
-def _pointer(raw: Any) -> SessionPointer | None:
-    if not isinstance(raw, dict) or not raw.get("value"):
-        return None
-    return SessionPointer(
-        source=raw.get("source", ""), kind=raw.get("kind", "id"), value=raw["value"]
-    )
-
-
-#: The parking workspace's label is ``orcr-parked-<instance id>``: a ``-`` never
-#: occurs in a level-1 segment, so no agent workspace can carry it.
-PARKING_PREFIX = "orcr-parked-"
-
-#: The marks on an agent's tab label: ``<name> [orcr:<instance>:<launch token>]``.
-_MARKS = re.compile(r"\[orcr:([A-Za-z0-9_-]+):([A-Za-z0-9_-]+)\]$")
-
-
-def tab_label(leaf: str, instance: str, launch_token: str) -> str:
-    """The label of an agent's tab: its name, then the pane's marks.
-
-    herdr's socket exposes no pane env and no user data on a pane; the tab
-    label is the one thing besides the pane label that ``layout.apply`` sets
-    atomically with the pane and herdr persists across restarts. Each agent
-    has a tab of its own, so the tab's marks are the pane's.
-    """
-    if not (instance and launch_token):
-        return leaf
-    return f"{leaf} [orcr:{instance}:{launch_token}]"
-
-
-def parse_marks(label: str | None) -> tuple[str | None, str | None]:
-    m = _MARKS.search(label or "")
-    return (m.group(1), m.group(2)) if m else (None, None)
-
-
-def _running(sock: Path) -> bool:
-    """Whether something accepts connections on ``sock`` (herdr's own ``running``)."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(DISCOVER_TIMEOUT)
-    try:
-        probe.connect(str(sock))
-        return True
-    except OSError as exc:
-        return exc.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK)
-    finally:
-        probe.close()
-
-
-def _unmanaged(session: str, snap: dict) -> list[UnmanagedAgent]:
-    """The agents of another session's snapshot (panes with a detected agent)."""
-    marked = {t.get("tab_id") for t in snap.get("tabs", []) if parse_marks(t.get("label"))[0]}
-    names = {a.get("terminal_id"): a.get("name") for a in snap.get("agents", [])}
-    out = []
-    for p in snap.get("panes", []):
-        if not p.get("agent") or not p.get("terminal_id") or p.get("tab_id") in marked:
-            continue
-        out.append(
-            UnmanagedAgent(
-                session=session,
-                terminal_id=p["terminal_id"],
-                agent=p["agent"],
-                agent_status=p.get("agent_status") or "unknown",
-                pane_id=p.get("pane_id"),
-                workspace_id=p.get("workspace_id"),
-                tab_id=p.get("tab_id"),
-                cwd=p.get("foreground_cwd") or p.get("cwd") or None,
-                label=p.get("label") or None,
-                name=names.get(p["terminal_id"]) or None,
-                agent_session=_pointer(p.get("agent_session")),
-            )
-        )
-    return out
 
 
 def _first_pane_id(node: dict) -> str:
@@ -176,6 +87,7 @@ class HerdrDriver:
         self._workspace_lock = threading.Lock()
         self._bootstrap: dict[str, str] = {}  # workspace id -> its creation shell pane
         self._server: subprocess.Popen | None = None
+        self.protocol: int | None = None  # herdr's, once a handshake saw it
 
     # ------------------------------------------------------------ availability
     @classmethod
@@ -203,21 +115,11 @@ class HerdrDriver:
         return self.client.request(method, params)
 
     def handshake(self) -> dict[str, Any]:
-        pong = self.client.request("ping", {})
-        protocol, version = pong.get("protocol"), pong.get("version", "?")
-        if protocol not in SUPPORTED_PROTOCOLS:
-            raise DriverError(
-                f"herdr {version} at {self.socket_path} speaks socket protocol {protocol}; "
-                f"orcr needs {REQUIRED_VERSION}: install herdr 0.8 and restart its server "
-                f"(herdr session stop {self.session})",
-                code="unsupported_herdr_protocol",
-            )
-        return {
-            "version": version,
-            "protocol": protocol,
-            "socket": self.socket_path,
-            "session": self.session,
-        }
+        """``ping``: herdr's version, protocol (19, 20 or 22) and capabilities;
+        :class:`DriverError` ``unsupported_herdr_protocol`` for any other protocol."""
+        facts = check_pong(self.client.request("ping", {}), self.socket_path, self.session)
+        self.protocol = facts["protocol"]
+        return {**facts, "socket": self.socket_path, "session": self.session}
 
     def _answers(self) -> bool:
         try:
@@ -231,19 +133,9 @@ class HerdrDriver:
     def herdr_config_path(self) -> Path:
         return Path(self.config.data_dir) / "herdr-config.toml"
 
-    def _write_herdr_config(self) -> Path:
-        path = self.herdr_config_path()
-        if path.exists() and path.read_text() == HERDR_CONFIG:
-            return path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".herdr-config-", suffix=".toml")
-        with os.fdopen(fd, "w") as f:
-            f.write(HERDR_CONFIG)
-        os.replace(tmp, path)
-        return path
-
     def ensure_session(self) -> None:
-        """Start ``herdr --session <name> server`` detached unless it already answers."""
+        """Start ``herdr --session <name> server`` detached unless it already answers
+        (a background server per session, from a clean environment: :mod:`orcr_herdr.server`)."""
         with self._session_lock:
             if self._answers():
                 return
@@ -260,10 +152,10 @@ class HerdrDriver:
                     f"herdr binary {self.binary!r} not found on PATH; orcr needs {REQUIRED_VERSION}",
                     code="herdr_not_found",
                 )
-            env = {k: v for k, v in os.environ.items() if k not in _INHERITED}
-            env["HERDR_CONFIG_PATH"] = str(self._write_herdr_config())
+            env = server.clean_env(os.environ)
+            env["HERDR_CONFIG_PATH"] = str(server.write_config(self.herdr_config_path()))
             proc = subprocess.Popen(
-                [binary, "--session", self.session, "server"],
+                server.server_argv(binary, self.session),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -355,7 +247,7 @@ class HerdrDriver:
         return self.request("pane.get", {"pane_id": pane.pane_id})["pane"]
 
     def session_pointer(self, pane: PaneRef) -> SessionPointer | None:
-        return _pointer(self._pane(pane).get("agent_session"))
+        return pointer(self._pane(pane).get("agent_session"))
 
     def send_prompt(self, pane: PaneRef, text: str) -> None:
         """The two-call rule: the text (a paste if the app enabled it), a pause, then Enter."""
@@ -477,7 +369,7 @@ class HerdrDriver:
                 label=p.get("label") or None,
                 agent=p.get("agent") or None,
                 agent_status=p.get("agent_status") or "unknown",
-                agent_session=_pointer(p.get("agent_session")),
+                agent_session=pointer(p.get("agent_session")),
                 session=self.session,
                 terminal_id=p.get("terminal_id"),
                 instance=marks.get(p["tab_id"], (None, None))[0],
@@ -488,31 +380,9 @@ class HerdrDriver:
         ]
 
     def discover(self) -> dict[str, list[UnmanagedAgent] | None]:
-        """The agents herdr detects in the user's other sessions (read-only).
-
-        Every session with a socket under herdr's config dir except orcr's own
-        (by name and by socket path) gets one ``session.snapshot``. A session
-        whose socket is missing or refuses is not running: it is left out (its
-        agents are gone). One that does not answer in time, or answers an
-        error, maps to None (nothing is known; its rows stay as they are).
-        Panes whose tab carries orcr marks belong to an orcr instance (managed
-        there) and are not listed; plain shells are not agents.
-        """
-        own = os.path.realpath(self.socket_path)
-        found: dict[str, list[UnmanagedAgent] | None] = {}
-        for name, sock in sessions():
-            if name == self.session or os.path.realpath(sock) == own:
-                continue
-            client = HerdrClient(sock, timeout=DISCOVER_TIMEOUT, attempts=1)
-            try:
-                snap = client.request("session.snapshot", {})["snapshot"]
-            except DriverError:
-                if not _running(sock):
-                    continue
-                found[name] = None
-                continue
-            found[name] = _unmanaged(name, snap)
-        return found
+        """The agents herdr detects in the user's other sessions (read-only):
+        :func:`orcr_herdr.discover.discover`."""
+        return discovery.discover(self.session, self.socket_path)
 
     def events(
         self,

@@ -37,20 +37,28 @@ def test_the_default_session_is_this_instances_own(config_factory, tmp_path, mon
     assert HerdrDriver(config_factory(session="mine")).session == "mine"
 
 
-@pytest.mark.parametrize("protocol", [19, 20])
-def test_handshake_accepts_herdr_08(make_emulator, config_factory, protocol):
+@pytest.mark.parametrize("protocol, version", [(19, "0.8.0"), (20, "0.8.0"), (22, "0.9.3")])
+def test_handshake_accepts_herdr_08_and_09(make_emulator, config_factory, protocol, version):
     make_emulator(protocol=protocol)
-    facts = HerdrDriver(config_factory()).handshake()
-    assert facts["protocol"] == protocol and facts["version"] == "0.8.0"
+    driver = HerdrDriver(config_factory())
+    facts = driver.handshake()
+    assert facts["protocol"] == protocol == driver.protocol and facts["version"] == version
+    assert facts["capabilities"]["live_handoff"] is True
+    if protocol == 22:  # what ping reports is passed on, only what is on
+        assert facts["capabilities"]["health_check"] is True
+        assert facts["capabilities"]["endpoint_protocol_generation"] == 1
 
 
-@pytest.mark.parametrize("protocol", [18, 21])
+@pytest.mark.parametrize("protocol", [18, 21, 23])
 def test_handshake_refuses_other_protocols(make_emulator, config_factory, protocol):
+    """21 only existed on herdr's development branches: no release reported it."""
     make_emulator(protocol=protocol)
     with pytest.raises(DriverError) as exc:
         HerdrDriver(config_factory()).handshake()
     assert exc.value.code == "unsupported_herdr_protocol" and not exc.value.retryable
-    assert "herdr 0.8" in str(exc.value) and f"protocol {protocol}" in str(exc.value)
+    msg = str(exc.value)
+    assert f"protocol {protocol}" in msg
+    assert "herdr 0.9.x (socket protocol 22) or 0.8.x (socket protocol 19 or 20)" in msg
 
 
 def test_marks_ride_on_the_tab_label_and_guard_every_close(driver):

@@ -104,6 +104,44 @@ def test_ensure_session_starts_a_detached_server(
     assert violations() == []
 
 
+@pytest.mark.parametrize("protocol", [20, 22])
+def test_own_server_starts_from_a_clean_environment(
+    shim_env, drivers, config_factory, monkeypatch, protocol
+):
+    """Claude Code's markers and the host terminal's session ids never reach orcr's
+    panes, on 0.8 (which passes its environment on) as on 0.9 (which stopped
+    passing some of them in 0.9.2): orcr's server is started without them. The
+    server is ``herdr --session NAME server`` on both (0.9 has no --no-session)."""
+    shim_env(ORCR_HERDR_EMU_PROTOCOL=str(protocol))
+    markers = {
+        "CLAUDECODE": "1",
+        "CLAUDE_CODE_ENTRYPOINT": "cli",
+        "CLAUDE_CODE_MESSAGING_TOKEN": "secret",
+        "ITERM_SESSION_ID": "w0t0p0",
+        "KITTY_WINDOW_ID": "3",
+        "TERM_PROGRAM": "iTerm.app",
+    }
+    for name, value in markers.items():
+        monkeypatch.setenv(name, value)
+    driver = HerdrDriver(config_factory())
+    drivers.append(driver)
+    driver.ensure_session()
+    assert driver.handshake()["protocol"] == protocol
+    assert driver._server.args[1:] == ["--session", "orcr", "server"]
+    with open(f"/proc/{driver._server.pid}/environ", "rb") as f:
+        server_env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+    assert not {k.encode() for k in markers} & set(server_env), server_env.keys()
+    shown = "; ".join(f"echo {k}=${{{k}:-none}}" for k in markers)
+    argv = ["/bin/sh", "-c", f"{shown}; echo ENV-DONE; sleep 30"]
+    ref = driver.start(StartSpec(driver.ensure_workspace("proj"), "proj/a", "/tmp", argv, {}))
+    screen = until(lambda: (lambda s: s if "ENV-DONE" in s else None)(driver.read(ref)))
+    line = " ".join(screen.split())
+    assert all(f"{k}=none" in line for k in markers if k != "TERM_PROGRAM"), line
+    # 0.9.2 tells panes they run in herdr; 0.8 passes no TERM_PROGRAM at all now
+    assert f"TERM_PROGRAM={'herdr' if protocol == 22 else 'none'}" in line, line
+    assert violations() == []
+
+
 def test_ensure_session_reports_a_server_that_dies(shim_env, drivers, config_factory):
     shim_env(ORCR_HERDR_EMU_PROTOCOL="not-a-number")
     driver = HerdrDriver(config_factory())
