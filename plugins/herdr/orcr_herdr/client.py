@@ -8,6 +8,13 @@ unread data). A connection closed *after* the server read the request is
 retried only for read-only methods: retrying ``layout.apply`` could start an
 agent twice, so the caller gets a retryable ``connection_lost`` and reconciles
 by label instead.
+
+Replies are matched by id on every protocol: herdr 0.9.2+ echoes the request's
+id in error replies too, 0.8 answers ``""`` to a request it could not decode as
+one and its internal probe id ``<id>:sub:<n>:probe`` to a rejected
+subscription entry. A reply carrying any other id is not this request's
+(``bad_reply``). ``unknown_method`` (0.9.2+, e.g. the removed ``pane.graphics.*``)
+comes back as a :class:`DriverError` with that code, as every error code does.
 """
 
 from __future__ import annotations
@@ -48,6 +55,18 @@ _NOT_RUNNING = (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK, errno.ECONNRES
 _ids = itertools.count(1)
 
 
+def reply_matches(reply: dict, rid: str) -> bool:
+    """Whether ``reply`` answers request ``rid``: its own id; ``""`` on an error
+    (herdr could not read the id: 0.8 for any malformed request, 0.9 for invalid
+    JSON); 0.8's probe id ``<rid>:sub:<n>:probe`` on a subscription error."""
+    got = reply.get("id")
+    if got == rid:
+        return True
+    if "error" not in reply or not isinstance(got, str):
+        return False
+    return got == "" or got.startswith(f"{rid}:sub:")
+
+
 class HerdrClient:
     """Talks to one herdr API socket. Thread-safe: every call opens its own connection."""
 
@@ -81,7 +100,8 @@ class HerdrClient:
     def request(self, method: str, params: dict | None = None, attempts: int | None = None) -> dict:
         """Send one request and return its ``result``; raise :class:`DriverError` otherwise."""
         attempts = self.attempts if attempts is None else attempts
-        line = {"id": f"orcr-{os.getpid()}-{next(_ids)}", "method": method, "params": params or {}}
+        rid = f"orcr-{os.getpid()}-{next(_ids)}"
+        line = {"id": rid, "method": method, "params": params or {}}
         payload = (json.dumps(line, separators=(",", ":")) + "\n").encode()
         last = "no attempt"
         for attempt in range(max(attempts, 1)):
@@ -122,7 +142,7 @@ class HerdrClient:
                     code="connection_lost",
                     retryable=True,
                 )
-            return self._result(method, reply)
+            return self._result(method, reply, rid)
         raise self._unavailable(last)
 
     @staticmethod
@@ -137,9 +157,15 @@ class HerdrClient:
         except ValueError as exc:
             raise DriverError(f"herdr sent invalid JSON: {exc}", code="bad_reply") from None
 
-    def _result(self, method: str, reply: Any) -> dict:
+    def _result(self, method: str, reply: Any, rid: str) -> dict:
         if not isinstance(reply, dict):
             raise DriverError(f"herdr sent a non-object reply to {method}", code="bad_reply")
+        if not reply_matches(reply, rid):
+            raise DriverError(
+                f"herdr answered {method} (request {rid}) with the reply of "
+                f"request {reply.get('id')!r}",
+                code="bad_reply",
+            )
         if "error" in reply:
             err = reply.get("error") or {}
             code = str(err.get("code") or "herdr_error")
@@ -162,8 +188,9 @@ class HerdrClient:
         """Yield pushed event envelopes until the server closes the stream (or ``stop``).
 
         ``on_start`` is called once herdr acknowledged the subscription."""
+        rid = f"orcr-{os.getpid()}-{next(_ids)}"
         line = {
-            "id": f"orcr-{os.getpid()}-{next(_ids)}",
+            "id": rid,
             "method": "events.subscribe",
             "params": {"subscriptions": subscriptions},
         }
@@ -177,7 +204,7 @@ class HerdrClient:
             ack = f.readline()
             if not ack.endswith(b"\n"):
                 raise self._unavailable("stream closed before the acknowledgement")
-            self._result("events.subscribe", json.loads(ack))
+            self._result("events.subscribe", json.loads(ack), rid)
             if on_start is not None:
                 on_start()
             sock.settimeout(0.25)
