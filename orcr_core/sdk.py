@@ -195,10 +195,14 @@ class Orcr:
         max_concurrency: int = 1,
         timeout: float | None = None,
         cwd: str | None = None,
+        keep_agents: bool = False,
+        env: dict[str, str] | None = None,
     ) -> dict:
         """Create a loop firing ``argv`` on ``cron`` (or once, at ``once_at``: ``30m``,
         RFC 3339, a local ``YYYY-MM-DD HH:MM``, or UTC seconds). ``tz`` defaults to
-        this machine's zone. A loop is global: ``$ORCR_PATH`` is never applied."""
+        this machine's zone. A loop is global: ``$ORCR_PATH`` is never applied.
+        Runs get this process's ``PATH`` and ``env`` on top of the server's
+        environment; ``keep_agents`` lets a run's agents outlive its exit."""
         from orcr_core.loops.zone import local_zone_name
 
         params = {
@@ -208,8 +212,16 @@ class Orcr:
             "overlap": overlap,
             "max_concurrency": max_concurrency,
             "cwd": os.path.abspath(cwd or os.getcwd()),
+            "keep_agents": keep_agents,
         }
-        for key, value in (("cron", cron), ("once_at", once_at), ("timeout", timeout)):
+        if os.environ.get("PATH") is not None:
+            params["path_env"] = os.environ["PATH"]
+        for key, value in (
+            ("cron", cron),
+            ("once_at", once_at),
+            ("timeout", timeout),
+            ("env", env),
+        ):
             if value is not None:
                 params[key] = value
         return self.client.call("loop.create", **params)["loop"]

@@ -144,11 +144,14 @@ def test_stop_during_the_grace_period_ends_stopped_without_kill(loops):
     until(lambda: _ready(loops, path), what="the run to be ready")
     pid = _run(loops, path)["pid"]
     res = loops.run("loop", "run", "stop", path, "--wait", check=True)
-    assert res.stdout.split() == [path, "stopping"]
+    assert res.stdout.split() == [path, "stopped"]  # --wait says how it ended
     run = _run(loops, path)
     assert run["status"] == "stopped" and run["exit_code"] == 0
-    signals = [d["signal"] for _, d in _loop_events(loops, "graceful", "run.signal")]
-    assert signals == ["TERM"]  # it exited within the grace: no KILL
+    signals = [
+        (k, d["signal"]) for k, d in _loop_events(loops, "graceful") if k.startswith("run.signal")
+    ]
+    # intent committed before the OS call, applied after: no KILL within the grace
+    assert signals == [("run.signal_requested", "TERM"), ("run.signal_applied", "TERM")]
     assert not _alive(pid)
     assert "got TERM" in loops.run("loop", "logs", "graceful", "--source", "run").stdout
 
@@ -171,7 +174,7 @@ def test_stop_kills_after_the_grace_period_and_a_second_stop_is_harmless(loops):
         assert o.loop_run_list("stubborn")[0]["status"] == "stopping"
     run = until(lambda: _ended(loops, path), what="the stop to finish")
     assert run["status"] == "stopped" and run["exit_code"] == -signal.SIGKILL
-    signals = [d["signal"] for _, d in _loop_events(loops, "stubborn", "run.signal")]
+    signals = [d["signal"] for _, d in _loop_events(loops, "stubborn", "run.signal_requested")]
     assert signals == ["TERM", "KILL"]
     assert not _alive(pid)
 
@@ -221,7 +224,7 @@ def test_identity_guard_refuses_to_signal_a_reused_pid(loops):
         assert _run(loops, path)["status"] == "stopped"
         dead = _loop_events(loops, "guarded", "run.dead")
         assert len(dead) == 1 and "nothing signalled" in dead[0][1]["why"]
-        assert _loop_events(loops, "guarded", "run.signal") == []
+        assert _loop_events(loops, "guarded", "run.signal_requested") == []
     finally:
         decoy.kill()
         decoy.wait()
@@ -477,12 +480,12 @@ def test_a_stop_under_way_resumes_after_a_server_crash(loops):
     with loops.sdk() as o:
         o.client.call("config.reload")
         o.loop_run_stop(path)
-    until(lambda: _loop_events(loops, "resumed", "run.signal"), what="TERM")
+    until(lambda: _loop_events(loops, "resumed", "run.signal_requested"), what="TERM")
     loops.kill_server()  # mid-grace
     assert _alive(pid) and _run_status_in_store(loops, path) == "stopping"
     loops.config(conf.read_text().replace('stop_grace = "1h"', 'stop_grace = "1s"'))
     loops.start_server()
     run = until(lambda: _ended(loops, path), what="the resumed stop")
     assert run["status"] == "stopped" and not _alive(pid)
-    signals = [d["signal"] for _, d in _loop_events(loops, "resumed", "run.signal")]
+    signals = [d["signal"] for _, d in _loop_events(loops, "resumed", "run.signal_requested")]
     assert signals == ["TERM", "TERM", "KILL"]  # the stop path ran again from its start

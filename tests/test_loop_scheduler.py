@@ -10,7 +10,7 @@ import uuid as uuidlib
 import pytest
 
 from orcr_core.loops import defs, runs
-from orcr_core.loops.scheduler import fire_due
+from orcr_core.loops.fires import fire_due
 from orcr_core.store import db as store_db
 from orcr_core.store.models import Event, Loop, LoopRun, db
 

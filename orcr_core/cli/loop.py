@@ -11,7 +11,6 @@ from pathlib import Path
 import click
 
 from orcr_core.cli.agent import _duration
-from orcr_core.cli.errors import OrcrCliError
 from orcr_core.cli.output import echo_results, echo_table, sdk
 
 
@@ -40,9 +39,33 @@ def loop():
     """Loops: durable cron for any command (docs/loops.md)."""
 
 
-@loop.command(name="create", context_settings={"ignore_unknown_options": True})
+class _DashDash(click.Command):
+    """Everything after the first ``--`` is the loop's argv, kept away from click
+    (which would drop the ``--`` and mix the argv into the positionals)."""
+
+    def parse_args(self, ctx, args):
+        if "--" in args:
+            i = args.index("--")
+            ctx.meta["loop_argv"] = args[i + 1 :]
+            args = args[:i]
+        else:
+            ctx.meta["loop_argv"] = None
+        return super().parse_args(ctx, args)
+
+
+def _env_pairs(ctx, param, values):
+    out = {}
+    for item in values or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r}: give KEY=VALUE", param=param)
+        out[key] = value
+    return out
+
+
+@loop.command(name="create", cls=_DashDash, context_settings={"ignore_unknown_options": True})
 @click.argument("name")
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.argument("cron", nargs=-1, type=click.UNPROCESSED, metavar="[CRON] -- ARGV...")
 @click.option(
     "--once-at", metavar="WHEN", help="Fire once: 30m, RFC 3339, or local YYYY-MM-DD HH:MM[:SS]."
 )
@@ -64,47 +87,79 @@ def loop():
     help="Concurrent runs of this loop.",
 )
 @click.option("--timeout", callback=_duration, help="Stop a run that runs longer (30m, 2h).")
+@click.option(
+    "--keep-agents",
+    is_flag=True,
+    help="A run's agents outlive its exit (default: they end with the run).",
+)
+@click.option(
+    "--env",
+    "env",
+    multiple=True,
+    metavar="KEY=VALUE",
+    callback=_env_pairs,
+    help="Add to the runs' environment (repeatable).",
+)
 @click.option("--json", "json_", is_flag=True, help="Print the loop as JSON.")
-def loop_create(name, args, once_at, tz, overlap, max_concurrency, timeout, json_):
+@click.pass_context
+def loop_create(
+    ctx, name, cron, once_at, tz, overlap, max_concurrency, timeout, keep_agents, env, json_
+):
     """Create loop NAME firing ARGV on CRON, or once with --once-at.
 
     \b
       orcr loop create nightly "0 9 * * 1-5" -- ./triage.sh --all
       orcr loop create reminder --once-at 30m -- notify-send hi
 
-    Everything after -- is the argv, run directly with no shell (say
-    -- sh -c '...' for one) in this directory, in its own process group, with
-    ORCR_PATH=NAME/RUN_ID. CRON is five fields, evaluated in --tz (default: this
-    machine's zone) with cronie's DST rules. The loop is global: $ORCR_PATH is
-    not applied to its name.
+    The -- is required: everything after it is the argv, run directly with no
+    shell (say -- sh -c '...' for one) in this directory, in its own process
+    group, with ORCR_PATH=NAME/RUN_ID, this shell's PATH and any --env pairs. A
+    command that does not exist (on PATH, or as a path relative to this
+    directory) is refused now. CRON is five fields (or @hourly, @daily, @weekly,
+    @monthly, @yearly), evaluated in --tz (default: this machine's zone) with
+    cronie's DST rules; there is no --every: write */5 * * * *. The loop is
+    global: $ORCR_PATH is not applied to its name.
     """
-    args = list(args)
-    if args and args[0] == "--":
-        args = args[1:]
-    cron = None
-    if once_at is None:
-        if not args:
+    argv = ctx.meta.get("loop_argv")
+    pre = list(cron)
+    if any(a.startswith("--every") for a in pre):
+        raise click.UsageError(
+            'there is no --every: intervals are cron expressions, e.g. "*/5 * * * *"'
+        )
+    unknown = [a for a in pre if a.startswith("-")]
+    if unknown:
+        raise click.UsageError(f"no such option: {unknown[0]}")
+    if argv is None:
+        raise click.UsageError(
+            "put the command after --, e.g. orcr loop create "
+            f'{name} "0 9 * * *" -- ./nightly.sh (the -- is required)'
+        )
+    if once_at is not None and pre:
+        raise click.UsageError("give a CRON expression or --once-at, not both")
+    if once_at is None and len(pre) != 1:
+        if not pre:
             raise click.UsageError('give a CRON expression (e.g. "0 9 * * *") or --once-at WHEN')
-        cron, args = args[0], args[1:]
-    if args and args[0] == "--":
-        args = args[1:]
-    if not args:
+        raise click.UsageError(
+            f"one CRON expression, quoted, then -- and the command "
+            f"(got {len(pre)} words before --: {' '.join(pre)!r}); "
+            f'e.g. orcr loop create {name} "0 9 * * *" -- ./nightly.sh'
+        )
+    if not argv:
         raise click.UsageError("give the command to run after --, e.g. -- ./nightly.sh")
-    if "/" not in args[0]:
-        found = shutil.which(args[0])
-        if found is None:
-            raise OrcrCliError(f"command {args[0]!r} not found on PATH; give a path to it")
-        args[0] = found
+    if "/" not in argv[0]:
+        argv[0] = shutil.which(argv[0]) or argv[0]  # the server refuses an unknown one
     with sdk() as orcr:
         lp = orcr.loop_create(
             name,
-            args,
-            cron=cron,
+            argv,
+            cron=pre[0] if pre else None,
             once_at=once_at,
             tz=tz,
             overlap=overlap,
             max_concurrency=max_concurrency,
             timeout=timeout,
+            keep_agents=keep_agents,
+            env=env or None,
         )
     if json_:
         click.echo(jsonlib.dumps(lp))

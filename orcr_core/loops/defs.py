@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import uuid as uuidlib
 from datetime import UTC, datetime
@@ -49,6 +50,66 @@ def validate_name(name) -> str:
     return name
 
 
+#: set by orcr itself in a run (never taken from the server or --env)
+RESERVED_ENV = ("ORCR_PATH", "ORCR_SOCKET", "ORCR_ID", "ORCR_LAUNCH_TOKEN", "ORCR_FAULT")
+
+
+def validate_env(env, path_env) -> dict:
+    """The run environment a loop adds to the server's: the creating shell's
+    ``PATH`` (``path_env``) and ``--env KEY=VALUE`` pairs (``env``)."""
+    out: dict[str, str] = {}
+    if path_env is not None:
+        if not isinstance(path_env, str) or "\0" in path_env:
+            raise LoopError("invalid_params", "path_env must be a string (the PATH to record)")
+        out["PATH"] = path_env
+    if env is None:
+        return out
+    if not isinstance(env, dict):
+        raise LoopError("invalid_params", "env is an object of KEY: VALUE strings")
+    for key, value in env.items():
+        if (
+            not isinstance(key, str)
+            or not key
+            or "=" in key
+            or "\0" in key
+            or not isinstance(value, str)
+            or "\0" in value
+        ):
+            raise LoopError(
+                "invalid_env",
+                f"--env {key!r}: give KEY=VALUE, a name without '=' and values without NUL",
+            )
+        if key in RESERVED_ENV:
+            raise LoopError(
+                "invalid_env",
+                f"--env {key}: orcr sets it in every run; reserved: {', '.join(RESERVED_ENV)}",
+            )
+        out[key] = value
+    return out
+
+
+def check_command(cmd: str, cwd: str, path_env: str | None) -> None:
+    """An unknown command is refused at create, not at 3 a.m.: a bare name must be
+    on the recorded ``PATH`` (else the server's), a path (relative to the loop's
+    cwd) must be an executable file."""
+    if "/" not in cmd:
+        if shutil.which(cmd, path=path_env) is None:
+            raise LoopError(
+                "invalid_command",
+                f"command {cmd!r} not found on PATH; give a path to it (./script.sh, /usr/bin/x)",
+            )
+        return
+    full = os.path.join(cwd, cmd)
+    if not os.path.isfile(full):
+        raise LoopError(
+            "invalid_command",
+            f"command {cmd!r} not found ({full} is not a file; a relative path is "
+            f"taken from the loop's directory {cwd})",
+        )
+    if not os.access(full, os.X_OK):
+        raise LoopError("invalid_command", f"command {cmd!r} is not executable (chmod +x {full})")
+
+
 def create(params: dict, now: float | None = None) -> Loop:
     """Validate everything first, then insert the loop row and its event."""
     now = time.time() if now is None else now
@@ -86,6 +147,8 @@ def create(params: dict, now: float | None = None) -> Loop:
     cwd = params.get("cwd")
     if not isinstance(cwd, str) or not os.path.isabs(cwd) or not os.path.isdir(cwd):
         raise LoopError("invalid_cwd", f"cwd {cwd!r} is not an existing absolute directory")
+    env = validate_env(params.get("env"), params.get("path_env"))
+    check_command(argv[0], cwd, env.get("PATH"))
     overlap = params.get("overlap") or "queue"
     if overlap not in OVERLAP:
         raise LoopError("invalid_params", f"overlap {overlap!r}: use queue or skip")
@@ -94,6 +157,9 @@ def create(params: dict, now: float | None = None) -> Loop:
         raise LoopError(
             "invalid_params", f"max_concurrency {maxc!r}: use a whole number 1-{MAX_CONCURRENCY}"
         )
+    keep_agents = params.get("keep_agents", False)
+    if not isinstance(keep_agents, bool):
+        raise LoopError("invalid_params", "keep_agents must be true or false")
     timeout = params.get("timeout")
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
@@ -113,6 +179,8 @@ def create(params: dict, now: float | None = None) -> Loop:
                 overlap=overlap,
                 max_concurrency=maxc,
                 timeout=timeout,
+                keep_agents=keep_agents,
+                env=json.dumps(env) if env else None,
                 next_fire_at=next_fire,
                 created_at=now,
             )
@@ -265,6 +333,9 @@ def _loop_dict(loop: Loop, last: LoopRun | None, counts: dict[str, int]) -> dict
         "overlap": loop.overlap,
         "max_concurrency": loop.max_concurrency,
         "timeout": loop.timeout,
+        "keep_agents": bool(loop.keep_agents),
+        "env": {k: v for k, v in json.loads(loop.env or "{}").items() if k != "PATH"},
+        "path_env": json.loads(loop.env or "{}").get("PATH"),
         "next_fire_at": iso(nxt),
         "next_fire_local": cadence.iso_local(nxt, loop.tz) if nxt is not None else None,
         "created_at": iso(loop.created_at),

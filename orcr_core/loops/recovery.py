@@ -16,12 +16,10 @@ For each loop that is not ended, or still has unfinished runs:
 
 from __future__ import annotations
 
-import threading
-
 from orcr_core import events
 from orcr_core.loops import defs, runs
 from orcr_core.loops import supervisor as supervisor_mod
-from orcr_core.loops.scheduler import _missed
+from orcr_core.loops.fires import _missed
 from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
 
 
@@ -58,7 +56,7 @@ def _decide(run: LoopRun, loop: Loop, now: float) -> tuple[str, int | None]:
             )
         else:
             LoopRun.update(exit_code=st.get("exit_code")).where(LoopRun.uuid == run.uuid).execute()
-        return "exited", None
+        return ("exited" if run.status != "stopping" else "exited_stopping"), None
     sup_pid = run.sup_pid or st.get("supervisor")
     sup_start = run.sup_start or st.get("supervisor_start")
     if runs.identity_ok(sup_pid, sup_start, running=True):
@@ -80,15 +78,8 @@ def _decide(run: LoopRun, loop: Loop, now: float) -> tuple[str, int | None]:
     # the supervisor is gone and left no exit status (a reboot, a SIGKILL)
     if run.status == "stopping":
         return "dead", None  # the resumed stop path closes it as stopped/timeout
-    if runs.signal_group(run, 9):
-        events.emit(
-            "run.signal",
-            loop=loop.uuid,
-            run=run.uuid,
-            run_id=run.run_id,
-            signal="KILL",
-            why="its supervisor vanished; the exit status could not be recorded",
-        )
+    # its group is signalled after this transaction (the intent row must be
+    # committed before the signal), with the identity guard checked again then
     runs.set_status(
         run,
         "failed",
@@ -110,9 +101,16 @@ def recover(sched) -> dict:
             "SELECT DISTINCT loop FROM loop_run WHERE status IN ('pending', 'running', 'stopping')"
         ).fetchall()
     ]
-    summary = {"adopted": 0, "exited": 0, "dead": 0, "never_started": 0, "missed": 0}
+    summary = {
+        "adopted": 0,
+        "exited": 0,
+        "exited_stopping": 0,
+        "dead": 0,
+        "never_started": 0,
+        "missed": 0,
+    }
     for uuid in uuids:
-        watch, resume, dead = [], [], []
+        watch, resume, dead, exited = [], [], [], []
         with db.atomic("IMMEDIATE"):
             loop = Loop.get_or_none(Loop.uuid == uuid)
             if loop is None:
@@ -125,8 +123,10 @@ def recover(sched) -> dict:
                 summary[decision] += 1
                 if sup_pid:
                     watch.append((run.uuid, sup_pid))
-                if decision == "dead":
+                if decision == "dead" and run.status != "stopping":
                     dead.append(run)
+                if decision == "exited":
+                    exited.append(run)
                 if run.status == "stopping":
                     resume.append(run.uuid)
             active = (
@@ -163,13 +163,28 @@ def recover(sched) -> dict:
         for run_uuid in resume:
             sched.stop_run(run_uuid)
         for run in dead:
-            threading.Thread(
-                target=_kill_agents, args=(sched, loop.name, run.run_id), daemon=True
-            ).start()
+            runs.signal_group(
+                run, 9, why="its supervisor vanished; the exit status could not be recorded"
+            )
+        for run in dead + exited:
+            sched.after_exit(run)  # their agents end with them
         sched.start_pending(uuid)
+    summary["orphans"] = _orphans(sched)
     return summary
 
 
-def _kill_agents(sched, name: str, run_id: str) -> None:
-    db.connect(reuse_if_open=True)
-    runs.glob_kill(sched.server, name, run_id)
+def _orphans(sched) -> int:
+    """Agents still alive under a run that has ended (the server stopped while it
+    was ending them): end them now. A ``--keep-agents`` loop's runs that exited
+    by themselves keep theirs."""
+    rows = db.execute_sql(
+        "SELECT DISTINCT r.uuid FROM agent a JOIN loop l ON l.name = substr(a.path, 1, "
+        "instr(a.path, '/') - 1) JOIN loop_run r ON r.loop = l.uuid "
+        "AND a.path LIKE l.name || '/' || r.run_id || '/%' "
+        "WHERE a.status != 'ended' AND r.status IN ('ok', 'failed', 'timeout', 'stopped', "
+        "'canceled') AND NOT (l.keep_agents AND r.exit_code IS NOT NULL "
+        "AND r.status IN ('ok', 'failed'))"
+    ).fetchall()
+    for (run_uuid,) in rows:
+        sched.after_exit(LoopRun.get_by_id(run_uuid))
+    return len(rows)

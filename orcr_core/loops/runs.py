@@ -18,13 +18,12 @@ import json
 import os
 import re
 import secrets
-import time
 import uuid as uuidlib
 from pathlib import Path
 
 import psutil
 
-from orcr_core import dirs, events, paths
+from orcr_core import dirs, events
 from orcr_core.loops.defs import iso
 from orcr_core.store.models import RUN_ACTIVE, RUN_ENDED, Loop, LoopRun, db
 
@@ -143,7 +142,14 @@ def take_pending(loop_uuid: str, now: float) -> list[LoopRun]:
 
 
 def child_env(loop: Loop, run: LoopRun, socket_path: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("ORCR_FAULT", "ORCR_PATH")}
+    """The server's environment without orcr's own identity variables (the
+    server's ``ORCR_ID``, ``ORCR_LAUNCH_TOKEN``, ...), then the loop's recorded
+    ``PATH`` and ``--env`` pairs, then the run's own ``ORCR_PATH`` and
+    ``ORCR_SOCKET``."""
+    from orcr_core.loops.defs import RESERVED_ENV
+
+    env = {k: v for k, v in os.environ.items() if k not in RESERVED_ENV}
+    env.update(json.loads(loop.env or "{}"))
     env["ORCR_PATH"] = f"{loop.name}/{run.run_id}"
     env["ORCR_SOCKET"] = str(socket_path)  # its agents reach this server
     return env
@@ -199,16 +205,34 @@ def process_of(run: LoopRun) -> tuple[int | None, int | None, float | None]:
     return st.get("pid"), st.get("pgid"), st.get("start")
 
 
-def signal_group(run: LoopRun, sig: int) -> bool:
-    """Signal the run's process group if, and only if, the identity guard passes."""
+SIGNAMES = {15: "TERM", 9: "KILL"}
+
+
+def signal_group(run: LoopRun, sig: int, why: str | None = None) -> bool:
+    """Signal the run's process group if, and only if, the identity guard passes.
+
+    Seed 002's intent/applied pair: ``run.signal_requested`` is committed before
+    the OS call, ``run.signal_applied`` after it with what was observed
+    (``delivered``: false when the group was gone by then). Never call it inside
+    a transaction: the intent must be on disk before the signal.
+    """
     pid, pgid, start = process_of(run)
     if not identity_ok(pid, start):
         return False
+    name = SIGNAMES.get(sig, str(sig))
+    ids = dict(loop=run.loop, run=run.uuid, run_id=run.run_id, signal=name)
+    with db.atomic("IMMEDIATE"):
+        events.emit(
+            "run.signal_requested", pgid=pgid or pid, **ids, **({"why": why} if why else {})
+        )
     try:
         os.killpg(pgid or pid, sig)
+        delivered = True
     except ProcessLookupError:
-        return False
-    return True
+        delivered = False
+    with db.atomic("IMMEDIATE"):
+        events.emit("run.signal_applied", delivered=delivered, **ids)
+    return delivered
 
 
 def admission_refusal(path: str, scope: str | None) -> tuple[str, str] | None:
@@ -277,34 +301,3 @@ def prune_logs(loop_uuid: str, keep: int) -> list[str]:
             except FileNotFoundError:
                 pass
     return removed
-
-
-def agents_under(prefix: str) -> list:
-    from orcr_core.store.models import Agent
-
-    return list(
-        Agent.select().where((Agent.status != "ended") & Agent.path.startswith(prefix + "/"))
-    )
-
-
-def glob_kill(server, loop_name: str, run_id: str, timeout: float = 30.0) -> int:
-    """Kill ``<loop>/<run_id>/**`` until a snapshot shows none. Returns how many
-    kills were asked for."""
-    from orcr_core.agents import pipeline
-
-    prefix = f"{loop_name}/{run_id}"
-    pattern = prefix + "/**"
-    asked: set[str] = set()
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = [a for a in agents_under(prefix) if paths.glob_match(pattern, a.path)]
-        if not rows:
-            return len(asked)
-        for agent in rows:
-            if agent.uuid not in asked or agent.status in ("queued", "lost"):
-                pipeline.request_kill(server, agent)
-                asked.add(agent.uuid)
-        server.notify()
-        if time.monotonic() > deadline:
-            return len(asked)
-        time.sleep(0.05)  # the kills run on pipeline threads; look again

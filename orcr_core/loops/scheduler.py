@@ -27,8 +27,10 @@ import psutil
 
 from orcr_core import events, faults
 from orcr_core.events import Bus
-from orcr_core.loops import cadence, defs, runs
+from orcr_core.loops import defs, runs
 from orcr_core.loops import supervisor as supervisor_mod
+from orcr_core.loops.fires import fire_due
+from orcr_core.loops.stopping import Stopper
 from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
 
 log = logging.getLogger("orcr.loops")
@@ -43,123 +45,7 @@ _DEADLINES = (
 )
 
 
-def fire_due(now: float, missed_after: float) -> list[LoopRun]:
-    """Fire every active loop whose ``next_fire_at`` has come, one transaction per
-    loop. Returns the runs that fired into a free slot: already ``running`` (in the
-    fire's own transaction), to be launched."""
-    to_start: list[LoopRun] = []
-    due_loops = [
-        r[0]
-        for r in db.execute_sql(
-            "SELECT uuid FROM loop WHERE status = 'active' AND next_fire_at <= ?", (now,)
-        ).fetchall()
-    ]
-    for uuid in due_loops:
-        with db.atomic("IMMEDIATE"):
-            loop = Loop.get_or_none(Loop.uuid == uuid)
-            if loop is None or loop.status != "active" or loop.next_fire_at is None:
-                continue
-            due = loop.next_fire_at
-            if due > now:
-                continue
-            if now - due > missed_after:
-                _missed(loop, due, now)
-                continue
-            run = _fire(loop, due, now)
-            if run is not None:
-                to_start.append(run)
-            if loop.cron:
-                nxt = cadence.next_fire(loop.cron, loop.tz, due)
-                Loop.update(next_fire_at=nxt).where(Loop.uuid == loop.uuid).execute()
-            else:
-                defs.end(loop, "fired", now)
-    return to_start
-
-
-def _missed(loop: Loop, due: float, now: float) -> None:
-    """Skip fires that are too late (asleep, server down), with one event row."""
-    if loop.cron:
-        n, _first, nxt = cadence.count_between(loop.cron, loop.tz, due, now)
-        n += 1  # the due fire itself, then every later one up to now
-        Loop.update(next_fire_at=nxt).where(Loop.uuid == loop.uuid).execute()
-        events.emit(
-            "loop.missed",
-            loop=loop.uuid,
-            name=loop.name,
-            first=defs.iso(due),
-            count=n,
-            more=n >= 1000,
-            next_fire_at=defs.iso(nxt),
-            late_by=round(now - due, 3),
-        )
-    else:
-        events.emit(
-            "loop.missed",
-            loop=loop.uuid,
-            name=loop.name,
-            first=defs.iso(due),
-            count=1,
-            late_by=round(now - due, 3),
-        )
-        defs.end(loop, "missed", now)
-
-
-def _fire(loop: Loop, due: float, now: float) -> LoopRun | None:
-    """Inside the loop's transaction: allocate, coalesce or skip. Returns the run
-    when it starts now (a slot was free)."""
-    active = (
-        LoopRun.select().where((LoopRun.loop == loop.uuid) & LoopRun.status.in_(RUN_ACTIVE)).count()
-    )
-    pending = list(
-        LoopRun.select()
-        .where((LoopRun.loop == loop.uuid) & (LoopRun.status == "pending"))
-        .order_by(LoopRun.created_at)
-    )
-    at_cap = active >= loop.max_concurrency or bool(pending)
-    if at_cap and loop.overlap == "skip":
-        events.emit(
-            "loop.skipped",
-            loop=loop.uuid,
-            name=loop.name,
-            due=defs.iso(due),
-            active=active,
-            why="at max-concurrency (overlap skip)",
-        )
-        return None
-    held = next((r for r in pending if r.kind == "scheduled"), None)
-    if at_cap and held is not None:
-        # coalesce: at most one pending scheduled run, due at the earliest missed fire
-        LoopRun.update(due_at=min(held.due_at, due), fires=LoopRun.fires + 1).where(
-            LoopRun.uuid == held.uuid
-        ).execute()
-        events.emit(
-            "loop.coalesced",
-            loop=loop.uuid,
-            run=held.uuid,
-            name=loop.name,
-            run_id=held.run_id,
-            due=defs.iso(due),
-            due_at=defs.iso(min(held.due_at, due)),
-            fires=held.fires + 1,
-        )
-        return None
-    run = runs.allocate(loop, "scheduled", due, now)
-    events.emit(
-        "loop.fired",
-        loop=loop.uuid,
-        run=run.uuid,
-        name=loop.name,
-        run_id=run.run_id,
-        due=defs.iso(due),
-        queued=at_cap,
-    )
-    if at_cap:
-        return None
-    runs.set_status(run, "running", now, started_at=now)
-    return run
-
-
-class Scheduler:
+class Scheduler(Stopper):
     """The loops subsystem inside the server: timer, reaper, spare supervisor, stops."""
 
     def __init__(self, server, clock=time.time):
@@ -172,7 +58,7 @@ class Scheduler:
         self._watch_lock = threading.Lock()
         self._wake_r, self._wake_w = os.pipe()
         self._exited: dict[str, threading.Event] = {}
-        self._stopping: set[str] = set()
+        self._stopping: dict[str, threading.Thread] = {}  # run uuid -> its stop path
         self._stop_lock = threading.Lock()
         self.last_tick_ms: float | None = None
         self.ticks = 0
@@ -385,8 +271,10 @@ class Scheduler:
         state = runs.read_state(run.loop, run.run_id)
         if state is not None and state.get("exit_code") is None and run.status in RUN_ACTIVE:
             # the supervisor died without recording: its command may still run
-            runs.signal_group(run, 9)
-        runs.record_exit(run_uuid, state, self.clock())
+            runs.signal_group(run, 9, why="its supervisor died without recording an exit status")
+        ended = runs.record_exit(run_uuid, state, self.clock())
+        if ended is not None and ended.status != "stopping":
+            self.after_exit(ended)  # its agents end with it
         ev = self._exited.get(run_uuid)
         if ev is not None:
             ev.set()
@@ -409,77 +297,6 @@ class Scheduler:
         self.start_pending(loop_uuid)
         self.server.notify(queue=False)
         self.wake()
-
-    # -- stop and timeout ------------------------------------------------------
-    def stop_run(self, run_uuid: str, reason: str = "stopped", wait: bool = False) -> str:
-        """``loop run stop`` and ``--timeout``: one path. Returns what happened."""
-        now = self.clock()
-        with db.atomic("IMMEDIATE"):
-            run = LoopRun.get_or_none(LoopRun.uuid == run_uuid)
-            if run is None:
-                return "not_found"
-            if run.status == "pending":
-                runs.set_status(run, "canceled", now, note={"why": reason})
-                return "canceled"
-            if run.status == "running":
-                LoopRun.update(stop_reason=reason).where(LoopRun.uuid == run.uuid).execute()
-                runs.set_status(run, "stopping", now, stop_reason=reason)
-            elif run.status != "stopping":
-                return run.status
-        with self._stop_lock:
-            if run_uuid in self._stopping:
-                return "stopping"
-            self._stopping.add(run_uuid)
-        t = threading.Thread(target=self._stop, args=(run_uuid,), name="orcr-stop", daemon=True)
-        t.start()
-        if wait:
-            t.join()
-        self.server.notify(queue=False)
-        return "stopping"
-
-    def _stop(self, run_uuid: str) -> None:
-        db.connect(reuse_if_open=True)
-        try:
-            self._stop_steps(run_uuid)
-        except Exception:
-            log.exception("stopping run %s failed", run_uuid)
-        finally:
-            with self._stop_lock:
-                self._stopping.discard(run_uuid)
-
-    def _stop_steps(self, run_uuid: str) -> None:
-        run = LoopRun.get_by_id(run_uuid)
-        loop = Loop.get_by_id(run.loop)
-        exited = self._exited.setdefault(run_uuid, threading.Event())
-        grace = self.config.duration("timings.stop_grace")
-        alive = runs.identity_ok(*runs.process_of(run)[::2])
-        if alive and runs.signal_group(run, 15):
-            self._emit(run, "run.signal", signal="TERM")
-            if not exited.wait(grace) and runs.signal_group(run, 9):
-                self._emit(run, "run.signal", signal="KILL")
-            exited.wait(10.0)
-        elif not alive and run.exit_code is None:
-            pid, _, start = runs.process_of(run)
-            self._emit(
-                run,
-                "run.dead",
-                pid=pid,
-                why="no process with the recorded pid and start time; nothing signalled",
-            )
-        killed = runs.glob_kill(self.server, loop.name, run.run_id)
-        with db.atomic("IMMEDIATE"):
-            run = LoopRun.get_by_id(run_uuid)
-            if run.status == "stopping":
-                runs.set_status(
-                    run, run.stop_reason or "stopped", self.clock(), note={"agents_killed": killed}
-                )
-        self._exited.pop(run_uuid, None)
-        self._after_end(loop.uuid)
-
-    def _emit(self, run: LoopRun, kind: str, **data) -> None:
-        with db.atomic("IMMEDIATE"):
-            events.emit(kind, loop=run.loop, run=run.uuid, run_id=run.run_id, **data)
-        self.server.notify(queue=False)
 
     def close(self) -> None:
         with self._spare_lock:

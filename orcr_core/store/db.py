@@ -132,6 +132,19 @@ def _blocked(database) -> None:
             database.execute_sql(f"ALTER TABLE agent ADD COLUMN {column} {decl}")
 
 
+def _loop_run_agents_env_missed(database) -> None:
+    # issue 20/23 (loops): --keep-agents, the creating shell's PATH and --env, and
+    # the last missed fire with why (loop ls, top)
+    have = {row[1] for row in database.execute_sql("PRAGMA table_info(loop)")}
+    for column, decl in (
+        ("keep_agents", "INTEGER NOT NULL DEFAULT 0"),
+        ("env", "TEXT"),
+        ("last_missed", "TEXT"),
+    ):
+        if column not in have:
+            database.execute_sql(f"ALTER TABLE loop ADD COLUMN {column} {decl}")
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
@@ -147,6 +160,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("0010_agent_stalled_at", _stalled_at),
     ("0011_drift_counters", _drift),
     ("0012_agent_blocked", _blocked),
+    ("loops_keep_agents_env_missed", _loop_run_agents_env_missed),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -206,6 +206,10 @@ class Loop(BaseModel):
     created_at = FloatField()
     ended_at = FloatField(null=True)
     end_reason = TextField(null=True)  # removed | fired | missed (migration 0004)
+    # migration loops_keep_agents_env_missed
+    keep_agents = BooleanField(default=False)  # a run's agents outlive its exit
+    env = TextField(null=True)  # JSON: PATH of the creating shell and --env additions
+    last_missed = TextField(null=True)  # JSON: the last missed fire and why
 
 
 Loop.add_index(Loop.name, unique=True, where=(Loop.status != "ended"), name="loop_active_name")

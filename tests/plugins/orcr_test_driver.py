@@ -102,6 +102,16 @@ def down_when_missing(pane_id: str, after: int = 2) -> None:
         s["down_when_missing"] = [pane_id, after]
 
 
+def set_close_refused(refused: bool) -> None:
+    """Every pane close fails (retryably) until it is over: a kill cannot end an
+    agent while the rest of the "multiplexer" answers."""
+    flag = _state_path().with_name("testdriver.noclose")
+    if refused:
+        flag.touch()
+    else:
+        flag.unlink(missing_ok=True)
+
+
 def refused() -> int:
     """How many snapshots were refused during outages."""
     with _state() as s:
@@ -190,6 +200,8 @@ class TestDriver:
             return "test pane ready\n" + "\n".join(self._pane(s, pane)["prompts"])
 
     def close(self, pane):
+        if _state_path().with_name("testdriver.noclose").exists():
+            raise DriverError("close refused (test driver)", retryable=True)
         with _state() as s:
             p = s["panes"].get(pane.pane_id)
             if p is not None and pane.launch_token is not None:

@@ -1,0 +1,129 @@
+"""Fires: what the scheduler does when a loop's ``next_fire_at`` has come.
+
+Each due loop is decided in one transaction of its own: fire into a free slot,
+queue a pending run (coalescing scheduled fires into one), skip at the cap
+(``--overlap skip``), or skip fires that are too late (missed: the machine
+slept, the server was down), which are logged and never replayed.
+"""
+
+from __future__ import annotations
+
+from orcr_core import events
+from orcr_core.loops import cadence, defs, runs
+from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
+
+
+def fire_due(now: float, missed_after: float) -> list[LoopRun]:
+    """Fire every active loop whose ``next_fire_at`` has come, one transaction per
+    loop. Returns the runs that fired into a free slot: already ``running`` (in the
+    fire's own transaction), to be launched."""
+    to_start: list[LoopRun] = []
+    due_loops = [
+        r[0]
+        for r in db.execute_sql(
+            "SELECT uuid FROM loop WHERE status = 'active' AND next_fire_at <= ?", (now,)
+        ).fetchall()
+    ]
+    for uuid in due_loops:
+        with db.atomic("IMMEDIATE"):
+            loop = Loop.get_or_none(Loop.uuid == uuid)
+            if loop is None or loop.status != "active" or loop.next_fire_at is None:
+                continue
+            due = loop.next_fire_at
+            if due > now:
+                continue
+            if now - due > missed_after:
+                _missed(loop, due, now)
+                continue
+            run = _fire(loop, due, now)
+            if run is not None:
+                to_start.append(run)
+            if loop.cron:
+                nxt = cadence.next_fire(loop.cron, loop.tz, due)
+                Loop.update(next_fire_at=nxt).where(Loop.uuid == loop.uuid).execute()
+            else:
+                defs.end(loop, "fired", now)
+    return to_start
+
+
+def _missed(loop: Loop, due: float, now: float) -> None:
+    """Skip fires that are too late (asleep, server down), with one event row."""
+    if loop.cron:
+        n, _first, nxt = cadence.count_between(loop.cron, loop.tz, due, now)
+        n += 1  # the due fire itself, then every later one up to now
+        Loop.update(next_fire_at=nxt).where(Loop.uuid == loop.uuid).execute()
+        events.emit(
+            "loop.missed",
+            loop=loop.uuid,
+            name=loop.name,
+            first=defs.iso(due),
+            count=n,
+            more=n >= 1000,
+            next_fire_at=defs.iso(nxt),
+            late_by=round(now - due, 3),
+        )
+    else:
+        events.emit(
+            "loop.missed",
+            loop=loop.uuid,
+            name=loop.name,
+            first=defs.iso(due),
+            count=1,
+            late_by=round(now - due, 3),
+        )
+        defs.end(loop, "missed", now)
+
+
+def _fire(loop: Loop, due: float, now: float) -> LoopRun | None:
+    """Inside the loop's transaction: allocate, coalesce or skip. Returns the run
+    when it starts now (a slot was free)."""
+    active = (
+        LoopRun.select().where((LoopRun.loop == loop.uuid) & LoopRun.status.in_(RUN_ACTIVE)).count()
+    )
+    pending = list(
+        LoopRun.select()
+        .where((LoopRun.loop == loop.uuid) & (LoopRun.status == "pending"))
+        .order_by(LoopRun.created_at)
+    )
+    at_cap = active >= loop.max_concurrency or bool(pending)
+    if at_cap and loop.overlap == "skip":
+        events.emit(
+            "loop.skipped",
+            loop=loop.uuid,
+            name=loop.name,
+            due=defs.iso(due),
+            active=active,
+            why="at max-concurrency (overlap skip)",
+        )
+        return None
+    held = next((r for r in pending if r.kind == "scheduled"), None)
+    if at_cap and held is not None:
+        # coalesce: at most one pending scheduled run, due at the earliest missed fire
+        LoopRun.update(due_at=min(held.due_at, due), fires=LoopRun.fires + 1).where(
+            LoopRun.uuid == held.uuid
+        ).execute()
+        events.emit(
+            "loop.coalesced",
+            loop=loop.uuid,
+            run=held.uuid,
+            name=loop.name,
+            run_id=held.run_id,
+            due=defs.iso(due),
+            due_at=defs.iso(min(held.due_at, due)),
+            fires=held.fires + 1,
+        )
+        return None
+    run = runs.allocate(loop, "scheduled", due, now)
+    events.emit(
+        "loop.fired",
+        loop=loop.uuid,
+        run=run.uuid,
+        name=loop.name,
+        run_id=run.run_id,
+        due=defs.iso(due),
+        queued=at_cap,
+    )
+    if at_cap:
+        return None
+    runs.set_status(run, "running", now, started_at=now)
+    return run
