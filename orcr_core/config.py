@@ -45,6 +45,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # "" = this instance's own: ``orcr``, or ``orcr-<instance id>`` under ORCR_HOME
     "herdr": {"session": "", "binary": "herdr", "socket": ""},
     "tmux": {"socket": "", "binary": "tmux"},
+    # notifications (orcr_core/notify, docs/notifications.md); rules and sinks are tables
+    "notify": {"window": "1m", "burst": 3, "gather": "2s", "retry_for": "1h"},
 }
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -234,6 +236,32 @@ _argv.allowed = "non-empty list of strings"  # type: ignore[attr-defined]
 _str_list.allowed = "list of strings"  # type: ignore[attr-defined]
 
 
+def _rule(check: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
+    """A ``notify.rules.<rule>.<option>`` key: the rule must be one orcr knows."""
+
+    def wrapped(key: str, value: Any) -> Any:
+        from orcr_core.notify.rules import RULES
+
+        rule = key.split(".")[2]
+        if rule not in RULES:
+            raise ConfigError(f"{key}: no rule {rule!r}; the rules: {', '.join(RULES)}")
+        return check(key, value)
+
+    wrapped.allowed = check.allowed  # type: ignore[attr-defined]
+    return wrapped
+
+
+def _sink_option(key: str, value: Any) -> Any:
+    """``notify.<sink>.<option>``: checked by the sink's plugin when the server loads it
+    (``orcr notify ls`` shows a sink a bad option left off, and why)."""
+    if key.split(".")[1] in DEFAULTS["notify"] or key.split(".")[1] == "rules":
+        raise ConfigError(f"{key} is not a key; notify.{key.split('.')[1]} is")
+    return value
+
+
+_sink_option.allowed = "any value the sink takes"  # type: ignore[attr-defined]
+
+
 def allowed(key: str) -> str:
     """What a key allows, as docs/configuration.md says it (tests/test_docs.py checks)."""
     return _validator(key).allowed  # type: ignore[attr-defined]
@@ -266,6 +294,14 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "herdr.socket": _string,
     "tmux.socket": _string,
     "tmux.binary": _nonempty,
+    "notify.window": _duration_range(1, 86400),
+    "notify.burst": _int_range(1, 10_000),
+    "notify.gather": _duration_range(0, 600),
+    "notify.retry_for": _duration_range(1, 7 * 86400),
+    "notify.rules.*.enabled": _rule(_bool),
+    "notify.rules.*.match": _rule(_str_list),
+    "notify.rules.*.longer_than": _rule(_duration_or_off(1, 30 * 86400)),
+    "notify.*.*": _sink_option,
     "providers.*.argv": _argv,
     "providers.*.model": _string,
     "providers.*.extra_args": _str_list,

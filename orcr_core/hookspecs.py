@@ -65,3 +65,32 @@ def register_commands(cli):
 
     versionadded: 0.1
     """
+
+
+@hookspec
+def register_notify_sinks(register):
+    """Register notification sinks (where ``[notify]`` notifications go).
+
+    Called like :func:`register_drivers`, in the server and in ``orcr notify``.
+    Call ``register(factory)`` once per sink, where ``factory`` has a ``name``
+    (``[a-z0-9_]+``; its options are the config keys ``notify.<name>.<option>``)
+    and, called as ``factory(options, context)``, returns a sink or ``None`` when
+    ``options`` (a dict, ``{}`` when the user set none) leave it off. A bad
+    option raises ``ValueError`` naming the key and what is allowed: the sink is
+    then reported off with that message (``orcr notify ls``), the others run.
+    ``context`` has ``config`` (the loaded config) and ``driver()`` (the server's
+    multiplexer driver, or None).
+
+    A sink has one method, ``send(note) -> str | None``: deliver one
+    notification (the JSON object documented in docs/notifications.md; its
+    ``key`` is the idempotency key) and return a short receipt, or raise any
+    exception when it was not delivered. Each sink runs in a thread of its own,
+    so a slow sink delays only itself; it must still give up within about 30
+    seconds. A raise is retried with backoff until ``notify.retry_for``, so a
+    receiver may see a notification twice (after a crash between the send and
+    its record): it drops the second by ``key``.
+
+    Returns nothing. A name registered twice is an error naming both plugins.
+
+    versionadded: 0.2
+    """

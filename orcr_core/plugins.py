@@ -79,6 +79,7 @@ class Registry:
 
     drivers: dict[str, object] = field(default_factory=dict)
     providers: dict[str, object] = field(default_factory=dict)
+    sinks: dict[str, object] = field(default_factory=dict)  # notification sinks
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
@@ -108,6 +109,7 @@ def build_registry(pm: pluggy.PluginManager) -> Registry:
     reg = Registry()
     _collect(pm, "register_drivers", "driver", reg.drivers, reg)
     _collect(pm, "register_providers", "provider", reg.providers, reg)
+    _collect(pm, "register_notify_sinks", "notify sink", reg.sinks, reg)
     return reg
 
 

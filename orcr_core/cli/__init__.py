@@ -74,6 +74,7 @@ LAZY = {
     "doctor": "orcr_core.cli.doctor.doctor",
     "top": "orcr_core.cli.top.top",
     "service": "orcr_core.cli.service_cmd.service",
+    "notify": "orcr_core.cli.notify_cmd.notify",
 }
 
 

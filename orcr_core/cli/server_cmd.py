@@ -157,6 +157,20 @@ def _print_status(s: dict) -> None:
     lp = s.get("loops")
     if lp:
         click.echo(f"loops {lp['active']} active  next fire {lp['next_fire_at'] or '-'}")
+    nt = s.get("notify")
+    if nt and (nt["sinks"] or nt["off"] or nt["undeliverable"]):
+        click.echo(
+            f"notify sinks {', '.join(nt['sinks']) or '-'}  waiting {nt['waiting']}  "
+            f"sent {nt['sent']}  undeliverable {nt['undeliverable']}"
+        )
+        for name, why in nt["off"].items():
+            click.echo(f"notify sink {name} is off: {why}")
+        bad = nt.get("last_undeliverable")
+        if bad:
+            click.echo(
+                f"undeliverable: the last, via {bad['sink']} ({bad['rule']}, event "
+                f"{bad['seq']}): {bad['error']}"
+            )
     m = s.get("monitor")
     if m:
         click.echo(

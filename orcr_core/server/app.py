@@ -68,6 +68,7 @@ class Server:
         self.failure: str | None = None  # why serve() stopped other than on request
         self.threads: list[threading.Thread] = []
         self.loops = None  # the loop scheduler (orcr_core.loops.scheduler), made in serve()
+        self.notifier = None  # notifications (orcr_core.notify.outbox), made in serve()
         self.mux_events_live = False  # the driver's event stream is connected
         from orcr_core.agents.monitor import Monitor
 
@@ -198,6 +199,8 @@ class Server:
     def reload_config(self) -> None:
         self.config = config_mod.load()
         self.reset_driver()
+        if self.notifier is not None:
+            self.notifier.reconfigure()
         self.notify()
 
     # -- threads ----------------------------------------------------------
@@ -365,6 +368,7 @@ class Server:
             ],
             "last_seq": events.last_seq(),
             "loops": self.loops.status() if self.loops is not None else None,
+            "notify": self.notifier.status() if self.notifier is not None else None,
             "write_transactions": db.write_transactions,
             "monitor": self.monitor.status(),
         }
@@ -389,6 +393,10 @@ class Server:
 
         self.loops = Scheduler(self)
         recovery.recover(self.loops)
+        from orcr_core.notify.outbox import Notifier
+
+        self.notifier = Notifier(self)  # pins its cursor before retention can run
+        self.threads += self.notifier.start()
         listener = Listener(self)
         listener.bind()
         lockfile.mark_listening(self._lock_fd, self.socket_path)
@@ -416,4 +424,6 @@ class Server:
 
     def stop(self) -> None:
         self.stopping.set()
+        if self.notifier is not None:
+            self.notifier.kick()
         self.notify()

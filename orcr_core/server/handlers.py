@@ -16,12 +16,13 @@ from orcr_core.contracts import SessionPointer
 from orcr_core.loops.runs import admission_refusal
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.loop_handlers import LOOP_HANDLERS
+from orcr_core.server.notify_handlers import NOTIFY_HANDLERS
 from orcr_core.store.db import SCHEMA_VERSION
 from orcr_core.store.models import LIVE, Agent, Meta, db
 
 log = logging.getLogger("orcr.handlers")
 STREAMED = object()
-HANDLERS = dict(LOOP_HANDLERS)
+HANDLERS = dict(LOOP_HANDLERS, **NOTIFY_HANDLERS)
 
 
 def method(name):

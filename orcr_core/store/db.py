@@ -145,6 +145,12 @@ def _loop_run_agents_env_missed(database) -> None:
             database.execute_sql(f"ALTER TABLE loop ADD COLUMN {column} {decl}")
 
 
+def _notify_outbox(database) -> None:
+    # notifications and their delivery state, per sink (orcr_core.notify); the
+    # notifier's event cursor is meta 'notify_cursor'
+    database.create_tables([models.Notification], safe=True)
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
@@ -161,6 +167,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("0011_drift_counters", _drift),
     ("0012_agent_blocked", _blocked),
     ("loops_keep_agents_env_missed", _loop_run_agents_env_missed),
+    ("notify_outbox", _notify_outbox),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

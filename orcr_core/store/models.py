@@ -254,4 +254,27 @@ class Drift(BaseModel):
     at = FloatField(null=True)
 
 
-MODELS = [Meta, OrcrMigration, Agent, Event, Loop, LoopRun, Unmanaged, Drift]
+class Notification(BaseModel):
+    """One notification for one sink (:mod:`orcr_core.notify`): ``held`` (waiting for
+    its gather window, its rate limit), ``pending`` (to send; ``due`` is the next
+    attempt), ``sent``, ``digested`` (folded into a digest row), ``undeliverable``."""
+
+    id = AutoField()
+    sink = TextField()
+    seq = IntegerField()  # the event's seq: the idempotency key
+    rule = TextField()
+    subject = TextField()  # agent path, loop name, task: what the rate limit counts
+    body = TextField()  # the notification, JSON
+    state = TextField(default="held")
+    due = FloatField()
+    attempts = IntegerField(default=0)
+    created = FloatField()
+    sent_at = FloatField(null=True)
+    error = TextField(null=True)
+
+    class Meta:
+        table_name = "notification"
+        indexes = ((("sink", "state", "due"), False), (("sink", "rule", "subject"), False))
+
+
+MODELS = [Meta, OrcrMigration, Agent, Event, Loop, LoopRun, Unmanaged, Drift, Notification]

@@ -1,0 +1,108 @@
+"""Socket methods ``notify.ls`` and ``notify.test`` (merged into the handler table)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+from orcr_core.notify import rules
+from orcr_core.protocol import ProtocolError
+from orcr_core.store.models import Notification
+
+NOTIFY_HANDLERS = {}
+
+
+def method(name):
+    def deco(fn):
+        NOTIFY_HANDLERS[name] = fn
+        return fn
+
+    return deco
+
+
+def _last(sink: str) -> dict | None:
+    row = (
+        Notification.select()
+        .where((Notification.sink == sink) & (Notification.state != "held"))
+        .where(Notification.state != "pending")
+        .order_by(Notification.id.desc())
+        .first()
+    )
+    if row is None:
+        return None
+    body = json.loads(row.body)
+    return {
+        "key": body["key"],
+        "rule": row.rule,
+        "title": body.get("title"),
+        "state": row.state,
+        "at": row.sent_at or row.created,
+        "attempts": row.attempts,
+        "detail": row.error,
+    }
+
+
+@method("notify.ls")
+def notify_ls(server, conn, rid, params):
+    """The rules (with their settings) and every registered sink: on or off (and
+    why), rows waiting, and its last delivery."""
+    n = server.notifier
+    out_rules = [
+        {"name": name, "default": on, "about": about, **rules.rule_settings(server.config, name)}
+        for name, (on, about) in rules.RULES.items()
+    ]
+    sinks = []
+    for name in sorted(server.registry.sinks):
+        waiting = (
+            Notification.select()
+            .where((Notification.sink == name) & Notification.state.in_(("held", "pending")))
+            .count()
+        )
+        sinks.append(
+            {
+                "name": name,
+                "on": name in n.sinks,
+                "off_because": n.errors.get(name)
+                or (None if name in n.sinks else "not configured"),
+                "waiting": waiting,
+                "last": _last(name),
+            }
+        )
+    return {"rules": out_rules, "sinks": sinks}
+
+
+@method("notify.test")
+def notify_test(server, conn, rid, params):
+    """Send a test notification through each sink that is on (or the one named),
+    now, outside the outbox; what each answered."""
+    n = server.notifier
+    only = params.get("sink")
+    if only is not None and only not in server.registry.sinks:
+        raise ProtocolError(
+            "not_found", f"no sink {only!r}; sinks: {', '.join(sorted(server.registry.sinks))}"
+        )
+    note = {
+        "key": f"test-{time.time_ns()}",
+        "rule": "test",
+        "subject": "orcr",
+        "title": "orcr test notification",
+        "text": "this is a test from orcr notify test",
+        "action": "orcr notify ls",
+        "at": rules._iso(time.time()),
+        "host": socket.gethostname(),
+    }
+    results = []
+    for name in sorted(server.registry.sinks):
+        if only is not None and name != only:
+            continue
+        sink = n.sinks.get(name)
+        if sink is None:
+            why = n.errors.get(name) or "not configured"
+            results.append({"sink": name, "ok": False, "detail": f"off: {why}"})
+            continue
+        try:
+            results.append({"sink": name, "ok": True, "detail": sink.send(dict(note))})
+        except Exception as exc:
+            results.append({"sink": name, "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
+    return {"key": note["key"], "results": results}

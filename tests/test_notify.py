@@ -1,0 +1,256 @@
+"""Notifications end to end (issue 23 items 4-8): a real local HTTP receiver, a command
+sink, retries with backoff, undeliverable, idempotency across a SIGKILL between the send
+and its record, the digest under a burst, the rate limit, the default rules."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from orcr_core.testing import until
+
+
+class Receiver:
+    """A webhook receiver on loopback: answers 500 to the first ``fail`` posts."""
+
+    def __init__(self, fail: int = 0):
+        self.posts: list[dict] = []
+        self.fail = fail
+        rec = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                rec.posts.append(
+                    {"at": time.monotonic(), "headers": dict(self.headers), "body": body}
+                )
+                ok = len(rec.posts) > rec.fail
+                self.send_response(200 if ok else 500)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.http.server_port}/hook"
+
+    def notes(self) -> list[dict]:
+        return [json.loads(p["body"]) for p in self.posts]
+
+    def close(self):
+        self.http.shutdown()
+        self.http.server_close()
+
+
+@pytest.fixture
+def receiver():
+    rec = Receiver()
+    yield rec
+    rec.close()
+
+
+def _configure(home, url: str, extra: str = "", command_out=None) -> None:
+    text = (home.path / "config.toml").read_text()
+    text += f'[notify]\ngather = "0s"\n{extra}[notify.webhook]\nurl = "{url}"\n'
+    if command_out is not None:
+        code = f"import sys; open({str(command_out)!r}, 'a').write(sys.stdin.read() + chr(10))"
+        text += (
+            f"[notify.command]\nargv = [{json.dumps(sys.executable)}, '-c', {json.dumps(code)}]\n"
+        )
+    (home.path / "config.toml").write_text(text)
+
+
+def _failing_run(home, name: str = "bad") -> str:
+    home.run("loop", "create", name, "0 0 1 1 *", "--", "false", check=True)
+    out = home.run("loop", "run", "start", name, check=True).stdout
+    return out.split()[0].split("/")[1]  # the run id
+
+
+def _insert_events(home, rows: list[tuple[str, str | None, dict]]) -> None:
+    """Event rows written into the store while the server is stopped, as a crash of
+    the multiplexer would have had the monitor write them (40 agents lost at once)."""
+    conn = sqlite3.connect(home.path / "store.db")
+    with conn:
+        for kind, agent, data in rows:
+            conn.execute(
+                "INSERT INTO event (ts, kind, agent, loop, run, data) VALUES (?, ?, ?, NULL, NULL, ?)",
+                (time.time(), kind, agent, json.dumps(data)),
+            )
+    conn.close()
+
+
+def _lost(path: str) -> tuple[str, str, dict]:
+    data = {"from": "lost", "to": "ended", "path": path, "provider": "testp", "exit_reason": "lost"}
+    return ("agent.status", f"uuid-{path}", data)
+
+
+def test_a_failed_loop_run_reaches_the_webhook_and_the_command_once(orcr_home, receiver, short_tmp):
+    out = short_tmp / "command.jsonl"
+    _configure(orcr_home, receiver.url, command_out=out)
+    orcr_home.start_server()
+    run_id = _failing_run(orcr_home)
+    until(lambda: receiver.posts and out.exists() and out.read_text(), 30, what="both sinks")
+    time.sleep(1.0)  # nothing more comes
+    (note,) = receiver.notes()
+    seq = next(
+        e["seq"]
+        for e in orcr_home.events()
+        if e["kind"] == "run.status" and e["data"]["to"] == "failed"
+    )
+    assert note["key"] == str(seq) and receiver.posts[0]["headers"]["Idempotency-Key"] == str(seq)
+    assert note["rule"] == "loop_failed" and note["loop"] == "bad" and note["run"] == run_id
+    assert note["action"] == f"orcr loop logs bad --run {run_id}"
+    assert (
+        "bad" in note["title"]
+        and "failed" in note["text"]
+        and note["event"]["kind"] == "run.status"
+    )
+    (cmd_note,) = [json.loads(ln) for ln in out.read_text().splitlines()]
+    assert cmd_note == note
+    ls = orcr_home.run("notify", "ls", check=True).stdout
+    assert "sink webhook" in ls and "last sent" in ls and f"key {seq}" in ls
+    assert "sink command" in ls and "rule blocked       on" in ls and "rule loop_ok       off" in ls
+
+
+def test_retries_with_backoff_after_a_500(orcr_home, short_tmp):
+    rec = Receiver(fail=2)
+    try:
+        _configure(orcr_home, rec.url)
+        orcr_home.start_server()
+        _failing_run(orcr_home)
+        until(lambda: len(rec.posts) >= 3, 60, what="three attempts")
+        time.sleep(1.0)
+        assert len(rec.posts) == 3
+        keys = {p["headers"]["Idempotency-Key"] for p in rec.posts}
+        assert len(keys) == 1  # one notification, retried
+        gaps = [b["at"] - a["at"] for a, b in zip(rec.posts, rec.posts[1:], strict=False)]
+        assert gaps[0] >= 0.9 and gaps[1] >= 1.9, gaps  # 1 s, then 2 s
+        s = orcr_home.status()["notify"]
+        assert s["sent"] == 1 and s["undeliverable"] == 0
+    finally:
+        rec.close()
+
+
+def test_undeliverable_after_retry_for(orcr_home, short_tmp):
+    rec = Receiver(fail=10**6)
+    try:
+        _configure(orcr_home, rec.url, extra='retry_for = "2s"\n')
+        orcr_home.start_server()
+        _failing_run(orcr_home)
+        until(
+            lambda: any(e["kind"] == "notify.undeliverable" for e in orcr_home.events()),
+            60,
+            what="notify.undeliverable",
+        )
+        ev = next(e for e in orcr_home.events() if e["kind"] == "notify.undeliverable")
+        assert ev["data"]["sink"] == "webhook" and "HTTP 500" in ev["data"]["error"]
+        n = len(rec.posts)
+        assert n >= 2
+        text = orcr_home.run("server", "status", check=True).stdout
+        assert "undeliverable 1" in text and "via webhook (loop_failed" in text
+        time.sleep(2.5)
+        assert len(rec.posts) == n  # given up: no more attempts
+    finally:
+        rec.close()
+
+
+def test_at_least_once_across_a_sigkill_between_send_and_record(orcr_home, receiver):
+    """The server dies right after the receiver got the notification and before the
+    outbox row says sent: the next server sends it again, with the same key (the one
+    documented duplicate), and then never again."""
+    _configure(orcr_home, receiver.url)
+    orcr_home.start_server(extra_env={"ORCR_FAULT": "notify_after_send"})
+    _failing_run(orcr_home)
+    until(lambda: orcr_home.proc.poll() is not None, 30, what="the fault to kill the server")
+    assert orcr_home.proc.returncode == -9
+    assert len(receiver.posts) == 1
+    orcr_home.start_server()
+    until(lambda: len(receiver.posts) >= 2, 30, what="the resend")
+    time.sleep(1.5)
+    keys = [p["headers"]["Idempotency-Key"] for p in receiver.posts]
+    assert len(keys) == 2 and keys[0] == keys[1], keys
+    assert orcr_home.status()["notify"]["sent"] == 1
+
+
+def test_a_burst_of_50_is_one_digest(orcr_home, receiver):
+    _configure(orcr_home, receiver.url)
+    orcr_home.start_server()  # the notifier's cursor is persisted: from now on
+    orcr_home.stop_server()
+    _insert_events(orcr_home, [_lost(f"fleet/a{i}") for i in range(50)])
+    orcr_home.start_server()
+    until(lambda: receiver.posts, 30, what="the digest")
+    time.sleep(1.5)
+    (note,) = receiver.notes()
+    assert note["count"] == 50 and note["rule"] == "agent_failed"
+    assert note["key"].startswith("digest-") and len(note["digest"]) == 50
+    assert "fleet/a0" in note["text"] and "40 more" in note["text"]
+
+
+def test_a_few_at_once_are_single_and_one_agent_waits_its_window(orcr_home, receiver):
+    _configure(orcr_home, receiver.url)
+    orcr_home.start_server()
+    orcr_home.stop_server()
+    _insert_events(orcr_home, [_lost("few/a"), _lost("few/b")])
+    orcr_home.start_server()
+    until(lambda: len(receiver.posts) >= 2, 30, what="two notifications")
+    assert sorted(n["subject"] for n in receiver.notes()) == ["few/a", "few/b"]
+    orcr_home.stop_server()
+    _insert_events(orcr_home, [_lost("few/a")])  # the same agent and rule within a minute
+    orcr_home.start_server()
+    until(
+        lambda: "waiting 1" in orcr_home.run("notify", "ls", check=True).stdout,
+        30,
+        what="the third to be held",
+    )
+    time.sleep(1.5)
+    assert len(receiver.posts) == 2
+
+
+def test_defaults_a_blocked_agent_notifies_an_ordinary_idle_does_not(orcr_home, receiver):
+    _configure(orcr_home, receiver.url)
+    orcr_home.start_server()
+    # an ordinary turn: the agent goes idle, nothing is worth a notification
+    orcr_home.run("agent", "run", "--provider", "testp", "--path", "d/idle", check=True)
+    orcr_home.run("agent", "wait", "d/idle", check=True)
+    orcr_home.stop_server()
+    blocked = {
+        "path": "d/asks",
+        "dialog": "permission",
+        "reason": "Bash(rm -rf build)?",
+        "status": "working",
+    }
+    _insert_events(orcr_home, [("agent.blocked", "uuid-asks", blocked)])
+    orcr_home.start_server()
+    until(lambda: receiver.posts, 30, what="the blocked notification")
+    time.sleep(1.0)
+    (note,) = receiver.notes()
+    assert note["rule"] == "blocked" and note["agent"] == "d/asks"
+    assert note["action"] == "orcr agent attach d/asks" and "rm -rf build" in note["text"]
+
+
+def test_notify_test_says_what_each_sink_did(orcr_home, receiver, short_tmp):
+    out = short_tmp / "cmd.jsonl"
+    _configure(orcr_home, receiver.url, command_out=out)
+    orcr_home.start_server()
+    r = orcr_home.run("notify", "test", check=True)
+    assert "webhook: ok HTTP 200" in r.stdout and "command: ok" in r.stdout
+    assert "desktop: off: not configured" in r.stdout
+    assert receiver.notes()[0]["rule"] == "test" and json.loads(out.read_text())["rule"] == "test"
+    r = orcr_home.run("notify", "test", "nosuch")
+    assert r.returncode != 0 and "no sink 'nosuch'" in r.stderr
+    # a bad option leaves that sink off, with the reason, and the others on
+    orcr_home.run("config", "set", "notify.command.argv", "[]", check=True)
+    until(
+        lambda: "non-empty list" in orcr_home.run("notify", "ls", check=True).stdout,
+        30,
+        what="the command sink off",
+    )
+    r = orcr_home.run("notify", "test", "command")
+    assert r.returncode == 1 and "command: off: notify.command.argv" in r.stdout
