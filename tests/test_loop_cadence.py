@@ -157,7 +157,7 @@ def test_nine_am_stays_nine_am_across_the_boundary():
 def test_bad_cron_and_zone_are_refused_with_the_rule():
     with pytest.raises(cadence.CadenceError, match="five fields"):
         cadence.validate_cron("* * * *")
-    with pytest.raises(cadence.CadenceError, match="not a valid cron"):
+    with pytest.raises(cadence.CadenceError, match="minute field '61'"):
         cadence.validate_cron("61 * * * *")
     with pytest.raises(cadence.CadenceError, match="IANA"):
         cadence.zone("Mars/Olympus")
@@ -215,4 +215,71 @@ def test_loop_next_cli_previews_fires_as_utc_json(orcr_home):
     assert text.split() == ["2026-03-08", "03:00:00", "EDT", "2026-03-08T07:00:00Z"]
     assert not (orcr_home.path / "store.db").exists()  # nothing created, no server
     bad = orcr_home.run("loop", "next", "61 * * * *")
-    assert bad.returncode == 2 and "not a valid cron" in bad.stderr
+    assert bad.returncode == 2 and "minute field '61'" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "expr, words",
+    [
+        ("H * * * *", "minute field 'H'"),  # croniter's hash: not cron
+        ("0 25 * * *", "hour field '25'"),
+        ("0 9 32 * *", "day-of-month field '32'"),
+        ("0 9 * 13 *", "month field '13'"),
+        ("0 9 * * 8", "day-of-week field '8'"),
+        ("@every5m", "not a cron macro"),
+        ("0 9 * * * *", "has 6 fields"),
+    ],
+)
+def test_a_bad_cron_names_its_field_and_never_croniters_words(expr, words):
+    with pytest.raises(cadence.CadenceError) as exc:
+        cadence.validate_cron(expr)
+    msg = str(exc.value)
+    assert words in msg and "five fields" in msg
+    assert "hash_id" not in msg and "Hashed" not in msg and "Exactly" not in msg
+
+
+def test_cron_macros_are_the_five_fields_they_stand_for():
+    assert cadence.validate_cron("@daily") == "0 0 * * *"
+    assert cadence.validate_cron(" @Hourly ") == "0 * * * *"
+    assert cadence.validate_cron("@weekly") == "0 0 * * 0"
+
+
+@pytest.mark.parametrize("text", ["2026-13-01 10:00", "2026-02-30 10:00", "2026-13-01T10:00Z"])
+def test_an_impossible_date_is_refused_with_why(text):
+    with pytest.raises(cadence.CadenceError, match="not a real date"):
+        cadence.parse_when(text, NY)
+
+
+def test_rfc3339_with_a_space_is_accepted_and_a_posix_tz_rule_is_refused():
+    # what date --rfc-3339=seconds prints
+    assert cadence.parse_when("2026-03-08 09:00:00+01:00", NY) == _ts("2026-03-08T08:00:00Z")
+    with pytest.raises(cadence.CadenceError, match="POSIX TZ rule"):
+        cadence.zone("EST5EDT,M3.2.0,M11.1.0")
+
+
+def test_cli_cadence_errors_are_one_code_and_one_line(orcr_home):
+    orcr_home.start_server()
+    cases = [
+        (("next", "0 9 * * *", "--from", "2026-13-01 10:00"), 2, "not a real date"),
+        (("next", "0 9 * * *", "--from", "2026-02-30 10:00"), 2, "not a real date"),
+        (("next", "@daily", "--count", "1", "--tz", "UTC"), 0, "00:00:00"),
+        (("create", "once1", "--once-at", "2026-13-01 10:00", "--", "true"), 1, "invalid_cadence"),
+        (("create", "c1", "H * * * *", "--", "true"), 1, "invalid_cadence"),
+        (("create", "c2", "0 0 30 2 *", "--", "true"), 1, "invalid_cadence"),
+        (("create", "c3", "0 9 * * *", "--tz", "EST5EDT,M3.2.0,M11.1.0", "--", "true"), 1, "POSIX"),
+        (("create", "Bad-Name", "0 9 * * *", "--", "true"), 1, "a loop name is one segment"),
+    ]
+    for args, code, words in cases:
+        res = orcr_home.run("loop", *args)
+        assert res.returncode == code, (args, res.stderr)
+        assert words in res.stdout + res.stderr, (args, res.stdout, res.stderr)
+        assert "Traceback" not in res.stderr and "server_error" not in res.stderr
+    assert "agent path" not in orcr_home.run("loop", "create", "a/b", "@daily", "--", "true").stderr
+    # $TZ set to a POSIX rule is refused, not silently read as the machine's zone
+    res = orcr_home.run(
+        "loop", "create", "tzr", "0 9 * * *", "--", "true", env={"TZ": "EST5EDT,M3.2.0,M11.1.0"}
+    )
+    assert res.returncode == 2 and "POSIX TZ rule" in res.stderr and "--tz" in res.stderr
+    res = orcr_home.run("loop", "create", "tzd", "@daily", "--json", "--", "true", env={"TZ": ""})
+    assert res.returncode == 0, res.stderr
+    assert orcr_home.run("loop", "ls", "--json", check=True).stdout.count('"name"') == 1

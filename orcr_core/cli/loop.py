@@ -34,6 +34,16 @@ def _utc(iso: str | None) -> str:
     return iso.split(".")[0] + "Z" if iso and "." in iso else (iso or "-")
 
 
+def _local_zone() -> str:
+    """This machine's zone; a ``$TZ`` that names none is a usage error."""
+    from orcr_core.loops.zone import ZoneError, local_zone_name
+
+    try:
+        return local_zone_name()
+    except ZoneError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 @click.group()
 def loop():
     """Loops: durable cron for any command (docs/loops.md)."""
@@ -146,6 +156,7 @@ def loop_create(
         )
     if not argv:
         raise click.UsageError("give the command to run after --, e.g. -- ./nightly.sh")
+    tz = tz or _local_zone()
     if "/" not in argv[0]:
         argv[0] = shutil.which(argv[0]) or argv[0]  # the server refuses an unknown one
     with sdk() as orcr:
@@ -322,10 +333,9 @@ def loop_next(cron, tz, from_, count, json_):
     --from takes RFC 3339 with an offset, or the forms --once-at accepts.
     """
     from orcr_core.loops import cadence
-    from orcr_core.loops.zone import local_zone_name
     from orcr_core.sdk import Orcr
 
-    tz = tz or local_zone_name()
+    tz = tz or _local_zone()
     try:
         fires = Orcr.loop_next(cron, tz=tz, start=from_, count=count)
     except cadence.CadenceError as exc:

@@ -30,6 +30,8 @@ HORIZON = timedelta(days=366 * 5)
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)(s|m|h|d)")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _LOCAL = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2})?")
+#: RFC 3339 with a T or a space (what ``date --rfc-3339=seconds`` prints)
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}[ Tt]\d{2}:\d{2}")
 
 
 class CadenceError(ValueError):
@@ -39,24 +41,67 @@ class CadenceError(ValueError):
 def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
-    except (ValueError, KeyError, OSError):
-        raise CadenceError(
-            f"unknown time zone {name!r}; use an IANA name such as Europe/Paris, "
-            "America/New_York or UTC"
-        ) from None
+    except (ValueError, KeyError, OSError, TypeError):
+        from orcr_core.loops.zone import zone_message
+
+        raise CadenceError(zone_message(name)) from None
+
+
+#: the macros cronie accepts, as the five fields they stand for
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+FIELDS = (
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day-of-month", "1-31"),
+    ("month", "1-12 or jan-dec"),
+    ("day-of-week", "0-7 or sun-sat"),
+)
+RULE = (
+    "a cron expression has five fields: minute hour day-of-month month day-of-week "
+    "(each *, a number, a-b, a,b or */n), or one of " + ", ".join(MACROS)
+)
+#: croniter's own extensions (hashed H, random R): not cron, refused
+_EXTENSION = re.compile(r"(?:^|,)[HR](?:\(|/|,|$)", re.I)
+_FIELD_OK = re.compile(r"[0-9a-zA-Z*/,\-]+")
+
+
+def _croniter_ok(expr: str) -> bool:
+    try:
+        croniter(expr, datetime(2000, 1, 1))
+    except (CroniterBadCronError, ValueError, KeyError, TypeError):
+        return False
+    return True
 
 
 def validate_cron(expr: str) -> str:
-    """Return the expression normalised to single spaces, or raise CadenceError."""
-    fields = expr.split()
-    rule = "a cron expression has five fields: minute hour day-of-month month day-of-week"
+    """Return the expression normalised to single spaces (a macro to its five
+    fields), or raise CadenceError naming the bad field; croniter's own words
+    (its hash and seconds extensions) never reach the user."""
+    text = expr.strip()
+    if text.startswith("@"):
+        if text.lower() not in MACROS:
+            raise CadenceError(f"{expr!r} is not a cron macro; {RULE}")
+        return MACROS[text.lower()]
+    fields = text.split()
     if len(fields) != 5:
-        raise CadenceError(f"{expr!r} has {len(fields)} fields; {rule}, e.g. '0 9 * * 1-5'")
+        raise CadenceError(f"{expr!r} has {len(fields)} fields; {RULE}, e.g. '0 9 * * 1-5'")
+    for i, (field, (what, allowed)) in enumerate(zip(fields, FIELDS, strict=True)):
+        probe = " ".join(field if j == i else "*" for j in range(5))
+        if not _FIELD_OK.fullmatch(field) or _EXTENSION.search(field) or not _croniter_ok(probe):
+            raise CadenceError(
+                f"{expr!r}: the {what} field {field!r} is not valid (allowed: {allowed}); {RULE}"
+            )
     norm = " ".join(fields)
-    try:
-        croniter(norm, datetime(2000, 1, 1))
-    except (CroniterBadCronError, ValueError, KeyError) as exc:
-        raise CadenceError(f"{expr!r} is not a valid cron expression ({exc}); {rule}") from None
+    if not _croniter_ok(norm):
+        raise CadenceError(f"{expr!r} is not a valid cron expression; {RULE}")
     return norm
 
 
@@ -165,7 +210,10 @@ def parse_when(text: str, tz_name: str, now: float | None = None, relative: bool
     """
     now = time.time() if now is None else now
     text = text.strip()
-    forms = "a duration like 30m or 1h30m, RFC 3339 like 2026-03-08T09:00:00+01:00, or a local YYYY-MM-DD HH:MM[:SS]"
+    forms = (
+        "a duration like 30m or 1h30m, RFC 3339 like 2026-03-08T09:00:00+01:00 "
+        "(or with a space for the T), or a local YYYY-MM-DD HH:MM[:SS]"
+    )
     if relative and text and _RELATIVE.match(text):
         pos, total = 0, 0.0
         for m in _RELATIVE.finditer(text):
@@ -179,7 +227,10 @@ def parse_when(text: str, tz_name: str, now: float | None = None, relative: bool
             return now + total
     tz = zone(tz_name)
     if _LOCAL.fullmatch(text):
-        naive = datetime.fromisoformat(text.replace(" ", "T"))
+        try:
+            naive = datetime.fromisoformat(text.replace(" ", "T"))
+        except ValueError as exc:
+            raise CadenceError(f"{text!r} is not a real date and time ({exc})") from None
         inst = _instants(naive, tz, fixed=True)
         first = naive.replace(tzinfo=tz, fold=0)
         if first.astimezone(UTC).astimezone(tz).replace(tzinfo=None) != naive:
@@ -187,11 +238,13 @@ def parse_when(text: str, tz_name: str, now: float | None = None, relative: bool
                 f"{text} does not exist in {tz_name} (the clocks skip it); pick another time"
             )
         return inst[0].timestamp()
+    if not _STAMP.match(text):
+        raise CadenceError(f"{text!r} is not a time; use {forms}")
     try:
         parsed = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None or "T" not in text.upper():
+    except ValueError as exc:
+        raise CadenceError(f"{text!r} is not a real date and time ({exc}); use {forms}") from None
+    if parsed.tzinfo is None:
         raise CadenceError(f"{text!r} is not a time; use {forms}")
     return parsed.timestamp()
 

@@ -37,16 +37,19 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+NAME_RULE = (
+    "a loop name is one segment of lowercase letters, digits and _ "
+    f"(at most {paths.MAX_SEGMENT} characters), e.g. nightly; it becomes the loop's level-1 path"
+)
+
+
 def validate_name(name) -> str:
-    if not isinstance(name, str) or "/" in name:
-        raise LoopError(
-            "invalid_name",
-            f"loop name {name!r} is one segment of lowercase letters, digits and _ (e.g. nightly)",
-        )
-    try:
-        paths.validate(name, "loop name")
-    except paths.PathError as exc:
-        raise LoopError("invalid_name", str(exc)) from None
+    if (
+        not isinstance(name, str)
+        or not paths.SEGMENT.fullmatch(name)
+        or len(name) > paths.MAX_SEGMENT
+    ):
+        raise LoopError("invalid_name", f"loop name {name!r}: {NAME_RULE}")
     return name
 
 
@@ -126,7 +129,7 @@ def create(params: dict, now: float | None = None) -> Loop:
             cron = cadence.validate_cron(cron)
             next_fire = cadence.next_fire(cron, tz, now)
             if next_fire is None:
-                raise LoopError("invalid_cron", f"{cron!r} never fires (within 5 years)")
+                raise LoopError("invalid_cadence", f"{cron!r} never fires (within 5 years)")
             once_at = None
         else:
             if isinstance(once, bool) or not isinstance(once, int | float | str):
@@ -136,7 +139,7 @@ def create(params: dict, now: float | None = None) -> Loop:
             )
             if once_at <= now:
                 raise LoopError(
-                    "invalid_once_at", f"--once-at {iso(once_at)} is in the past; pick a later time"
+                    "invalid_cadence", f"--once-at {iso(once_at)} is in the past; pick a later time"
                 )
             next_fire = once_at
     except cadence.CadenceError as exc:

@@ -8,6 +8,7 @@ environment).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 
@@ -21,11 +22,35 @@ def valid_zone(name: str) -> bool:
     return True
 
 
+class ZoneError(ValueError):
+    """``$TZ`` is set to something that is not an IANA zone name."""
+
+
+#: a POSIX TZ rule such as ``EST5EDT,M3.2.0,M11.1.0`` or ``CET-1CEST``
+_POSIX = re.compile(r"[A-Za-z<>+-]{3,}[+-]?\d")
+
+
+def zone_message(name) -> str:
+    names = "an IANA name such as Europe/Paris, America/New_York or UTC"
+    if isinstance(name, str) and _POSIX.match(name):
+        return (
+            f"{name!r} is a POSIX TZ rule, not a zone name: orcr needs {names} "
+            "(it knows the zone's past and future DST changes, a rule does not)"
+        )
+    return f"unknown time zone {name!r}; use {names}"
+
+
 def local_zone_name() -> str:
-    """``$TZ`` when it names a zone, else ``/etc/localtime``'s target, else ``UTC``."""
+    """``$TZ`` when it names a zone, else ``/etc/localtime``'s target, else ``UTC``.
+
+    A ``$TZ`` that is set but names no zone (a POSIX rule, a typo) is refused
+    with :class:`ZoneError` rather than silently replaced by the machine's zone.
+    A ``$TZ`` of ``:/path`` or a path falls through to ``/etc/localtime``."""
     tz = os.environ.get("TZ", "").lstrip(":")
     if tz and valid_zone(tz):
         return tz
+    if tz and not tz.startswith("/"):
+        raise ZoneError(f"$TZ: {zone_message(tz)}; set TZ to one, or give --tz")
     try:
         target = str(Path("/etc/localtime").resolve())
     except OSError:
