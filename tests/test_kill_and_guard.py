@@ -176,3 +176,26 @@ def test_stuck_start_guard_closes_a_recorded_pane_at_once(orcr_home):
         assert a["exit_reason"] == "failed" and "stuck-start guard" in a["error"], a
         _until(lambda: ["close", pane] in td.read_state()["log"], 3, "the guard's close")
         assert td.read_state()["panes"] == {}
+
+
+def _kinds(home, uuid: str, *kinds: str) -> list[str]:
+    return [e["kind"] for e in home.events(uuid) if e["kind"] in kinds]
+
+
+def test_a_kill_closes_the_pane_once_while_the_monitor_sees_the_kill_too(orcr_home):
+    """The kill handler ends a live agent itself; the monitor, polling meanwhile, saw
+    ``cancel_requested`` on a live row and ended it too: two close intents and two
+    closes (issue 19 item 5). One ending at a time per agent: the second finds it ended."""
+    orcr_home.start_server(extra_env={"ORCR_TEST_CLOSE_DELAY": "0.6"})
+    with orcr_home.sdk() as o:
+        for n in ("a", "b", "c"):
+            o.run("x", provider="testp", path=f"c/{n}", cwd="/")
+        _until(lambda: all(a["status"] == "working" for a in o.list()))
+        res = o.kill("c/*")
+        assert {r["result"] for r in res} == {"killed"}
+        for n in ("a", "b", "c"):
+            a = o.get(f"c/{n}")
+            assert (a["status"], a["exit_reason"]) == ("ended", "killed")
+            closes = _kinds(orcr_home, a["uuid"], "pane.close_requested", "pane.close_applied")
+            assert closes == ["pane.close_requested", "pane.close_applied"], (n, closes)
+    assert [e[0] for e in td.read_state()["log"]].count("close") == 3

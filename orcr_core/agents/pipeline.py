@@ -10,8 +10,10 @@ twice, and a prompt the transcript already shows is never typed twice.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import threading
 import time
 
 from orcr_core import dirs, events, faults
@@ -492,8 +494,35 @@ def close_pane(server, agent: Agent, pane: PaneRef | None, why: str) -> None:
     procs.stop(server, agent, started)
 
 
+_ENDING_LOCK = threading.Lock()
+_ending: dict[str, list] = {}  # agent uuid -> [its lock, how many callers hold or wait]
+
+
+@contextlib.contextmanager
+def _one_ending(uuid: str):
+    """One ending of an agent at a time: a kill ends a live agent itself while the
+    monitor, seeing ``cancel_requested`` meanwhile, ends it too; each re-reads the
+    row once it holds this, so the second finds it ended and closes nothing twice."""
+    with _ENDING_LOCK:
+        entry = _ending.setdefault(uuid, [threading.Lock(), 0])
+        entry[1] += 1
+    try:
+        with entry[0]:
+            yield
+    finally:
+        with _ENDING_LOCK:
+            entry[1] -= 1
+            if not entry[1]:
+                _ending.pop(uuid, None)
+
+
 def finish_cancel(server, agent: Agent) -> None:
     """A canceled start: close its pane if one exists, end the row ``canceled``."""
+    with _one_ending(agent.uuid):
+        _finish_cancel(server, agent)
+
+
+def _finish_cancel(server, agent: Agent) -> None:
     agent = _fresh(agent)
     if agent.status != "starting":
         return
@@ -509,6 +538,11 @@ def finish_cancel(server, agent: Agent) -> None:
 
 
 def fail(server, agent: Agent, error: str) -> None:
+    with _one_ending(agent.uuid):
+        _fail(server, agent, error)
+
+
+def _fail(server, agent: Agent, error: str) -> None:
     agent = _fresh(agent)
     if agent.status != "starting":
         return
@@ -528,6 +562,14 @@ def fail(server, agent: Agent, error: str) -> None:
 def end(server, agent: Agent, reason: str, error: str | None = None) -> bool:
     """End a live agent: close its pane (intent/applied), then the row. False if the
     multiplexer could not be reached (the intent stays; the monitor retries)."""
+    with _one_ending(agent.uuid):
+        agent = _fresh(agent)
+        if agent.status == "ended":
+            return True  # ended meanwhile (a kill and the monitor): its pane is closed
+        return _end(server, agent, reason, error)
+
+
+def _end(server, agent: Agent, reason: str, error: str | None) -> bool:
     try:
         close_pane(server, agent, pane_of(agent), reason)
     except DriverError as exc:

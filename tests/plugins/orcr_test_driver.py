@@ -202,6 +202,7 @@ class TestDriver:
     def close(self, pane):
         if _state_path().with_name("testdriver.noclose").exists():
             raise DriverError("close refused (test driver)", retryable=True)
+        time.sleep(float(os.environ.get("ORCR_TEST_CLOSE_DELAY", "0")))  # a slow close
         with _state() as s:
             p = s["panes"].get(pane.pane_id)
             if p is not None and pane.launch_token is not None:
