@@ -20,6 +20,9 @@ from orcr_core import dirs, lockfile
 from orcr_core.protocol import PROTOCOL_VERSION, LineReader, ProtocolError, encode
 
 START_TIMEOUT = 15.0
+#: the longest a request waits for its reply: a server that does not answer in
+#: this time is reported (``server_not_answering``), never waited on for ever
+REPLY_TIMEOUT = 120.0
 SOCKET_GRACE = 1.0  # a running server recreates a deleted socket within 0.5 s
 
 
@@ -71,6 +74,7 @@ class Client:
     def __init__(self, socket_path: Path | None = None, autostart: bool = True):
         self.path = socket_path or dirs.socket_path()
         self.autostart = autostart
+        self.reply_timeout = REPLY_TIMEOUT
         self._ids = itertools.count(1)
         self.sock: socket.socket | None = None
         self.server_info: dict = {}
@@ -188,6 +192,23 @@ class Client:
             "connection_closed", f"the orcr server closed the connection ({exc.strerror or exc})"
         )
 
+    def _reply(self, method: str) -> dict:
+        """The next frame, within ``reply_timeout`` seconds."""
+        before = self.sock.gettimeout()
+        self.sock.settimeout(self.reply_timeout)
+        try:
+            return self.recv()
+        except TimeoutError:
+            self.close()  # a late reply would answer the wrong request
+            raise ServerError(
+                "server_not_answering",
+                f"the orcr server did not answer {method} within {self.reply_timeout:.0f}s; "
+                f"see {dirs.run_dir() / 'server.log'} and orcr doctor",
+            ) from None
+        finally:
+            if self.sock is not None:
+                self.sock.settimeout(before)
+
     def recv(self) -> dict:
         try:
             line = self.reader.readline()
@@ -205,7 +226,7 @@ class Client:
         if self.sock is None:
             self.connect()
         rid = self.send(method, **params)
-        msg = self.recv()
+        msg = self._reply(method)
         if msg.get("id") is None and "error" in msg:  # a connection-level refusal
             e = msg["error"]
             raise ServerError(e.get("code", "error"), e.get("message", ""), e.get("cause"))

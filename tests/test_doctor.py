@@ -254,14 +254,14 @@ def test_corrupted_store_fails_the_integrity_check(doc, corrupt, words):
 
 
 def test_large_store_gets_quick_check(doc, monkeypatch):
-    import orcr_core.cli.doctor as doctor_mod
+    import orcr_core.cli.doctor_store as doctor_mod
     from orcr_core.store.db import close_store, open_store
 
     store = doc.home.path / "store.db"
     open_store(store)
     close_store()
     monkeypatch.setattr(doctor_mod, "QUICK_CHECK_OVER", 0)
-    problems, how = doctor_mod.Doctor._integrity(store)
+    problems, how = doctor_mod._integrity(store)
     assert (problems, how) == ([], "quick_check")
 
 

@@ -131,7 +131,9 @@ class Monitor:
                 break
             try:
                 self.step(dirty, everything, panes_hint, reload)
-            except Exception:
+            except Exception as exc:
+                if srv.store_error(exc):
+                    break
                 log.exception("monitor step failed")
                 with self._cond:
                     self._reload = True

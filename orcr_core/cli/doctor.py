@@ -4,8 +4,8 @@ Every check is a row ``{check, ok, level, detail, fix}``: ``level`` is ``ok``,
 ``warn`` (orcr runs, but something is missing or degraded) or ``fail``;
 ``fix`` says how to fix a row that is not ``ok``. The exit code is 0 when orcr
 can run an agent at all (a multiplexer driver is available, its directories
-are writable, and the store is not newer than this orcr and passes SQLite's
-integrity check), else 1: a missing provider CLI is a warning, not a reason to
+are writable, and the store is intact, writable, not newer than this orcr and
+passes SQLite's integrity check), else 1: a missing provider CLI is a warning, not a reason to
 fail, even the default provider's.
 
 Import-light: pluggy, peewee and tomlkit are imported inside the checks.
@@ -29,7 +29,6 @@ from orcr_core.cli.output import capabilities
 VERSION_TIMEOUT = 5.0  # seconds for ``<cli> --version``
 HANDSHAKE_TIMEOUT = 5.0
 SOCKET_TIMEOUT = 3.0
-QUICK_CHECK_OVER = 256 * 1024 * 1024  # bytes: a larger store gets quick_check
 HERDR_INSTALL = (
     "install herdr 0.9 (or 0.8; https://herdr.dev) and put it on PATH (or set herdr.binary), "
     'or use tmux instead: orcr config set driver.name "auto"'
@@ -493,71 +492,9 @@ class Doctor:
             )
 
     def check_store(self) -> None:
-        from orcr_core import dirs
-        from orcr_core.store.db import SCHEMA_VERSION, read_schema_version
+        from orcr_core.cli.doctor_store import check_store
 
-        path = dirs.store_path()
-        try:
-            found = read_schema_version(path)
-        except Exception as exc:  # not an SQLite file, unreadable, ...
-            self.can_run = False
-            self.add(
-                "store",
-                "fail",
-                f"{path} cannot be read: {exc}",
-                f"move {path} aside (orcr creates a new store)",
-            )
-            return
-        if found is None:
-            self.add("store", "ok", f"{path}: no store yet (created at first use)")
-        elif found > SCHEMA_VERSION:
-            self.can_run = False
-            self.add(
-                "store",
-                "fail",
-                f"{path} has schema version {found}, newer than this orcr understands "
-                f"({SCHEMA_VERSION}) [store_version_mismatch]",
-                "upgrade orcr (pip install -U orcr)",
-            )
-        else:
-            problems, how = self._integrity(path)
-            if problems:
-                self.can_run = False
-                self.add(
-                    "store",
-                    "fail",
-                    f"{path} fails PRAGMA {how}: " + "; ".join(problems[:3]),
-                    f"stop the server (orcr server stop), move {path} aside (orcr creates a "
-                    f"new store), or try to recover it: sqlite3 {path} .recover",
-                )
-            elif found < SCHEMA_VERSION:
-                self.add(
-                    "store",
-                    "ok",
-                    f"{path}: schema {found}, migrated to {SCHEMA_VERSION} when the server "
-                    f"starts; {how} ok",
-                )
-            else:
-                self.add("store", "ok", f"{path}: schema {found}; {how} ok")
-
-    @staticmethod
-    def _integrity(path: Path) -> tuple[list[str], str]:
-        """``PRAGMA integrity_check`` over a read-only connection (``quick_check`` for
-        a store over QUICK_CHECK_OVER bytes: it skips matching indexes to rows)."""
-        import sqlite3
-
-        from orcr_core.store.db import read_only_connection
-
-        how = "quick_check" if path.stat().st_size > QUICK_CHECK_OVER else "integrity_check"
-        try:
-            conn = read_only_connection(path)
-            try:
-                rows = [r[0] for r in conn.execute(f"PRAGMA {how}").fetchall()]
-            finally:
-                conn.close()
-        except sqlite3.DatabaseError as exc:
-            return [str(exc)], how
-        return ([] if rows == ["ok"] else rows), how
+        check_store(self)
 
     def check_caps(self) -> None:
         caps = self.config.provider_caps()
@@ -593,8 +530,8 @@ def doctor(json_):
 
     One line per check (ok, warn or FAIL, with a fix). Exits 0 when orcr can run
     an agent (a multiplexer driver is available, orcr's directories are writable,
-    and the store is not newer than this orcr and passes PRAGMA integrity_check),
-    else 1.
+    and the store is an intact SQLite file the server can write, not newer than
+    this orcr, that passes PRAGMA integrity_check), else 1.
     """
     d = Doctor()
     rows = d.run()

@@ -43,6 +43,8 @@ CODE_MAP = {
     "server_start_failed": ExitCode.NO_SERVER,
     "socket_missing": ExitCode.NO_SERVER,
     "connection_closed": ExitCode.NO_SERVER,
+    "server_not_answering": ExitCode.NO_SERVER,
+    "store_corrupted": ExitCode.NO_SERVER,
     "turn_running": ExitCode.TURN_RUNNING,
 }
 

@@ -192,6 +192,16 @@ def server_status(json_):
             s = c.call("server.status")
     except ServerError as exc:
         if exc.code == "server_not_running":
+            from orcr_core import dirs
+            from orcr_core.store import health
+
+            why = health.file_problem(dirs.store_path())
+            if why:  # the last server stopped on it, and none can start
+                raise OrcrCliError(
+                    f"{exc}; but none can start: the store is damaged: {why} "
+                    "[store_corrupted]; orcr doctor says what to do",
+                    ExitCode.NO_SERVER,
+                ) from None
             raise OrcrCliError(str(exc), ExitCode.NO_SERVER) from None
         raise
     if json_:

@@ -20,6 +20,7 @@ from orcr_core.agents import memory, queue, unmanaged
 from orcr_core.events import Bus
 from orcr_core.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION
+from orcr_core.store import health
 from orcr_core.store.db import SCHEMA_VERSION, open_store
 from orcr_core.store.models import LIVE, Agent, db
 
@@ -66,6 +67,8 @@ class Server:
         self._pipe_lock = threading.Lock()
         self._lock_fd: int | None = None
         self.failure: str | None = None  # why serve() stopped other than on request
+        self.store_broken: str | None = None  # the store file is damaged (store/health.py)
+        self._store_lock = threading.Lock()
         self.threads: list[threading.Thread] = []
         self.loops = None  # the loop scheduler (orcr_core.loops.scheduler), made in serve()
         self.notifier = None  # notifications (orcr_core.notify.outbox), made in serve()
@@ -106,8 +109,39 @@ class Server:
                     log.warning("lock file %s was gone; took it again", lock)
                     lockfile.mark_listening(fd, self.socket_path)
                 listener.check()
+                why = health.file_problem(self.store_path, running=True)
+                if why:
+                    self.store_failed(why)
+                    return
             except OSError as exc:
                 log.warning("cannot restore the run directory: %s", exc)
+
+    def store_error(self, exc: BaseException) -> bool:
+        """True (and the server stops) when ``exc`` says the store file is damaged."""
+        why = health.corruption(exc) or health.file_problem(self.store_path, running=True)
+        if why is None:
+            return False
+        self.store_failed(why)
+        return True
+
+    def store_failed(self, why: str) -> None:
+        """The store is damaged under the server: say so once and stop serving.
+
+        Every request from now on is refused ``store_corrupted`` at once, and the
+        process exits (``serve``) without closing its store connections, so
+        SQLite checkpoints nothing into the damaged file and the -wal stays for
+        a salvage. A new server refuses to start over the file (``open_store``).
+        """
+        with self._store_lock:
+            if self.store_broken:
+                return
+            self.store_broken = why
+            self.failure = (
+                f"the store is damaged: {why}; the server stops (agents keep running in their "
+                f"panes); {health.what_to_do(self.store_path)}"
+            )
+        log.error("store_corrupted: %s", self.failure)
+        self.stop()
 
     def notify(self, queue: bool = True) -> None:
         """Wake watchers (new event rows), and the queue worker unless ``queue`` is
@@ -255,8 +289,9 @@ class Server:
             try:
                 db.connect(reuse_if_open=True)
                 fn(self, uuid, *args)
-            except Exception:
-                log.exception("job for agent %s failed", uuid)
+            except Exception as exc:
+                if not self.store_error(exc):
+                    log.exception("job for agent %s failed", uuid)
             with self._pipe_lock:
                 waiting = self._waiting.get(uuid)
                 if not waiting:
@@ -418,6 +453,9 @@ class Server:
         log.info("orcr server %s listening on %s", os.getpid(), self.socket_path)
         self.stopping.wait()
         listener.close()
+        if self.store_broken:  # no checkpoint into a damaged file, no thread's cleanup
+            logging.shutdown()
+            os._exit(1)
         self.loops.close()
         self.notify()
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -8,6 +8,7 @@ import os
 
 from orcr_core import dirs
 from orcr_core.server.app import AlreadyRunning, Server
+from orcr_core.store import health
 
 log = logging.getLogger("orcr.server")
 
@@ -62,6 +63,12 @@ def main_foreground(already_running_ok: bool = True) -> int:
         return 1
     except Exception as exc:
         code = getattr(exc, "code", None)
+        why = health.corruption(exc)
+        if why:  # recovery read a damaged page: the header looked fine
+            code, exc = (
+                "store_corrupted",
+                f"the store is damaged ({why}); " + health.what_to_do(server.store_path),
+            )
         log.error("%s%s", f"{code}: " if code else "", exc)
         if server.started_threads():
             # a normal exit would wait for the pipeline threads (the pool's are not

@@ -60,8 +60,8 @@ class Connection:
         self.send({"id": rid, "error": exc.to_dict()})
 
     def run(self) -> None:
-        db.connect(reuse_if_open=True)
         try:
+            db.connect(reuse_if_open=True)  # (inside: a failure still closes the socket)
             if peer_uid(self.sock) != os.getuid():
                 self.error(
                     None, ProtocolError("forbidden", "the orcr socket serves its owner only")
@@ -84,11 +84,20 @@ class Connection:
                     return
         except (BrokenPipeError, ConnectionResetError):
             pass
-        except Exception:
-            log.exception("connection failed")
+        except Exception as exc:
+            if not self.server.store_error(exc):
+                log.exception("connection failed")
+            self._refuse_if_store_broken()
         finally:
             self.sock.close()
             db.close()
+
+    def _refuse_if_store_broken(self) -> None:
+        if self.server.store_broken:
+            try:
+                self.error(None, ProtocolError("store_corrupted", self.server.failure or ""))
+            except OSError:
+                pass
 
     def admit_group(self, first: bytes) -> None:
         """Group commit for pipelined admissions.
@@ -165,12 +174,18 @@ class Connection:
                 return False
             self.negotiated = True
             self.hello_protocol = version
+        if self.server.store_broken and method not in ("hello", "server.stop"):  # at once
+            self.error(rid, ProtocolError("store_corrupted", self.server.failure or ""))
+            return False
         try:
             result = handlers.dispatch(self.server, self, rid, method, params)
         except ProtocolError as exc:
             self.error(rid, exc)
             return True
         except Exception as exc:  # a bug: answer, log, keep serving
+            if self.server.store_error(exc):  # the store is damaged: said once, by the server
+                self.error(rid, ProtocolError("store_corrupted", self.server.failure or ""))
+                return False
             log.exception("%s failed", method)
             self.error(rid, ProtocolError("server_error", f"{method} failed: {exc}"))
             return True

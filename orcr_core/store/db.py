@@ -12,7 +12,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from orcr_core.store import models
+from orcr_core.store import health, models
 from orcr_core.store.models import Meta, OrcrMigration, db
 
 #: ``synchronous = full``: every commit's WAL frames are on disk when COMMIT returns,
@@ -212,7 +212,23 @@ def count_live(path: Path) -> int:
 
 
 def open_store(path: Path):
-    """Connect (per thread), apply pragmas, migrate once; refuse a newer store."""
+    """Connect (per thread), apply pragmas, migrate once; refuse a newer store,
+    and a damaged one (``store_corrupted``: never a fresh store over its remains)."""
+    why = health.file_problem(path)
+    if why:
+        raise health.StoreCorrupted(f"the store is damaged: {why}; {health.what_to_do(path)}")
+    try:
+        return _open(path)
+    except Exception as exc:  # peewee wraps the sqlite3 error
+        why = health.corruption(exc)
+        if why is None:
+            raise
+        raise health.StoreCorrupted(
+            f"the store {path} is damaged ({why}); {health.what_to_do(path)}"
+        ) from None
+
+
+def _open(path: Path):
     found = read_schema_version(path)
     if found is not None and found > SCHEMA_VERSION:
         raise StoreVersionMismatch(

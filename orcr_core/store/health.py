@@ -1,0 +1,89 @@
+"""Is the store file still a store? Cheap checks the server, its startup and
+``orcr doctor`` share. Standard library only (doctor's import path).
+
+A store destroyed under a running server (truncated, overwritten, its pages
+corrupted) must stop the server with one clear error instead of a thread per
+request failing forever (issue 20 item 24); a server must not start over one.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+MAGIC = b"SQLite format 3\x00"
+#: SQLITE_CORRUPT, SQLITE_NOTADB: the file is damaged (not busy, not full)
+CORRUPT_CODES = (11, 26)
+_CORRUPT_WORDS = ("malformed", "not a database", "file is encrypted")
+
+
+class StoreCorrupted(Exception):
+    code = "store_corrupted"
+
+
+def what_to_do(path: Path) -> str:
+    """The recovery steps ``doctor`` and the server's error name."""
+    return (
+        f"orcr doctor checks the store; to recover, stop the server (orcr server stop), move {path.name} and its -wal and -shm files "
+        f"aside (mv {path} {path}.broken, and the same for {path.name}-wal and "
+        f"{path.name}-shm), salvage what you can with sqlite3 {path}.broken .recover, then "
+        "run orcr again: it starts a new, empty store"
+    )
+
+
+def file_problem(path: Path, running: bool = False) -> str | None:
+    """Why ``path`` is not an SQLite store, or None. With ``running`` (a server has
+    it open, so it exists with its header written) a missing or empty file is one
+    too; otherwise an absent file, or an empty one with no log beside it, is a
+    store not made yet."""
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return f"{path} was deleted while the server ran" if running else None
+    except OSError as exc:
+        return f"{path} cannot be read: {exc.strerror or exc}"
+    if size == 0:
+        wal = path.with_name(path.name + "-wal")
+        if running:
+            return f"{path} was truncated to 0 bytes while the server ran"
+        if wal.exists() and wal.stat().st_size > 0:
+            return f"{path} is empty (0 bytes) but its write-ahead log {wal.name} is not: it was truncated"
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(MAGIC))
+    except OSError as exc:
+        return f"{path} cannot be read: {exc.strerror or exc}"
+    if head != MAGIC:
+        return f"{path} is not an SQLite database (its header was overwritten)"
+    return None
+
+
+def corruption(exc: BaseException | None) -> str | None:
+    """The SQLite error text when ``exc`` (or what it wraps: peewee keeps the
+    sqlite3 error as its first argument) says the file is damaged, else None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, sqlite3.DatabaseError):
+            text = str(exc)
+            code = getattr(exc, "sqlite_errorcode", None)
+            if code in CORRUPT_CODES or any(w in text for w in _CORRUPT_WORDS):
+                return text
+        inner = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None
+        exc = inner or exc.__cause__ or exc.__context__
+    return None
+
+
+def writable_problem(path: Path) -> str | None:
+    """Why the store (or its -wal or -shm file) cannot be opened for writing, or None."""
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if not p.exists():
+            continue
+        try:
+            fd = os.open(p, os.O_RDWR)
+        except OSError as exc:
+            return f"{p} cannot be opened for writing: {exc.strerror or exc}"
+        os.close(fd)
+    return None
