@@ -114,6 +114,32 @@ def idle_window(proc: subprocess.Popen, env: dict[str, str], window: float) -> d
     return {"cpu_pct": 100.0 * (c1 - c0) / (t1 - t0), "writes_per_s": (w1 - w0) / (t1 - t0)}
 
 
+def _spin() -> None:  # pragma: no cover - runs in the hog processes
+    while True:
+        pass
+
+
+@contextmanager
+def cpu_load(procs: int | None = None):
+    """Busy processes on every core (``procs``, default one per CPU) while the block
+    runs: a machine at 100% CPU, as when many agents' tools compile at once."""
+    import multiprocessing
+
+    hogs = [
+        multiprocessing.Process(target=_spin, daemon=True) for _ in range(procs or os.cpu_count())
+    ]
+    for h in hogs:
+        h.start()
+    try:
+        time.sleep(0.5)  # let the scheduler spread them
+        yield len(hogs)
+    finally:
+        for h in hogs:
+            h.kill()
+        for h in hogs:
+            h.join()
+
+
 @contextmanager
 def bench_server(config: str = "", where: str = BENCH_DIR):
     home = Path(tempfile.mkdtemp(prefix="orcr-bench-", dir=where))
