@@ -52,6 +52,21 @@ def join(scope: str | None, rel: str) -> str:
     return f"{scope}/{rel}" if scope else rel
 
 
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def in_scope(target: str, scope: str | None) -> str:
+    """The agent ``target`` names from inside ``scope`` (``ORCR_PATH``), as ``agent
+    run --path`` places one: a path (or glob) is relative to the scope; one that
+    already starts with the scope (the full path ``run`` printed) is taken as is;
+    a leading ``/`` names a path from the top (``/other/agent``); a uuid is a uuid."""
+    if target.startswith("/"):
+        return target.lstrip("/")
+    if not scope or UUID.fullmatch(target) or target == scope or target.startswith(scope + "/"):
+        return target
+    return join(scope, target)
+
+
 def is_glob(target: str) -> bool:
     return any(c in target for c in "*?[")
 

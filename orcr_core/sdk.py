@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Iterator
 
+from orcr_core import paths
 from orcr_core.client import Client, ServerError, scope_from_env
 from orcr_core.protocol import prompt_not_utf8, prompt_too_large
 from orcr_core.watch import RESNAPSHOT, Watcher
@@ -139,8 +140,19 @@ class Orcr:
             collect()
         return results
 
+    def _call(self, method: str, target: str, **params):
+        """``method`` on ``target`` as seen from the caller's scope (:func:`scoped`)."""
+        full = scoped(target)
+        try:
+            return self.client.call(method, target=full, **params)
+        except ServerError as exc:
+            if exc.code == "not_found" and full != target:
+                exc.message = _scope_hint(exc.message, target, full)
+                exc.args = (exc.message,)
+            raise
+
     def get(self, target: str) -> dict:
-        return self.client.call("agent.get", target=target)["agent"]
+        return self._call("agent.get", target)["agent"]
 
     def list(self, prefix: str | None = None, all: bool = False) -> list[dict]:
         return self.client.call("agent.list", prefix=prefix, all=all)["agents"]
@@ -151,25 +163,23 @@ class Orcr:
         return self.client.call("unmanaged.list", all=all)["unmanaged"]
 
     def kill(self, target: str) -> list[dict]:
-        return self.client.call("agent.kill", target=target)["killed"]
+        return self._call("agent.kill", target)["killed"]
 
     def kill_matches(self, target: str) -> list[dict]:
         """The agents ``kill(target)`` would kill now (``{path, uuid, status}``), killing none."""
-        return self.client.call("agent.kill", target=target, dry_run=True)["matches"]
+        return self._call("agent.kill", target, dry_run=True)["matches"]
 
     def resume(self, target: str) -> dict:
         """Start a lost agent (or one that ended lost or exited) again in its own session."""
-        return self.client.call("agent.resume", target=target)["agent"]
+        return self._call("agent.resume", target)["agent"]
 
     def send(self, target: str, prompt: str, timeout: float | None = None) -> dict:
         check_prompt(prompt)
-        return self.client.call("agent.send", target=target, prompt=prompt, timeout=timeout)[
-            "agent"
-        ]
+        return self._call("agent.send", target, prompt=prompt, timeout=timeout)["agent"]
 
     def keys(self, target: str, keys: list[str]) -> dict:
         """Press ``keys`` (``enter``, ``down``, ``ctrl+c``, a character) in the agent's pane."""
-        return self.client.call("agent.keys", target=target, keys=list(keys))
+        return self._call("agent.keys", target, keys=list(keys))
 
     def read(self, target: str, last: bool = False) -> dict:
         """The last ended turn's answer (``text``) or ``error``.
@@ -177,7 +187,7 @@ class Orcr:
         While a turn runs this raises ``turn_running`` unless ``last`` asks for
         the previous answer.
         """
-        return self.client.call("agent.read", target=target, last=last)
+        return self._call("agent.read", target, last=last)
 
     def status(self) -> dict:
         return self.client.call("server.status")
@@ -293,6 +303,7 @@ class Orcr:
         (see :mod:`orcr_core.watch`). ``on_reconnect(exc)`` is called when the
         connection drops.
         """
+        target = scoped(target) if target else target
         w = Watcher(self.client.path, self.client.autostart, target, on_reconnect=on_reconnect)
         return w.snapshot, iter(w)
 
@@ -310,9 +321,16 @@ class Orcr:
         if until not in ("idle", "ended"):
             raise ValueError("until must be 'idle' or 'ended'")
         deadline = None if timeout is None else time.monotonic() + timeout
+        given, target = target, scoped(target)
         w = Watcher(self.client.path, self.client.autostart, target)
         try:
-            agent = _pick(w.snapshot["agents"], target)
+            try:
+                agent = _pick(w.snapshot["agents"], target)
+            except ServerError as exc:
+                if target != given:
+                    exc.message = _scope_hint(exc.message, given, target)
+                    exc.args = (exc.message,)
+                raise
             while True:
                 if on_change:
                     on_change(agent)
@@ -346,6 +364,20 @@ class Orcr:
                         )
         finally:
             w.close()
+
+
+def scoped(target: str, scope: str | None = None) -> str:
+    """The target an SDK call sends: ``target`` read from inside the caller's scope
+    (``ORCR_PATH``), as ``run`` places a path there (:func:`orcr_core.paths.in_scope`):
+    ``kid`` is ``<scope>/kid``; ``/top/kid`` names a path from the top; uuids as given."""
+    return paths.in_scope(target, scope if scope is not None else scope_from_env())
+
+
+def _scope_hint(message: str, target: str, full: str) -> str:
+    return (
+        f"{message}; {target!r} was read inside ORCR_PATH as {full!r} "
+        f"(name a path from the top with a leading /, e.g. /{target})"
+    )
 
 
 def check_prompt(prompt: str | None) -> None:

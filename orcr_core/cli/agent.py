@@ -62,7 +62,13 @@ def _human(seconds: float) -> str:
 
 @click.group()
 def agent():
-    """Run and manage agents."""
+    """Run and manage agents.
+
+    A TARGET is a uuid or a path. Inside a scope ($ORCR_PATH set, as in a loop run
+    or an agent) a path is relative to it, as run --path places one; one that
+    already starts with the scope is taken as is, and a leading / names a path
+    from the top (/other/agent).
+    """
 
 
 @agent.command(name="run", context_settings={"ignore_unknown_options": True})
@@ -434,7 +440,7 @@ def printable(text: str) -> str:
 def agent_attach(target):
     """Focus the agent's pane and print how to attach a terminal to it."""
     with sdk() as orcr:
-        r = orcr.client.call("agent.attach", target=target)
+        r = orcr._call("agent.attach", target)
     click.echo(r["hint"])
     if r.get("command") and sys.stdin.isatty() and sys.stdout.isatty():
         os.execvp(r["command"][0], r["command"])

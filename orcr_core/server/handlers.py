@@ -125,7 +125,9 @@ def _param(params: dict, key: str, kind, required: bool = True, default=None):
 
 
 def resolve(target: str) -> Agent:
-    """An agent by uuid, or by path: the active row first, else the newest ended one."""
+    """An agent by uuid, or by path: the active row first, else the newest ended one.
+    A leading ``/`` (a path named from the top inside a scope) is dropped."""
+    target = target.lstrip("/")
     row = Agent.get_or_none(Agent.uuid == target)
     if row is None:
         row = (
@@ -142,6 +144,7 @@ def resolve(target: str) -> Agent:
 
 
 def resolve_many(target: str) -> list[Agent]:
+    target = target.lstrip("/")
     if paths.is_glob(target):
         rows = [
             a
