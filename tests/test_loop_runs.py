@@ -99,7 +99,7 @@ def test_failed_exit_and_unknown_command(loops):
     res = _create(loops, "missing", "0 0 1 1 *", "--", "no-such-command-x")
     assert res.returncode == 1 and "not found on PATH" in res.stderr
     res = _create(loops, "badname", "61 * * * *", "--", "true")
-    assert res.returncode == 1 and "not a valid cron" in res.stderr
+    assert res.returncode == 1 and "minute field '61'" in res.stderr
 
 
 def test_log_cap_and_retention_of_the_last_runs(loops):
@@ -489,3 +489,24 @@ def test_a_stop_under_way_resumes_after_a_server_crash(loops):
     assert run["status"] == "stopped" and not _alive(pid)
     signals = [d["signal"] for _, d in _loop_events(loops, "resumed", "run.signal_requested")]
     assert signals == ["TERM", "TERM", "KILL"]  # the stop path ran again from its start
+
+
+def test_loop_ls_says_a_fire_was_missed_because_the_server_was_down(loops):
+    """Issue 23 item 3: the user sees that the machine was off, not that the loop
+    is broken."""
+    _create(loops, "offline", "0 0 1 1 *", "--tz", "UTC", "--", "true")
+    loops.stop_server()
+    alive = loops.path / "loops" / "alive"
+    now = time.time()
+    os.utime(alive, (now - 7200, now - 7200))  # the server stopped two hours ago
+    _sql(loops, "UPDATE loop SET next_fire_at = ? WHERE name = 'offline'", (now - 3600,))
+    loops.start_server()
+    lp = json.loads(loops.run("loop", "ls", "--json", check=True).stdout)[0]
+    m = lp["last_missed"]
+    assert m["reason"] == "server_down" and m["count"] == 1
+    down_from = time.strftime("%H:%M", time.gmtime(now - 7200))
+    assert m["why"].startswith(f"server down {down_from}–")
+    out = loops.run("loop", "ls", check=True).stdout
+    assert "LAST MISSED" in out and f"server down {down_from}–" in out
+    (ev,) = _loop_events(loops, "offline", "loop.missed")
+    assert ev[1]["reason"] == "server_down" and ev[1]["why"] == m["why"]

@@ -187,3 +187,38 @@ def test_run_ids_are_unique_per_loop_name(store, monkeypatch):
         second = runs.allocate(loop, "manual", T0, T0)
     assert (first.run_id, second.run_id) == ("raaaaa", "rbbbbb")
     assert str(uuidlib.UUID(first.uuid)) == first.uuid
+
+
+def test_a_paused_once_loop_whose_time_passed_is_skipped_and_logged_on_resume(store):
+    """Issue 20 items 17 and 37: nothing from the pause is replayed, once loops
+    included (the seed's rule for missed fires: skip and log)."""
+    once = defs.create(
+        dict(name="once", once_at=T0 + 600, tz="UTC", argv=["/bin/true"], cwd="/"), now=T0
+    )
+    defs.pause(once)
+    resumed = defs.resume(Loop.get_by_id(once.uuid), now=T0 + 1200)
+    assert fire_due(T0 + 1200, MISSED_AFTER) == [] and LoopRun.select().count() == 0
+    assert (resumed.status, resumed.end_reason) == ("ended", "missed")
+    (missed,) = _events("loop.missed")
+    assert missed[1]["reason"] == "paused" and missed[1]["first"] == defs.iso(T0 + 600)
+    assert defs.loop_dict(resumed)["last_missed"]["why"] == "the loop was paused at its time"
+    # resumed before its time, it fires at its time, not at the resume
+    later = defs.create(
+        dict(name="later", once_at=T0 + 600, tz="UTC", argv=["/bin/true"], cwd="/"), now=T0
+    )
+    defs.pause(later)
+    assert defs.resume(Loop.get_by_id(later.uuid), now=T0 + 60).next_fire_at == T0 + 600
+    assert fire_due(T0 + 61, MISSED_AFTER) == []
+    assert len(fire_due(T0 + 600.5, MISSED_AFTER)) == 1
+
+
+def test_a_missed_fire_keeps_why_for_loop_ls_and_top(store):
+    from orcr_core.top.model import loop_info, loop_summary
+
+    loop = _create(cron="0 * * * *")
+    down = {"reason": "asleep", "from": T0 + 60, "to": T0 + 4 * 3600}
+    assert fire_due(T0 + 4 * 3600, MISSED_AFTER, down) == []
+    lp = defs.loop_dict(Loop.get_by_id(loop.uuid))
+    assert lp["last_missed"]["reason"] == "asleep" and lp["last_missed"]["count"] == 4
+    assert lp["last_missed"]["why"] == "machine asleep 2026-05-28 20:28–2026-05-29 00:27"
+    assert "missed: machine asleep 2026-05-28 20:28–2026-05-29 00:27" in loop_summary(loop_info(lp))

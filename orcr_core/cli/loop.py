@@ -209,7 +209,8 @@ _simple("rm", "Remove loop NAME (its name is free again); its pending runs are c
 @click.option("--all", "all_", is_flag=True, help="Include ended loops.")
 @click.option("--json", "json_", is_flag=True, help="JSON rows.")
 def loop_ls(all_, json_):
-    """List loops: next fire in local time and UTC, the last run and its status."""
+    """List loops: next fire in the loop's zone and UTC, the last run and its
+    status, and the last missed fire with why (server down 02:00–07:12)."""
     with sdk() as orcr:
         rows = orcr.loop_list(all=all_)
     if json_:
@@ -227,10 +228,23 @@ def loop_ls(all_, json_):
                 _local(lp["next_fire_at"], lp["tz"]),
                 _utc(lp["next_fire_at"]),
                 f"{last['run_id']} {last['status']}" if last else "-",
+                _missed(lp.get("last_missed"), lp["tz"]),
             )
         )
     if data:
-        echo_table(("NAME", "STATUS", "CADENCE", "NEXT (LOCAL)", "NEXT (UTC)", "LAST RUN"), data)
+        echo_table(
+            ("NAME", "STATUS", "CADENCE", "NEXT (LOCAL)", "NEXT (UTC)", "LAST RUN", "LAST MISSED"),
+            data,
+        )
+
+
+def _missed(m: dict | None, tz: str) -> str:
+    """``2026-12-01 02:00 (3 fires): server down 01:58–07:12``."""
+    if not m:
+        return "-"
+    when = _local(m["first"], tz)[:16]
+    fires = f" ({m['count']} fires)" if m.get("count", 1) > 1 else ""
+    return f"{when}{fires}: {m['why']}"
 
 
 def _event_line(ev: dict) -> str:

@@ -241,9 +241,15 @@ def resume(loop: Loop, now: float | None = None) -> Loop:
         if loop.cron:
             nxt = cadence.next_fire(loop.cron, loop.tz, now)
         else:
-            nxt = loop.once_at if loop.once_at > now else now  # a once fire held by the pause
+            nxt = loop.once_at
         Loop.update(status="active", next_fire_at=nxt).where(Loop.uuid == loop.uuid).execute()
         events.emit("loop.resumed", loop=loop.uuid, name=loop.name, next_fire_at=iso(nxt))
+        if nxt is not None and nxt <= now:
+            # a once loop whose time passed during the pause: skipped and logged
+            # (the seed's rule for missed fires), never fired late
+            from orcr_core.loops.fires import _missed  # fires builds on defs
+
+            _missed(Loop.get_by_id(loop.uuid), nxt, now, {"reason": "paused"})
     return Loop.get_by_id(loop.uuid)
 
 
@@ -272,6 +278,31 @@ def remove(loop: Loop, now: float | None = None) -> list[LoopRun]:
             runs_mod.set_status(run, "canceled", now, note={"why": "loop removed"})
         end(loop, "removed", now)
     return pending
+
+
+def missed_text(record: dict | None, tz: str) -> str | None:
+    """Why fires were missed, for a person: "server down 02:00–07:12" in the
+    loop's zone (with dates when the interval spans days)."""
+    if not record:
+        return None
+    reason = record.get("reason")
+    start, end = record.get("from"), record.get("to")
+
+    def local(stamp: str, with_date: bool) -> str:
+        dt = datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(cadence.zone(tz))
+        return dt.strftime("%Y-%m-%d %H:%M" if with_date else "%H:%M")
+
+    if reason in ("server_down", "asleep") and end:
+        what = "server down" if reason == "server_down" else "machine asleep"
+        if not start:
+            return f"{what} until {local(end, True)}"
+        a = datetime.fromisoformat(start.replace("Z", "+00:00")).astimezone(cadence.zone(tz))
+        b = datetime.fromisoformat(end.replace("Z", "+00:00")).astimezone(cadence.zone(tz))
+        days = a.date() != b.date()
+        return f"{what} {local(start, days)}–{local(end, days)}"
+    if reason == "paused":
+        return "the loop was paused at its time"
+    return f"the scheduler reached it {record.get('late_by', 0):.0f}s late"
 
 
 def run_dict(run: LoopRun, name: str) -> dict:
@@ -322,6 +353,13 @@ def loop_dict(loop: Loop) -> dict:
     return loop_dicts([loop])[0]
 
 
+def _last_missed(loop: Loop) -> dict | None:
+    if not loop.last_missed:
+        return None
+    record = json.loads(loop.last_missed)
+    return dict(record, why=missed_text(record, loop.tz))
+
+
 def _loop_dict(loop: Loop, last: LoopRun | None, counts: dict[str, int]) -> dict:
     nxt = loop.next_fire_at
     return {
@@ -347,4 +385,5 @@ def _loop_dict(loop: Loop, last: LoopRun | None, counts: dict[str, int]) -> dict
         "running": sum(counts.get(s, 0) for s in RUN_ACTIVE),
         "pending": counts.get("pending", 0),
         "last_run": run_dict(last, loop.name) if last else None,
+        "last_missed": _last_missed(loop),
     }

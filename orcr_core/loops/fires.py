@@ -8,15 +8,18 @@ slept, the server was down), which are logged and never replayed.
 
 from __future__ import annotations
 
+import json
+
 from orcr_core import events
 from orcr_core.loops import cadence, defs, runs
 from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
 
 
-def fire_due(now: float, missed_after: float) -> list[LoopRun]:
+def fire_due(now: float, missed_after: float, why: dict | None = None) -> list[LoopRun]:
     """Fire every active loop whose ``next_fire_at`` has come, one transaction per
     loop. Returns the runs that fired into a free slot: already ``running`` (in the
-    fire's own transaction), to be launched."""
+    fire's own transaction), to be launched. ``why`` says why a fire found too
+    late was missed (see :func:`_missed`)."""
     to_start: list[LoopRun] = []
     due_loops = [
         r[0]
@@ -33,7 +36,7 @@ def fire_due(now: float, missed_after: float) -> list[LoopRun]:
             if due > now:
                 continue
             if now - due > missed_after:
-                _missed(loop, due, now)
+                _missed(loop, due, now, why)
                 continue
             run = _fire(loop, due, now)
             if run is not None:
@@ -46,31 +49,41 @@ def fire_due(now: float, missed_after: float) -> list[LoopRun]:
     return to_start
 
 
-def _missed(loop: Loop, due: float, now: float) -> None:
-    """Skip fires that are too late (asleep, server down), with one event row."""
+def _missed(loop: Loop, due: float, now: float, why: dict | None = None) -> None:
+    """Inside the loop's transaction: skip fires that are too late, never replay
+    them; one ``loop.missed`` row, and the loop keeps the last miss with why
+    (``loop ls``, ``top``). ``why``: ``{"reason": "server_down" | "asleep" |
+    "paused" | "late", "from": ts, "to": ts}`` (the interval when known)."""
+    why = dict(why or {"reason": "late"})
     if loop.cron:
         n, _first, nxt = cadence.count_between(loop.cron, loop.tz, due, now)
         n += 1  # the due fire itself, then every later one up to now
-        Loop.update(next_fire_at=nxt).where(Loop.uuid == loop.uuid).execute()
-        events.emit(
-            "loop.missed",
-            loop=loop.uuid,
-            name=loop.name,
-            first=defs.iso(due),
-            count=n,
-            more=n >= 1000,
-            next_fire_at=defs.iso(nxt),
-            late_by=round(now - due, 3),
-        )
     else:
-        events.emit(
-            "loop.missed",
-            loop=loop.uuid,
-            name=loop.name,
-            first=defs.iso(due),
-            count=1,
-            late_by=round(now - due, 3),
-        )
+        n, nxt = 1, None
+    record = {
+        "first": defs.iso(due),
+        "count": n,
+        "reason": why.get("reason", "late"),
+        "from": defs.iso(why.get("from")),
+        "to": defs.iso(why.get("to")),
+        "late_by": round(now - due, 3),
+    }
+    Loop.update(next_fire_at=nxt, last_missed=json.dumps(record)).where(
+        Loop.uuid == loop.uuid
+    ).execute()
+    data = dict(
+        loop=loop.uuid,
+        name=loop.name,
+        first=record["first"],
+        count=n,
+        late_by=record["late_by"],
+        reason=record["reason"],
+        why=defs.missed_text(record, loop.tz),
+    )
+    if loop.cron:
+        events.emit("loop.missed", more=n >= 1000, next_fire_at=defs.iso(nxt), **data)
+    else:
+        events.emit("loop.missed", **data)
         defs.end(loop, "missed", now)
 
 

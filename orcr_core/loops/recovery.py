@@ -94,6 +94,7 @@ def recover(sched) -> dict:
     """Run once at server start, before the scheduler's threads."""
     now = sched.clock()
     missed_after = sched.config.duration("loops.missed_after")
+    down = {"reason": "server_down", "from": runs.last_alive(), "to": now}
     uuids = [
         r[0]
         for r in db.execute_sql(
@@ -146,7 +147,7 @@ def recover(sched) -> dict:
                 and loop.next_fire_at is not None
                 and now - loop.next_fire_at > missed_after
             ):
-                _missed(loop, loop.next_fire_at, now)
+                _missed(loop, loop.next_fire_at, now, down)
                 summary["missed"] += 1
             loop = Loop.get_by_id(uuid)
             events.emit(

@@ -38,6 +38,31 @@ def loops_dir() -> Path:
     return dirs.data_dir() / "loops"
 
 
+def alive_path() -> Path:
+    """Touched at every scheduler wake-up (at least once a minute) and at a clean
+    stop: after a restart its mtime says when the server was last seen running,
+    so a missed fire says "server down 02:00–07:12"."""
+    return loops_dir() / "alive"
+
+
+def mark_alive() -> None:
+    path = alive_path()
+    try:
+        path.touch()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.touch()
+    except OSError:
+        pass  # a full disk: the interval is only less precise
+
+
+def last_alive() -> float | None:
+    try:
+        return alive_path().stat().st_mtime
+    except OSError:
+        return None
+
+
 def run_dir(loop_uuid: str) -> Path:
     """``loops/<loop uuid>/runs``: by definition uuid, so same-named loops never mix."""
     return loops_dir() / loop_uuid / "runs"

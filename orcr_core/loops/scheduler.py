@@ -62,6 +62,7 @@ class Scheduler(Stopper):
         self._stop_lock = threading.Lock()
         self.last_tick_ms: float | None = None
         self.ticks = 0
+        self._last_wall: float | None = None  # the wall clock at the last tick
 
     @property
     def config(self):
@@ -109,7 +110,12 @@ class Scheduler(Stopper):
         self.ticks += 1
         t0 = time.perf_counter()
         now = self.clock()
-        started = fire_due(now, self.config.duration("loops.missed_after"))
+        prev, self._last_wall = self._last_wall, now
+        runs.mark_alive()
+        # a wait is capped at MAX_WAIT: a longer gap is a machine that slept
+        slept = prev is not None and now - prev > MAX_WAIT + 30
+        why = {"reason": "asleep", "from": prev, "to": now} if slept else None
+        started = fire_due(now, self.config.duration("loops.missed_after"), why)
         self._launch_all(started)
         if started:
             self.server.notify(queue=False)
@@ -299,6 +305,7 @@ class Scheduler(Stopper):
         self.wake()
 
     def close(self) -> None:
+        runs.mark_alive()  # a clean stop: the downtime starts now
         with self._spare_lock:
             spares, self._spares = self._spares, []
         for spare in spares:

@@ -262,6 +262,7 @@ def loop_info(loop: dict) -> dict:
         "pending": loop.get("pending", 0),
         "last_run": last.get("run_id"),
         "last_run_status": last.get("status"),
+        "missed": (loop.get("last_missed") or {}).get("why"),
     }
 
 
@@ -275,6 +276,8 @@ def loop_summary(info: dict) -> str:
     parts.append(f"{info['running']} running, {info['pending']} pending")
     if info["last_run_status"]:
         parts.append(f"last {info['last_run_status']}")
+    if info.get("missed"):  # the machine was off, not the loop broken
+        parts.append(f"missed: {info['missed']}")
     return " · ".join(parts)
 
 
