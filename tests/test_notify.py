@@ -5,11 +5,13 @@ and its record, the digest under a burst, the rate limit, the default rules."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -254,3 +256,104 @@ def test_notify_test_says_what_each_sink_did(orcr_home, receiver, short_tmp):
     )
     r = orcr_home.run("notify", "test", "command")
     assert r.returncode == 1 and "command: off: notify.command.argv" in r.stdout
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_the_herdr_sink_shows_a_herdr_notification(live, receiver):
+    """Through orcr's herdr driver to ``notification.show`` on the schema-checked emulator
+    (the request and the reply are validated against herdr's published schema)."""
+    _configure(live, receiver.url)
+    live.start_server()
+    run_id = _failing_run(live)
+    until(lambda: getattr(live.mux.emulator, "notifications", None), 30, what="herdr's toast")
+    (shown,) = live.mux.emulator.notifications
+    assert shown["title"] == f"loop bad run {run_id} failed"
+    assert f"orcr loop logs bad --run {run_id}" in shown["body"] and shown["sound"] == "request"
+    ls = live.run("notify", "ls", check=True).stdout
+    assert "sink herdr         on" in ls and "last sent" in ls
+
+
+def test_the_herdr_sink_is_off_with_another_driver(orcr_home, receiver):
+    _configure(orcr_home, receiver.url)
+    orcr_home.start_server()
+    assert "sink herdr         off" in orcr_home.run("notify", "ls", check=True).stdout
+
+
+def _session_bus(tmp):
+    """A private session bus and a notification service on it, or why not."""
+    import shutil
+    import subprocess
+
+    system_python = "/usr/bin/python3"
+    for need, why in (
+        ("dbus-daemon", "no dbus-daemon (Debian package dbus-daemon)"),
+        ("gdbus", "no gdbus (Debian package libglib2.0-bin)"),
+    ):
+        if shutil.which(need) is None:
+            return None, why
+    probe = subprocess.run([system_python, "-c", "import dbus, gi"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return None, "no python3-dbus and python3-gi for the test's notification service"
+    sock = tmp / "bus"
+    daemon = subprocess.Popen(
+        ["dbus-daemon", "--session", "--nofork", f"--address=unix:path={sock}", "--print-address"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    address = daemon.stdout.readline().strip()
+    env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=address)
+    out = tmp / "notifications.jsonl"
+    fake = Path(__file__).parent / "fakes" / "notification_daemon.py"
+    service = subprocess.Popen(
+        [system_python, str(fake), str(out)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    if service.stdout.readline().strip() != "ready":
+        daemon.kill()
+        return None, "the test's notification service did not start"
+    return (daemon, service, address, out), None
+
+
+def test_the_desktop_sink_over_a_real_session_bus(orcr_home, short_tmp):
+    found, why = _session_bus(short_tmp)
+    if found is None:
+        pytest.skip(f"did not run: {why}")
+    daemon, service, address, out = found
+    try:
+        text = (orcr_home.path / "config.toml").read_text()
+        text += '[notify]\ngather = "0s"\n[notify.desktop]\nenabled = true\n'
+        (orcr_home.path / "config.toml").write_text(text)
+        orcr_home.start_server(extra_env={"DBUS_SESSION_BUS_ADDRESS": address})
+        run_id = _failing_run(orcr_home)
+        until(lambda: out.exists() and out.read_text(), 30, what="a Notify call on the bus")
+        (call,) = [json.loads(ln) for ln in out.read_text().splitlines()]
+        assert call["app"] == "orcr" and call["summary"] == f"loop bad run {run_id} failed"
+        assert f"orcr loop logs bad --run {run_id}" in call["body"]
+    finally:
+        for p in (service, daemon):
+            p.kill()
+            p.wait()
+
+
+def test_a_task_parked_in_inbox_or_sent_to_failed_notifies(orcr_home, receiver, short_tmp):
+    from orcr_tasks.queue import Queue
+
+    _configure(orcr_home, receiver.url)
+    orcr_home.start_server()
+    q = Queue.init(short_tmp / "queue")
+    q.add("t", "x", task_id="asks")
+    q.claim("builder", token="w")
+    q.park("asks", "w", "which port?")
+    q.add("t", "x", task_id="breaks")
+    for _ in range(3):
+        q.claim("builder", token="w")
+        q.fail_build("breaks", "w", "tests fail")
+    assert q.where("breaks") == ["failed"]
+    until(lambda: len(receiver.posts) >= 2, 30, what="two task notifications")
+    time.sleep(1.0)
+    by_task = {n["task"]: n for n in receiver.notes()}
+    assert set(by_task) == {"asks", "breaks"} and len(receiver.posts) == 2
+    asks, breaks = by_task["asks"], by_task["breaks"]
+    assert asks["rule"] == breaks["rule"] == "task_parked"
+    assert asks["action"] == f"orcr tasks answer {q.root} asks ANSWER"
+    assert "which port?" in asks["text"] and "inbox/" in asks["text"]
+    assert breaks["action"] == f"orcr tasks show {q.root} breaks" and "failed/" in breaks["text"]

@@ -111,7 +111,7 @@ def classify(ev: dict, facts: dict) -> tuple[str, str, dict] | None:
         act = (
             f"orcr tasks answer {queue} {task} ANSWER"
             if to == "inbox"
-            else f"orcr tasks retry {queue} {task}"
+            else f"orcr tasks show {queue} {task}"
         )
         why = "asks a question" if to == "inbox" else "failed its last attempt"
         return (

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orcr_core import faults
+from orcr_tasks import announce
 from orcr_tasks.lock import DirLock, LockBusy, owner_alive, read_owner
 from orcr_tasks.taskfile import Task, TaskFileError, check_id, parse
 
@@ -395,6 +396,8 @@ class Queue:
 
         self.move(task_id, src, dst, edit)
         self.drop_heartbeat(task_id)
+        if dst == "failed":
+            announce.task_moved(self.root, task_id, src, dst, reason)
         return dst
 
     def park(self, task_id: str, token: str | None, question: str) -> None:
@@ -404,6 +407,7 @@ class Queue:
                 task_id, "doing", "inbox", lambda t: t.append(f"Question ({now_iso()})", question)
             )
             self.drop_heartbeat(task_id)
+        announce.task_moved(self.root, task_id, "doing", "inbox", question)
 
     def answer(self, task_id: str, text: str) -> str:
         if not text.strip():

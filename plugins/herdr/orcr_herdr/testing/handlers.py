@@ -238,8 +238,23 @@ def layout_apply(emu: Emulator, params: dict, rid: str) -> dict:
     return {"type": "layout_apply", "layout": layout}
 
 
+def notification_show(emu: Emulator, params: dict, rid: str) -> dict:
+    """herdr's toast: text sanitized and trimmed as herdr does (80/240); what was shown
+    is kept in ``emu.notifications`` for a test to read."""
+    title = " ".join(str(params.get("title") or "").split())[:80]
+    if not title:
+        raise ApiError("invalid_params", "title must contain visible text")
+    body = " ".join(str(params.get("body") or "").split())[:240] or None
+    shown = {"title": title, "body": body, "sound": params.get("sound", "none")}
+    if params.get("position"):
+        shown["position"] = params["position"]
+    emu.__dict__.setdefault("notifications", []).append(shown)
+    return {"type": "notification_show", "shown": True, "reason": "shown"}
+
+
 HANDLERS = {
     "ping": ping,
+    "notification.show": notification_show,
     "server.stop": server_stop,
     "session.snapshot": session_snapshot,
     "workspace.create": workspace_create,
