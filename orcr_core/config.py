@@ -8,11 +8,8 @@ key, the value and what is allowed, before anything is written.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -478,81 +475,3 @@ def _parse_file(path: Path):
         return tomlkit.parse(text)
     except Exception as exc:  # tomlkit raises its own ParseError family
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-
-
-def coerce(text: str) -> Any:
-    """A value typed on the command line: TOML literal if it parses, else a string."""
-    import tomlkit
-
-    try:
-        return _plain(tomlkit.parse(f"v = {text}")["v"])
-    except Exception:
-        return text
-
-
-#: keys that decide which multiplexer server (and session) orcr drives: changing
-#: one while agents are live would orphan them (docs/decisions.md)
-MUX_KEYS = ("driver.name", "tmux.socket", "herdr.session", "herdr.socket")
-#: keys whose value must name something installed: checked by ``config set``
-#: only (it loads the plugins; the server and ``config get`` do not)
-INSTALLED_KEYS = {"driver.name": "drivers", "agent.provider": "providers"}
-
-
-def check_installed(key: str, value: Any) -> None:
-    """Refuse a driver or provider name no installed plugin registers (loads plugins)."""
-    kind = INSTALLED_KEYS.get(key)
-    if kind is None:
-        return
-    from orcr_core.plugins import build_registry, get_plugin_manager
-
-    names = sorted(getattr(build_registry(get_plugin_manager()), kind))
-    allowed = (["auto"] if kind == "drivers" else []) + names
-    if value not in allowed:
-        import difflib
-
-        near = difflib.get_close_matches(str(value), allowed, n=1)
-        hint = f"; did you mean {near[0]}?" if near else ""
-        raise ConfigError(
-            f"{key} = {value!r} is not installed; use one of: {', '.join(allowed) or 'none'}"
-            f"{hint} (orcr plugins lists what is installed)"
-        )
-
-
-def set_value(key: str, raw: str, path: Path | None = None) -> Any:
-    """Edit one key with tomlkit, keep comments, validate the whole file, write atomically."""
-    import tomlkit
-
-    path = path or dirs.config_path()
-    value = coerce(raw)
-    _validator(key)(key, value)
-    check_installed(key, value)
-    doc = _parse_file(path) if path.exists() else tomlkit.document()
-    parts = key.split(".")
-    node = doc
-    for part in parts[:-1]:
-        if part not in node:
-            node[part] = tomlkit.table()
-        node = node[part]
-        if not isinstance(node, dict):
-            raise ConfigError(f"{key}: {part!r} is a value, not a table")
-    node[parts[-1]] = value
-    validate(_plain(doc))
-    try:
-        dirs.require_writable(path.parent)
-    except dirs.Unwritable as exc:
-        raise ConfigError(str(exc)) from None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config-", suffix=".toml")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(tomlkit.dumps(doc))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    except OSError as exc:
-        raise ConfigError(dirs.unwritable(path.parent, exc)) from None
-    return value

@@ -36,7 +36,7 @@ def test_set_keeps_comments_and_validates(orcr_home):
         '# my caps\n[concurrency]\nmax = 25  # RAM\nclaude = 10\n\n[driver]\nname = "test"\n'
     )
     orcr_home.run("config", "set", "concurrency.max", "3", check=True)
-    orcr_home.run("config", "set", "concurrency.my_provider", "2", check=True)
+    orcr_home.run("config", "set", "--force", "concurrency.my_provider", "2", check=True)
     orcr_home.run("config", "set", "tmux.socket", "x", check=True)
     orcr_home.run("config", "set", "timings.max_starting", "90s", check=True)
     orcr_home.run("config", "set", "providers.claude.argv", '["claude", "--verbose"]', check=True)

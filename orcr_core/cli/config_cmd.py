@@ -1,4 +1,4 @@
-"""``orcr config``: get, set, path."""
+"""``orcr config``: get, set, unset, path."""
 
 from __future__ import annotations
 
@@ -43,17 +43,18 @@ def config_get(key):
     click.echo(jsonlib.dumps(value) if isinstance(value, dict | list | bool) else value)
 
 
-def _refuse_mux_switch(key: str, value: str) -> None:
+def _refuse_mux_switch(key: str, new) -> None:
     """A key that moves orcr to another multiplexer server or session is refused
     while agents are live: the server would lose sight of them and their TUIs
     would run on untracked, outside the caps (docs/decisions.md)."""
     from orcr_core import dirs
-    from orcr_core.config import MUX_KEYS, coerce, load
+    from orcr_core.config import load
+    from orcr_core.config_edit import MUX_KEYS
     from orcr_core.store.db import count_live
 
     if key not in MUX_KEYS:
         return
-    new, old = coerce(value), load().get(key)
+    old = load().get(key)
     if key in ("tmux.socket", "herdr.session"):  # empty: this instance's own name
         new, old = new or dirs.mux_name(), old or dirs.mux_name()
     if new == old:
@@ -70,25 +71,63 @@ def _refuse_mux_switch(key: str, value: str) -> None:
 
 
 @config.command(name="set", context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Accept concurrency.NAME for a provider that is not installed (yet).",
+)
 @click.argument("key")
 @click.argument("value")
-def config_set(key, value):
+def config_set(key, value, force):
     """Set KEY to VALUE, keeping the file's comments; the server reloads it.
 
     VALUE is read as a TOML literal when it is one (3, true, ["a", "b"]), else as
     a string; a negative number needs no --. A bad key or value is refused with
-    what is allowed, and nothing is written. driver.name, tmux.socket,
-    herdr.session and herdr.socket are refused while agents are live.
+    what is allowed, and nothing is written. concurrency.NAME (a provider's cap)
+    needs an installed provider NAME, or --force for a third-party provider you
+    will install later; tmux.socket needs a directory that exists.
+    driver.name, tmux.socket, herdr.session and herdr.socket are refused while
+    agents are live.
     """
-    from orcr_core.client import Client, ServerError
-    from orcr_core.config import ConfigError, set_value
+    from orcr_core.config import ConfigError
+    from orcr_core.config_edit import coerce, set_value
 
     try:
-        _refuse_mux_switch(key, value)
-        stored = set_value(key, value)
+        _refuse_mux_switch(key, coerce(value))
+        stored = set_value(key, value, force=force)
     except ConfigError as exc:
         raise OrcrCliError(str(exc)) from None
     click.echo(f"{key} = {jsonlib.dumps(stored)}")
+    _reload()
+
+
+@config.command(name="unset")
+@click.argument("key")
+def config_unset(key):
+    """Remove KEY from the config file, so its default applies again.
+
+    A key the file does not set is left alone (said, exit 0). The server reloads
+    the file. The keys that switch the multiplexer are refused while agents are live.
+    """
+    from orcr_core.config import DEFAULTS, ConfigError
+    from orcr_core.config_edit import unset_value
+
+    try:
+        section, _, name = key.partition(".")
+        _refuse_mux_switch(key, DEFAULTS.get(section, {}).get(name))
+        old = unset_value(key)
+    except ConfigError as exc:
+        raise OrcrCliError(str(exc)) from None
+    if old is None:
+        click.echo(f"{key} is not set in the file; nothing to do")
+        return
+    click.echo(f"{key} unset (was {jsonlib.dumps(old)})")
+    _reload()
+
+
+def _reload() -> None:
+    from orcr_core.client import Client, ServerError
+
     try:
         with Client(autostart=False) as c:
             c.call("config.reload")

@@ -124,7 +124,8 @@ def _print_status(s: dict) -> None:
         click.echo(f"blocked {b['path']}: {b['reason']}")
     for name, p in s["providers"].items():
         cap = p["cap"] if p["cap"] is not None else "-"
-        click.echo(f"  {name}: {p['live']}/{cap}")
+        missing = "  (not installed)" if p.get("installed") is False else ""
+        click.echo(f"  {name}: {p['live']}/{cap}{missing}")
     d, at = s["drift"], s.get("drift_at") or {}
 
     def count(name: str, label: str) -> str:  # a counter that is not 0 says since when

@@ -364,8 +364,13 @@ class Server:
         counts = queue.live_counts()
         caps = {"max": self.config.cap()}
         providers = {}
-        for name in sorted(set(self.registry.providers) | set(counts)):
-            providers[name] = {"live": counts.get(name, 0), "cap": self.config.cap(name)}
+        configured = set(self.config.provider_caps())  # a cap for a provider not installed too
+        for name in sorted(set(self.registry.providers) | set(counts) | configured):
+            providers[name] = {
+                "live": counts.get(name, 0),
+                "cap": self.config.cap(name),
+                "installed": name in self.registry.providers,
+            }
         return {
             "pid": os.getpid(),
             "version": __version__,
