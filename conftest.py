@@ -68,6 +68,11 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers",
+        "herdr_08: a test using ``live`` that also runs on the herdr emulator as herdr 0.8 "
+        "(socket protocol 20), not only as 0.9 (22): its path differs by herdr protocol",
+    )
+    config.addinivalue_line(
+        "markers",
         "real_cli: drives the real provider CLIs (tests/real_cli); runs when they are "
         "installed and the network is loopback-only, else is reported as not run",
     )
@@ -404,11 +409,13 @@ def server(orcr_home):
 
 
 class Mux:
-    """The multiplexer under a live test: real tmux, or the herdr emulator."""
+    """The multiplexer under a live test: real tmux, or the herdr emulator speaking
+    ``protocol`` (22: herdr 0.9.3, the primary target; 20: herdr 0.8)."""
 
-    def __init__(self, kind: str, tmp: Path):
+    def __init__(self, kind: str, tmp: Path, protocol: int = 22):
         self.kind = kind
         self.tmp = tmp
+        self.protocol = protocol if kind == "herdr" else None
         self.emulator = None
         self.others: list = []  # the user's other herdr sessions (other_session)
         if kind == "tmux":
@@ -417,7 +424,9 @@ class Mux:
             from orcr_herdr.testing.emulator import Emulator
 
             self.socket = tmp / "herdr.sock"
-            self.emulator = Emulator(self.socket, tmp / "herdr-state", shell=["/bin/sh"]).start()
+            self.emulator = Emulator(
+                self.socket, tmp / "herdr-state", protocol, shell=["/bin/sh"]
+            ).start()
 
     def other_session(self, name: str = "work"):
         """A user's own herdr session (not orcr's), under the test's XDG_CONFIG_HOME:
@@ -425,7 +434,9 @@ class Mux:
         for tmux tests too (the tmux driver reports none of its agents)."""
         from orcr_herdr.testing.emulator import Emulator
 
-        emu = Emulator.for_session(self.tmp / "xdg", name, shell=["/bin/sh"]).start()
+        emu = Emulator.for_session(
+            self.tmp / "xdg", name, protocol=self.protocol or 22, shell=["/bin/sh"]
+        ).start()
         self.others.append(emu)
         return emu
 
@@ -466,10 +477,32 @@ class Mux:
         assert violations == [], violations
 
 
-@pytest.fixture(params=["tmux", "herdr"])
+#: ``live``'s multiplexers: tmux, the herdr emulator as herdr 0.9.3 (protocol 22) and,
+#: for tests marked ``herdr_08``, as herdr 0.8 (protocol 20)
+LIVE_MUXES = {"tmux": ("tmux", None), "herdr": ("herdr", 22), "herdr08": ("herdr", 20)}
+
+
+def pytest_generate_tests(metafunc):
+    """Parametrise ``live`` (asked for directly or through ``twin``): every test runs
+    on tmux and on herdr 0.9; the tests marked ``herdr_08`` (those whose path differs
+    by herdr protocol) on herdr 0.8 as well. The 0.8 leg is kept to them because
+    doubling every emulator test would cost minutes of CI (docs/internals.md)."""
+    if "live" not in metafunc.fixturenames:
+        return
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        if "live" in mark.args[0]:
+            return  # the test names its legs itself
+    legs = ["tmux", "herdr"]
+    if metafunc.definition.get_closest_marker("herdr_08"):
+        legs.append("herdr08")
+    metafunc.parametrize("live", legs, indirect=True)
+
+
+@pytest.fixture
 def live(request, orcr_home, short_tmp):
     """orcr on a real multiplexer (tmux) or the schema-checked herdr emulator, with echo agents."""
-    mux = Mux(request.param, short_tmp)
+    kind, protocol = LIVE_MUXES[request.param]
+    mux = Mux(kind, short_tmp, protocol)
     orcr_home.mux = mux
     # herdr's config dir (its sessions) is the test's own: never the user's sessions
     orcr_home.env["XDG_CONFIG_HOME"] = str(short_tmp / "xdg")

@@ -14,6 +14,9 @@ import pytest
 
 from orcr_core.testing import until as _until  # noqa: E402
 
+#: the path differs by herdr protocol: also on herdr 0.8 (conftest.py)
+pytestmark = pytest.mark.herdr_08
+
 #: (fault point, what recovery makes of the row): the seed's rule is that a
 #: starting row with no recorded pane fails (its orphan pane closed by label),
 #: and a recorded pane that is still there is repaired and the pipeline resumes.

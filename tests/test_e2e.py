@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from orcr_core.testing import until as _until  # noqa: E402
 
 
+@pytest.mark.herdr_08
 def test_quick_start_lifecycle(live):
     """The README's quick start, then a second turn and a kill."""
     live.start_server()
@@ -108,6 +111,7 @@ def test_idle_agent_is_garbage_collected(live):
     _until(lambda: live.mux.labels() == [], what="the pane to close")
 
 
+@pytest.mark.herdr_08
 def test_agent_that_exits_by_itself(live):
     live.start_server()
     live.run("agent", "run", "--provider", "echo", "--path", "x/bye", "[exit] bye", check=True)

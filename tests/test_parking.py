@@ -61,6 +61,7 @@ def _idle_agent(live, path: str = "p/one", prompt: str = "first") -> dict:
     return live.get(path)
 
 
+@pytest.mark.herdr_08
 def test_idle_agent_is_parked_then_unparked_by_a_prompt(live):
     _config(live, "1h")  # at home until the test has looked (a slow machine takes > 1s)
     live.start_server()
@@ -171,6 +172,7 @@ def _restart_and_check(live, uuid: str, point: str, parked: bool, outcome: str) 
 
 
 @pytest.mark.parametrize("point, parked, outcome", PARK_POINTS, ids=[p[0] for p in PARK_POINTS])
+@pytest.mark.herdr_08
 def test_sigkill_mid_park(live, point, parked, outcome):
     # park_after is set short only once the agent is idle and looked at: were the fault
     # hit meanwhile (a slow machine), the test's next CLI call would autostart a server
@@ -192,6 +194,7 @@ def test_sigkill_mid_park(live, point, parked, outcome):
 
 
 @pytest.mark.parametrize("point, parked, outcome", UNPARK_POINTS, ids=[p[0] for p in UNPARK_POINTS])
+@pytest.mark.herdr_08
 def test_sigkill_mid_unpark(live, point, parked, outcome):
     _config(live, "1s")
     live.start_server()
@@ -243,7 +246,7 @@ def test_a_driver_without_parking_keeps_agents_where_they_are(orcr_home):
     assert _kinds(orcr_home, row["uuid"]) == []
 
 
-@pytest.mark.parametrize("live", ["herdr"], indirect=True)  # tmux has no refusal to move
+@pytest.mark.parametrize("live", ["herdr", "herdr08"], indirect=True)  # tmux: no refusal
 def test_a_refused_unpark_still_delivers_the_prompt(live):
     """herdr refuses to move a pane out of a zoomed tab: the prompt is typed into the
     parked pane all the same (an answer matters more than where the pane is), the row

@@ -13,7 +13,7 @@ import pytest
 from orcr_core.testing import until
 
 #: herdr only: the tmux driver has no other sessions to look into
-HERDR_ONLY = pytest.mark.parametrize("live", ["herdr"], indirect=True)
+HERDR_ONLY = pytest.mark.parametrize("live", ["herdr", "herdr08"], indirect=True)
 FAST = '[timings]\npoll_every = "50ms"\nreconcile_every = "200ms"\n'
 
 
@@ -43,6 +43,7 @@ def _only_read(emu) -> None:
     assert {r["method"] for r in emu.requests} <= {"session.snapshot"}
 
 
+@pytest.mark.herdr_08
 def test_unmanaged_agents_appear_update_and_end(live, short_tmp):
     work = live.mux.other_session("work")
     claude = work.add_agent("claude", "working", cwd=str(short_tmp), label="my review")
