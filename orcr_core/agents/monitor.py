@@ -108,6 +108,8 @@ class Monitor:
             "notifications": "inotify" if self.watcher.available else "off",
             "notifications_error": self.watcher.error,
             "pane_events": bool(self.server.mux_events_live),
+            # pane event streams that lost events and were resubscribed (herdr 0.9.2+)
+            "resyncs": getattr(self.server, "mux_resyncs", 0),
             "timers": len(self.timers),
             "snapshots": self.counters["snapshots"],
         }

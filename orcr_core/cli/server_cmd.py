@@ -177,7 +177,9 @@ def _print_status(s: dict) -> None:
         click.echo(
             f"monitor transcripts {m['transcripts_notified']} notified "
             f"({m['notifications']}), {m['transcripts_polled']} polled  pane events "
-            f"{'live' if m['pane_events'] else 'polled'}  write transactions "
+            f"{'live' if m['pane_events'] else 'polled'}"
+            + (f" (resynced {m['resyncs']}x)" if m.get("resyncs") else "")
+            + "  write transactions "
             f"{s.get('write_transactions', 0)}"
         )
 

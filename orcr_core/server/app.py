@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from orcr_core import __version__, dirs, events, faults, lockfile
 from orcr_core import config as config_mod
 from orcr_core.agents import memory, queue, unmanaged
+from orcr_core.contracts import DriverError
 from orcr_core.events import Bus
 from orcr_core.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION
@@ -73,6 +74,7 @@ class Server:
         self.loops = None  # the loop scheduler (orcr_core.loops.scheduler), made in serve()
         self.notifier = None  # notifications (orcr_core.notify.outbox), made in serve()
         self.mux_events_live = False  # the driver's event stream is connected
+        self.mux_resyncs = 0  # event streams that lost events and were resubscribed
         from orcr_core.agents.monitor import Monitor
 
         self.monitor = Monitor(self)
@@ -318,6 +320,14 @@ class Server:
     def mux_events_loop(self) -> None:
         """Follow the multiplexer's own event stream when its driver has one.
 
+        Subscribe first, then read: every (re)subscription is acknowledged before
+        the monitor takes the snapshot that follows (``on_start``), so a change
+        between a snapshot and the subscription is never missed, whether the
+        multiplexer replays old events to a new stream (herdr 0.8) or starts at
+        the live edge (0.9). A stream that reports lost events (herdr 0.9.2's
+        ``events_lost``) is a resync, not an outage: resubscribed at once, then a
+        fresh snapshot compared with the rows; counted in ``monitor.resyncs``.
+
         Hints only (the snapshot stays the truth): every event that may have
         changed a pane makes the monitor take a snapshot and compare, and a
         ``pane_exited`` also tells it that a vanished pane's process ended by
@@ -342,6 +352,15 @@ class Server:
                         if pane_id:
                             self.exited_panes[pane_id] = time.time()
                     self.monitor.pane_changed()
+            except DriverError as exc:
+                if exc.code == "events_lost":
+                    # not an outage: the stream lost events and was closed; subscribe
+                    # again at once (the new acknowledgement takes a fresh snapshot)
+                    self.mux_resyncs += 1
+                    log.info("multiplexer event stream lost events: resync %d", self.mux_resyncs)
+                    self.monitor.pane_changed()
+                    continue
+                log.info("multiplexer event stream ended: %s", exc)
             except Exception as exc:  # the stream broke: reconnect with backoff
                 log.info("multiplexer event stream ended: %s", exc)
             if self.mux_events_live:

@@ -55,6 +55,23 @@ _NOT_RUNNING = (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK, errno.ECONNRES
 _ids = itertools.count(1)
 
 
+#: the error code herdr 0.9.2+ ends a subscription with when its subscriber fell
+#: behind the event history (then it closes that connection)
+EVENTS_LOST = "events_lost"
+
+
+def _lost(msg: Any, rid: str) -> bool:
+    """``events_lost`` as herdr sends it (an error reply carrying the subscribe id,
+    or an id it could not tell), or as an event line, which no release sends but
+    some clients accept (HERDR-0.9.md §4): the same "resync now" either way."""
+    if not isinstance(msg, dict):
+        return False
+    if msg.get("event") == EVENTS_LOST:
+        return True
+    err = msg.get("error")
+    return isinstance(err, dict) and err.get("code") == EVENTS_LOST and reply_matches(msg, rid)
+
+
 def reply_matches(reply: dict, rid: str) -> bool:
     """Whether ``reply`` answers request ``rid``: its own id; ``""`` on an error
     (herdr could not read the id: 0.8 for any malformed request, 0.9 for invalid
@@ -187,7 +204,9 @@ class HerdrClient:
     ) -> Iterator[dict]:
         """Yield pushed event envelopes until the server closes the stream (or ``stop``).
 
-        ``on_start`` is called once herdr acknowledged the subscription."""
+        ``on_start`` is called once herdr acknowledged the subscription. herdr 0.9.2+
+        ends a subscription whose subscriber fell behind with ``events_lost``: that
+        raises a retryable :class:`DriverError` with code ``events_lost``."""
         rid = f"orcr-{os.getpid()}-{next(_ids)}"
         line = {
             "id": rid,
@@ -220,6 +239,15 @@ class HerdrClient:
                 while b"\n" in buf:
                     raw, buf = buf.split(b"\n", 1)
                     if raw.strip():
-                        yield json.loads(raw)
+                        msg = json.loads(raw)
+                        if _lost(msg, rid):
+                            raise DriverError(
+                                "herdr reported events lost on this subscription "
+                                f"({(msg.get('error') or {}).get('message') or 'events_lost'}); "
+                                "it closes the stream: resubscribe and re-read",
+                                code=EVENTS_LOST,
+                                retryable=True,
+                            )
+                        yield msg
         finally:
             sock.close()
