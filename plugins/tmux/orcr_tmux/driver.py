@@ -31,6 +31,7 @@ the current orcr process (tmux takes a new pane's PATH from its client).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -164,9 +165,22 @@ class TmuxDriver:
         return {"version": self._version, "protocol": None, "socket": self.tmux.socket}
 
     def ensure_session(self) -> None:
-        """Check tmux is usable. The server itself starts with the first workspace."""
+        """Check tmux is usable. The server itself starts with the first workspace;
+        a socket path whose directory is gone is an outage (retryable)."""
         if self._version is None:
             self.handshake()
+        self.tmux.check_socket_dir()
+        pid, sock = self._server_pid, self.tmux.socket
+        if pid and "/" in sock and not os.path.exists(sock) and _tmux_server_alive(pid):
+            # its directory is back, its socket not yet: never start a second server there
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGUSR1)
+            raise DriverError(
+                f"the tmux server (pid {pid}) runs but its socket {sock} is gone; asked it "
+                "to recreate its socket",
+                code="tmux_socket_gone",
+                retryable=True,
+            )
 
     # -- workspaces and agents ------------------------------------------------------------
 

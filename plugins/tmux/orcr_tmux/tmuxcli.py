@@ -39,11 +39,15 @@ _ABSENT_CONNECT = re.compile(
 _NOT_FOUND = re.compile(r"can't find (pane|window|session)|no such (pane|window|session)")
 
 
+#: codes of errors tmux may recover from: orcr holds its queue meanwhile
+RETRYABLE = ("tmux_timeout", "tmux_socket_dir_missing")
+
+
 class TmuxError(DriverError):
     """A failed tmux call; ``output`` is what it printed before failing."""
 
     def __init__(self, message: str, code: str = "tmux_error", output: str = ""):
-        super().__init__(message, code=code, retryable=code == "tmux_timeout")
+        super().__init__(message, code=code, retryable=code in RETRYABLE)
         self.output = output
 
 
@@ -104,6 +108,19 @@ class Tmux:
             out.extend(tmux_arg(a) for a in command)
         return out
 
+    def check_socket_dir(self) -> None:
+        """Raise (retryable) when the socket is a path whose directory does not exist."""
+        if "/" not in self.socket:
+            return
+        parent = os.path.dirname(os.path.expanduser(self.socket)) or "."
+        if not os.path.isdir(parent):
+            raise TmuxError(
+                f"the directory of tmux.socket {self.socket} does not exist (removed?): tmux "
+                f"cannot be reached or started; queued agents wait until {parent} is back "
+                f"(mkdir -p {parent}; a tmux server that lost its socket recreates it on SIGUSR1)",
+                code="tmux_socket_dir_missing",
+            )
+
     def attach_argv(self, target: str) -> list[str]:
         """What a user runs in a terminal to attach to ``target``."""
         return [self.binary, *self.socket_flags, "attach-session", "-t", target]
@@ -127,8 +144,11 @@ class Tmux:
         client that asked for it, overriding the server's and even ``-e PATH=``.
 
         Codes: ``tmux_not_found``, ``tmux_timeout`` (retryable),
-        ``server_not_running``, ``not_found`` (pane/window/session), ``tmux_error``.
+        ``tmux_socket_dir_missing`` (retryable: the socket path's directory is
+        gone, so tmux can neither be reached nor started; an outage until it is
+        back), ``server_not_running``, ``not_found`` (pane/window/session), ``tmux_error``.
         """
+        self.check_socket_dir()
         argv = self.argv(*commands)
         if path is not None:
             # Find tmux itself on orcr's PATH, not on the one handed to the pane.
