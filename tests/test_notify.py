@@ -357,3 +357,83 @@ def test_a_task_parked_in_inbox_or_sent_to_failed_notifies(orcr_home, receiver, 
     assert asks["action"] == f"orcr tasks answer {q.root} asks ANSWER"
     assert "which port?" in asks["text"] and "inbox/" in asks["text"]
     assert breaks["action"] == f"orcr tasks show {q.root} breaks" and "failed/" in breaks["text"]
+
+
+def test_a_slow_sink_holds_only_its_own_thread(orcr_home, short_tmp):
+    """A webhook that hangs: while it holds a request, the command sink delivers the next
+    notification at once and agents run and finish (the monitor and the queue never
+    wait on a sink)."""
+    gate, entered = threading.Event(), threading.Event()
+    rec = Receiver()
+    handler = rec.http.RequestHandlerClass
+    handler.do_POST_orig = handler.do_POST
+
+    def slow(self):
+        entered.set()
+        gate.wait(15)
+        self.do_POST_orig()
+
+    handler.do_POST = slow
+    out = short_tmp / "cmd.jsonl"
+    lines = lambda: out.read_text().splitlines() if out.exists() else []  # noqa: E731
+    try:
+        _configure(orcr_home, rec.url, command_out=out)
+        orcr_home.start_server()
+        _failing_run(orcr_home, "bad")
+        until(lambda: entered.is_set() and lines(), 30, what="the webhook to hang")
+        t0 = time.monotonic()
+        _failing_run(orcr_home, "bad2")
+        until(lambda: len(lines()) == 2, 30, what="the command sink's second")
+        orcr_home.run("agent", "run", "--provider", "testp", "--path", "s/a", check=True)
+        orcr_home.run("agent", "wait", "s/a", check=True, timeout=60)
+        assert time.monotonic() - t0 < 8 and not rec.posts  # the webhook still hangs
+    finally:
+        gate.set()
+        rec.close()
+
+
+def _turn(path: str) -> tuple[str, str, dict]:
+    data = {"from": "working", "to": "idle", "path": path, "provider": "testp", "turn_status": "ok"}
+    return ("agent.status", f"uuid-{path}", data)
+
+
+def test_turn_ended_is_opt_in_and_limited_to_its_paths(orcr_home, receiver):
+    _configure(orcr_home, receiver.url)
+    orcr_home.start_server()
+    orcr_home.stop_server()
+    _insert_events(orcr_home, [_turn("watched/a"), _turn("other/b")])
+    orcr_home.start_server()  # off by default: turns notify nobody
+    time.sleep(2.0)
+    assert receiver.posts == []
+    orcr_home.stop_server()
+    text = (orcr_home.path / "config.toml").read_text()
+    text += '[notify.rules.turn_ended]\nenabled = true\nmatch = ["watched/**"]\n'
+    (orcr_home.path / "config.toml").write_text(text)
+    _insert_events(orcr_home, [_turn("watched/a"), _turn("other/b")])
+    orcr_home.start_server()
+    until(lambda: receiver.posts, 30, what="the turn_ended notification")
+    time.sleep(1.5)
+    (note,) = receiver.notes()
+    assert note["rule"] == "turn_ended" and note["agent"] == "watched/a"
+    assert note["action"] == "orcr agent read watched/a"
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_a_real_dialog_at_start_notifies_by_default(live, short_tmp, receiver):
+    """The fake Claude Code asks whether to trust its folder: orcr sees it on the screen,
+    records agent.blocked, and the default rule reaches the webhook with the command
+    that answers it."""
+    from fake_clis import configure, run_agent
+
+    cwd = short_tmp / "fresh_worktree"
+    cwd.mkdir()
+    configure(live, short_tmp, claude=["--fake-dialogs", "trust"], timings='max_starting = "60s"\n')
+    _configure(live, receiver.url)
+    live.start_server()
+    run_agent(live, "claude", "w/one", "fix the bug", cwd=cwd)
+    until(lambda: receiver.posts, 60, what="the blocked notification")
+    time.sleep(1.0)
+    (note,) = receiver.notes()
+    assert note["rule"] == "blocked" and note["agent"] == "w/one"
+    assert note["action"] == "orcr agent attach w/one" and "trust" in note["text"]
+    live.run("agent", "kill", "w/one", check=True)
