@@ -51,13 +51,31 @@ def file_problem(path: Path, running: bool = False) -> str | None:
             return f"{path} is empty (0 bytes) but its write-ahead log {wal.name} is not: it was truncated"
         return None
     try:
-        with open(path, "rb") as f:
-            head = f.read(len(MAGIC))
+        head = _header(path, running)
     except OSError as exc:
         return f"{path} cannot be read: {exc.strerror or exc}"
     if head != MAGIC:
         return f"{path} is not an SQLite database (its header was overwritten)"
     return None
+
+
+#: fds on the store a running server reads the header through, never closed:
+#: closing any fd of a file drops every POSIX lock the process holds on it, so
+#: an open()/close() beside SQLite's own connections would release their locks;
+#: another process's connection could then checkpoint and delete the -wal under
+#: the server (a malformed store).
+_HELD: dict[str, int] = {}
+
+
+def _header(path: Path, running: bool) -> bytes:
+    if not running:  # doctor, startup: no SQLite connection of ours is open yet
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC))
+    fd = _HELD.get(str(path))
+    if fd is None or os.fstat(fd).st_ino != os.stat(path).st_ino:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # a replaced file: the old fd stays
+        _HELD[str(path)] = fd
+    return os.pread(fd, len(MAGIC), 0)
 
 
 def corruption(exc: BaseException | None) -> str | None:
