@@ -14,6 +14,8 @@ from orcr_tasks.queue import MARKER, STATES, Queue, QueueError
 from orcr_tasks.taskfile import TaskFileError
 
 ENV = "ORCR_TASKS_DIR"
+#: ``tasks work --timeout``: a hung model under a live worker must not hold its task forever
+DEFAULT_TIMEOUT = "60m"
 DIR_HELP = f"DIR is the queue directory; it may be left out when ${ENV} names it."
 
 
@@ -33,7 +35,7 @@ def _duration(ctx, param, value):
 
 def _open(path: str | None) -> Queue:
     if not path:
-        raise click.UsageError(f"give the queue directory first, or set {ENV}")
+        raise click.UsageError(f"give the queue directory (DIR) first, or set {ENV}")
     try:
         return Queue.open(path)
     except QueueError as exc:
@@ -66,7 +68,7 @@ def _errors(fn):
     return wrapper
 
 
-queue_arg = click.argument("queue_dir", metavar="DIR", envvar=ENV, required=True)
+queue_arg = click.argument("queue_dir", metavar="[DIR]", envvar=ENV, required=False)
 
 
 def stale_option(help: str):
@@ -139,25 +141,29 @@ def tasks_add(task_id, done_when, depends_on, cluster, provider, verifiers, args
 @click.option("--json", "json_", is_flag=True)
 @_errors
 def tasks_ls(queue_dir, state, json_):
-    """List tasks: id, state, attempts, cluster."""
+    """List tasks: id, state, attempts, cluster. A file that is not a readable task
+    is listed as UNREADABLE with the reason (see `status`)."""
     q = _open(queue_dir)
     rows = []
     for s in state or STATES:
-        for task, _st, tid in q.tasks(s):
-            meta = task.meta if task else {}
+        for task, _st, tid, why in q.entries(s):
             rows.append(
                 {
                     "id": tid,
                     "state": s,
-                    "attempts": int(meta.get("attempts") or 0),
-                    "cluster": meta.get("cluster"),
-                    "depends_on": meta.get("depends_on") or [],
+                    "attempts": task.attempts if task else None,
+                    "cluster": task.meta.get("cluster") if task else None,
+                    "depends_on": task.depends_on if task else [],
+                    "unreadable": why,
                 }
             )
     if json_:
         click.echo(jsonlib.dumps(rows))
         return
     for r in rows:
+        if r["unreadable"]:
+            click.echo(f"{r['id']:<16} {r['state']:<10} UNREADABLE: {r['unreadable']}")
+            continue
         deps = f" after {','.join(r['depends_on'])}" if r["depends_on"] else ""
         click.echo(
             f"{r['id']:<16} {r['state']:<10} attempts {r['attempts']} {r['cluster'] or '-'}{deps}"
@@ -282,7 +288,13 @@ def tasks_unlock(queue_dir, force):
     metavar="P",
     help="Provider(s); a verifier uses one other than the builder's.",
 )
-@click.option("--timeout", callback=_duration, help="End an agent whose turn runs longer.")
+@click.option(
+    "--timeout",
+    callback=_duration,
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    help="End an agent whose turn runs longer (a failed attempt for a builder).",
+)
 @click.option(
     "--heartbeat",
     callback=_duration,
@@ -307,8 +319,9 @@ def tasks_work(queue_dir, role, slots, providers, timeout, heartbeat, stale, cwd
 
     if heartbeat >= stale:
         raise click.BadParameter(f"--heartbeat must be shorter than --stale ({stale:g}s)")
+    q = _open(queue_dir)
     w = Worker(
-        _open(queue_dir),
+        q,
         role,
         slots=slots,
         providers=list(providers),

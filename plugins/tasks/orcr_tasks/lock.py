@@ -3,7 +3,10 @@ atomic on every filesystem and macOS has no ``flock``.
 
 The lock is made complete before it exists: a private directory holding an
 ``owner`` file (pid, host, the process's start time) is renamed to ``.lock``,
-so a lock never lacks its owner. A crashed holder leaves ``.lock`` behind;
+so a lock never lacks its owner. The rename never replaces a ``.lock`` that is
+already there, not even an empty one made by a script's ``mkdir .lock`` (the
+playbook's own idiom), which plain ``rename(2)`` would replace: orcr waits for
+a lock it did not make, and never clears it by itself. A crashed holder leaves ``.lock`` behind;
 it is cleared only once its owner is shown dead (same host, and the pid gone
 or reused by a process that started later). A move journaled inside the lock
 (see :mod:`orcr_tasks.queue`) is finished before the lock goes.
@@ -22,6 +25,7 @@ from pathlib import Path
 import psutil
 
 from orcr_core import faults
+from orcr_tasks.files import rename_noreplace
 
 
 class LockBusy(Exception):
@@ -61,7 +65,7 @@ def owner_alive(owner: dict | None) -> bool | None:
 
 def describe(owner: dict | None) -> str:
     if not owner:
-        return "an unknown owner"
+        return "another program (no owner file: not made by orcr, e.g. a script's `mkdir .lock`)"
     return f"pid {owner.get('pid')} on {owner.get('host')}"
 
 
@@ -75,8 +79,8 @@ class DirLock:
         try:
             (tmp / "owner").write_text(json.dumps(me()))
             try:
-                os.rename(tmp, self.path)
-            except OSError:  # EEXIST/ENOTEMPTY: somebody holds it
+                rename_noreplace(tmp, self.path)
+            except FileExistsError:  # somebody holds it (orcr or not)
                 return False
             faults.point("tasks.lock.acquired")
             return True

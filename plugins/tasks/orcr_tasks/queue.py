@@ -7,113 +7,50 @@ every instant, because every step is one ``rename``):
   builder), ``review/T.md -> verifying/T.md`` (a verifier). ``rename`` is
   atomic on one filesystem, so of two claimers exactly one wins; the loser
   gets ``FileNotFoundError`` and tries the next task. A claim never edits the
-  file.
+  file. A file that cannot be read as a task is never claimed: it is renamed
+  into ``quarantine/`` as it is (see :meth:`Queue.quarantine`).
 * **Locked moves** change a file and move it (finish, park, verify, reject,
-  reap, answer, release). Under the queue lock (:mod:`orcr_tasks.lock`) the
-  new text is journaled in the lock, written beside the file and renamed over
-  it, then the file is renamed into its new folder. A locked move never
-  starts from a folder a claim takes from (todo/, review/), so nothing else
-  touches the file meanwhile. A holder killed half way leaves the lock and its
-  journal; whoever clears the dead lock finishes the move first.
+  reap, answer, release: :mod:`orcr_tasks.moves`). Under the queue lock
+  (:mod:`orcr_tasks.lock`) the new text is journaled in the lock, written
+  beside the file and renamed over it, then the file is renamed into its new
+  folder. A locked move never starts from a folder a claim takes from (todo/,
+  review/), so nothing else touches the file meanwhile. A holder killed half
+  way leaves the lock and its journal; whoever clears the dead lock finishes
+  the move first.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import secrets
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 from orcr_core import faults
-from orcr_tasks import announce
-from orcr_tasks.lock import DirLock, LockBusy, owner_alive, read_owner
-from orcr_tasks.taskfile import Task, TaskFileError, check_id, parse
+from orcr_tasks.files import fsync_dir, now_iso, rename_noreplace, write_atomic
+from orcr_tasks.location import queue_segment, unsafe_location
+from orcr_tasks.lock import DirLock, LockBusy
+from orcr_tasks.moves import Moves, QueueError
+from orcr_tasks.taskfile import Task, TaskFileError, check_id, load
 
 STATES = ("backlog", "todo", "doing", "review", "verifying", "done", "failed", "inbox")
+#: where files that cannot be read as tasks are moved aside, untouched (not a state)
+QUARANTINE = "quarantine"
 FOLDERS = (*STATES, "results", "hb")
 MARKER = ".orcr-tasks"
-MAX_ATTEMPTS = 3
 #: where each role claims from and into
 CLAIMS = {"builder": ("todo", "doing"), "verifier": ("review", "verifying")}
-
-SYNC_MARKERS = (
-    ("Library/Mobile Documents", "iCloud Drive"),
-    ("Library/CloudStorage", "a cloud storage provider (iCloud, Dropbox, Google Drive, OneDrive)"),
-    ("iCloud Drive", "iCloud Drive"),
-    ("Dropbox", "Dropbox"),
-    ("Google Drive", "Google Drive"),
-    ("GoogleDrive", "Google Drive"),
-    ("My Drive", "Google Drive"),
-    ("OneDrive", "OneDrive"),
-)
+#: an unreadable file younger than this may still be being written: it is
+#: skipped, not moved aside, until it is older
+UNREADABLE_GRACE = 2.0
 
 
-class QueueError(Exception):
-    """Bad input or a queue in a state that refuses the request; the message says which."""
+class Queue(Moves):
+    #: how long a locked move waits for a lock whose owner is alive (or unknown)
+    lock_wait = 30.0
 
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all: a private temp file, fsync, rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(3)}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def unsafe_location(path: Path) -> str | None:
-    """Why ``path`` must not hold a queue, or None."""
-    path = path.resolve()
-    for parent in (path, *path.parents):
-        if (parent / ".git").exists():
-            return (
-                f"{path} is inside the git worktree {parent}: each worktree has its own copy "
-                "of repo files, so a queue there splits into copies"
-            )
-        if (parent / ".jj").exists():
-            return f"{path} is inside the jj workspace {parent}: a queue there splits into copies"
-        if (parent / ".obsidian").is_dir():
-            return (
-                f"{path} is inside the Obsidian vault {parent}: Obsidian Sync breaks atomic "
-                "renames and creates conflict copies"
-            )
-        if (parent / ".dropbox").exists() or (parent / ".dropbox.cache").exists():
-            return f"{path} is inside the Dropbox folder {parent}: sync breaks atomic renames"
-    text = str(path)
-    for marker, service in SYNC_MARKERS:
-        if f"/{marker}/" in text + "/":
-            return (
-                f"{path} is inside a folder synced by {service}: sync services break atomic "
-                "renames and create conflict copies"
-            )
-    return None
-
-
-def agent_segment(name: str) -> str:
-    """A name as one orcr path segment (``[a-z0-9_]``, at most 64 characters)."""
-    seg = re.sub(r"[^a-z0-9_]", "_", name.lower()).strip("_") or "q"
-    return seg[:64]
-
-
-class Queue:
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root).absolute()
         self.lock = DirLock(self.root / ".lock")
@@ -135,7 +72,7 @@ class Queue:
         if path.is_dir() and any(path.iterdir()) and not (path / MARKER).exists():
             raise QueueError(f"{path} is a directory that is not empty and not a queue")
         path.mkdir(parents=True, exist_ok=True)
-        for folder in FOLDERS:
+        for folder in (*FOLDERS, QUARANTINE):
             (path / folder).mkdir(exist_ok=True)
         (path / MARKER).write_text("orcr task queue (docs/tasks.md)\n")
         return cls(path)
@@ -151,7 +88,8 @@ class Queue:
 
     @property
     def name(self) -> str:
-        return agent_segment(self.root.name)
+        """This queue's segment in its agents' paths (docs/tasks.md)."""
+        return queue_segment(self.root)
 
     def file(self, state: str, task_id: str) -> Path:
         return self.root / state / f"{task_id}.md"
@@ -160,7 +98,11 @@ class Queue:
 
     def ids(self, state: str) -> list[str]:
         names = []
-        for entry in os.scandir(self.root / state):
+        try:
+            entries = list(os.scandir(self.root / state))
+        except FileNotFoundError:
+            return []  # quarantine/ of a queue made before it existed
+        for entry in entries:
             if entry.name.endswith(".md") and not entry.name.startswith("."):
                 names.append(entry.name[:-3])
         return sorted(names)
@@ -176,28 +118,31 @@ class Queue:
         return found[0]
 
     def read(self, state: str, task_id: str) -> Task:
-        path = self.file(state, task_id)
-        return parse(path.read_text(encoding="utf-8"), str(path))
+        """The task in ``state``; TaskFileError when its file is not a readable task."""
+        return load(self.file(state, task_id), task_id)
 
-    def tasks(self, state: str) -> list[tuple[Task | None, os.stat_result, str]]:
+    def entries(self, state: str) -> list[tuple[Task | None, os.stat_result, str, str | None]]:
+        """``(task or None, stat, id, why it is unreadable or None)`` for each file."""
         out = []
         for tid in self.ids(state):
             path = self.file(state, tid)
             try:
-                st = path.stat()
-                task = parse(path.read_text(encoding="utf-8"), str(path))
+                st = os.lstat(path)
+                out.append((load(path, None if state == QUARANTINE else tid), st, tid, None))
             except FileNotFoundError:
                 continue  # moved meanwhile
-            except TaskFileError:
-                task = None
-            out.append((task, st, tid))
+            except (TaskFileError, OSError) as exc:
+                out.append((None, st, tid, str(exc)))
         return out
+
+    def tasks(self, state: str) -> list[tuple[Task | None, os.stat_result, str]]:
+        return [(task, st, tid) for task, st, tid, _why in self.entries(state)]
 
     # -- the lock and locked moves ---------------------------------------------
 
     @contextmanager
-    def locked(self, timeout: float = 30.0):
-        self.lock.acquire(timeout, on_dead=self.recover)
+    def locked(self, timeout: float | None = None):
+        self.lock.acquire(self.lock_wait if timeout is None else timeout, on_dead=self.recover)
         try:
             yield
         finally:
@@ -223,7 +168,7 @@ class Queue:
         else:
             write_atomic(src, j["content"])
         os.rename(src, dst)
-        _fsync_dir(dst.parent)
+        fsync_dir(dst.parent)
         return j["id"]
 
     def _journal(self, data: dict) -> None:
@@ -232,8 +177,8 @@ class Queue:
     def move(self, task_id: str, src: str, dst: str, edit: Callable[[Task], None] | None = None):
         """Change a task and move it from ``src`` to ``dst``; the caller holds the lock."""
         assert src not in ("todo", "review"), "locked moves never start where claims take from"
+        task = self.read(src, task_id)
         path = self.file(src, task_id)
-        task = parse(path.read_text(encoding="utf-8"), str(path))
         if edit is not None:
             edit(task)
         text = task.render()
@@ -246,7 +191,7 @@ class Queue:
         self._journal(journal)
         os.rename(path, self.file(dst, task_id))
         faults.point("tasks.move.renamed")
-        _fsync_dir(self.root / dst)
+        fsync_dir(self.root / dst)
         os.unlink(self.lock.path / "journal.json")
         return task
 
@@ -275,10 +220,12 @@ class Queue:
             raise QueueError("--done-when is empty: say what would fail if the change were wrong")
         if verifiers < 1:
             raise QueueError(f"--verifiers {verifiers}: a task needs at least 1 verifier")
+        if task_id is not None:
+            check_id(task_id)  # '' included: only a missing --id picks T<n>
         for dep in depends_on:
             check_id(dep)
         with self.locked():
-            task_id = check_id(task_id) if task_id else self.new_id()
+            task_id = task_id if task_id is not None else self.new_id()
             if task_id in depends_on:
                 raise QueueError(f"task {task_id} cannot depend on itself")
             found = self.where(task_id)
@@ -300,21 +247,39 @@ class Queue:
             ready = all(self.file("done", d).exists() for d in depends_on)
             state = "todo" if ready else "backlog"
             write_atomic(self.file(state, task_id), Task(meta, text.strip() + "\n").render())
-            _fsync_dir(self.root / state)
+            fsync_dir(self.root / state)
         return task_id, state
 
     # -- claiming ---------------------------------------------------------------
 
-    def claim(self, role: str, token: str | None = None, info: dict | None = None) -> str | None:
-        """Claim the oldest claimable task for ``role`` by rename; None when none is left."""
+    def claim(
+        self,
+        role: str,
+        token: str | None = None,
+        info: dict | None = None,
+        on_unreadable: Callable[[str, str, str], None] | None = None,
+    ) -> str | None:
+        """Claim the oldest claimable task for ``role`` by rename; None when none is left.
+
+        Each candidate is read first: one that is not a readable task is never
+        claimed but moved aside (``on_unreadable(id, where it went, why)``)."""
         src, dst = CLAIMS[role]
         candidates = []
         for tid in self.ids(src):
             try:
-                candidates.append((self.file(src, tid).stat().st_ctime_ns, tid))
+                candidates.append((self.file(src, tid).lstat().st_ctime_ns, tid))
             except FileNotFoundError:
                 continue
         for _, tid in sorted(candidates):
+            try:
+                self.read(src, tid)
+            except FileNotFoundError:
+                continue  # another worker won this one
+            except (TaskFileError, OSError) as exc:
+                moved = self.quarantine(src, tid, str(exc))
+                if moved and on_unreadable is not None:
+                    on_unreadable(tid, moved, str(exc))
+                continue
             try:
                 os.rename(self.file(src, tid), self.file(dst, tid))
             except FileNotFoundError:
@@ -322,6 +287,32 @@ class Queue:
             faults.point("tasks.claim.renamed")
             self.write_heartbeat(tid, dict(info or {}, token=token, role=role))
             return tid
+        return None
+
+    def quarantine(self, state: str, task_id: str, why: str, force: bool = False) -> str | None:
+        """Move a file that cannot be read as a task into quarantine/, as it is (one
+        rename, never over another file there); None when it was left where it is
+        (moved meanwhile, or modified in the last ``UNREADABLE_GRACE`` seconds, so
+        perhaps still being written, unless ``force``)."""
+        src = self.file(state, task_id)
+        try:
+            age = time.time() - src.lstat().st_mtime
+        except FileNotFoundError:
+            return None
+        if age < UNREADABLE_GRACE and not force:
+            return None
+        (self.root / QUARANTINE).mkdir(exist_ok=True)
+        for n in range(1, 1000):
+            name = f"{task_id}.md" if n == 1 else f"{task_id}~{n}.md"
+            try:
+                rename_noreplace(src, self.root / QUARANTINE / name)
+            except FileExistsError:
+                continue
+            except FileNotFoundError:
+                return None
+            if state in ("doing", "verifying"):
+                self.drop_heartbeat(task_id)
+            return f"{QUARANTINE}/{name}"
         return None
 
     # -- heartbeats ---------------------------------------------------------------
@@ -337,9 +328,10 @@ class Queue:
 
     def read_heartbeat(self, task_id: str) -> dict | None:
         try:
-            return json.loads(self.hb(task_id).read_text())
+            hb = json.loads(self.hb(task_id).read_text())
         except (OSError, ValueError):
             return None
+        return hb if isinstance(hb, dict) else None
 
     def holds(self, task_id: str, state: str, token: str) -> bool:
         hb = self.read_heartbeat(task_id)
@@ -357,174 +349,10 @@ class Queue:
         now = time.time() if now is None else now
         for p, attr in ((self.hb(task_id), "st_mtime"), (self.file(state, task_id), "st_ctime")):
             try:
-                return now - getattr(p.stat(), attr)
+                return now - getattr(p.lstat(), attr)
             except FileNotFoundError:
                 continue
         return 0.0
 
-    # -- transitions (each under the lock, checked against the claim token) ---------
 
-    def _held(self, task_id: str, state: str, token: str | None) -> None:
-        if token is not None and not self.holds(task_id, state, token):
-            raise QueueError(f"task {task_id} is no longer claimed by this worker (reaped?)")
-
-    def finish_build(self, task_id: str, token: str | None, revision: str | None, provider):
-        def edit(t: Task):
-            t.meta["revision"] = revision
-            t.meta["built_by"] = provider
-            t.meta["passes"] = []
-
-        with self.locked():
-            self._held(task_id, "doing", token)
-            self.move(task_id, "doing", "review", edit)
-            self.drop_heartbeat(task_id)
-
-    def fail_build(self, task_id: str, token: str | None, reason: str) -> str:
-        with self.locked():
-            self._held(task_id, "doing", token)
-            return self._fail(task_id, "doing", "Attempt failed", reason)
-
-    def _fail(self, task_id: str, src: str, heading: str, reason: str) -> str:
-        t = self.read(src, task_id)
-        attempts = t.attempts + 1
-        dst = "failed" if attempts >= MAX_ATTEMPTS else "todo"
-
-        def edit(t: Task):
-            t.meta["attempts"] = attempts
-            t.meta["passes"] = []
-            t.append(f"{heading} {attempts} ({now_iso()})", reason)
-
-        self.move(task_id, src, dst, edit)
-        self.drop_heartbeat(task_id)
-        if dst == "failed":
-            announce.task_moved(self.root, task_id, src, dst, reason)
-        return dst
-
-    def park(self, task_id: str, token: str | None, question: str) -> None:
-        with self.locked():
-            self._held(task_id, "doing", token)
-            self.move(
-                task_id, "doing", "inbox", lambda t: t.append(f"Question ({now_iso()})", question)
-            )
-            self.drop_heartbeat(task_id)
-        announce.task_moved(self.root, task_id, "doing", "inbox", question)
-
-    def answer(self, task_id: str, text: str) -> str:
-        if not text.strip():
-            raise QueueError("the answer is empty")
-        with self.locked():
-            state = self.locate(task_id)
-            if state != "inbox":
-                raise QueueError(f"task {task_id} is in {state}/, not inbox/: it asked nothing")
-            self.move(task_id, "inbox", "todo", lambda t: t.append(f"Answer ({now_iso()})", text))
-        return "todo"
-
-    def verdict(self, task_id: str, token: str | None, passed: bool, provider, report: str) -> str:
-        """A verifier's verdict: done/ once enough verifiers passed it, review/ for the
-        next verifier, or back to todo/ (failed/ on the third attempt) with a reject section."""
-        with self.locked():
-            self._held(task_id, "verifying", token)
-            if not passed:
-                return self._fail(task_id, "verifying", f"Reject (verifier {provider})", report)
-            t = self.read("verifying", task_id)
-            passes = [*(t.meta.get("passes") or []), provider]
-            dst = "done" if len(passes) >= t.verifiers else "review"
-
-            def edit(t: Task):
-                t.meta["passes"] = passes
-                if dst == "done":
-                    t.meta["done_at"] = now_iso()
-                t.append(f"Pass {len(passes)} (verifier {provider}, {now_iso()})", "passed")
-
-            self.move(task_id, "verifying", dst, edit)
-            self.drop_heartbeat(task_id)
-            if dst == "done":
-                self._release()
-            return dst
-
-    def unclaim(self, task_id: str, token: str | None) -> str:
-        """Give a claim back untouched (orcr would not start its agent): not an attempt."""
-        with self.locked():
-            state = "doing" if self.file("doing", task_id).exists() else "verifying"
-            self._held(task_id, state, token)
-            dst = "todo" if state == "doing" else "review"
-            self.move(task_id, state, dst)
-            self.drop_heartbeat(task_id)
-            return dst
-
-    def return_verification(self, task_id: str, token: str | None) -> None:
-        """A verification that could not run goes back to review/: not an attempt."""
-        with self.locked():
-            self._held(task_id, "verifying", token)
-            self.move(task_id, "verifying", "review")
-            self.drop_heartbeat(task_id)
-
-    def _release(self) -> list[str]:
-        released = []
-        for task, _st, tid in self.tasks("backlog"):
-            if task is not None and all(self.file("done", d).exists() for d in task.depends_on):
-                self.move(tid, "backlog", "todo")
-                released.append(tid)
-        return released
-
-    def release(self) -> list[str]:
-        """Move every backlog task whose dependencies are all done to todo/."""
-        with self.locked():
-            return self._release()
-
-    def reap(self, stale: float, on_reap=None) -> list[tuple[str, str, str]]:
-        """Return tasks whose heartbeat went stale: builds to todo/ (attempts + 1,
-        failed/ at the cap), verifications to review/ (not an attempt).
-
-        ``on_reap(task_id, heartbeat)`` is called after each, with what the
-        heartbeat file said (the agent the dead worker started, to end it)."""
-        reaped, ended = [], []
-        with self.locked():
-            now = time.time()
-            for state in ("doing", "verifying"):
-                for tid in self.ids(state):
-                    age = self.age(state, tid, now)
-                    if age <= stale:
-                        continue
-                    hb = self.read_heartbeat(tid) or {}
-                    if state == "doing":
-                        why = f"reaped: no heartbeat for {age:.0f}s"
-                        dst = self._fail(tid, "doing", "Attempt failed", why)
-                    else:
-                        self.move(tid, "verifying", "review")
-                        self.drop_heartbeat(tid)
-                        dst = "review"
-                    reaped.append((tid, state, dst))
-                    ended.append((tid, hb))
-            self._release()
-        for tid, hb in ended if on_reap is not None else ():
-            on_reap(tid, hb)  # outside the lock: it may talk to the orcr server
-        return reaped
-
-    def unlock(self, force: bool = False) -> str:
-        """Clear a stale lock after checking its owner is gone."""
-        path = self.lock.path
-        if not path.exists():
-            return "the queue is not locked"
-        owner = read_owner(path)
-        alive = owner_alive(owner)
-        if alive is True:
-            raise QueueError(
-                f"the lock is held by pid {owner['pid']}, which is alive: not clearing it"
-            )
-        if alive is None and not force:
-            raise QueueError(
-                f"cannot tell whether the lock's owner ({owner}) is gone (another host?); "
-                "check by hand, then run again with --force"
-            )
-        (path / "breaking").mkdir(exist_ok=True)
-        moved = self.recover(path)
-        dead = path.with_name(f".lock-dead-{secrets.token_hex(4)}")
-        os.rename(path, dead)
-        import shutil
-
-        shutil.rmtree(dead, ignore_errors=True)
-        return "cleared the lock" + (f" and finished the move of {moved}" if moved else "")
-
-
-__all__ = ["Queue", "QueueError", "LockBusy", "STATES", "MAX_ATTEMPTS"]
+__all__ = ["Queue", "QueueError", "LockBusy", "STATES", "QUARANTINE", "write_atomic"]

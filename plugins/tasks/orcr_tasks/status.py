@@ -6,7 +6,7 @@ import time
 from datetime import datetime
 
 from orcr_tasks.lock import owner_alive, read_owner
-from orcr_tasks.queue import STATES, Queue
+from orcr_tasks.queue import QUARANTINE, STATES, Queue
 
 
 def _ts(value) -> float | None:
@@ -25,15 +25,18 @@ def compute(queue: Queue, stale: float, now: float | None = None) -> dict:
     stale_rows = []
     unreadable = []
     done_last_hour = 0
+    backlog: dict[str, list[str]] = {}
     for state in STATES:
-        for task, st, tid in queue.tasks(state):
+        for task, st, tid, why in queue.entries(state):
             counts[state] += 1
             age = now - st.st_ctime
             if state not in oldest or age > oldest[state]["age"]:
                 oldest[state] = {"id": tid, "age": round(age, 1)}
             if task is None:
-                unreadable.append(f"{state}/{tid}.md")
+                unreadable.append({"file": f"{state}/{tid}.md", "why": why})
                 continue
+            if state == "backlog":
+                backlog[tid] = task.depends_on
             n = task.attempts
             attempts["total"] += n
             attempts["tasks_retried"] += 1 if n else 0
@@ -52,6 +55,10 @@ def compute(queue: Queue, stale: float, now: float | None = None) -> dict:
                 hb_age = queue.age(state, tid, now)
                 if hb_age > stale:
                     stale_rows.append({"id": tid, "state": state, "age": round(hb_age, 1)})
+    quarantined = [
+        {"file": f"{QUARANTINE}/{tid}.md", "why": why or "readable now: move it back by hand"}
+        for _task, _st, tid, why in queue.entries(QUARANTINE)
+    ]
     for c in clusters.values():
         verdicts = c["rejects"] + c["passes"]
         c["reject_rate"] = round(c["rejects"] / verdicts, 3) if verdicts else None
@@ -68,7 +75,60 @@ def compute(queue: Queue, stale: float, now: float | None = None) -> dict:
         if not queue.lock.path.exists()
         else {"owner": owner, "alive": owner_alive(owner)},
         "unreadable": unreadable,
+        "quarantined": quarantined,
+        "stuck": stuck(queue, backlog),
     }
+
+
+def stuck(queue: Queue, backlog: dict[str, list[str]]) -> list[dict]:
+    """Backlog tasks that can never leave backlog/ by themselves, and why: a
+    dependency in no folder (missing), in failed/ (failed dependency), a cycle,
+    or a dependency that is itself stuck."""
+    where = {}
+    for deps in backlog.values():
+        for dep in deps:
+            if dep not in where:
+                found = queue.where(dep)
+                where[dep] = found[0] if found else None
+    reasons: dict[str, str] = {}
+    for tid, deps in backlog.items():
+        for dep in deps:
+            if where[dep] is None:
+                reasons[tid] = f"depends on {dep}, which is in no folder (missing)"
+                break
+            if where[dep] == "failed":
+                reasons[tid] = f"depends on {dep}, which is in failed/ (failed dependency)"
+                break
+    for tid in backlog:  # cycles among backlog tasks
+        if tid in reasons:
+            continue
+        path, seen = [tid], {tid}
+        cycle = _cycle_from(tid, backlog, path, seen)
+        if cycle:
+            reasons[tid] = "dependency cycle " + " -> ".join(cycle)
+    changed = True
+    while changed:  # waiting on a stuck task is stuck
+        changed = False
+        for tid, deps in backlog.items():
+            if tid not in reasons:
+                bad = [d for d in deps if d in reasons]
+                if bad:
+                    reasons[tid] = f"depends on {bad[0]}, which is stuck in backlog/"
+                    changed = True
+    return [{"id": tid, "why": why} for tid, why in sorted(reasons.items())]
+
+
+def _cycle_from(start: str, graph: dict[str, list[str]], path: list[str], seen: set) -> list | None:
+    """A dependency path from ``start`` back to ``start`` through backlog tasks."""
+    for dep in graph.get(path[-1], ()):
+        if dep == start:
+            return [*path, start]
+        if dep in graph and dep not in seen:
+            seen.add(dep)
+            found = _cycle_from(start, graph, [*path, dep], seen)
+            if found:
+                return found
+    return None
 
 
 def render(s: dict) -> str:
@@ -92,5 +152,9 @@ def render(s: dict) -> str:
     if s["lock"]:
         lines.append(f"  LOCKED by {s['lock']['owner']} (alive: {s['lock']['alive']})")
     for u in s["unreadable"]:
-        lines.append(f"  UNREADABLE {u}")
+        lines.append(f"  UNREADABLE {u['file']}: {u['why']}")
+    for u in s["quarantined"]:
+        lines.append(f"  QUARANTINED {u['file']}: {u['why']}")
+    for r in s["stuck"]:
+        lines.append(f"  STUCK backlog/{r['id']}: {r['why']}")
     return "\n".join(lines)

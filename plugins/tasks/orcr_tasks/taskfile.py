@@ -2,7 +2,10 @@
 
 Front matter values are JSON (strings quoted, lists in brackets), which is
 also valid YAML, so Obsidian, Dataview or ``yq`` read the same fields. A
-hand-written unquoted value (``id: T12``) is read as a plain string.
+hand-written unquoted value (``id: T12``) is read as a plain string; a value
+that starts like JSON (``[``, ``{``, ``"``) but is not JSON is refused, and
+the fields orcr reads are checked for their type (:func:`check_fields`), so a
+file either parses into a task orcr can work or raises :class:`TaskFileError`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from dataclasses import dataclass, field
 #: a task id: a file name that is also readable in an agent path
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 #: headings orcr appends; the task text is what comes before the first one
-SECTION = re.compile(r"^## (Reject|Pass|Question|Answer|Attempt failed)\b", re.M)
+SECTION = re.compile(
+    r"^## (Reject|Pass|Question|Answer|Attempt failed|Verification returned)\b", re.M
+)
 ORDER = (
     "id",
     "depends_on",
@@ -76,8 +81,13 @@ class Task:
         return len(re.findall(rf"^## {re.escape(kind)}\b", self.body, re.M))
 
     def append(self, heading: str, text: str) -> None:
+        """Append a section. A line of ``text`` that would read as a section heading
+        (an agent's answer quoting an earlier attempt) is indented, so it stays text."""
         body = self.body.rstrip("\n")
-        self.body = f"{body}\n\n## {heading}\n\n{text.strip()}\n"
+        text = "\n".join(
+            f"    {ln}" if SECTION.match(ln) else ln for ln in text.strip().splitlines()
+        )
+        self.body = f"{body}\n\n## {heading}\n\n{text}\n"
 
     def render(self) -> str:
         keys = [k for k in ORDER if k in self.meta] + sorted(k for k in self.meta if k not in ORDER)
@@ -100,6 +110,9 @@ def parse(text: str, where: str = "task file") -> Task:
         else:
             raise TaskFileError(f"{where}: the front matter block has no closing '---'")
     meta: dict = {}
+    # the block may be absent or empty: say which, rather than "no 'id'"
+    if not text[4:end].strip():
+        raise TaskFileError(f"{where}: the front matter block is empty")
     for n, line in enumerate(text[4:end].splitlines(), 2):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -110,9 +123,81 @@ def parse(text: str, where: str = "task file") -> Task:
         try:
             value = json.loads(raw) if raw else None
         except ValueError:
+            if raw[0] in '[{"':
+                raise TaskFileError(
+                    f"{where} line {n}: {key.strip()}: {raw!r} is not a valid JSON value "
+                    '(lists are ["a", "b"], strings "quoted")'
+                ) from None
             value = raw
         meta[key.strip()] = value
     if "id" not in meta:
         raise TaskFileError(f"{where} has no 'id' field")
-    meta["id"] = str(meta["id"])
+    if isinstance(meta["id"], int | float) and not isinstance(meta["id"], bool):
+        meta["id"] = str(meta["id"])  # id: 12
+    check_fields(meta, where)
     return Task(meta, text[end + 5 :])
+
+
+def _count(meta: dict, key: str, where: str, least: int) -> None:
+    value = meta.get(key)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise TaskFileError(f"{where}: {key}: {value!r} is not a whole number >= {least}")
+
+
+def check_fields(meta: dict, where: str) -> None:
+    """The fields orcr reads have the types it reads them as."""
+    try:
+        check_id(meta.get("id"))
+    except TaskFileError as exc:
+        raise TaskFileError(f"{where}: {exc}") from None
+    _count(meta, "attempts", where, 0)
+    _count(meta, "verifiers", where, 1)
+    deps = meta.get("depends_on")
+    if deps is not None:
+        if not isinstance(deps, list):
+            raise TaskFileError(f'{where}: depends_on: {deps!r} is not a list (["T1", "T2"])')
+        for dep in deps:
+            try:
+                check_id(dep)
+            except TaskFileError as exc:
+                raise TaskFileError(f"{where}: depends_on: {exc}") from None
+    for key in ("done_when", "cluster", "provider", "revision", "built_by"):
+        value = meta.get(key)
+        if value is not None and not isinstance(value, str):
+            raise TaskFileError(f"{where}: {key}: {value!r} is not a string")
+    passes = meta.get("passes")
+    if passes is not None and not (
+        isinstance(passes, list) and all(isinstance(p, str) for p in passes)
+    ):
+        raise TaskFileError(f"{where}: passes: {passes!r} is not a list of provider names")
+
+
+def load(path, task_id: str | None = None) -> Task:
+    """Read and parse a task file; every way it can be unreadable is a TaskFileError:
+    not a regular file, not UTF-8, no or bad front matter, an id other than its name."""
+    import os
+    import stat
+
+    where = str(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        raise TaskFileError(f"{where} is not a regular file")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise TaskFileError(f"{where} is not UTF-8 text (byte {exc.start})") from None
+    except IsADirectoryError:
+        raise TaskFileError(f"{where} is not a regular file") from None
+    task = parse(text, where)
+    if task_id is not None and task.id != task_id:
+        raise TaskFileError(
+            f"{where}: its front matter says id {task.id!r}, but the file is named "
+            f"{task_id}.md: rename the file or fix the id"
+        )
+    return task

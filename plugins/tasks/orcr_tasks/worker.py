@@ -1,99 +1,68 @@
 """The worker loop: claim, start a fresh agent through orcr, heartbeat, collect.
 
-Each slot is a thread running :func:`run_slot`. The heartbeat is touched by
-the loop itself while it waits on the agent, never by the model, and the
-agent's ``--timeout`` ends a model that hangs while its loop is alive.
+Each slot is a thread running :meth:`Worker.run_slot`. The heartbeat is
+touched by the loop itself while it waits on the agent, never by the model,
+and the agent's ``--timeout`` ends a model that hangs while its loop is alive.
+What the agents are told and what their answers mean is in
+:mod:`orcr_tasks.prompts`.
 
-What an agent answers is read by ``orcr agent read``; three line prefixes in
-the answer mean something (the last such line wins):
+A worker rides an orcr server restart (``kill -9``, ``orcr server stop``, an
+upgrade) the way ``orcr agent wait`` does: every call to orcr that finds the
+server gone is retried on a fresh connection (which starts a server, as any
+verb does) while the loop keeps the claim's heartbeat fresh, so the turn the
+agent finished meanwhile is read and no attempt is charged for orcr's own
+outage. Only an outage longer than ``--stale`` gives the claim back, untouched,
+and stops the worker.
 
-* ``QUESTION: ...`` (builder): park the task in inbox/ and move on.
-* ``REVISION: ...`` (builder): the revision the verifier is to check.
-* ``VERDICT: pass`` / ``VERDICT: reject <why>`` (verifier); no verdict line
-  is a reject.
+One task is worked in three steps, each its own method, so a step can be
+changed alone: :meth:`Worker.workspace` (where the agent runs),
+:meth:`Worker.run_agent` (start it, heartbeat, read its answer) and
+:meth:`Worker.build` / :meth:`Worker.verify` (what the answer does to the task).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import secrets
-import shutil
 import socket
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from orcr_core.client import ServerError
+from orcr_tasks.location import agent_segment
 from orcr_tasks.lock import LockBusy
-from orcr_tasks.queue import Queue, QueueError, agent_segment, write_atomic
-from orcr_tasks.taskfile import Task
+from orcr_tasks.prompts import (
+    answered_questions,
+    builder_prompt,
+    installed_families,
+    last_line,
+    pick_verifier_provider,
+    verdict_of,
+    verifier_prompt,
+)
+from orcr_tasks.queue import Queue, QueueError
+from orcr_tasks.taskfile import TaskFileError
 
-#: providers of distinct model families, in order of preference for verifiers
-MODEL_FAMILIES = ("claude", "codex")
-
-
-def last_line(text: str, key: str) -> str | None:
-    found = re.findall(rf"^[ \t>*_`]*{key}:[ \t]*(.*)$", text or "", re.M | re.I)
-    return found[-1].strip() if found else None
-
-
-def answered_questions(task: Task) -> set[str]:
-    """Questions the coordinator already answered: asking one again does not park."""
-    asked = re.findall(r"^## Question[^\n]*\n+(.*?)\n+(?=## |\Z)", task.body, re.M | re.S)
-    return {q.strip() for q in asked} if "## Answer" in task.body else set()
-
-
-def builder_prompt(queue: Queue, task: Task) -> str:
-    """The task text first (so an agent's leading directives work), then the rules."""
-    return (
-        f"{task.body.strip()}\n\n"
-        f"----\n"
-        f"This is task {task.id} of the task queue {queue.root}. It is done when: "
-        f"{task.meta.get('done_when', '')}\n"
-        "Do the work, then answer with a short report. Write the revision a verifier should "
-        "check on a line of its own that starts with the word REVISION and a colon. If only "
-        "the coordinator can answer a question that blocks you, write it on a line that "
-        "starts with the word QUESTION and a colon, and stop.\n"
-    )
-
-
-def verifier_prompt(queue: Queue, task: Task) -> str:
-    """What a verifier sees: the finish condition, the revision, the task's own text.
-    Never the builder's results or reasoning (rule: a persuasive write-up makes it
-    easier to approve wrong work)."""
-    return (
-        f"{task.meta.get('done_when', '')}\n\n"
-        f"----\n"
-        f"Verify task {task.id} of the task queue {queue.root}: check that the condition "
-        f"above holds at revision {task.meta.get('revision') or '(none given)'} by running "
-        "it, not by reading a diff and deciding. The task was:\n\n"
-        f"{task.text}\n\n"
-        "End your answer with a line that starts with the word VERDICT and a colon, then "
-        "pass, or reject and why.\n"
-    )
-
-
-def installed_families() -> list[str]:
-    return [p for p in MODEL_FAMILIES if shutil.which(p)]
-
-
-def pick_verifier_provider(
-    builder: str | None, used: list[str], candidates: list[str]
-) -> str | None:
-    """Another provider than the builder's (and than earlier verifiers') where one
-    is available; the builder's own only when nothing else is."""
-    for p in candidates:
-        if p != builder and p not in used:
-            return p
-    for p in candidates:
-        if p != builder:
-            return p
-    return candidates[0] if candidates else builder
+#: error codes that mean orcr itself is away (stopping, restarting), not the agent or task
+OUTAGE = (
+    "connection_closed",
+    "server_not_running",
+    "server_start_failed",
+    "server_stopping",
+    "socket_missing",
+)
+REAPED = "the claim was reaped"
 
 
 class AgentRefused(Exception):
     """orcr refused to admit the agent: a wrong provider, a bad path, no server."""
+
+
+class ServerOutage(Exception):
+    """orcr stayed unreachable for longer than the worker rides an outage."""
 
 
 def end_agent(orcr):
@@ -107,6 +76,20 @@ def end_agent(orcr):
                 pass
 
     return kill
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters, cut at a word boundary."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return f"{cut} ..."
+
+
+def inside(path: Path, root: Path) -> bool:
+    p, r = path.resolve(), root.resolve()
+    return p == r or r in p.parents
 
 
 @dataclass
@@ -123,13 +106,26 @@ class Worker:
     poll: float = 2.0
     sdk_factory: object = None
     log: object = None
+    #: how long an orcr outage is ridden (default: ``stale``)
+    outage: float | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     refused: str | None = None
+
+    def __post_init__(self) -> None:
+        # a worker's finished work must not be dropped because 30 busy workers queue
+        # for the lock: it waits as long as half a stale heartbeat (the owner is alive)
+        self.queue.lock_wait = max(self.queue.lock_wait, self.stale / 2)
 
     def say(self, msg: str) -> None:
         print(f"orcr tasks [{self.role}] {msg}", file=self.log or sys.stderr, flush=True)
 
     def run(self) -> None:
+        if self.role == "verifier" and inside(Path(self.cwd or os.getcwd()), self.queue.root):
+            raise QueueError(
+                f"the verifiers' working directory {Path(self.cwd or os.getcwd()).resolve()} "
+                f"is inside the queue {self.queue.root}, where the builder's report lives: "
+                "run from (or give --cwd) the checkout to verify"
+            )
         threads = [
             threading.Thread(target=self.run_slot, args=(n,), daemon=True)
             for n in range(self.slots)
@@ -146,6 +142,19 @@ class Worker:
         if self.refused:
             raise QueueError(f"stopped: {self.refused}")
 
+    def reap(self, orcr) -> None:
+        try:
+            for tid, src, dst in self.queue.reap(self.stale, end_agent(orcr)):
+                if dst == "quarantine":
+                    self.say(f"{tid}: {src}/{tid}.md is not a readable task -> quarantine/")
+                else:
+                    self.say(f"{tid}: heartbeat stale, reaped from {src}/ -> {dst}/")
+        except Exception as exc:  # a reap never stops a slot
+            self.say(f"reap: {type(exc).__name__}: {exc}")
+
+    def unreadable(self, tid: str, moved: str, why: str) -> None:
+        self.say(f"{tid}: not a readable task, never claimed; moved to {moved}: {why}")
+
     def run_slot(self, n: int) -> None:
         orcr = self.sdk_factory()
         reaped_at = 0.0
@@ -153,100 +162,184 @@ class Worker:
             while not self.stop.is_set():
                 if time.monotonic() - reaped_at >= min(self.heartbeat, self.stale):
                     reaped_at = time.monotonic()
-                    try:
-                        for tid, src, dst in self.queue.reap(self.stale, end_agent(orcr)):
-                            self.say(f"{tid}: heartbeat stale, reaped from {src}/ -> {dst}/")
-                    except LockBusy as exc:
-                        self.say(str(exc))
+                    self.reap(orcr)
                 token = secrets.token_hex(4)
                 info = {"pid": os.getpid(), "host": socket.gethostname(), "slot": n}
-                tid = self.queue.claim(self.role, token, info)
+                try:
+                    tid = self.queue.claim(self.role, token, info, self.unreadable)
+                except OSError as exc:
+                    self.say(f"claim: {exc}")
+                    tid = None
                 if tid is None:
                     if self.drain:
                         return
                     self.stop.wait(self.poll)
                     continue
-                try:
-                    if self.role == "builder":
-                        self.build(orcr, tid, token)
-                    else:
-                        self.verify(orcr, tid, token)
-                except AgentRefused as exc:
-                    # the worker's setup is wrong (or orcr is down), not the task: give it
-                    # back untouched and stop, rather than use up every task's attempts
-                    self.queue.unclaim(tid, token)
-                    self.refused = f"{tid}: {exc}; the task went back untouched"
-                    self.say(self.refused)
-                    self.stop.set()
-                except (QueueError, LockBusy) as exc:
-                    self.say(f"{tid}: {exc}")
-                except Exception as exc:  # e.g. the server went away mid-task
-                    # the claim stays in doing/verifying and is reaped when its heartbeat
-                    # goes stale; this slot goes on with the next task
-                    self.say(f"{tid}: {type(exc).__name__}: {exc}; leaving it to the reaper")
+                self.work_one(orcr, tid, token)
         finally:
             orcr.close()
 
+    def work_one(self, orcr, tid: str, token: str) -> None:
+        state = "doing" if self.role == "builder" else "verifying"
+        try:
+            if self.role == "builder":
+                self.build(orcr, tid, token)
+            else:
+                self.verify(orcr, tid, token)
+        except TaskFileError as exc:  # replaced by an unreadable file after the check
+            with self.queue.locked():
+                moved = self.queue.quarantine(state, tid, str(exc), force=True)
+            self.unreadable(tid, moved or f"{state}/", str(exc))
+        except (AgentRefused, ServerOutage) as exc:
+            # the worker's setup is wrong, or orcr is down, not the task: give it back
+            # untouched (not an attempt) and stop, rather than use up every task's attempts
+            try:
+                self.queue.unclaim(tid, token)
+                back = "the task went back untouched"
+            except (QueueError, LockBusy) as err:
+                back = f"the task could not be given back ({err})"
+            self.refused = f"{tid}: {exc}; {back}"
+            self.say(self.refused)
+            self.stop.set()
+        except (QueueError, LockBusy) as exc:
+            self.say(f"{tid}: {exc}")
+        except Exception as exc:
+            # the claim stays in doing/verifying and is reaped when its heartbeat goes
+            # stale; this slot goes on with the next task
+            self.say(f"{tid}: {type(exc).__name__}: {exc}; leaving it to the reaper")
+
+    # -- riding an orcr outage ------------------------------------------------
+
+    def ride(self, orcr, tid: str, what: str, call):
+        """``call()``, retried on a fresh connection while the orcr server is away,
+        with the claim's heartbeat kept fresh meanwhile."""
+        since, delay = None, 0.1
+        limit = self.stale if self.outage is None else self.outage
+        while True:
+            try:
+                return call()
+            except (ServerError, OSError) as exc:
+                if isinstance(exc, ServerError) and exc.code not in OUTAGE:
+                    raise
+                now = time.monotonic()
+                if since is None:
+                    since = now
+                    self.say(
+                        f"{tid}: the orcr server is away while {what} ({exc}); "
+                        "keeping the claim and its heartbeat, reconnecting"
+                    )
+                elif now - since > limit:
+                    raise ServerOutage(
+                        f"the orcr server was unreachable for {now - since:.0f}s ({exc})"
+                    ) from None
+            orcr.close()  # the next call connects afresh (starting a server, as verbs do)
+            try:
+                self.queue.touch(tid)
+            except FileNotFoundError:
+                pass  # reaped: the caller's next holds() check says so
+            if self.stop.wait(delay):
+                raise ServerOutage("the worker is stopping")
+            delay = min(delay * 2, self.heartbeat, 2.0)
+
     # -- one agent ----------------------------------------------------------
 
-    def run_agent(self, orcr, tid: str, token: str, state: str, prompt: str, provider, kind):
+    def workspace(self, tid: str, task) -> str | None:
+        """The agent's working directory for this task (``--cwd``, else the worker's)."""
+        return self.cwd
+
+    def start_agent(self, orcr, tid: str, prompt: str, provider, path: str, cwd):
+        """Admit the agent; an outage mid-admission is ridden, and an agent the lost
+        request did admit is found by its path rather than started twice."""
+        tried = []
+
+        def admit():
+            if tried:  # a request was lost with the connection: did it admit the agent?
+                try:
+                    return orcr.get(path)
+                except ServerError as exc:
+                    if exc.code != "not_found":
+                        raise
+            tried.append(True)
+            try:
+                return orcr.run(prompt, provider=provider, path=path, cwd=cwd, timeout=self.timeout)
+            except ServerError as exc:
+                if exc.code in OUTAGE:
+                    raise
+                raise AgentRefused(f"orcr would not start the agent: {exc}") from exc
+
+        return self.ride(orcr, tid, "starting its agent", admit)
+
+    def run_agent(self, orcr, tid: str, token: str, state: str, prompt: str, provider, kind, cwd):
         """Start the agent, heartbeat while it works; returns (answer, error)."""
+        from orcr_core.sdk import AgentEnded, WaitTimeout
+
         path = f"tasks/{self.queue.name}/{agent_segment(tid)}/{kind}_{token}"
-        try:
-            agent = orcr.run(
-                prompt, provider=provider, path=path, cwd=self.cwd, timeout=self.timeout
-            )
-        except Exception as exc:  # refused admission: a bad provider, the server down
-            raise AgentRefused(f"orcr would not start the agent: {exc}") from exc
+        agent = self.start_agent(orcr, tid, prompt, provider, path, cwd)
         hb = self.queue.read_heartbeat(tid) or {}
         self.queue.write_heartbeat(tid, dict(hb, agent=agent["path"], uuid=agent["uuid"]))
         self.say(f"{tid}: started {agent['path']}")
-        from orcr_core.sdk import AgentEnded, WaitTimeout
-
         try:
             while True:
                 if not self.queue.holds(tid, state, token):
-                    return None, "the claim was reaped"
+                    return None, REAPED
                 self.queue.touch(tid)
                 try:
-                    orcr.wait(agent["uuid"], until="idle", timeout=self.heartbeat)
+                    self.ride(
+                        orcr,
+                        tid,
+                        "its agent works",
+                        lambda: orcr.wait(agent["uuid"], until="idle", timeout=self.heartbeat),
+                    )
                     break
                 except WaitTimeout:
                     continue
                 except AgentEnded as exc:
                     return None, str(exc)
-            res = orcr.read(agent["uuid"])
+            res = self.ride(orcr, tid, "reading its answer", lambda: orcr.read(agent["uuid"]))
             if not res.get("text"):
-                return None, f"the agent's turn ended {res.get('turn_status')} with no answer"
+                why = f"the agent's turn ended {res.get('turn_status') or 'with no turn'}"
+                err = res.get("error")
+                return None, f"{why}: {err}" if err else f"{why} with no answer"
             return res["text"], None
         finally:
             try:
-                orcr.kill(agent["uuid"])
-            except Exception:  # already ended
+                self.ride(orcr, tid, "ending its agent", lambda: orcr.kill(agent["uuid"]))
+            except Exception:  # already ended, or orcr stayed away
                 pass
 
     def build(self, orcr, tid: str, token: str) -> None:
         task = self.queue.read("doing", tid)
         provider = task.meta.get("provider") or (self.providers[0] if self.providers else None)
         answer, error = self.run_agent(
-            orcr, tid, token, "doing", builder_prompt(self.queue, task), provider, "build"
+            orcr,
+            tid,
+            token,
+            "doing",
+            builder_prompt(self.queue, task),
+            provider,
+            "build",
+            self.workspace(tid, task),
         )
-        if error == "the claim was reaped":
+        if error == REAPED:
             self.say(f"{tid}: {error}")
             return
         if error is not None:
-            dst = self.queue.fail_build(tid, token, error)
-            self.say(f"{tid}: attempt failed ({error}) -> {dst}/")
+            dst = self.queue.fail_build(tid, token, error[:4000])
+            self.say(f"{tid}: attempt failed ({clip(error, 300)}) -> {dst}/")
             return
         question = last_line(answer, "QUESTION")
         if question and question not in answered_questions(task):
             self.queue.park(tid, token, question)
             self.say(f"{tid}: parked in inbox/: {question}")
             return
-        # one writer: only the holder of the claim writes the task's results file
-        if self.queue.holds(tid, "doing", token):
-            write_atomic(self.queue.root / "results" / f"{tid}.md", answer.rstrip() + "\n")
-        self.queue.finish_build(tid, token, last_line(answer, "REVISION"), provider or "default")
+        # one writer: the results file is written under the lock, by the claim's holder
+        self.queue.finish_build(
+            tid,
+            token,
+            last_line(answer, "REVISION"),
+            provider or "default",
+            results=answer.rstrip() + "\n",
+        )
         self.say(f"{tid}: built -> review/")
 
     def verify(self, orcr, tid: str, token: str) -> None:
@@ -255,17 +348,47 @@ class Worker:
         candidates = self.providers or installed_families()
         provider = pick_verifier_provider(task.meta.get("built_by"), used, candidates)
         answer, error = self.run_agent(
-            orcr, tid, token, "verifying", verifier_prompt(self.queue, task), provider, "verify"
+            orcr,
+            tid,
+            token,
+            "verifying",
+            verifier_prompt(task),
+            provider,
+            "verify",
+            self.workspace(tid, task),
         )
-        if error == "the claim was reaped":
+        if error == REAPED:
             self.say(f"{tid}: {error}")
             return
         if error is not None:
-            self.queue.return_verification(tid, token)
+            why = f"the verification could not run ({error}): not an attempt"
+            self.queue.return_verification(tid, token, why)
             self.say(f"{tid}: verification could not run ({error}) -> review/")
             return
+        passed = verdict_of(answer)
+        if passed is None:
+            why = (
+                f"the verifier ({provider or 'default'}) gave no VERDICT line: not an "
+                "attempt; the task waits for the next verifier"
+            )
+            self.queue.return_verification(tid, token, why)
+            self.say(f"{tid}: no VERDICT line in the verifier's answer -> review/")
+            return
         verdict = last_line(answer, "VERDICT")
-        passed = bool(verdict) and verdict.lower().split()[0].strip(".:,") == "pass"
-        report = (verdict or "no VERDICT line in the verifier's answer") + "\n\n" + answer.strip()
+        report = verdict + "\n\n" + answer.strip()
         dst = self.queue.verdict(tid, token, passed, provider or "default", report)
         self.say(f"{tid}: {'passed' if passed else 'rejected'} -> {dst}/")
+
+
+__all__ = [
+    "Worker",
+    "AgentRefused",
+    "ServerOutage",
+    "end_agent",
+    "answered_questions",
+    "builder_prompt",
+    "installed_families",
+    "last_line",
+    "pick_verifier_provider",
+    "verifier_prompt",
+]

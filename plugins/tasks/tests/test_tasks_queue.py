@@ -72,7 +72,7 @@ def test_init_makes_every_folder_and_is_idempotent(short_tmp):
     r = cli("init", str(short_tmp / "q"))
     assert r.returncode == 0 and r.stdout.strip() == str(short_tmp / "q")
     assert sorted(p.name for p in (short_tmp / "q").iterdir() if p.is_dir()) == sorted(
-        [*STATES, "results", "hb"]
+        [*STATES, "results", "hb", "quarantine"]
     )
     assert cli("init", str(short_tmp / "q")).returncode == 0
     (short_tmp / "notq").mkdir()
@@ -316,9 +316,10 @@ def test_verifier_prompt_has_the_condition_and_revision_not_the_builders_report(
     q.claim("verifier", token="v")
     t = q.read("verifying", "a")
     t.append("Answer (x)", "ANSWER-SECRET")  # sections after the task text are not shown
-    p = verifier_prompt(q, t)
+    p = verifier_prompt(t)
     assert p.startswith("VERDICT: pass\n") and "abc123" in p and "Say hello." in p
     assert "SECRET" not in p
+    assert str(q.root) not in p and q.root.name not in p  # never pointed at the queue
     assert builder_prompt(q, t).startswith("Say hello.") and "ANSWER-SECRET" in builder_prompt(q, t)
 
 
@@ -512,6 +513,7 @@ def test_worker_builds_and_verifies_with_the_agents_answers(q):
     t = q.read("done", "a")
     assert t.meta["passes"] == ["codex"]  # not the builder's provider
     assert "r9" in fake.prompts[0] and "did it" not in fake.prompts[0]
+    assert str(q.root) not in fake.prompts[0]
 
 
 def test_a_slot_survives_an_unexpected_error_and_leaves_the_claim_to_the_reaper(q):
@@ -520,7 +522,7 @@ def test_a_slot_survives_an_unexpected_error_and_leaves_the_claim_to_the_reaper(
     class Flaky(FakeOrcr):
         def read(self, uuid):
             if uuid == "u1":
-                raise ConnectionResetError("server went away")
+                raise RuntimeError("something unexpected")
             return super().read(uuid)
 
     q.add("first", "x", task_id="a")
@@ -530,7 +532,7 @@ def test_a_slot_survives_an_unexpected_error_and_leaves_the_claim_to_the_reaper(
     log = io.StringIO()
     Worker(q, "builder", drain=True, sdk_factory=lambda: Flaky("ok"), log=log).run()
     assert q.where("a") == ["doing"] and q.where("b") == ["review"]
-    assert "a: ConnectionResetError: server went away; leaving it to the reaper" in log.getvalue()
+    assert "a: RuntimeError: something unexpected; leaving it to the reaper" in log.getvalue()
 
 
 def test_a_refused_agent_gives_the_task_back_and_stops_the_worker(q):

@@ -45,7 +45,7 @@ def test_build_review_verify_park_answer_and_release(live, short_tmp):
           "--", "Say hello.\nREVISION: abc123")  # fmt: skip
     tasks(live, "add", d, "--id", "after", "--depends-on", "hello", "--done-when",
           "VERDICT: pass", "--", "Then wave.")  # fmt: skip
-    tasks(live, "add", d, "--id", "iso", "--done-when", "tests pass", "--cluster", "db",
+    tasks(live, "add", d, "--id", "iso", "--done-when", "VERDICT: reject tests fail", "--cluster", "db",
           "--", "Migrate.\nQUESTION: which database?")  # fmt: skip
 
     r = tasks(live, "work", d, "--role", "builder", *FAST)
@@ -65,17 +65,17 @@ def test_build_review_verify_park_answer_and_release(live, short_tmp):
     done = q.read("done", "hello")
     assert done.meta["passes"] == ["echo"] and done.meta["done_at"]
     iso = q.read("todo", "iso")
-    assert iso.attempts == 1 and iso.sections("Reject") == 1  # no VERDICT line: rejected
+    assert iso.attempts == 1 and iso.sections("Reject") == 1  # VERDICT: reject
     reject = iso.body[iso.body.index("## Reject") :]
     # the verifier's answer is its prompt (echo): the finish condition, never the report
-    assert "tests pass" in reject and "Migrate." in reject
+    assert "tests fail" in reject and "Migrate." in reject
     assert "ANSWER-SECRET" not in reject and "Do the work" not in reject
 
     agents = json.loads(live.run("agent", "ls", "--all", "--json", check=True).stdout)
     paths = sorted(a["path"].rsplit("_", 1)[0] for a in agents)
     assert paths == sorted(
-        ["tasks/q/hello/build", "tasks/q/iso/build", "tasks/q/iso/build",
-         "tasks/q/hello/verify", "tasks/q/iso/verify"]
+        f"tasks/{q.name}/{p}" for p in ["hello/build", "iso/build", "iso/build",
+                                       "hello/verify", "iso/verify"]
     )  # fmt: skip
     assert all(a["status"] == "ended" for a in agents)  # each killed once collected
 

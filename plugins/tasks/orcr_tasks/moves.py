@@ -1,0 +1,227 @@
+"""The locked moves of a queue: each takes the queue lock, checks that the
+caller still holds its claim (its token in the heartbeat file) and moves the
+task with :meth:`Queue.move` (journaled, crash safe; see :mod:`orcr_tasks.queue`).
+
+A mixin of :class:`orcr_tasks.queue.Queue`, kept apart so the folder rules
+(reading, claiming, the journal) and the task's life (attempts, verdicts,
+the reaper) each stay in one room.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import time
+
+from orcr_tasks import announce
+from orcr_tasks.files import now_iso, write_atomic
+from orcr_tasks.lock import owner_alive, read_owner
+from orcr_tasks.taskfile import Task, TaskFileError
+
+MAX_ATTEMPTS = 3
+
+
+class QueueError(Exception):
+    """Bad input or a queue in a state that refuses the request; the message says which."""
+
+
+class Moves:
+    def _held(self, task_id: str, state: str, token: str | None) -> None:
+        if token is not None and not self.holds(task_id, state, token):
+            raise QueueError(f"task {task_id} is no longer claimed by this worker (reaped?)")
+
+    def finish_build(
+        self, task_id: str, token: str | None, revision: str | None, provider, results=None
+    ):
+        """Built: to review/. ``results`` (the builder's report) becomes ``results/T.md``
+        under the lock, after the claim is checked: one writer. It is written and
+        synced to a private temp file first, so the lock is held for a rename only."""
+
+        def edit(t: Task):
+            t.meta["revision"] = revision
+            t.meta["built_by"] = provider
+            t.meta["passes"] = []
+
+        tmp = None
+        if results is not None:
+            tmp = self.root / "results" / f".{task_id}.md.{secrets.token_hex(4)}.tmp"
+            write_atomic(tmp, results)
+        try:
+            with self.locked():
+                self._held(task_id, "doing", token)
+                if tmp is not None:
+                    os.replace(tmp, self.root / "results" / f"{task_id}.md")
+                    tmp = None
+                self.move(task_id, "doing", "review", edit)
+                self.drop_heartbeat(task_id)
+        finally:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+
+    def fail_build(self, task_id: str, token: str | None, reason: str) -> str:
+        with self.locked():
+            self._held(task_id, "doing", token)
+            return self._fail(task_id, "doing", "Attempt failed", reason)
+
+    def _fail(self, task_id: str, src: str, heading: str, reason: str) -> str:
+        t = self.read(src, task_id)
+        attempts = t.attempts + 1
+        dst = "failed" if attempts >= MAX_ATTEMPTS else "todo"
+
+        def edit(t: Task):
+            t.meta["attempts"] = attempts
+            t.meta["passes"] = []
+            t.append(f"{heading} {attempts} ({now_iso()})", reason)
+
+        self.move(task_id, src, dst, edit)
+        self.drop_heartbeat(task_id)
+        if dst == "failed":
+            announce.task_moved(self.root, task_id, src, dst, reason)
+        return dst
+
+    def park(self, task_id: str, token: str | None, question: str) -> None:
+        with self.locked():
+            self._held(task_id, "doing", token)
+            self.move(
+                task_id, "doing", "inbox", lambda t: t.append(f"Question ({now_iso()})", question)
+            )
+            self.drop_heartbeat(task_id)
+        announce.task_moved(self.root, task_id, "doing", "inbox", question)
+
+    def answer(self, task_id: str, text: str) -> str:
+        if not text.strip():
+            raise QueueError("the answer is empty")
+        with self.locked():
+            state = self.locate(task_id)
+            if state != "inbox":
+                raise QueueError(f"task {task_id} is in {state}/, not inbox/: it asked nothing")
+            self.move(task_id, "inbox", "todo", lambda t: t.append(f"Answer ({now_iso()})", text))
+        return "todo"
+
+    def verdict(self, task_id: str, token: str | None, passed: bool, provider, report: str) -> str:
+        """A verifier's verdict: done/ once enough verifiers passed it, review/ for the
+        next verifier, or back to todo/ (failed/ on the third attempt) with a reject section."""
+        with self.locked():
+            self._held(task_id, "verifying", token)
+            if not passed:
+                return self._fail(task_id, "verifying", f"Reject (verifier {provider})", report)
+            t = self.read("verifying", task_id)
+            passes = [*(t.meta.get("passes") or []), provider]
+            dst = "done" if len(passes) >= t.verifiers else "review"
+
+            def edit(t: Task):
+                t.meta["passes"] = passes
+                if dst == "done":
+                    t.meta["done_at"] = now_iso()
+                t.append(f"Pass {len(passes)} (verifier {provider}, {now_iso()})", "passed")
+
+            self.move(task_id, "verifying", dst, edit)
+            self.drop_heartbeat(task_id)
+            if dst == "done":
+                self._release()
+            return dst
+
+    def unclaim(self, task_id: str, token: str | None) -> str:
+        """Give a claim back untouched (orcr would not start its agent): not an attempt."""
+        with self.locked():
+            state = "doing" if self.file("doing", task_id).exists() else "verifying"
+            self._held(task_id, state, token)
+            dst = "todo" if state == "doing" else "review"
+            self.move(task_id, state, dst)
+            self.drop_heartbeat(task_id)
+            return dst
+
+    def return_verification(self, task_id: str, token: str | None, why: str | None = None):
+        """A verification that could not run, or gave no verdict, goes back to review/:
+        not an attempt. ``why`` is noted in a ``## Verification returned`` section."""
+
+        def edit(t: Task):
+            t.append(f"Verification returned ({now_iso()})", why)
+
+        with self.locked():
+            self._held(task_id, "verifying", token)
+            self.move(task_id, "verifying", "review", edit if why else None)
+            self.drop_heartbeat(task_id)
+
+    def _release(self) -> list[str]:
+        released = []
+        for task, _st, tid in self.tasks("backlog"):
+            if task is not None and all(self.file("done", d).exists() for d in task.depends_on):
+                self.move(tid, "backlog", "todo")
+                released.append(tid)
+        return released
+
+    def release(self) -> list[str]:
+        """Move every backlog task whose dependencies are all done to todo/."""
+        with self.locked():
+            return self._release()
+
+    def reap(self, stale: float, on_reap=None) -> list[tuple[str, str, str]]:
+        """Return tasks whose heartbeat went stale: builds to todo/ (attempts + 1,
+        failed/ at the cap), verifications to review/ (not an attempt). A stale
+        claim whose file is not a readable task goes to quarantine/, as it is.
+
+        ``on_reap(task_id, heartbeat)`` is called after each, with what the
+        heartbeat file said (the agent the dead worker started, to end it)."""
+        reaped, ended = [], []
+        with self.locked():
+            now = time.time()
+            for state in ("doing", "verifying"):
+                for tid in self.ids(state):
+                    age = self.age(state, tid, now)
+                    if age <= stale:
+                        continue
+                    hb = self.read_heartbeat(tid) or {}
+                    try:
+                        self.read(state, tid)
+                    except FileNotFoundError:
+                        continue
+                    except (TaskFileError, OSError) as exc:
+                        moved = self.quarantine(state, tid, str(exc), force=True)
+                        if moved:
+                            reaped.append((tid, state, moved.split("/")[0]))
+                            ended.append((tid, hb))
+                        continue
+                    if state == "doing":
+                        why = f"reaped: no heartbeat for {age:.0f}s"
+                        dst = self._fail(tid, "doing", "Attempt failed", why)
+                    else:
+                        self.move(tid, "verifying", "review")
+                        self.drop_heartbeat(tid)
+                        dst = "review"
+                    reaped.append((tid, state, dst))
+                    ended.append((tid, hb))
+            self._release()
+        for tid, hb in ended if on_reap is not None else ():
+            on_reap(tid, hb)  # outside the lock: it may talk to the orcr server
+        return reaped
+
+    def unlock(self, force: bool = False) -> str:
+        """Clear a stale lock after checking its owner is gone."""
+        path = self.lock.path
+        if not path.exists():
+            return "the queue is not locked"
+        owner = read_owner(path)
+        if owner is None and not force:
+            raise QueueError(
+                f"{path} has no owner file, so orcr did not make it: another program (a "
+                "script's `mkdir .lock`, as in the playbook) holds the queue; orcr waits for "
+                "it to go. If that program is gone, remove it (rmdir) or run again with --force"
+            )
+        alive = owner_alive(owner)
+        if alive is True:
+            raise QueueError(
+                f"the lock is held by pid {owner['pid']}, which is alive: not clearing it"
+            )
+        if alive is None and not force:
+            raise QueueError(
+                f"cannot tell whether the lock's owner ({owner}) is gone (another host?); "
+                "check by hand, then run again with --force"
+            )
+        (path / "breaking").mkdir(exist_ok=True)
+        moved = self.recover(path)
+        dead = path.with_name(f".lock-dead-{secrets.token_hex(4)}")
+        os.rename(path, dead)
+        shutil.rmtree(dead, ignore_errors=True)
+        return "cleared the lock" + (f" and finished the move of {moved}" if moved else "")
