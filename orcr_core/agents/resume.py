@@ -144,3 +144,21 @@ def auto_resume(server, agent: Agent) -> bool:
         log.info("agent %s lost, not resumed (%s): %s", agent.path, exc.code, exc)
         return False
     return True
+
+
+def send_refusal(agent: Agent) -> str:
+    """Why ``agent.send`` refuses a prompt to a non-idle agent, and what can help
+    (``agent wait`` cannot help an ended or lost agent: resume can, or a new one)."""
+    head = f"agent {agent.path} is {agent.status}"
+    if agent.status == "ended":
+        if agent.exit_reason in RESUMABLE_ENDS:
+            return (
+                f"{head} ({agent.exit_reason}) and takes no prompt; start it again in its own "
+                f"session with orcr agent resume {agent.path}, then send"
+            )
+        return (
+            f"{head} ({agent.exit_reason}) and takes no prompt; start a new agent (orcr agent run)"
+        )
+    if agent.status == "lost":
+        return f"{head}: its pane is gone; orcr agent resume {agent.path} starts it again"
+    return f"{head}; send needs an idle agent: orcr agent wait {agent.path}, then send"

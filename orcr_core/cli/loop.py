@@ -15,7 +15,7 @@ from orcr_core.cli.output import echo_results, echo_table, sdk
 
 
 def _local(iso: str | None, tz: str | None = None) -> str:
-    """An ISO UTC timestamp in the local (or given) zone, to the second."""
+    """An ISO UTC timestamp in the machine's local zone (or the given one), to the second."""
     if not iso:
         return "-"
     from datetime import datetime
@@ -233,7 +233,15 @@ def loop_ls(all_, json_):
         )
     if data:
         echo_table(
-            ("NAME", "STATUS", "CADENCE", "NEXT (LOCAL)", "NEXT (UTC)", "LAST RUN", "LAST MISSED"),
+            (
+                "NAME",
+                "STATUS",
+                "CADENCE",
+                "NEXT (LOOP ZONE)",
+                "NEXT (UTC)",
+                "LAST RUN",
+                "LAST MISSED",
+            ),
             data,
         )
 

@@ -303,10 +303,9 @@ def agent_send(server, conn, rid, params):
     except queue.AdmissionError as exc:
         raise ProtocolError(exc.code, str(exc)) from None
     if agent.status != "idle":
-        raise ProtocolError(
-            "not_idle",
-            f"agent {agent.path} is {agent.status}; send needs an idle agent (orcr agent wait)",
-        )
+        from orcr_core.agents.resume import send_refusal
+
+        raise ProtocolError("not_idle", send_refusal(agent))
     pipeline.send_prompt(server, agent, prompt, timeout)
     return {"agent": agent_dict(Agent.get_by_id(agent.id))}
 
@@ -352,12 +351,19 @@ def agent_read(server, conn, rid, params):
 
     agent = resolve(_param(params, "target", str))
     last = _param(params, "last", bool, required=False, default=False)
-    if agent.status in ("queued", "starting", "working") and not last:
-        what = "its first turn has not started" if agent.status != "working" else "its turn"
+    provider = server.registry.providers.get(agent.provider)
+    screen_only = provider is not None and not provider.has_transcript  # its turns: the screen
+    if agent.status in ("queued", "starting") and not (last or (screen_only and agent.pane_id)):
         raise ProtocolError(
             "turn_running",
-            f"agent {agent.path} is {agent.status}: {what} is still running, so there is no "
-            f"answer yet; orcr agent wait {agent.path} first, or --last for the previous answer",
+            f"agent {agent.path} is {agent.status}: its first turn has not started yet, so "
+            f"there is no answer; orcr agent wait {agent.path} waits for it",
+        )
+    if agent.status == "working" and not last and not screen_only:
+        raise ProtocolError(
+            "turn_running",
+            f"agent {agent.path} is working: its turn is still running, so there is no answer "
+            f"yet; orcr agent wait {agent.path} first, or --last for the previous answer",
         )
     state = transcripts.read_transcript(server, agent)
     result = {
