@@ -92,6 +92,10 @@ class PaneInfo:
     #: the pid of the pane's own process (tmux ``#{pane_pid}``), or None when the
     #: snapshot does not carry it (see :meth:`Driver.pane_pid`)
     pid: int | None = None
+    #: the multiplexer kept the pane after a restart but could not start it again
+    #: (herdr 0.9.2's ``restore_error``: its saved directory is gone, its shell failed);
+    #: nothing runs in it, so an agent there is lost, with this as its error
+    restore_error: str | None = None
     #: the pane is in this instance's parking area (moved there by ``move(pane,
     #: PARKING)``); always False from a driver without parking support
     parked: bool = False

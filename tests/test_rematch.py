@@ -109,3 +109,34 @@ def test_recovery_finds_a_shell_where_the_agent_was(live):
     ended = until(lambda: (a := live.get("r/down"))["status"] == "ended" and a, 30)
     assert ended["exit_reason"] == "lost"
     until(lambda: "r/down" not in live.mux.labels(), 15, what="the leftover shell closed")
+
+
+@pytest.mark.parametrize("live", ["herdr", "herdr08"], indirect=True)
+def test_a_pane_herdr_could_not_restore_is_lost_with_its_error(live, short_tmp):
+    """herdr 0.9.2 keeps a pane whose saved directory is gone after a restart, with
+    ``restore_error`` and nothing running: the agent is lost with that error in its
+    row, never idle. herdr 0.8 starts a shell in $HOME instead: another process."""
+    work = short_tmp / "work"
+    work.mkdir()
+    live.start_server()
+    live.run("agent", "run", "-p", "echo", "--cwd", str(work), "--path", "e/one", "hi", check=True)
+    live.run("agent", "wait", "e/one", "--timeout", "30s", check=True)
+    uuid = live.get("e/one")["uuid"]
+    until(lambda: _pane_process(live, uuid), 15, what="the pane's process recorded")
+    live.mux.emulator.stop()
+    work.rmdir()
+    live.mux.emulator.start()
+    ended = until(lambda: (a := live.get("e/one"))["status"] == "ended" and a, 30, what="ended")
+    assert ended["exit_reason"] == "lost", ended
+    lost = [
+        e["data"]
+        for e in live.events(uuid)
+        if e["kind"] == "agent.status" and e["data"]["to"] == "lost"
+    ]
+    assert len(lost) == 1, lost
+    if live.mux.protocol == 22:
+        assert "could not restore" in lost[0]["why"], lost
+        assert f"saved directory is unavailable: {work}" in ended["error"], ended
+    else:
+        assert "another process" in lost[0]["why"], lost
+    until(lambda: "e/one" not in live.mux.labels(), 15, what="the leftover pane closed")

@@ -46,6 +46,8 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
         fields.update(exit_reason=exit_reason, ended_at=now)
         if data.get("error"):
             fields["error"] = data["error"]
+    elif to == "lost" and data.get("error"):  # why it is lost, when the multiplexer said
+        fields["error"] = data["error"]
     elif to == "starting":
         fields.update(started_at=now, last_progress_at=now)
     elif to == "working":

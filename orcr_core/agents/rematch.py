@@ -44,7 +44,10 @@ def identity(pane: PaneInfo) -> str | None:
 
 
 def replaced(agent: Agent, pane: PaneInfo) -> bool:
-    """The pane now runs another process than the one orcr started for ``agent``."""
+    """The pane now runs another process than the one orcr started for ``agent``, or
+    nothing at all: the multiplexer could not restore it (``restore_error``)."""
+    if pane.restore_error:
+        return True
     if not agent.pane_process or pane.dead:
         return False
     now = identity(pane)
@@ -68,6 +71,14 @@ def lose(server, agent: Agent, pane: PaneInfo, repair: bool = False) -> None:
     The close names the pane's marks (this instance, the row's token), so the
     driver closes it only if it still carries them. ``repair`` marks the change
     as recovery's (at server start), as every status change recovery makes."""
+    why = (
+        "the multiplexer reports another process in the agent's pane "
+        "(restored as a shell after a restart, or respawned)"
+    )
+    extra: dict = {"repair": True} if repair else {}
+    if pane.restore_error:
+        why = "the multiplexer could not restore the agent's pane after a restart"
+        extra["error"] = f"{why}: {pane.restore_error}"
     with db.atomic("IMMEDIATE"):
         current = Agent.get_by_id(agent.id)
         if current.status in ("working", "idle"):
@@ -75,11 +86,10 @@ def lose(server, agent: Agent, pane: PaneInfo, repair: bool = False) -> None:
                 current,
                 "lost",
                 pane_id=pane.pane_id,
-                why="the multiplexer reports another process in the agent's pane "
-                "(restored as a shell after a restart, or respawned)",
+                why=why,
                 was=current.pane_process,
                 now=identity(pane),
-                **({"repair": True} if repair else {}),
+                **extra,
             ):
                 drift.bump("lost")
         agent.__data__.update(current.__data__)

@@ -375,6 +375,7 @@ class HerdrDriver:
                 instance=marks.get(p["tab_id"], (None, None))[0],
                 launch_token=marks.get(p["tab_id"], (None, None))[1],
                 parked=p["workspace_id"] in parked,
+                restore_error=p.get("restore_error") or None,  # herdr 0.9.2+
             )
             for p in snap.get("panes", [])
         ]

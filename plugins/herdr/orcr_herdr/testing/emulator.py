@@ -252,6 +252,11 @@ class Emulator(SessionState, TestHooks, Serving):
                     self._resume_at[pane.pane_id] = time.monotonic() + RESUME_DELAY
                     continue
                 pane.agent = None
+                if self.dialect.restore_error and not os.path.isdir(pane.cwd):
+                    # 0.9.2: the pane stays, with an error, its saved directory and
+                    # session reference intact, instead of a shell in $HOME
+                    pane.restore_error = f"saved directory is unavailable: {pane.cwd}"
+                    continue
                 pane.agent_session = None
                 self._start_process(pane, None, None)
         self.focused_ws = (

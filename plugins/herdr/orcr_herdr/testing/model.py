@@ -68,6 +68,7 @@ class Pane:
     revision: int = 0
     state_change_seq: int = 0
     pending_resume: bool = False
+    restore_error: str | None = None  # 0.9: restored without a process (saved cwd gone)
     # input bookkeeping for the "Enter too early" failure mode
     last_text_at: float = -1e9
     text_pending: bool = False
@@ -163,6 +164,8 @@ class Views:
             out["terminal_title_stripped"] = pane.title.strip()
         if pane.agent_session:
             out["agent_session"] = dict(pane.agent_session)
+        if pane.restore_error:
+            out["restore_error"] = pane.restore_error
         return out
 
     def agent(self, pane: Pane) -> dict:
