@@ -44,6 +44,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "tmux": {"socket": "", "binary": "tmux"},
     # notifications (orcr_core/notify, docs/notifications.md); rules and sinks are tables
     "notify": {"window": "1m", "burst": 3, "gather": "2s", "retry_for": "1h"},
+    # "" = <data dir>/worktrees: agents' own checkouts (orcr_core/workspaces)
+    "worktrees": {"dir": ""},
 }
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -299,6 +301,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "notify.rules.*.match": _rule(_str_list),
     "notify.rules.*.longer_than": _rule(_duration_or_off(1, 30 * 86400)),
     "notify.*.*": _sink_option,
+    "worktrees.dir": _string,
     "providers.*.argv": _argv,
     "providers.*.model": _string,
     "providers.*.extra_args": _str_list,

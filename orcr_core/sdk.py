@@ -64,8 +64,18 @@ class Orcr:
         timeout: float | None = None,
         argv: list[str] | None = None,
         scope: str | None = None,
+        worktree: bool = False,
+        branch: str | None = None,
+        base: str | None = None,
+        model: str | None = None,
+        args: list[str] | None = None,
     ) -> dict:
-        """Admit an agent; returns ``{path, uuid, status, queue_seq}`` at once."""
+        """Admit an agent; returns ``{path, uuid, status, queue_seq}`` at once.
+
+        ``worktree``: its own checkout of the repository ``cwd`` is in (a git
+        worktree on ``branch``, default ``orcr/<path>``, from ``base``, default
+        HEAD; or a jj workspace). ``model`` and ``args`` are this run's provider
+        options, over ``[providers.<name>] model`` and added to ``extra_args``."""
         params = self._run_params(
             prompt,
             provider=provider,
@@ -75,6 +85,11 @@ class Orcr:
             timeout=timeout,
             argv=argv,
             scope=scope,
+            worktree=worktree,
+            branch=branch,
+            base=base,
+            model=model,
+            args=args,
         )
         return self.client.call("agent.run", **params)
 
@@ -89,9 +104,16 @@ class Orcr:
         timeout=None,
         argv=None,
         scope=None,
+        worktree=False,
+        branch=None,
+        base=None,
+        model=None,
+        args=None,
     ) -> dict:
         check_prompt(prompt)
         params = {"cwd": os.path.abspath(cwd or os.getcwd())}
+        if worktree:
+            params["worktree"] = True
         if provider is not None:
             params["provider"] = provider
         for key, value in (
@@ -101,6 +123,10 @@ class Orcr:
             ("timeout", timeout),
             ("argv", argv),
             ("scope", scope if scope is not None else scope_from_env()),
+            ("branch", branch),
+            ("base", base),
+            ("model", model),
+            ("args", list(args) if args is not None else None),
         ):
             if value is not None:
                 params[key] = value
@@ -153,6 +179,14 @@ class Orcr:
 
     def get(self, target: str) -> dict:
         return self._call("agent.get", target)["agent"]
+
+    def worktrees(self, all: bool = False) -> list[dict]:
+        """The checkouts orcr made for agents (``all``: removed ones too)."""
+        return self.client.call("worktree.list", all=all)["worktrees"]
+
+    def remove_worktree(self, target: str, force: bool = False) -> dict:
+        """Remove an ended agent's kept checkout (refused while it holds work, unless ``force``)."""
+        return self.client.call("worktree.remove", target=target, force=force)
 
     def list(self, prefix: str | None = None, all: bool = False) -> list[dict]:
         return self.client.call("agent.list", prefix=prefix, all=all)["agents"]

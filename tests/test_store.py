@@ -23,7 +23,7 @@ def store(short_tmp):
 
 def test_blank_store_migrates_and_records(store):
     conn = sqlite3.connect(store)
-    names = [r[0] for r in conn.execute("SELECT name FROM _orcr_migrations")]
+    names = [r[0] for r in conn.execute("SELECT name FROM _orcr_migrations ORDER BY rowid")]
     assert names == [n for n, _ in store_db.MIGRATIONS]
     v = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
     assert int(v) == store_db.SCHEMA_VERSION

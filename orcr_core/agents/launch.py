@@ -55,6 +55,12 @@ def launch_spec(server, agent: Agent, launch: dict | None = None) -> LaunchSpec:
     options = server.config.provider_options(agent.provider)
     if launch.get("argv"):
         options["argv"] = list(launch["argv"])
+    # per-run options (agent run --model/--arg) over [providers.<name>]: the row's,
+    # so a resumed agent runs with what it was started with
+    if agent.model:
+        options["model"] = agent.model
+    if agent.run_args:
+        options["extra_args"] = [*options.get("extra_args", []), *json.loads(agent.run_args)]
     return LaunchSpec(
         uuid=agent.uuid,
         path=agent.path,

@@ -45,6 +45,7 @@ from orcr_core.agents.transcripts import read_transcript
 from orcr_core.contracts import DriverError, ProviderError
 from orcr_core.store import drift
 from orcr_core.store.models import Agent, db
+from orcr_core.workspaces import finish as workspace_finish
 
 log = logging.getLogger("orcr.monitor")
 
@@ -169,6 +170,7 @@ class Monitor:
             self._next_poll = now_m + cfg.duration("timings.poll_every")
         if reload or db.write_transactions != self._writes_seen:
             self._load()
+            workspace_finish.sweep(srv)  # an agent that ended keeps or removes its checkout
         if self.agents and (panes_hint or (poll_due and self._snapshot_polling)):
             self.counters["snapshots"] += 1
             _panes(srv, list(self.agents.values()))

@@ -28,6 +28,8 @@ from orcr_core.agents.launch import (
 )
 from orcr_core.contracts import DriverError, PaneRef, ProviderError, StartSpec
 from orcr_core.store.models import Agent, Event, db
+from orcr_core.workspaces import step as workspace_step
+from orcr_core.workspaces.vcs import VcsError
 
 log = logging.getLogger("orcr.pipeline")
 
@@ -75,12 +77,14 @@ def run(server, uuid: str) -> None:
         _run(server, agent)
     except Canceled:
         finish_cancel(server, agent)
-    except (DriverError, ProviderError, OSError) as exc:
+    except (DriverError, ProviderError, OSError, VcsError) as exc:
         if isinstance(exc, DriverError) and exc.retryable:
             log.warning("agent %s: multiplexer unavailable (%s); will retry", agent.path, exc)
             return  # the monitor resumes the pipeline; the stuck-start guard bounds it
         code = getattr(exc, "code", None)
-        if code in ("pane_not_found", "not_found"):
+        if isinstance(exc, VcsError):
+            error = f"its checkout could not be made: {exc}"
+        elif code in ("pane_not_found", "not_found"):
             error = f"its pane is gone mid-start: the program exited or the pane was closed ({exc})"
         else:
             error = str(exc) if code in PLAIN_ERRORS else f"{type(exc).__name__}: {exc}"
@@ -94,6 +98,7 @@ def _run(server, agent: Agent) -> None:
     if driver is None:
         raise DriverError("no multiplexer driver available", retryable=True)
     provider = server.registry.providers[agent.provider]
+    agent = workspace_step.ensure(agent, _check)  # its own checkout first, if it asked
     launch = launch_info(server, agent)
     spec = launch_spec(server, agent, launch)
 

@@ -31,6 +31,7 @@ from orcr_core.config import Config
 from orcr_core.protocol import MAX_TURN_TIMEOUT, prompt_not_utf8, prompt_too_large
 from orcr_core.store import durable
 from orcr_core.store.models import ACTIVE, LIVE, Agent, db
+from orcr_core.workspaces import plan
 
 MAX_QUEUE = 10_000
 
@@ -51,6 +52,11 @@ class RunSpec:
     scope: str | None = None  # ORCR_PATH of the caller
     timeout: float | None = None
     argv: list[str] | None = None  # command provider: the agent's argv
+    worktree: bool = False  # a checkout of its own (orcr_core/workspaces)
+    branch: str | None = None
+    base: str | None = None
+    model: str | None = None  # per-run provider options (over [providers.<name>])
+    args: list[str] | None = None
 
 
 def clean_prompt(prompt: str) -> str:
@@ -127,6 +133,11 @@ def validate_spec(spec: RunSpec, providers: dict, options: dict | None = None) -
         )
     if spec.argv is not None and (not spec.argv or not all(isinstance(a, str) for a in spec.argv)):
         raise AdmissionError("invalid_params", "argv must be a non-empty list of strings")
+    _check_run_options(spec, providers[spec.provider])
+    if (spec.branch is not None or spec.base is not None) and not spec.worktree:
+        raise AdmissionError(
+            "invalid_params", "--branch and --base need --worktree (the agent's own checkout)"
+        )
     if getattr(providers[spec.provider], "needs_argv", False) and not (
         spec.argv or (options or {}).get("argv")
     ):
@@ -136,6 +147,26 @@ def validate_spec(spec: RunSpec, providers: dict, options: dict | None = None) -
             f"orcr agent run --provider {spec.provider} -- PROGRAM [ARGS...] "
             f"(or set [providers.{spec.provider}] argv in the config)",
         )
+
+
+def _check_run_options(spec: RunSpec, provider) -> None:
+    """--model and --arg only for a provider whose adapter takes them (``run_options``)."""
+    takes = getattr(provider, "run_options", ())
+    for option, value in (("model", spec.model), ("args", spec.args)):
+        if value is None:
+            continue
+        flag = "--model" if option == "model" else "--arg"
+        if option not in takes:
+            hint = " (give the whole argv after --)" if spec.provider == "command" else ""
+            raise AdmissionError(
+                "unsupported_option",
+                f"{flag} is not taken by the {spec.provider} provider{hint}; providers "
+                "that take it: the claude and codex adapters",
+            )
+    if spec.model is not None and (not isinstance(spec.model, str) or not spec.model.strip()):
+        raise AdmissionError("invalid_params", "--model is empty; give a model name")
+    if spec.args is not None and not all(isinstance(a, str) for a in spec.args):
+        raise AdmissionError("invalid_params", "args must be a list of strings")
 
 
 def _auto_name(scope: str | None, provider: str) -> str:
@@ -164,8 +195,9 @@ _SEQS = (
 )
 _INSERT = (
     "INSERT INTO agent (uuid, path, name, provider, status, queue_seq, cwd, launch_token, timeout, "
-    "created_at, managed, cancel_requested, turn, turns_done) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, 0, 0)"
+    "created_at, worktree, worktree_state, model, run_args, "
+    "managed, cancel_requested, turn, turns_done) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, 0, 0)"
 )
 
 
@@ -175,6 +207,7 @@ def admit(
     agents_dir: Path,
     options: dict | None = None,
     check: Callable[[str, str | None], tuple[str, str] | None] | None = None,
+    config=None,
 ) -> dict:
     """Validate, write launch.json, insert the queued row. Returns the row's fields.
 
@@ -182,6 +215,8 @@ def admit(
     ``check(path, scope)`` runs inside the insert's transaction and returns
     ``(code, message)`` to refuse (the loop run barrier and reserved loop paths:
     nothing can change between the check and the insert).
+    With ``spec.worktree`` the checkout is planned here and recorded in the row
+    and launch.json (``requested``); the pipeline makes it (orcr_core/workspaces).
     """
     validate_spec(spec, providers, options)
     full, scope = _resolve_path(spec)
@@ -203,16 +238,27 @@ def admit(
             refusal = check(path, scope) if check is not None else None
             if refusal is not None:
                 raise AdmissionError(*refusal)
+            worktree = None
+            if spec.worktree:
+                try:
+                    worktree = plan.plan(spec.cwd, path, uuid, spec.branch, spec.base, config)
+                except plan.PlanError as exc:
+                    raise AdmissionError(exc.code, str(exc)) from None
+            cwd = worktree["cwd"] if worktree else spec.cwd
+            run_args = json.dumps(spec.args) if spec.args is not None else None
             _write_launch(
                 data_dir,
                 {
                     "uuid": uuid,
                     "path": path,
                     "provider": spec.provider,
-                    "cwd": spec.cwd,
+                    "cwd": cwd,
                     "prompt": spec.prompt,
                     "timeout": spec.timeout,
                     "argv": spec.argv,
+                    "worktree": worktree,
+                    "model": spec.model,
+                    "args": spec.args,
                     "launch_token": token,
                     "created_at": now,
                 },
@@ -224,10 +270,14 @@ def admit(
                 provider=spec.provider,
                 status="queued",
                 queue_seq=seq,
-                cwd=spec.cwd,
+                cwd=cwd,
                 launch_token=token,
                 timeout=spec.timeout,
                 created_at=now,
+                worktree=json.dumps(worktree) if worktree else None,
+                worktree_state="requested" if worktree else None,
+                model=spec.model,
+                run_args=run_args,
             )
             cur = db.execute_sql(_INSERT, tuple(fields.values()))
             events.emit("agent.queued", uuid, path=path, provider=spec.provider, queue_seq=seq)

@@ -72,6 +72,12 @@ def resume(server, agent: Agent, auto: bool = False) -> Agent:
                 "no_session",
                 f"agent {agent.path} has no recorded {agent.provider} session to resume",
             )
+        if agent.status == "ended" and agent.worktree_state in ("requested", "created"):
+            raise ResumeError(
+                "worktree_busy",
+                f"agent {agent.path} ended a moment ago and its checkout is still being "
+                "kept or removed; try again in a moment",
+            )
         last = db.execute_sql("SELECT MAX(queue_seq) FROM agent").fetchone()[0] or 0
         fields = dict(
             status="queued",
@@ -94,6 +100,11 @@ def resume(server, agent: Agent, auto: bool = False) -> Agent:
             cancel_requested=False,
             resumes=(agent.resumes or 0) + 1,
         )
+        if agent.worktree_state == "kept":
+            fields["worktree_state"] = "created"  # it runs in its kept checkout again
+        elif agent.worktree_state == "removed":
+            # made again on its branch from its base commit (it held nothing new)
+            fields["worktree_state"] = "requested"
         try:
             n = (
                 Agent.update(**fields)

@@ -75,6 +75,7 @@ LAZY = {
     "top": "orcr_core.cli.top.top",
     "service": "orcr_core.cli.service_cmd.service",
     "notify": "orcr_core.cli.notify_cmd.notify",
+    "worktree": "orcr_core.cli.worktree.worktree",
 }
 
 

@@ -84,9 +84,23 @@ def agent():
 @click.option(
     "--prompt", "prompt_opt", metavar="TEXT", help="The first prompt (for --provider command)."
 )
+@click.option("--worktree", is_flag=True, help="Its own checkout of the repository --cwd is in.")
+@click.option("--branch", metavar="NAME", help="--worktree's new branch (default orcr/<path>).")
+@click.option("--base", metavar="REV", help="--worktree's start (default: HEAD's commit).")
+@click.option("--model", metavar="MODEL", help="This run's model (claude, codex).")
+@click.option(
+    "--arg",
+    "extra",
+    metavar="ARG",
+    multiple=True,
+    help="One more argument for the provider's CLI (repeatable; claude, codex).",
+)
 @click.option("--json", "json_", is_flag=True, help="Print the admission as JSON.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def agent_run(provider, path_, name, cwd, timeout, prompt_opt, json_, args):
+def agent_run(
+    provider, path_, name, cwd, timeout, prompt_opt, worktree, branch, base, model, extra,
+    json_, args,
+):  # fmt: skip
     """Admit an agent and print "<path> <uuid>" at once.
 
     ARGS is the first prompt ('-' reads it from stdin). For --provider command,
@@ -94,6 +108,10 @@ def agent_run(provider, path_, name, cwd, timeout, prompt_opt, json_, args):
     A prompt is UTF-8 text: other bytes are refused (invalid_prompt, with the offset).
     The agent waits in the FIFO queue until both caps have room; this command
     never waits for a slot.
+
+    --worktree gives the agent a git worktree on a new branch (or a jj
+    workspace) made when it starts; it is removed when the agent ends unless it
+    holds changes or commits on no other branch (orcr worktree ls).
     """
     argv = None
     if provider == "command":
@@ -112,7 +130,18 @@ def agent_run(provider, path_, name, cwd, timeout, prompt_opt, json_, args):
     check_prompt(prompt)  # before connecting: an oversized prompt is never sent
     with sdk() as orcr:  # no --provider: the server applies [agent] provider
         res = orcr.run(
-            prompt, provider=provider, path=path_, name=name, cwd=cwd, timeout=timeout, argv=argv
+            prompt,
+            provider=provider,
+            path=path_,
+            name=name,
+            cwd=cwd,
+            timeout=timeout,
+            argv=argv,
+            worktree=worktree,
+            branch=branch,
+            base=base,
+            model=model,
+            args=list(extra) if extra else None,
         )
     if json_:
         click.echo(jsonlib.dumps(res))

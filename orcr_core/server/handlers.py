@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import select
@@ -17,12 +18,14 @@ from orcr_core.loops.runs import admission_refusal
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.loop_handlers import LOOP_HANDLERS
 from orcr_core.server.notify_handlers import NOTIFY_HANDLERS
+from orcr_core.server.worktree_handlers import WORKTREE_HANDLERS
 from orcr_core.store.db import SCHEMA_VERSION
 from orcr_core.store.models import LIVE, Agent, Meta, db
+from orcr_core.workspaces import plan as workspace_plan
 
 log = logging.getLogger("orcr.handlers")
 STREAMED = object()
-HANDLERS = dict(LOOP_HANDLERS, **NOTIFY_HANDLERS)
+HANDLERS = dict(LOOP_HANDLERS, **NOTIFY_HANDLERS, **WORKTREE_HANDLERS)
 
 
 def method(name):
@@ -108,6 +111,10 @@ def agent_dict(a: Agent) -> dict:
         # timings.stall_after since before stalled_at (agents/stall.py)
         "stalled": a.stalled_at is not None and a.status == "working",
         "stalled_at": iso(a.stalled_at) if a.status == "working" else None,
+        # its own checkout (orcr_core/workspaces), and per-run provider options
+        "worktree": workspace_plan.public(a),
+        "model": a.model,
+        "args": json.loads(a.run_args) if a.run_args else None,
     }
 
 
@@ -181,6 +188,11 @@ def agent_run(server, conn, rid, params):
         scope=_param(params, "scope", str, required=False),
         timeout=timeout,
         argv=_param(params, "argv", list, required=False),
+        worktree=_param(params, "worktree", bool, required=False, default=False),
+        branch=_param(params, "branch", str, required=False),
+        base=_param(params, "base", str, required=False),
+        model=_param(params, "model", str, required=False),
+        args=_param(params, "args", list, required=False),
     )
     try:
         agent = queue.admit(
@@ -189,6 +201,7 @@ def agent_run(server, conn, rid, params):
             server.agents_dir,
             server.config.provider_options(spec.provider),
             check=admission_refusal,
+            config=server.config,
         )
     except queue.AdmissionError as exc:
         raise ProtocolError(exc.code, str(exc)) from None

@@ -151,6 +151,20 @@ def _notify_outbox(database) -> None:
     database.create_tables([models.Notification], safe=True)
 
 
+def _worktree(database) -> None:
+    # an agent's own checkout and its per-run model and flags (issue 22); a blank
+    # store has the columns; the partial index serves the monitor's sweep for ended
+    # agents whose checkout is still to be kept or removed (workspaces/finish.py)
+    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
+    for column in ("worktree", "worktree_state", "model", "run_args"):
+        if column not in have:
+            database.execute_sql(f"ALTER TABLE agent ADD COLUMN {column} TEXT")
+    database.execute_sql(
+        "CREATE INDEX IF NOT EXISTS agent_worktree_open ON agent (worktree_state) "
+        "WHERE worktree_state IN ('requested', 'created')"
+    )
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 MIGRATIONS: list[tuple[str, callable]] = [
@@ -168,6 +182,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("0012_agent_blocked", _blocked),
     ("loops_keep_agents_env_missed", _loop_run_agents_env_missed),
     ("notify_outbox", _notify_outbox),
+    ("agent_worktree", _worktree),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -136,6 +136,13 @@ class Agent(BaseModel):
     stalled_at = FloatField(null=True)  # a flag, not a status (agents/stall.py)
     ended_at = FloatField(null=True)
     loop_run = TextField(null=True)
+    #: the agent's own checkout (migration 0013, orcr_core/workspaces): a JSON record
+    #: and its state (requested, created, kept, removed); None: it runs in its cwd
+    worktree = TextField(null=True)
+    worktree_state = TextField(null=True)
+    #: per-run provider options (0013): --model, and --arg values as a JSON list
+    model = TextField(null=True)
+    run_args = TextField(null=True)
     # unmanaged rows are keyed by (session, terminal_id)
     session = TextField(null=True)
     terminal_id = TextField(null=True)

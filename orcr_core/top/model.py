@@ -93,11 +93,12 @@ class Row:
     pane_id: str | None = None
     blocked: str | None = None  # the agent's TUI asks a person this (at start or mid-turn)
     parked: bool = False  # its pane is in the parking area (agents/parking.py)
+    worktree: str | None = None  # its own checkout's state (orcr_core/workspaces)
 
     @property
     def flag(self) -> str:
         """The flags column: what to know beside the status (blocked wins)."""
-        return flag(self.blocked, self.stalled, self.parked)
+        return flag(self.blocked, self.stalled, self.parked, self.worktree)
 
     @property
     def group(self) -> str:
@@ -123,6 +124,7 @@ class Row:
             self.answer,
             self.blocked,
             self.parked,
+            self.worktree,
         )
 
     @classmethod
@@ -153,6 +155,7 @@ class Row:
             pane_id=a.get("pane_id"),
             blocked=a.get("blocked") if status in ("starting", "working") else None,
             parked=bool(a.get("parked")),
+            worktree=(a.get("worktree") or {}).get("state"),
             # an agent that has finished a turn has an answer worth reading
             answer_stale=status in ("idle", "ended", "lost") and (a.get("turn") or 0) > 0,
         )
@@ -172,6 +175,7 @@ class Row:
             "answer": self.answer,
             "blocked": self.blocked,
             "parked": self.parked,
+            "worktree": self.worktree,
         }
 
 
@@ -233,9 +237,12 @@ def _path_match(term: str, path: str) -> bool:
     return glob_match(term, path) if is_glob(term) else term in path
 
 
-def flag(blocked, stalled: bool, parked: bool) -> str:
-    """The word in top's flags column (STALLED): ``blocked``, ``stalled`` or ``parked``."""
-    return "blocked" if blocked else "stalled" if stalled else "parked" if parked else ""
+def flag(blocked, stalled: bool, parked: bool, worktree: str | None = None) -> str:
+    """The word in top's flags column (STALLED): ``blocked``, ``stalled``, ``parked``,
+    or ``wt`` for an agent in its own checkout (made, or kept after its end)."""
+    if blocked or stalled or parked:
+        return "blocked" if blocked else "stalled" if stalled else "parked"
+    return "wt" if worktree in ("created", "kept") else ""
 
 
 def local_time(value: str | None) -> str | None:
@@ -422,6 +429,8 @@ class FleetModel:
         elif kind == "pane.moved":
             row.parked = bool(data.get("parked"))
             row.pane_id = data.get("pane_id", row.pane_id)
+        elif kind.startswith("worktree."):
+            row.worktree = kind.partition(".")[2]  # requested, created, kept, removed
         elif kind in ("pane.start_applied", "agent.rematched", "agent.repaired"):
             row.pane_id = data.get("pane_id", row.pane_id)
 

@@ -74,7 +74,7 @@ def cells(a: dict) -> tuple[str, ...]:
         a["status"],
         duration(a["in_status"]),
         str(a["turn"]),
-        flag(a.get("blocked"), a["stalled"], a.get("parked", False)),
+        flag(a.get("blocked"), a["stalled"], a.get("parked", False), a.get("worktree")),
         a["exit_reason"] or "",
         # a blocked agent shows what it waits for where its answer will be
         a.get("blocked") or (a["answer"] or "")[:80],

@@ -58,6 +58,8 @@ NESTED_ENV = (
 
 class ClaudeProvider(JsonlAdapter):
     name = "claude"
+    #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
+    run_options = ("model", "args")
     supported_versions = ">=2.0,<2.1.200 || >=2.1.276,<2.2"
     has_transcript = True
 

@@ -53,6 +53,8 @@ def _meta_id(path: str) -> str | None:
 
 class CodexProvider(JsonlAdapter):
     name = "codex"
+    #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
+    run_options = ("model", "args")
     supported_versions = ">=0.104,<0.172"
     has_transcript = True
 

@@ -1,0 +1,71 @@
+"""Socket methods ``worktree.list`` and ``worktree.remove`` (merged into the handler table)."""
+
+from __future__ import annotations
+
+import os
+
+from orcr_core.protocol import ProtocolError
+from orcr_core.store.models import Agent
+from orcr_core.workspaces import finish, plan, vcs
+
+WORKTREE_HANDLERS = {}
+
+
+def method(name):
+    def deco(fn):
+        def wrapped(server, conn, rid, params):
+            try:
+                return fn(server, params)
+            except vcs.VcsError as exc:
+                raise ProtocolError(exc.code, str(exc)) from None
+
+        WORKTREE_HANDLERS[name] = wrapped
+        return fn
+
+    return deco
+
+
+def _entry(agent: Agent, look: bool) -> dict:
+    wt = plan.public(agent)
+    entry = {"agent": agent.path, "uuid": agent.uuid, "status": agent.status, **wt}
+    entry["exists"] = os.path.isdir(wt["path"])
+    if look and entry["exists"] and agent.worktree_state in ("created", "kept"):
+        try:
+            held = vcs.BACKENDS[wt["kind"]].holdings(wt["repo"], wt["path"], wt["branch"])
+            entry["holds"] = held.reason(wt["branch"]) or "nothing new"
+        except vcs.VcsError as exc:
+            entry["holds"] = f"unknown: {exc}"
+    return entry
+
+
+@method("worktree.list")
+def worktree_list(server, params):
+    """Every checkout orcr made and still knows of (``all``: removed ones too)."""
+    rows = Agent.select().where(Agent.worktree.is_null(False)).order_by(Agent.id)
+    if not params.get("all"):
+        rows = rows.where(Agent.worktree_state != "removed")
+    return {"worktrees": [_entry(a, look=True) for a in rows]}
+
+
+def _find(target: str) -> Agent:
+    """An agent by uuid or path (the newest row), or by its checkout's directory."""
+    row = Agent.get_or_none(Agent.uuid == target)
+    if row is None:
+        row = Agent.select().where(Agent.path == target).order_by(Agent.id.desc()).first()
+    if row is None:
+        want = os.path.realpath(target)
+        for a in Agent.select().where(Agent.worktree.is_null(False)).order_by(Agent.id.desc()):
+            if os.path.realpath(plan.load(a)["path"]) == want:
+                return a
+        raise vcs.VcsError(
+            f"no agent or orcr-made checkout {target!r} (orcr worktree ls lists them)", "not_found"
+        )
+    return row
+
+
+@method("worktree.remove")
+def worktree_remove(server, params):
+    target = params.get("target")
+    if not isinstance(target, str) or not target:
+        raise vcs.VcsError("missing parameter 'target' (an agent or a checkout)", "invalid_params")
+    return finish.remove_kept(_find(target), force=bool(params.get("force")))
