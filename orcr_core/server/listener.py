@@ -13,6 +13,7 @@ import threading
 from orcr_core import dirs
 from orcr_core.protocol import SUPPORTED, LineReader, ProtocolError, encode
 from orcr_core.server import handlers
+from orcr_core.store import health
 from orcr_core.store.models import db
 
 log = logging.getLogger("orcr.server")
@@ -123,12 +124,14 @@ class Connection:
                     shutil.rmtree(
                         self.server.agents_dir / reply["result"]["uuid"], ignore_errors=True
                     )
+            full = health.disk_full(exc, self.server.store_path)
+            code, message = (
+                ("disk_full", f"{full}; free space there and retry")
+                if full
+                else ("server_error", f"admission failed: {exc}")
+            )
             replies = [
-                {
-                    "id": r["id"],
-                    "error": {"code": "server_error", "message": f"admission failed: {exc}"},
-                }
-                for r in self.deferred
+                {"id": r["id"], "error": {"code": code, "message": message}} for r in self.deferred
             ]
         else:
             replies = self.deferred
@@ -186,6 +189,11 @@ class Connection:
             if self.server.store_error(exc):  # the store is damaged: said once, by the server
                 self.error(rid, ProtocolError("store_corrupted", self.server.failure or ""))
                 return False
+            full = health.disk_full(exc, self.server.store_path)
+            if full:  # nothing it wrote stands: the transaction rolled back
+                log.warning("%s refused: %s", method, full)
+                self.error(rid, ProtocolError("disk_full", f"{full}; free space there and retry"))
+                return True
             log.exception("%s failed", method)
             self.error(rid, ProtocolError("server_error", f"{method} failed: {exc}"))
             return True

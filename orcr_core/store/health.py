@@ -8,6 +8,7 @@ request failing forever (issue 20 item 24); a server must not start over one.
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 from pathlib import Path
@@ -104,4 +105,28 @@ def writable_problem(path: Path) -> str | None:
         except OSError as exc:
             return f"{p} cannot be opened for writing: {exc.strerror or exc}"
         os.close(fd)
+    return None
+
+
+#: SQLITE_FULL
+FULL_CODE = 13
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(exc: BaseException | None, store: Path) -> str | None:
+    """``disk full: <dir>`` when ``exc`` (or what it wraps or was raised while
+    handling) says a disk is full: a write that failed with ENOSPC/EDQUOT names its
+    file's directory, SQLite's ``database or disk is full`` the store's; else None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+            where = os.path.dirname(str(exc.filename)) if exc.filename else str(store.parent)
+            return f"disk full: {where} ({exc.strerror or 'no space left on device'})"
+        if isinstance(exc, sqlite3.DatabaseError) and (
+            getattr(exc, "sqlite_errorcode", None) == FULL_CODE or "disk is full" in str(exc)
+        ):
+            return f"disk full: {store.parent} (the store {store.name} cannot grow)"
+        inner = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None
+        exc = inner or exc.__cause__ or exc.__context__
     return None

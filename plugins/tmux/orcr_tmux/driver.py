@@ -119,6 +119,18 @@ def _tmux_server_alive(pid: int) -> bool:
         return True
 
 
+def tail_words(text: str, limit: int = 200) -> str:
+    """The end of ``text`` (where an error says what failed), at most ``limit``
+    characters, cut at a word boundary and marked with an ellipsis: never mid-word."""
+    if len(text) <= limit:
+        return text
+    tail = text[-(limit - 1) :]
+    space = tail.find(" ")
+    if 0 <= space < len(tail) - 1:
+        tail = tail[space + 1 :]
+    return "…" + tail
+
+
 class TmuxDriver:
     """orcr's :class:`~orcr_core.contracts.Driver` for tmux >= 3.2."""
 
@@ -435,13 +447,13 @@ class TmuxDriver:
 
     def _last_words(self, pane: PaneRef) -> str:
         """The dead program's last line of output (``env: 'x': No such file...``)."""
-        try:
-            screen = self.tmux.run(["capture-pane", "-p", "-S", "-", "-t", pane.pane_id])
+        try:  # -J: a line the pane wrapped comes back whole, not as its last fragment
+            screen = self.tmux.run(["capture-pane", "-p", "-J", "-S", "-", "-t", pane.pane_id])
         except DriverError:
             return ""
         lines = [ln.strip() for ln in screen.splitlines() if ln.strip()]
         lines = [ln for ln in lines if not ln.startswith("Pane is dead")]
-        return f": {lines[-1][:200]}" if lines else ""
+        return f": {tail_words(lines[-1])}" if lines else ""
 
     def send_keys(self, pane: PaneRef, keys: list[str]) -> None:
         commands = []
