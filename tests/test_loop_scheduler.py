@@ -222,3 +222,36 @@ def test_a_missed_fire_keeps_why_for_loop_ls_and_top(store):
     assert lp["last_missed"]["reason"] == "asleep" and lp["last_missed"]["count"] == 4
     assert lp["last_missed"]["why"] == "machine asleep 2026-05-28 20:28–2026-05-29 00:27"
     assert "missed: machine asleep 2026-05-28 20:28–2026-05-29 00:27" in loop_summary(loop_info(lp))
+
+
+def test_when_a_run_ends_the_oldest_pending_run_starts(store):
+    """Issue 20 item 35: FIFO, by when the run was asked for (not its due time)."""
+    loop = _create()
+    first = _occupy(loop)
+    with db.atomic("IMMEDIATE"):
+        older = runs.allocate(loop, "manual", T0 + 50, T0 + 1)
+        newer = runs.allocate(loop, "manual", T0 + 10, T0 + 2)  # due earlier, asked later
+        newest = runs.allocate(loop, "manual", T0 + 5, T0 + 3)
+    with db.atomic("IMMEDIATE"):
+        runs.set_status(LoopRun.get_by_id(first.uuid), "ok", T0 + 4, exit_code=0)
+    assert [r.uuid for r in runs.take_pending(loop.uuid, T0 + 5)] == [older.uuid]
+    with db.atomic("IMMEDIATE"):
+        runs.set_status(LoopRun.get_by_id(older.uuid), "ok", T0 + 6, exit_code=0)
+    assert [r.uuid for r in runs.take_pending(loop.uuid, T0 + 7)] == [newer.uuid]
+    assert LoopRun.get_by_id(newest.uuid).status == "pending"
+
+
+def test_the_loop_zone_gives_the_first_and_every_later_fire(store):
+    """Issue 20 item 34: 9:00 in Paris, across the spring change (08:00Z, then 07:00Z)."""
+    start = 1_774_656_000.0  # 2026-03-28T00:00:00Z
+    loop = defs.create(
+        dict(name="paris", cron="0 9 * * *", tz="Europe/Paris", argv=["/bin/true"], cwd="/"),
+        now=start,
+    )
+    assert defs.iso(loop.next_fire_at) == "2026-03-28T08:00:00.000Z"
+    assert len(fire_due(loop.next_fire_at + 0.5, MISSED_AFTER)) == 1
+    nxt = Loop.get_by_id(loop.uuid).next_fire_at
+    assert defs.iso(nxt) == "2026-03-29T07:00:00.000Z"  # CEST from the 29th
+    # and after a miss, the next fire is still the zone's
+    assert fire_due(nxt + 86400 + 3600, MISSED_AFTER) == []
+    assert defs.iso(Loop.get_by_id(loop.uuid).next_fire_at) == "2026-03-31T07:00:00.000Z"

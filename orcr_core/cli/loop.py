@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from orcr_core.cli.agent import _duration
+from orcr_core.cli.errors import OrcrCliError
 from orcr_core.cli.output import echo_results, echo_table, sdk
 
 
@@ -301,24 +302,50 @@ def _follow_events(orcr, name, run_id, follow):
             return
         lp = res["loop"]
         if not res["events"]:
+            if run_id and res["run"]["status"] not in _UNFINISHED:
+                return  # the run has ended and its last rows are printed
             if lp["status"] == "ended" and not lp["running"] and not lp["pending"]:
                 return
             time.sleep(0.5)  # a terminal follower polls; nothing waits on it
 
 
+_UNFINISHED = ("pending", "running", "stopping")
+
+
+def _log_removed(r: dict) -> bool:
+    """An ended run that started but whose log file is gone: pruned by keep_runs."""
+    return r["status"] not in _UNFINISHED and r["started_at"] and not Path(r["log"]).exists()
+
+
+def _removed_error(r: dict) -> OrcrCliError:
+    return OrcrCliError(
+        f"{r['path']} ({r['status']}): its log was removed; only the newest "
+        "loops.keep_runs ended runs of a loop keep their logs (orcr loop logs "
+        f"{r['path'].split('/')[0]} --run {r['run_id']} shows what orcr did)"
+    )
+
+
 def _show_run_logs(orcr, name, run_id, follow):
     res = orcr.loop_logs(name, run=run_id, source="run")
     rows = res["runs"]
+    if run_id and rows and _log_removed(rows[0]):
+        raise _removed_error(rows[0])
     if not follow:
         many = len(rows) > 1
+        removed = 0
         for r in rows:
             p = Path(r["log"])
             if not p.exists():
+                removed += bool(_log_removed(r))
                 continue
             if many:
                 click.echo(f"==> {r['path']} ({r['status']}) <==")
             sys.stdout.buffer.write(p.read_bytes())
             sys.stdout.flush()
+        if removed:
+            click.echo(
+                f"({removed} older run(s) of {name}: logs removed, loops.keep_runs)", err=True
+            )
         return
     started = [r for r in rows if r["status"] != "pending"] or rows
     if not started:

@@ -84,20 +84,49 @@ def loop_rm(server, params):
     }
 
 
+def _named_run(name: str, run_id: str) -> tuple[Loop, LoopRun] | None:
+    """``NAME/RUN_ID`` across every definition of the name (a run id is unique
+    within the name), or within the loop whose uuid ``name`` is."""
+    by_uuid = Loop.get_or_none(Loop.uuid == name)
+    defs_q = [by_uuid] if by_uuid else list(Loop.select().where(Loop.name == name))
+    for loop in defs_q:
+        run = LoopRun.get_or_none((LoopRun.loop == loop.uuid) & (LoopRun.run_id == run_id))
+        if run is not None:
+            return loop, run
+    return None
+
+
+def _older_unfinished(loop: Loop) -> list[LoopRun]:
+    """Unfinished runs of the other definitions of ``loop``'s name: a loop removed
+    while its run still runs, its name reused. They still answer to the name."""
+    others = [
+        lp.uuid for lp in Loop.select().where((Loop.name == loop.name) & (Loop.uuid != loop.uuid))
+    ]
+    if not others:
+        return []
+    return list(LoopRun.select().where(LoopRun.loop.in_(others) & LoopRun.status.not_in(RUN_ENDED)))
+
+
 def _run_target(value: str) -> tuple[Loop, list[LoopRun]]:
-    """``NAME`` (its unfinished runs), ``NAME/RUN_ID``, or a run uuid."""
+    """``NAME`` (its unfinished runs, of every definition of the name),
+    ``NAME/RUN_ID`` (across definitions), or a run uuid."""
     run = LoopRun.get_or_none(LoopRun.uuid == value)
     if run is not None:
         return Loop.get_by_id(run.loop), [run]
     name, _, run_id = value.partition("/")
-    loop = defs.resolve(name)
-    q = LoopRun.select().where(LoopRun.loop == loop.uuid)
     if run_id:
-        run = q.where(LoopRun.run_id == run_id).first()
-        if run is None:
+        found = _named_run(name, run_id)
+        if found is None:
+            defs.resolve(name)  # not_found for an unknown loop
             raise LoopError("not_found", f"no run {value!r} (orcr loop run ls {name})")
-        return loop, [run]
-    return loop, list(q.where(LoopRun.status.not_in(RUN_ENDED)).order_by(LoopRun.created_at))
+        return found[0], [found[1]]
+    loop = defs.resolve(name)
+    rows = list(
+        LoopRun.select().where((LoopRun.loop == loop.uuid) & LoopRun.status.not_in(RUN_ENDED))
+    )
+    if loop.uuid != name:
+        rows += _older_unfinished(loop)
+    return loop, sorted(rows, key=lambda r: (r.created_at or 0, r.run_id))
 
 
 @method("loop.run.start")
@@ -139,8 +168,12 @@ def loop_run_stop(server, params):
 
 @method("loop.run.list")
 def loop_run_list(server, params):
-    loop = defs.resolve(_target(params))
-    rows = LoopRun.select().where(LoopRun.loop == loop.uuid).order_by(LoopRun.created_at)
+    target = _target(params)
+    loop = defs.resolve(target)
+    rows = list(LoopRun.select().where(LoopRun.loop == loop.uuid))
+    if loop.uuid != target:
+        rows += _older_unfinished(loop)
+    rows.sort(key=lambda r: (r.created_at or 0, r.run_id))
     return {"loop": loop.uuid, "runs": [defs.run_dict(r, loop.name) for r in rows]}
 
 
@@ -148,14 +181,18 @@ def loop_run_list(server, params):
 def loop_logs(server, params):
     """``source=orcr``: the loop's event rows (``since_seq`` pages on); ``source=run``:
     where each run's log file is (the caller reads it: same user, same machine)."""
-    loop = defs.resolve(_target(params))
+    target = _target(params)
+    loop = defs.resolve(target)
     source = params.get("source", "orcr")
     run_id = params.get("run")
+    if run_id:
+        found = _named_run(target, run_id)
+        if found is None:
+            raise LoopError("not_found", f"no run {loop.name}/{run_id}")
+        loop = found[0]  # the run's own definition (the name may have been reused)
     rows = LoopRun.select().where(LoopRun.loop == loop.uuid).order_by(LoopRun.created_at)
     if run_id:
         rows = rows.where(LoopRun.run_id == run_id)
-        if not rows.exists():
-            raise LoopError("not_found", f"no run {loop.name}/{run_id}")
     if source == "run":
         return {
             "loop": defs.loop_dict(loop),
@@ -171,8 +208,11 @@ def loop_logs(server, params):
     if run_id:
         q = q.where(Event.run == rows.first().uuid)
     q = q.order_by(Event.seq).limit(int(params.get("limit") or 1000))
-    return {
+    out = {
         "loop": defs.loop_dict(loop),
         "events": [events.row_to_dict(e) for e in q],
         "last_seq": events.last_seq(),
     }
+    if run_id:
+        out["run"] = defs.run_dict(rows.first(), loop.name)
+    return out
