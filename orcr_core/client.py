@@ -23,6 +23,7 @@ START_TIMEOUT = 15.0
 #: the longest a request waits for its reply: a server that does not answer in
 #: this time is reported (``server_not_answering``), never waited on for ever
 REPLY_TIMEOUT = 120.0
+STOP_WAIT = 30.0  # a stopping server's recovery-free shutdown takes well under a second
 SOCKET_GRACE = 1.0  # a running server recreates a deleted socket within 0.5 s
 
 
@@ -95,7 +96,9 @@ class Client:
             self.sock = self._connect_once()
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
             held = lockfile.holder()
-            if held is not None and held.listening:
+            if held is not None and held.stopping:
+                self._wait_stopped(held)
+            elif held is not None and held.listening:
                 self._socket_gone(held)
             elif held is not None:  # a server is starting (recovery runs before the socket)
                 self._wait_for(None, f"the orcr server {held.pid} is starting")
@@ -109,6 +112,25 @@ class Client:
         self.reader = LineReader(self.sock)
         self.server_info = self.call("hello", protocol=PROTOCOL_VERSION)
         return self
+
+    def _wait_stopped(self, held: lockfile.Holder) -> None:
+        """A server is stopping (``orcr server stop``, SIGTERM): its socket is already
+        gone. Wait for it to exit, then start a new one as any verb does (``autostart``)."""
+        deadline = time.monotonic() + STOP_WAIT
+        while (now := lockfile.holder()) is not None and now.stopping:
+            if time.monotonic() > deadline:
+                raise ServerError(
+                    "server_stopping",
+                    f"the orcr server (pid {held.pid}) is stopping and has not exited within "
+                    f"{STOP_WAIT:.0f}s; see {dirs.run_dir() / 'server.log'}",
+                )
+            time.sleep(0.05)
+        if not self.autostart:
+            raise ServerError(
+                "server_not_running",
+                f"the orcr server (pid {held.pid}) stopped; start one: orcr server start",
+            )
+        self._wait_for(_spawn_server(), "")
 
     def _socket_gone(self, held: lockfile.Holder) -> None:
         """A server holds the lock and said it listens, but its socket file is gone

@@ -1,10 +1,11 @@
 """The server lock, ``run/server.lock``: one server per data directory.
 
 The server holds an exclusive ``flock`` on it for its whole life and writes its
-pid there, then ``listening`` once its socket is bound. A client that finds no
-socket asks the lock who holds it, so it can tell "a server is starting" (wait)
-from "a server runs but its socket is gone" (say so at once), and ``server
-stop`` can find the pid when the socket cannot. Import-light: the CLI's client
+pid there, then ``listening`` once its socket is bound, and ``stopping`` once it
+has begun to stop. A client that finds no socket asks the lock who holds it, so
+it can tell "a server is starting" (wait) from "a server is stopping" (wait for
+it to go) from "a server runs but its socket is gone" (say so at once), and
+``server stop`` can find the pid when the socket cannot. Import-light: the CLI's client
 path uses it.
 """
 
@@ -27,6 +28,7 @@ ACQUIRE_RETRY = 0.5
 class Holder:
     pid: int | None
     listening: bool
+    stopping: bool = False
 
 
 def path() -> Path:
@@ -46,7 +48,7 @@ def holder(lock: Path | None = None) -> Holder | None:
         except BlockingIOError:
             words = os.pread(fd, 256, 0).decode(errors="replace").split()
             pid = int(words[0]) if words and words[0].isdigit() else None
-            return Holder(pid, "listening" in words[1:])
+            return Holder(pid, "listening" in words[1:], "stopping" in words[1:])
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
@@ -77,6 +79,10 @@ def write(fd: int, text: str) -> None:
 
 def mark_listening(fd: int, socket_path: Path) -> None:
     write(fd, f"{os.getpid()} listening {socket_path}\n")
+
+
+def mark_stopping(fd: int) -> None:
+    write(fd, f"{os.getpid()} stopping\n")
 
 
 def is_current(fd: int, lock: Path) -> bool:

@@ -42,6 +42,7 @@ CODE_MAP = {
     "server_not_running": ExitCode.NO_SERVER,
     "server_start_failed": ExitCode.NO_SERVER,
     "socket_missing": ExitCode.NO_SERVER,
+    "server_stopping": ExitCode.NO_SERVER,
     "connection_closed": ExitCode.NO_SERVER,
     "server_not_answering": ExitCode.NO_SERVER,
     "store_corrupted": ExitCode.NO_SERVER,

@@ -57,7 +57,7 @@ def server_stop():
         with Client(autostart=False) as c:
             pid = c.call("server.stop")["pid"]
     except ServerError as exc:
-        if exc.code not in ("server_not_running", "socket_missing"):
+        if exc.code not in ("server_not_running", "socket_missing", "server_stopping"):
             raise
         held = lockfile.holder()
         if held is None:

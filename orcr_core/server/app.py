@@ -476,6 +476,7 @@ class Server:
             self.start_pipeline(uuid, pipeline.run)
         log.info("orcr server %s listening on %s", os.getpid(), self.socket_path)
         self.stopping.wait()
+        lockfile.mark_stopping(self._lock_fd)  # before the socket goes: clients wait
         listener.close()
         if self.store_broken:  # no checkpoint into a damaged file, no thread's cleanup
             logging.shutdown()
