@@ -348,3 +348,49 @@ def test_model_and_args_refused_where_not_taken(orcr_home):
     r = orcr_home.run("agent", "run", "-p", "command", "--arg", "x", "--", "sleep", "9")
     assert r.returncode != 0 and "give the whole argv after --" in r.stderr, r.stderr
     assert orcr_home.run("agent", "ls", "--json").stdout.strip() == "[]"
+
+
+def test_claude_in_a_fresh_checkout_sees_no_trust_dialog(tmux, short_tmp):
+    """trust_cwd = true: the checkout is recorded as trusted in Claude Code's config
+    before it starts (the user's other keys kept), so the fake Claude Code (which asks
+    about every folder it does not trust) asks nothing and the prompt is typed once."""
+    from fake_clis import FAKES
+
+    repo = make_repo(short_tmp)
+    home = short_tmp / "claude"
+    home.mkdir()
+    (home / ".claude.json").write_text(json.dumps({"theme": "dark", "projects": {"/x": {}}}))
+    tmux.config(
+        tmux.mux.config()
+        + '[timings]\npoll_every = "50ms"\nprompt_confirm = "1s"\n'
+        + f'[worktrees]\ndir = "{tmux.wt_dir}"\n'
+        + f'[providers.claude]\nhome = "{home}"\ntrust_cwd = true\n'
+        + f"argv = {json.dumps([str(FAKES / 'claude'), '--fake-dialogs', 'trust'])}\n"
+    )
+    tmux.start_server()
+    uuid = tmux.run(
+        "agent", "run", "-p", "claude", "--path", "t/one", "--cwd", str(repo / "sub"),
+        "--worktree", "hello", check=True,
+    ).stdout.split()[1]  # fmt: skip
+    tmux.run("agent", "wait", "t/one", "--timeout", "30s", check=True)
+    a = tmux.get("t/one")
+    kinds_ = [e["kind"] for e in tmux.events(uuid)]
+    assert "agent.dialog_answered" not in kinds_ and "agent.blocked" not in kinds_, kinds_
+    assert kinds_.count("worktree.trusted") == 1 and kinds_.count("prompt.requested") == 1
+    saved = json.loads((home / ".claude.json").read_text())
+    assert saved["theme"] == "dark" and "/x" in saved["projects"]
+    assert saved["projects"][a["cwd"]]["hasTrustDialogAccepted"] is True
+    assert tmux.run("agent", "read", "t/one", check=True).stdout.strip()
+
+
+def test_claude_trust_file_that_is_not_json_is_left_alone(short_tmp):
+    from orcr_claude import trust
+
+    path = short_tmp / ".claude.json"
+    path.write_text("{not json")
+    with pytest.raises(OSError, match="not JSON"):
+        trust.trust(path, "/some/where")
+    assert path.read_text() == "{not json"
+    assert not (short_tmp / ".claude.json.lock").exists()
+    path.write_text("{}")
+    assert trust.trust(path, "/w") is True and trust.trust(path, "/w") is False

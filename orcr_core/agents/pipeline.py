@@ -113,6 +113,7 @@ def _run(server, agent: Agent) -> None:
     resuming = bool(agent.resumes)
     if not agent.pane_id:
         agent = _check(agent)
+        workspace_step.pre_trust(agent, provider, spec)  # a new checkout: no trust dialog
         argv, env = launch_command(provider, spec, agent, resume=resuming)
         ref = _started_before(driver, agent)
         if ref is None:

@@ -17,12 +17,15 @@ exactly one that its row knows.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 
 from orcr_core import events, faults
 from orcr_core.store.models import Agent, db
 from orcr_core.workspaces import plan, vcs
+
+log = logging.getLogger("orcr.workspaces")
 
 #: default branch names tried after ``orcr/<path>`` is taken (a kept checkout of an
 #: earlier agent at the same path holds it): ``orcr/<path>-2`` ... ``-<MAX_SUFFIX>``
@@ -52,6 +55,35 @@ def _branch(backend, wt: dict, agent: Agent) -> str:
         if backend.check_branch(root, name) is None:
             return name
     raise vcs.VcsError(f"branches {base} to {base}-{MAX_SUFFIX} all exist; give --branch")
+
+
+def pre_trust(agent: Agent, provider, spec) -> None:
+    """A checkout just made is a folder the agent's CLI has never seen: when
+    ``[providers.<name>] trust_cwd`` allows it and the adapter can (``pre_trust``),
+    it is recorded as trusted before the CLI starts, so no trust dialog appears.
+    A failure is logged: the dialog is then answered as for any folder."""
+    hook = getattr(provider, "pre_trust", None)
+    if (
+        hook is None
+        or agent.worktree_state != "created"
+        or spec.options.get("trust_cwd") is not True
+    ):
+        return
+    try:
+        written = hook(spec)
+    except OSError as exc:
+        log.warning("agent %s: its checkout was not pre-trusted: %s", agent.path, exc)
+        return
+    if written:
+        with db.atomic("IMMEDIATE"):
+            events.emit(
+                "worktree.trusted",
+                agent.uuid,
+                path=agent.path,
+                cwd=agent.cwd,
+                file=written,
+                option=f"providers.{agent.provider}.trust_cwd",
+            )
 
 
 def ensure(agent: Agent, check) -> Agent:

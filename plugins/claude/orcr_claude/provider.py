@@ -36,7 +36,7 @@ import os
 import uuid
 from typing import Any
 
-from orcr_claude import screen
+from orcr_claude import screen, trust
 from orcr_claude.slug import project_slug
 from orcr_claude.turns import ClaudeTurns
 from orcr_core.adapter_helpers import JsonlAdapter, base_argv, config_root
@@ -109,6 +109,13 @@ class ClaudeProvider(JsonlAdapter):
             return max(found, key=os.path.getmtime)
         by_slug = root / project_slug(spec.cwd) / f"{pointer.value}.jsonl"
         return str(by_slug) if by_slug.is_file() else None
+
+    def pre_trust(self, spec: LaunchSpec) -> str | None:
+        """Record ``spec.cwd`` (a checkout orcr just made) as a folder Claude Code
+        trusts, so its trust dialog does not appear (:mod:`orcr_claude.trust`); the
+        file written, or None when it was trusted already."""
+        path = trust.config_file(spec.options)
+        return str(path) if trust.trust(path, spec.cwd) else None
 
     def screen_state(self, text: str, spec: LaunchSpec) -> ScreenState:
         """Ready at its input, or a start-up question first (:mod:`orcr_claude.screen`)."""
