@@ -213,7 +213,25 @@ def agent_run(server, conn, rid, params):
     return {k: agent[k] for k in ("path", "uuid", "status", "queue_seq")}
 
 
+#: the most ``agent.list {ended: N}`` returns
+MAX_ENDED_LIST = 1000
+
+
 def _list(params) -> list[Agent]:
+    ended = params.get("ended")
+    if ended is not None:  # the N most recently ended agents, newest first
+        if (
+            isinstance(ended, bool)
+            or not isinstance(ended, int)
+            or not 1 <= ended <= MAX_ENDED_LIST
+        ):
+            raise ProtocolError("invalid_params", f"ended is a count from 1 to {MAX_ENDED_LIST}")
+        return list(
+            Agent.select()
+            .where(Agent.status == "ended")
+            .order_by(Agent.ended_at.desc(), Agent.id.desc())
+            .limit(ended)
+        )
     q = Agent.select().order_by(Agent.id)
     if not params.get("all"):
         q = q.where(Agent.status != "ended")

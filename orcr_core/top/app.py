@@ -25,6 +25,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, Static
 
 from orcr_core.client import ServerError
+from orcr_core.top.ended import EndedToggle
 from orcr_core.top.model import SORTS, Filter, FleetModel, Gap, Row
 from orcr_core.top.source import Requests, WatchSource
 from orcr_core.top.table import FleetTable
@@ -49,6 +50,8 @@ orcr top: the fleet live, over one watch.open stream
   r        resume the selected agent when it is lost (or ended lost or exited):
            a confirmation first; it is queued again in its own session (same
            path, uuid and transcript); any other row says why it cannot be
+  e        show (or hide again) the 50 most recently ended agents, also those
+           that ended before top started, so r can resume a lost one
   space    pause or resume the loop of the selected group (its runs' agents sit
            under it)
   f        fire a run of that loop now (pending when the loop is at its cap)
@@ -190,7 +193,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(HELP, markup=False)
 
 
-class TopApp(App[None]):
+class TopApp(EndedToggle, App[None]):
     """``orcr top``."""
 
     TITLE = "orcr top"
@@ -215,6 +218,7 @@ class TopApp(App[None]):
         Binding("K", "kill_filtered", "Kill filter", show=False),
         Binding("a", "attach", "Attach"),
         Binding("r", "resume", "Resume"),
+        Binding("e", "ended", "Ended"),
         Binding("space", "loop_toggle", "Pause loop"),
         Binding("f", "fire", "Fire loop"),
         Binding("question_mark", "help", "Help"),
