@@ -307,8 +307,18 @@ def tasks_unlock(queue_dir, force):
     "--cwd", type=click.Path(file_okay=False, exists=True), help="Agents' working directory."
 )
 @click.option("--drain", is_flag=True, help="Stop when there is nothing left to claim.")
+@click.option(
+    "--worktree",
+    is_flag=True,
+    help="Each agent in its own checkout of --cwd's repository (a verifier: of the revision).",
+)
+@click.option("--model", metavar="MODEL", help="The agents' model (a task's model: wins).")
+@click.option("--arg", "extra", metavar="ARG", multiple=True, help="One more argument for the CLI.")
 @_errors
-def tasks_work(queue_dir, role, slots, providers, timeout, heartbeat, stale, cwd, drain):
+def tasks_work(
+    queue_dir, role, slots, providers, timeout, heartbeat, stale, cwd, drain, worktree, model,
+    extra,
+):  # fmt: skip
     """Claim tasks and work each with a fresh agent started through orcr.
 
     Builders claim todo/ -> doing/ and finish to review/ (a QUESTION parks the task in
@@ -331,6 +341,9 @@ def tasks_work(queue_dir, role, slots, providers, timeout, heartbeat, stale, cwd
         cwd=cwd,
         drain=drain,
         sdk_factory=Orcr,
+        worktree=worktree,
+        model=model,
+        args=list(extra),
     )
     try:
         w.run()

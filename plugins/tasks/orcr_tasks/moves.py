@@ -32,14 +32,17 @@ class Moves:
             raise QueueError(f"task {task_id} is no longer claimed by this worker (reaped?)")
 
     def finish_build(
-        self, task_id: str, token: str | None, revision: str | None, provider, results=None
-    ):
+        self, task_id: str, token: str | None, revision: str | None, provider, results=None,
+        branch: str | None = None,
+    ):  # fmt: skip
         """Built: to review/. ``results`` (the builder's report) becomes ``results/T.md``
         under the lock, after the claim is checked: one writer. It is written and
         synced to a private temp file first, so the lock is held for a rename only."""
 
         def edit(t: Task):
             t.meta["revision"] = revision
+            if branch:  # tasks work --worktree: the attempt's branch, to merge once done
+                t.meta["branch"] = branch
             t.meta["built_by"] = provider
             t.meta["passes"] = []
 

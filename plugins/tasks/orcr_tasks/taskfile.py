@@ -31,6 +31,8 @@ ORDER = (
     "created",
     "moved_to",
     "revision",
+    "branch",
+    "model",
     "built_by",
     "passes",
     "done_at",
@@ -163,7 +165,7 @@ def check_fields(meta: dict, where: str) -> None:
                 check_id(dep)
             except TaskFileError as exc:
                 raise TaskFileError(f"{where}: depends_on: {exc}") from None
-    for key in ("done_when", "cluster", "provider", "revision", "built_by"):
+    for key in ("done_when", "cluster", "provider", "revision", "branch", "model", "built_by"):
         value = meta.get(key)
         if value is not None and not isinstance(value, str):
             raise TaskFileError(f"{where}: {key}: {value!r} is not a string")

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orcr_core.client import ServerError
+from orcr_tasks import checkouts
 from orcr_tasks.location import agent_segment
 from orcr_tasks.lock import LockBusy
 from orcr_tasks.prompts import (
@@ -108,8 +109,13 @@ class Worker:
     log: object = None
     #: how long an orcr outage is ridden (default: ``stale``)
     outage: float | None = None
+    #: each agent in an orcr checkout of its own (orcr_tasks.checkouts)
+    worktree: bool = False
+    model: str | None = None  # per-run provider options (a task's ``model:`` wins)
+    args: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     refused: str | None = None
+    last_agent: dict = field(default_factory=dict)  # task id -> its latest agent's uuid
 
     def __post_init__(self) -> None:
         # a worker's finished work must not be dropped because 30 busy workers queue
@@ -247,7 +253,7 @@ class Worker:
         """The agent's working directory for this task (``--cwd``, else the worker's)."""
         return self.cwd
 
-    def start_agent(self, orcr, tid: str, prompt: str, provider, path: str, cwd):
+    def start_agent(self, orcr, tid: str, prompt: str, provider, path: str, cwd, opts=None):
         """Admit the agent; an outage mid-admission is ridden, and an agent the lost
         request did admit is found by its path rather than started twice."""
         tried = []
@@ -261,7 +267,10 @@ class Worker:
                         raise
             tried.append(True)
             try:
-                return orcr.run(prompt, provider=provider, path=path, cwd=cwd, timeout=self.timeout)
+                return orcr.run(
+                    prompt, provider=provider, path=path, cwd=cwd, timeout=self.timeout,
+                    **(opts or {}),
+                )  # fmt: skip
             except ServerError as exc:
                 if exc.code in OUTAGE:
                     raise
@@ -269,12 +278,31 @@ class Worker:
 
         return self.ride(orcr, tid, "starting its agent", admit)
 
-    def run_agent(self, orcr, tid: str, token: str, state: str, prompt: str, provider, kind, cwd):
+    def agent_options(self, task, kind: str, tid: str, token: str) -> dict:
+        """``--model``/``--arg`` (a task's ``model:`` first) and, with ``--worktree``,
+        the attempt's checkout (:mod:`orcr_tasks.checkouts`)."""
+        opts: dict = {}
+        model = task.meta.get("model") or self.model
+        if model:
+            opts["model"] = model
+        if self.args:
+            opts["args"] = list(self.args)
+        if self.worktree:
+            opts["worktree"] = True
+            opts["branch"] = checkouts.branch(self.queue.name, tid, kind, task.attempts + 1, token)
+            if kind == "verify":
+                opts["base"] = task.meta.get("revision")
+        return opts
+
+    def run_agent(
+        self, orcr, tid: str, token: str, state: str, prompt: str, provider, kind, cwd, opts=None
+    ):
         """Start the agent, heartbeat while it works; returns (answer, error)."""
         from orcr_core.sdk import AgentEnded, WaitTimeout
 
         path = f"tasks/{self.queue.name}/{agent_segment(tid)}/{kind}_{token}"
-        agent = self.start_agent(orcr, tid, prompt, provider, path, cwd)
+        agent = self.start_agent(orcr, tid, prompt, provider, path, cwd, opts)
+        self.last_agent[tid] = agent["uuid"]
         hb = self.queue.read_heartbeat(tid) or {}
         self.queue.write_heartbeat(tid, dict(hb, agent=agent["path"], uuid=agent["uuid"]))
         self.say(f"{tid}: started {agent['path']}")
@@ -319,6 +347,7 @@ class Worker:
             provider,
             "build",
             self.workspace(tid, task),
+            self.agent_options(task, "build", tid, token),
         )
         if error == REAPED:
             self.say(f"{tid}: {error}")
@@ -332,18 +361,33 @@ class Worker:
             self.queue.park(tid, token, question)
             self.say(f"{tid}: parked in inbox/: {question}")
             return
+        revision, branch = last_line(answer, "REVISION"), None
+        if self.worktree:  # the revision must be a commit this attempt made
+            wt = orcr.get(self.last_agent[tid]).get("worktree")
+            revision, why = checkouts.check_revision(wt, revision)
+            if why:
+                dst = self.queue.fail_build(tid, token, why)
+                self.say(f"{tid}: attempt failed ({why}) -> {dst}/")
+                return
+            branch = wt["branch"]
         # one writer: the results file is written under the lock, by the claim's holder
         self.queue.finish_build(
             tid,
             token,
-            last_line(answer, "REVISION"),
+            revision,
             provider or "default",
             results=answer.rstrip() + "\n",
+            branch=branch,
         )
         self.say(f"{tid}: built -> review/")
 
     def verify(self, orcr, tid: str, token: str) -> None:
         task = self.queue.read("verifying", tid)
+        if self.worktree and not task.meta.get("revision"):
+            why = "no revision to check out (--worktree): not an attempt"
+            self.queue.return_verification(tid, token, why)
+            self.say(f"{tid}: {why} -> review/")
+            return
         used = list(task.meta.get("passes") or [])
         candidates = self.providers or installed_families()
         provider = pick_verifier_provider(task.meta.get("built_by"), used, candidates)
@@ -356,7 +400,13 @@ class Worker:
             provider,
             "verify",
             self.workspace(tid, task),
+            self.agent_options(task, "verify", tid, token),
         )
+        if self.worktree and tid in self.last_agent:  # a fresh checkout per verdict
+            try:
+                checkouts.drop_verifier_checkout(orcr, self.last_agent.pop(tid))
+            except Exception as exc:  # kept by orcr; orcr worktree rm removes it
+                self.say(f"{tid}: the verifier's checkout was not removed: {exc}")
         if error == REAPED:
             self.say(f"{tid}: {error}")
             return

@@ -1,0 +1,95 @@
+"""``orcr tasks work --worktree`` (issue 22 items 7, 8): each agent in its own checkout;
+a builder's REVISION must be a commit it made on its attempt's branch; a verifier
+works in a fresh checkout of the revision, removed after the verdict."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from orcr_tasks import checkouts
+from orcr_tasks.queue import Queue
+
+FAST = ["--provider", "echo", "--heartbeat", "0.2s", "--drain"]
+
+
+def git(repo, *args) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def make_repo(root):
+    repo = root / "repo"
+    git(root, "init", "-q", "-b", "main", str(repo))
+    (repo / "a.txt").write_text("a\n")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.email=t@x", "-c", "user.name=t", "commit", "-q", "-m", "first")
+    return repo
+
+
+def test_revision_must_be_a_commit_the_attempt_made(short_tmp):
+    repo = make_repo(short_tmp)
+    base = git(repo, "rev-parse", "HEAD")
+    git(repo, "branch", "tasks/q/T1/a1-x")
+    git(repo, "checkout", "-q", "tasks/q/T1/a1-x")
+    (repo / "b.txt").write_text("b\n")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.email=t@x", "-c", "user.name=t", "commit", "-q", "-m", "work")
+    made = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    wt = {"repo": str(repo), "branch": "tasks/q/T1/a1-x", "base_commit": base, "path": None}
+    assert checkouts.check_revision(wt, made[:10]) == (made, None)
+    assert "before the attempt began" in checkouts.check_revision(wt, base)[1]
+    assert "not a commit" in checkouts.check_revision(wt, "nosuch")[1]
+    assert "no REVISION" in checkouts.check_revision(wt, None)[1]
+    git(repo, "checkout", "-q", "-b", "other")
+    (repo / "c.txt").write_text("c\n")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.email=t@x", "-c", "user.name=t", "commit", "-q", "-m", "elsewhere")
+    other = git(repo, "rev-parse", "HEAD")
+    assert "not on the attempt's branch" in checkouts.check_revision(wt, other)[1]
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_builder_claiming_a_revision_it_did_not_make_fails_and_verifier_gets_a_fresh_checkout(
+    live, short_tmp
+):
+    repo = make_repo(short_tmp)
+    head = git(repo, "rev-parse", "HEAD")
+    live.config(
+        live.mux.config()
+        + '[timings]\npoll_every = "50ms"\n'
+        + f'[worktrees]\ndir = "{short_tmp / "checkouts"}"\n'
+    )
+    live.start_server()
+    q = Queue.init(short_tmp / "q")
+    d = str(q.root)
+    # T2: built without --worktree, its REVISION taken as given (review/)
+    live.run("tasks", "add", d, "--id", "T2", "--done-when", "VERDICT: pass", "--",
+             f"Build it.\nREVISION: {head}", check=True)  # fmt: skip
+    live.run("tasks", "work", d, "--role", "builder", "--cwd", str(repo), *FAST, check=True)
+    assert q.read("review", "T2").meta["revision"] == head
+    # T1: with --worktree a REVISION the attempt did not make is a failed attempt
+    live.run("tasks", "add", d, "--id", "T1", "--done-when", "VERDICT: pass", "--",
+             f"Build it.\nREVISION: {head}", check=True)  # fmt: skip
+    r = live.run("tasks", "work", d, "--role", "builder", "--cwd", str(repo), "--worktree",
+                 *FAST, check=True, timeout=120)  # fmt: skip
+    state = "todo" if "T1" in q.ids("todo") else "failed"
+    t = q.read(state, "T1")
+    assert t.attempts >= 1 and "before the attempt began" in t.body, (t.body, r.stderr)
+    agents = json.loads(live.run("agent", "ls", "--all", "--json", check=True).stdout)
+    build = next(a for a in agents if "/build_" in a["path"] and a["worktree"])
+    assert build["worktree"]["branch"].startswith(f"tasks/{q.name}/T1/a1-")
+
+    # the verifier works in a fresh checkout of T2's revision, removed after its verdict
+    live.run("tasks", "work", d, "--role", "verifier", "--cwd", str(repo), "--worktree",
+             *FAST, check=True, timeout=120)  # fmt: skip
+    assert q.read("done", "T2").meta["passes"] == ["echo"]
+    agents = json.loads(live.run("agent", "ls", "--all", "--json", check=True).stdout)
+    verifier = next(a for a in agents if "/verify_" in a["path"])
+    wt = verifier["worktree"]
+    assert wt["base_commit"] == head and wt["state"] == "removed", wt
+    assert wt["branch"].startswith(f"tasks/{q.name}/T2/v-")
+    assert git(repo, "branch", "--list", "tasks/*").count("v-") == 0
