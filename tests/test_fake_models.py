@@ -308,3 +308,42 @@ def test_responses_variety_reasoning_parts_messages_and_lean_events():
         assert events[-1][1]["response"]["output"][0]["content"] == [
             {"type": "refusal", "refusal": "No."}
         ]
+
+
+def test_the_record_says_whether_each_prompt_was_received_exactly_once():
+    """The exactly-once record (issue 19): per request, every user text; a prompt
+    doubled in one message, or sent again as a second user message, is caught."""
+    with anthropic_server() as srv:
+        url = srv.url + "/v1/messages"
+
+        def user(t):
+            return {"role": "user", "content": [{"type": "text", "text": t}]}
+
+        said = {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}
+        _post(url, _claude_body(user("<system-reminder>x</system-reminder>"), user("one")))
+        _post(url, _claude_body(user("one"), said, user("two two")))
+        _post(url, _claude_body(user("one"), said, user("two two"), said, user("one")))
+        assert srv.user_texts()[1] == ["one", "two two"]
+        assert srv.received("one") == [1, 1, 2]
+        assert srv.turn_starts("one") == 2
+        assert srv.once_problems(["two", "one", "three"]) == [
+            "'two': received 2 times in one request, 1 turns started with it",
+            "'one': received 2 times in one request, 2 turns started with it",
+            "'three': never received",
+        ]
+    with responses_server() as srv:
+        url = srv.url + "/v1/responses"
+
+        def item(t):
+            return {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": t}],
+            }
+
+        body = {"model": "m", "tools": [{"type": "function", "name": "shell"}], "stream": False}
+        _post(
+            url,
+            dict(body, input=[item("<environment_context>x</environment_context>"), item("hi")]),
+        )
+        assert srv.once_problems(["hi"]) == [] and srv.user_texts() == [["hi"]]

@@ -47,6 +47,8 @@ def _agent(value=None):
         agent_session_source="orcr:codex-notify" if value else None,
         agent_session_kind="id" if value else None,
         agent_session_value=value,
+        model=None,
+        run_args=None,
     )
 
 

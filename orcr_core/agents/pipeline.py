@@ -17,7 +17,7 @@ import threading
 import time
 
 from orcr_core import dirs, events, faults
-from orcr_core.agents import lifecycle, parking, procs, sessions, transcripts
+from orcr_core.agents import delivery, lifecycle, procs, resume
 from orcr_core.agents.launch import (
     launch_command,
     launch_info,
@@ -41,7 +41,6 @@ ANSWER_WAIT = 2.0  # seconds for a TUI to redraw after a key orcr pressed
 #: seconds between a dialog's first sight and orcr's first key: Claude Code drops
 #: every key sent in the first ~0.3 s after drawing its trust dialog
 DIALOG_SETTLE = 0.5
-DELIVERY_ATTEMPTS = 3
 #: driver error codes whose message is the whole story ("claude: command not found")
 PLAIN_ERRORS = ("command_not_found", "pane_dead")
 
@@ -167,7 +166,7 @@ def _run(server, agent: Agent) -> None:
         if not _await_input(server, agent, provider, spec, pane):
             return  # a dialog asks a person first: the monitor runs this again
         agent = _check(agent)
-        outcome = _lost_turn(server, agent, provider)
+        outcome = resume.lost_turn(server, _fresh(agent), provider)
         with db.atomic("IMMEDIATE"):
             agent = _check(agent)
             if outcome:  # the row says how the turn under way when it was lost ended
@@ -180,14 +179,19 @@ def _run(server, agent: Agent) -> None:
                 )
             lifecycle.transition(agent, "idle", reason="resumed", **outcome)
     elif prompt:
-        if agent.turn == 0 and not _turns_since(server, agent, 0):
-            if not _await_input(server, agent, provider, spec, pane):
+        if agent.turn == 0:
+
+            def ready() -> bool:
+                if not _await_input(server, agent, provider, spec, pane):
+                    return False  # a dialog asks a person first
+                _check(agent)
+                return True
+
+            # exactly once across a crash: the paste and the Enter are separate steps,
+            # and a resumed delivery decides from them and what the pane shows
+            confirmed = delivery.first_prompt(server, agent, prompt, ready)
+            if confirmed is None:
                 return  # a dialog asks a person first: the monitor runs this again
-            agent = _check(agent)
-            with db.atomic("IMMEDIATE"):
-                events.emit("prompt.requested", agent.uuid, path=agent.path, turn=1)
-            faults.point("before_prompt")
-            confirmed = deliver(server, agent, prompt, turns_before=0)
             faults.point("after_prompt")
         else:
             confirmed = True
@@ -350,138 +354,6 @@ def _wait_ready(driver, pane: PaneRef) -> None:
             if exc.code in ("pane_not_found", "not_found"):
                 return  # its program exited (herdr drops the pane): delivery says so
         time.sleep(0.05)
-
-
-#: turn_error of a turn the agent was working on when its pane was lost
-LOST_MID_TURN = (
-    "the agent was lost during this turn and resumed without finishing it; "
-    "send the prompt again (orcr agent send)"
-)
-
-
-def _lost_turn(server, agent: Agent, provider) -> dict:
-    """How the turn a resumed agent was working on when it was lost ended, as the
-    ``turn``/``turn_status``/``turn_error`` of its ``idle`` transition; {} when no
-    turn was under way (every prompt's turn had ended) or the provider keeps no
-    transcript (its turns have no recorded outcome).
-
-    The resumed TUI is not asked to finish it and no prompt is typed again: the
-    process that ran the turn is gone. The transcript says how it ended if it got
-    that far (a turn that completed just before the loss keeps its answer);
-    otherwise it was ``interrupted``."""
-    if not provider.has_transcript or agent.turns_done >= agent.turn:
-        return {}
-    state = transcripts.read_transcript(server, _fresh(agent))
-    turns = state.turns if state is not None else ()
-    turn = turns[agent.turn - 1] if len(turns) >= agent.turn else None
-    if turn is not None and turn.status in ("completed", "errored"):
-        outcome = {"turn": agent.turn, "turn_status": turn.status}
-        if turn.error:
-            outcome["turn_error"] = turn.error
-        return outcome
-    return {"turn": agent.turn, "turn_status": "interrupted", "turn_error": LOST_MID_TURN}
-
-
-#: seconds between two searches for the transcript that received a prompt being delivered
-FIND_EVERY = 0.25
-
-
-def _turns_since(server, agent: Agent, turns_before: int, text: str | None = None) -> bool | None:
-    """Did a new turn start? None when nothing can tell (no transcript, no status).
-
-    With no transcript known yet, the provider's ``find_session`` may find the one
-    that received ``text`` (Codex: its rollout shows the prompt once accepted)."""
-    agent = _fresh(agent)  # the monitor may have captured the session pointer meanwhile
-    state = transcripts.read_transcript(server, agent)
-    if state is None and text and sessions.discover(server, agent, prompt=text, every=FIND_EVERY):
-        state = transcripts.read_transcript(server, _fresh(agent))
-    if state is not None:
-        return len(state.turns) > turns_before
-    provider = server.registry.providers.get(agent.provider)
-    if provider is not None and provider.has_transcript:
-        return False  # the transcript does not exist yet: no turn has started
-    status = server.driver.agent_status(pane_of(agent)) if agent.pane_id else None
-    if status is None:
-        return None
-    return status == "working"
-
-
-def deliver(server, agent: Agent, text: str, turns_before: int) -> bool:
-    """Two-call delivery, then confirm the turn started; press Enter again if not.
-
-    A prompt that sat unsubmitted (Enter swallowed by a TUI that was not ready)
-    gets another Enter. An extra Enter on an empty composer is harmless.
-    """
-    driver = server.driver
-    pane = pane_of(agent)
-    driver.send_prompt(pane, text)
-    confirm = server.config.duration("timings.prompt_confirm")
-    for attempt in range(DELIVERY_ATTEMPTS):
-        deadline = time.monotonic() + confirm
-        while True:
-            started = _turns_since(server, agent, turns_before, text)
-            if started is None or started:
-                return True
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(0.05)
-        if attempt < DELIVERY_ATTEMPTS - 1:
-            with db.atomic("IMMEDIATE"):
-                events.emit("prompt.resubmit", agent.uuid, path=agent.path, attempt=attempt + 1)
-            driver.send_keys(pane, ["enter"])
-    return False
-
-
-def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> None:
-    """``agent send``: idle -> working now, deliver in the background."""
-    with db.atomic("IMMEDIATE"):
-        agent = _fresh(agent)
-        turns_before = agent.turn
-        fields = {"turn": agent.turn + 1}
-        if timeout is not None:
-            fields["timeout"] = float(timeout)
-        lifecycle.update(agent, None, **fields)
-        events.emit("prompt.requested", agent.uuid, path=agent.path, turn=agent.turn)
-        lifecycle.transition(agent, "working")
-
-    def _deliver(server, uuid):
-        a = Agent.get(Agent.uuid == uuid)
-        try:
-            a = parking.unpark(server, a, "prompt")  # a parked agent comes back first
-        except DriverError as exc:
-            # the prompt reaches the pane wherever it is: an answer matters more
-            log.warning("agent %s: not un-parked for its prompt: %s", a.path, exc)
-        try:
-            ok = deliver(server, a, prompt, turns_before)
-        except Exception as exc:  # noqa: BLE001 - any failure to type ends the turn
-            log.warning("agent %s: prompt not delivered: %s", a.path, exc)
-            if not (isinstance(exc, DriverError) and exc.code == "pane_dead"):
-                undelivered(server, a, turns_before, exc)
-                return
-            # the program died under the prompt: nothing was typed into a dead
-            # pane, and the monitor ends the agent from its pane
-            ok = False
-        with db.atomic("IMMEDIATE"):
-            events.emit("prompt.applied", uuid, path=a.path, turn=a.turn, confirmed=ok)
-
-    server.start_pipeline(agent.uuid, _deliver, queue_behind=True)
-
-
-def undelivered(server, agent: Agent, turns_before: int, exc: Exception) -> None:
-    """A prompt the driver could not type (an error other than a dead pane) ends
-    its turn ``errored``: the agent goes back to ``idle`` at the turn count it had
-    (no turn reached the program), never left ``working`` for a turn that cannot come."""
-    error = f"the prompt was not delivered: {exc}"
-    with db.atomic("IMMEDIATE"):
-        agent = _fresh(agent)
-        events.emit("prompt.failed", agent.uuid, path=agent.path, turn=agent.turn, error=error)
-        if agent.status not in ("working", "idle") or agent.turn != turns_before + 1:
-            return  # the agent moved on (ended, killed, sent again) meanwhile
-        turn = agent.turn
-        lifecycle.update(agent, None, turn=turns_before, turn_status="errored", turn_error=error)
-        if agent.status == "working":  # (a program without a transcript may show idle first)
-            lifecycle.transition(agent, "idle", turn=turn, turn_status="errored", turn_error=error)
-    server.notify()
 
 
 def close_pane(server, agent: Agent, pane: PaneRef | None, why: str) -> None:

@@ -20,6 +20,7 @@ import time
 from peewee import IntegrityError
 
 from orcr_core import events
+from orcr_core.agents import transcripts
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.resume")
@@ -173,3 +174,33 @@ def send_refusal(agent: Agent) -> str:
     if agent.status == "lost":
         return f"{head}: its pane is gone; orcr agent resume {agent.path} starts it again"
     return f"{head}; send needs an idle agent: orcr agent wait {agent.path}, then send"
+
+
+#: turn_error of a turn the agent was working on when its pane was lost
+LOST_MID_TURN = (
+    "the agent was lost during this turn and resumed without finishing it; "
+    "send the prompt again (orcr agent send)"
+)
+
+
+def lost_turn(server, agent: Agent, provider) -> dict:
+    """How the turn a resumed agent was working on when it was lost ended, as the
+    ``turn``/``turn_status``/``turn_error`` of its ``idle`` transition; {} when no
+    turn was under way (every prompt's turn had ended) or the provider keeps no
+    transcript (its turns have no recorded outcome).
+
+    The resumed TUI is not asked to finish it and no prompt is typed again: the
+    process that ran the turn is gone. The transcript says how it ended if it got
+    that far (a turn that completed just before the loss keeps its answer);
+    otherwise it was ``interrupted``."""
+    if not provider.has_transcript or agent.turns_done >= agent.turn:
+        return {}
+    state = transcripts.read_transcript(server, agent)
+    turns = state.turns if state is not None else ()
+    turn = turns[agent.turn - 1] if len(turns) >= agent.turn else None
+    if turn is not None and turn.status in ("completed", "errored"):
+        outcome = {"turn": agent.turn, "turn_status": turn.status}
+        if turn.error:
+            outcome["turn_error"] = turn.error
+        return outcome
+    return {"turn": agent.turn, "turn_status": "interrupted", "turn_error": LOST_MID_TURN}

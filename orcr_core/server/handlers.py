@@ -320,7 +320,7 @@ def agent_kill(server, conn, rid, params):
 
 @method("agent.send")
 def agent_send(server, conn, rid, params):
-    from orcr_core.agents import pipeline
+    from orcr_core.agents import delivery
 
     agent = resolve(_param(params, "target", str))
     prompt = _param(params, "prompt", str)
@@ -337,7 +337,7 @@ def agent_send(server, conn, rid, params):
         from orcr_core.agents.resume import send_refusal
 
         raise ProtocolError("not_idle", send_refusal(agent))
-    pipeline.send_prompt(server, agent, prompt, timeout)
+    delivery.send_prompt(server, agent, prompt, timeout)
     return {"agent": agent_dict(Agent.get_by_id(agent.id))}
 
 

@@ -19,6 +19,17 @@ Both run in-process on 127.0.0.1 with an ephemeral port, answer from a
         env = {"ANTHROPIC_BASE_URL": srv.url, "ANTHROPIC_API_KEY": srv.api_key}
         ...
         assert srv.prompts() == ["hello", "list files"]
+        assert srv.once_problems(["hello", "list files"]) == []
+
+Exactly once, from what the model was sent: every conversation request keeps its
+user texts (``Request.user_texts``: the whole conversation, the CLI's reminders and
+context messages left out). ``srv.received(prompt)`` gives, per request carrying
+it, how often it occurs (a prompt pasted twice into one composer counts 2 in one
+text; one sent as a second user message counts 2 in every later request);
+``srv.turn_starts(prompt)`` how many turns began with it; ``srv.once_problems(
+prompts)`` lists what breaks "each received exactly once" (empty when none).
+The fake CLIs (tests/fakes) send their turns to these servers when
+``ANTHROPIC_BASE_URL`` (claude) or ``OPENAI_BASE_URL`` (codex) is set.
 
 See :mod:`fake_models.script` for what a script can answer (text, slow
 streaming, a held stream, a tool call, a subagent, an error, a rate limit, a

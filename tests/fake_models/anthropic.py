@@ -49,6 +49,17 @@ def _is_prompt_text(text: str) -> bool:
     return bool(t) and not t.startswith("<system-reminder>") and not t.startswith("<command-")
 
 
+def user_texts(body: dict) -> list[str]:
+    """Every user text of the request, in order (Claude Code's reminders left out)."""
+    return [
+        t
+        for m in body.get("messages") or []
+        if isinstance(m, dict) and m.get("role") == "user"
+        for t in _texts(m.get("content"))
+        if _is_prompt_text(t)
+    ]
+
+
 def turn_of(body: dict) -> tuple[str | None, int]:
     """(prompt, answers so far in its turn): the latest user text and the assistant
     messages after it."""
@@ -90,7 +101,7 @@ class AnthropicHandler(Handler):
             self.send_json(404, _error("not_found_error", f"no {self.path} here"))
             return
         prompt, index = turn_of(body)
-        req.prompt = prompt
+        req.prompt, req.index, req.user_texts = prompt, index, user_texts(body)
         tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
         if prompt is None or not tools or prompt.startswith(SIDE_PROMPTS):
             req.answer = "side"

@@ -42,6 +42,27 @@ def _is_prompt_text(text: str) -> bool:
     return bool(t) and not t.startswith("<") and not t.startswith("# AGENTS.md")
 
 
+def _item_texts(item: dict) -> list[str]:
+    content = item.get("content")
+    if isinstance(content, str):
+        return [content]
+    return [c.get("text", "") for c in content or [] if isinstance(c, dict)]
+
+
+def user_texts(body: dict) -> list[str]:
+    """Every user text of the request, in order (Codex's context messages left out)."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return [items]
+    return [
+        t
+        for i in items or []
+        if isinstance(i, dict) and i.get("role") == "user"
+        for t in _item_texts(i)
+        if _is_prompt_text(t)
+    ]
+
+
 def turn_of(body: dict) -> tuple[str | None, int]:
     """(prompt, tool rounds so far in its turn): the latest user text, and the tool
     outputs sent back after it."""
@@ -93,7 +114,7 @@ class ResponsesHandler(Handler):
             self.send_json(404, _error("not_found", f"no {self.path} here"))
             return
         prompt, index = turn_of(body)
-        req.prompt = prompt
+        req.prompt, req.index, req.user_texts = prompt, index, user_texts(body)
         tools = {
             t.get("name"): t
             for t in body.get("tools") or []

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -20,6 +20,10 @@ class Request:
     body: Any  # parsed JSON, or the raw text
     prompt: str | None = None  # the prompt a conversation request answers, when it is one
     answer: str = ""  # which kind of step answered it ("text", "tool", "error", ...)
+    #: every user text the request carries, in order (the whole conversation so far:
+    #: each earlier prompt, then this turn's; a CLI's own reminders left out)
+    user_texts: list[str] = field(default_factory=list)
+    index: int = 0  # the step of its turn this request asks for (0: the turn's first)
 
 
 class FakeServer(ThreadingHTTPServer):
@@ -58,6 +62,46 @@ class FakeServer(ThreadingHTTPServer):
     def conversation(self) -> list[Request]:
         with self.lock:
             return [r for r in self.requests if r.prompt is not None and r.answer != "side"]
+
+    # -- what the model was sent: the exactly-once record -----------------------------
+
+    def user_texts(self) -> list[list[str]]:
+        """Per conversation request (side requests left out), every user text it carried."""
+        return [list(r.user_texts) for r in self.conversation()]
+
+    def received(self, prompt: str) -> list[int]:
+        """Per conversation request that carries ``prompt``, how many times it does: a
+        prompt typed twice into one composer counts 2 in one text, a prompt sent as a
+        second user message counts 2 in one request (as history in every later one)."""
+        want = prompt.strip()
+        counts = [sum(t.count(want) for t in texts) for texts in self.user_texts()]
+        return [n for n in counts if n]
+
+    def turn_starts(self, prompt: str) -> int:
+        """How many turns were started with ``prompt``: first requests of a turn whose
+        prompt it is (a retried request, identical, counts once)."""
+        want = prompt.strip()
+        seen = set()
+        for r in self.conversation():
+            if r.index == 0 and r.prompt is not None and want in r.prompt:
+                seen.add(json.dumps(r.user_texts))
+        return len(seen)
+
+    def once_problems(self, prompts) -> list[str]:
+        """What breaks "each prompt reached the model exactly once", one line per
+        problem (empty: every prompt in ``prompts`` was received once, in one turn).
+        ``assert srv.once_problems(prompts) == []`` is the assertion the tests make."""
+        problems = []
+        for prompt in prompts:
+            counts, starts = self.received(prompt), self.turn_starts(prompt)
+            if not counts:
+                problems.append(f"{prompt!r}: never received")
+            elif max(counts) != 1 or starts != 1:
+                problems.append(
+                    f"{prompt!r}: received {max(counts)} times in one request, "
+                    f"{starts} turns started with it"
+                )
+        return problems
 
 
 class Handler(BaseHTTPRequestHandler):

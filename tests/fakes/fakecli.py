@@ -215,8 +215,26 @@ class Dialog:
         return out
 
 
+def post_json(url: str, body: dict, headers: dict[str, str]) -> None:
+    """One request to a (fake) model API; its answer is read and dropped, errors ignored."""
+    import urllib.request
+
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(url, data, {"content-type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            resp.read()
+    except OSError:
+        pass
+
+
 class Tui:
-    """The composer, the turn runner and the screen. Subclasses make the turns."""
+    """The composer, the turn runner and the screen. Subclasses make the turns.
+
+    When a model API is configured (:meth:`model_request`), every turn's start sends
+    the conversation so far (each earlier prompt and answer, then this prompt) to it,
+    as the real CLIs do: ``tests/fake_models`` records what the model received.
+    """
 
     title = "fake"
 
@@ -238,6 +256,19 @@ class Tui:
         self.dialogs: deque[Dialog] = deque()
         self.drawn_before = False
         self.paused = False  # a question mid-turn holds the turn's next steps
+        self.conversation: list[tuple[str, str]] = []  # (role, text) sent to the model
+
+    def model_request(self, conversation: list[tuple[str, str]]):
+        """``(url, body, headers)`` of the model request for ``conversation``, or None
+        (no model API configured)."""
+        return None
+
+    def call_model(self, prompt: str) -> None:
+        self.conversation.append(("user", prompt))
+        request = self.model_request(self.conversation)
+        if request is not None:
+            post_json(*request)
+        self.conversation.append(("assistant", parse_prompt(prompt).text or "ok"))
 
     # -- turns ---------------------------------------------------------------
 
@@ -280,6 +311,7 @@ class Tui:
             if not self.queue:
                 return
             prompt = self.queue.popleft()
+            self.call_model(prompt)
             self.history.append(f"> {prompt}")
             self.steps = deque(self.make_turn(prompt))
             self.busy = True

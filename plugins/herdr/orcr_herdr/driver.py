@@ -82,6 +82,7 @@ class HerdrDriver:
         self.owns_server = not explicit  # an explicit socket is someone else's server
         self.socket_path = explicit or str(session_socket(self.session))
         self.submit_delay = max(submit_delay, SUBMIT_DELAY)
+        self._pasted: dict[str, float] = {}  # pane id -> when its prompt was pasted
         self.client = HerdrClient(self.socket_path)
         self._session_lock = threading.Lock()
         self._workspace_lock = threading.Lock()
@@ -251,12 +252,26 @@ class HerdrDriver:
 
     def send_prompt(self, pane: PaneRef, text: str) -> None:
         """The two-call rule: the text (a paste if the app enabled it), a pause, then Enter."""
-        when = "before its prompt was pasted"
+        self.paste_prompt(pane, text)
+        self.submit_prompt(pane)
+
+    def paste_prompt(self, pane: PaneRef, text: str) -> None:
+        """The first call alone: the text, never Enter (orcr records each call)."""
+        self._input(pane, "pane.send_input", {"text": text}, "before its prompt was pasted")
+        self._pasted[pane.pane_id] = time.monotonic()
+
+    def submit_prompt(self, pane: PaneRef) -> None:
+        """The second call: Enter, :attr:`submit_delay` after this driver's paste into
+        the pane (at once when it pasted nothing there: the paste was long ago)."""
+        pasted = self._pasted.pop(pane.pane_id, None)
+        if pasted is not None:
+            time.sleep(max(0.0, pasted + self.submit_delay - time.monotonic()))
+        when = "before Enter was pressed on its prompt"
+        self._input(pane, "pane.send_keys", {"keys": ["enter"]}, when)
+
+    def _input(self, pane: PaneRef, method: str, params: dict, when: str) -> None:
         try:
-            self.request("pane.send_input", {"pane_id": pane.pane_id, "text": text})
-            time.sleep(self.submit_delay)
-            when = "before Enter was pressed on its prompt"
-            self.request("pane.send_keys", {"pane_id": pane.pane_id, "keys": ["enter"]})
+            self.request(method, {"pane_id": pane.pane_id, **params})
         except DriverError as exc:
             if exc.code != "pane_not_found":
                 raise

@@ -147,6 +147,7 @@ class TmuxDriver:
         self._version: str | None = None
         self._server_pid: int | None = None  # the tmux server last seen answering
         self._lock = threading.Lock()
+        self._pasted: dict[str, float] = {}  # pane id -> when its prompt was pasted
 
     # -- availability and version ---------------------------------------------------------
 
@@ -382,6 +383,12 @@ class TmuxDriver:
         (a child's exit) handled in between, so no window is left for a race.
         A dead pane raises :class:`DriverError` with code ``pane_dead``.
         """
+        self.paste_prompt(pane, text)
+        self.submit_prompt(pane)
+
+    def paste_prompt(self, pane: PaneRef, text: str) -> None:
+        """The first call of the two-call rule alone: the text, never Enter (orcr records
+        the paste and the Enter as separate steps, so a crash between them is known)."""
         # Paste-end markers inside the text would end the bracket early.
         text = text.replace("\x1b[201~", "").replace("\x1b[200~", "")
         if text:
@@ -398,7 +405,14 @@ class TmuxDriver:
                 self._delete_buffer(buffer)
                 raise
             self._raise_if_dead(pane, out, "before its prompt was pasted")
-        time.sleep(self.prompt_delay)
+        self._pasted[pane.pane_id] = time.monotonic()
+
+    def submit_prompt(self, pane: PaneRef) -> None:
+        """The second call: Enter, :attr:`prompt_delay` after this driver's paste into
+        the pane (at once when it pasted nothing there: the paste was long ago)."""
+        pasted = self._pasted.pop(pane.pane_id, None)
+        if pasted is not None:
+            time.sleep(max(0.0, pasted + self.prompt_delay - time.monotonic()))
         out = self.tmux.run(self._unless_dead(pane, f"send-keys -t {pane.pane_id} Enter"))
         self._raise_if_dead(pane, out, "before Enter was pressed on its prompt")
 

@@ -1,0 +1,242 @@
+"""Prompt delivery: the two-call rule, the turn's confirmation, and the first prompt
+delivered exactly once across a crash.
+
+The first prompt's paste and its Enter are separate intent/applied steps
+(``prompt.paste_requested``/``prompt.paste_applied``,
+``prompt.enter_requested``/``prompt.enter_applied``), each written before and after
+its multiplexer call. A pipeline resumed after a crash decides from those steps and
+from what the provider and the pane show, never by typing again blindly:
+
+- the turn shows (the transcript, or the provider's session discovery finds a
+  session holding the prompt, as Codex's rollout does before its thread is
+  reported): nothing is typed;
+- Enter was requested: the text left the composer for the model, or it is still
+  on the screen and Enter is pressed again (never the text);
+- only the paste was requested: when it was applied or the screen shows the text,
+  Enter alone is pressed; a paste that never reached the pane is made again.
+
+So the model receives each first prompt once: never doubled in one message, never
+as a second user message. ``agent send`` (later turns) uses :func:`deliver`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from orcr_core import events, faults
+from orcr_core.agents import lifecycle, parking, sessions, transcripts
+from orcr_core.agents.launch import pane_of
+from orcr_core.contracts import DriverError
+from orcr_core.store.models import Agent, Event, db
+
+log = logging.getLogger("orcr.delivery")
+
+DELIVERY_ATTEMPTS = 3
+#: how much of the prompt (its first non-blank characters, whitespace ignored) is
+#: looked for on the screen to tell a composer that already holds it
+SCREEN_MATCH = 40
+#: what a TUI shows in place of a long pasted text (Claude Code: "[Pasted text #1 +12 lines]")
+PASTE_PLACEHOLDERS = ("[Pasted text",)
+
+PASTE_REQUESTED = "prompt.paste_requested"
+PASTE_APPLIED = "prompt.paste_applied"
+ENTER_REQUESTED = "prompt.enter_requested"
+ENTER_APPLIED = "prompt.enter_applied"
+
+
+def _steps(agent: Agent) -> set[str]:
+    """The delivery steps recorded for this agent's first prompt."""
+    rows = Event.select(Event.kind).where(
+        (Event.agent == agent.uuid) & Event.kind.startswith("prompt.")
+    )
+    return {e.kind for e in rows}
+
+
+def _record(agent: Agent, *kinds: str) -> None:
+    with db.atomic("IMMEDIATE"):
+        for kind in kinds:
+            events.emit(kind, agent.uuid, path=agent.path, turn=1)
+
+
+def first_prompt(server, agent: Agent, prompt: str, ready) -> bool | None:
+    """Deliver turn 1 exactly once; whether the turn was seen to start (``confirmed``).
+
+    ``ready()`` waits for the TUI's input before anything is typed; it returns False
+    when a dialog asks a person first: then nothing is typed and this returns None
+    (the monitor runs the pipeline again)."""
+    steps = _steps(agent)
+    if _turns_since(server, agent, 0):
+        return True  # the transcript shows the turn: it is not typed again
+    if PASTE_REQUESTED in steps and sessions.discover(server, agent, prompt=prompt, every=0):
+        return True  # the provider's session discovery found the prompt: its turn started
+    if PASTE_REQUESTED not in steps:  # nothing was typed yet
+        if not ready():
+            return None
+        if "prompt.requested" not in steps:
+            _record(agent, "prompt.requested")
+        faults.point("before_prompt")
+        return _type(server, agent, prompt, paste=True)
+    shown = _on_screen(server, agent, prompt)
+    if ENTER_REQUESTED in steps:
+        # Enter may have landed: the text went to the model, or (still shown) it
+        # is pressed again; the text itself is never typed twice
+        log.info("agent %s: first prompt's Enter was requested before a restart", agent.path)
+        if shown:
+            return _type(server, agent, prompt, paste=False)
+        return confirm(server, agent, 0, prompt)
+    if PASTE_APPLIED in steps or shown:
+        log.info("agent %s: first prompt already pasted: Enter only", agent.path)
+        return _type(server, agent, prompt, paste=False)
+    log.info("agent %s: first prompt's paste never reached the pane: pasted", agent.path)
+    return _type(server, agent, prompt, paste=True)
+
+
+def _type(server, agent: Agent, prompt: str, paste: bool) -> bool:
+    """The paste (unless ``paste`` is False) and the Enter, each between its intent
+    and applied events; then the confirmation."""
+    driver = server.driver
+    pane = pane_of(agent)
+    split = hasattr(driver, "paste_prompt") and hasattr(driver, "submit_prompt")
+    if not split:  # a driver with send_prompt only: one step, recorded as both
+        if paste:
+            _record(agent, PASTE_REQUESTED, ENTER_REQUESTED)
+            driver.send_prompt(pane, prompt)
+            _record(agent, PASTE_APPLIED, ENTER_APPLIED)
+        else:
+            _record(agent, ENTER_REQUESTED)
+            driver.send_keys(pane, ["enter"])
+            _record(agent, ENTER_APPLIED)
+        return confirm(server, agent, 0, prompt)
+    if paste:
+        _record(agent, PASTE_REQUESTED)
+        faults.point("before_paste")
+        driver.paste_prompt(pane, prompt)
+        faults.point("after_paste")
+        _record(agent, PASTE_APPLIED)
+    _record(agent, ENTER_REQUESTED)
+    faults.point("before_enter")
+    driver.submit_prompt(pane)
+    faults.point("after_enter")
+    _record(agent, ENTER_APPLIED)
+    return confirm(server, agent, 0, prompt)
+
+
+def _on_screen(server, agent: Agent, prompt: str) -> bool:
+    """Whether the pane shows the prompt (whitespace ignored: a composer wraps it), or
+    a TUI's placeholder for a pasted text."""
+    try:
+        screen = server.driver.read(pane_of(agent))
+    except DriverError:
+        return False
+    if any(mark in screen for mark in PASTE_PLACEHOLDERS):
+        return True
+    want = "".join(prompt.split())[:SCREEN_MATCH]
+    return bool(want) and want in "".join(screen.split())
+
+
+#: seconds between two searches for the transcript that received a prompt being delivered
+FIND_EVERY = 0.25
+
+
+def _turns_since(server, agent: Agent, turns_before: int, text: str | None = None) -> bool | None:
+    """Did a new turn start? None when nothing can tell (no transcript, no status).
+
+    With no transcript known yet, the provider's ``find_session`` may find the one
+    that received ``text`` (Codex: its rollout shows the prompt once accepted)."""
+    agent = Agent.get_by_id(agent.id)  # the monitor may have captured the session meanwhile
+    state = transcripts.read_transcript(server, agent)
+    if state is None and text and sessions.discover(server, agent, prompt=text, every=FIND_EVERY):
+        state = transcripts.read_transcript(server, Agent.get_by_id(agent.id))
+    if state is not None:
+        return len(state.turns) > turns_before
+    provider = server.registry.providers.get(agent.provider)
+    if provider is not None and provider.has_transcript:
+        return False  # the transcript does not exist yet: no turn has started
+    status = server.driver.agent_status(pane_of(agent)) if agent.pane_id else None
+    if status is None:
+        return None
+    return status == "working"
+
+
+def confirm(server, agent: Agent, turns_before: int, text: str | None = None) -> bool:
+    """Wait for the turn to show; press Enter again if it does not.
+
+    A prompt that sat unsubmitted (Enter swallowed by a TUI that was not ready)
+    gets another Enter. An extra Enter on an empty composer is harmless.
+    """
+    driver = server.driver
+    pane = pane_of(agent)
+    wait = server.config.duration("timings.prompt_confirm")
+    for attempt in range(DELIVERY_ATTEMPTS):
+        deadline = time.monotonic() + wait
+        while True:
+            started = _turns_since(server, agent, turns_before, text)
+            if started is None or started:
+                return True
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        if attempt < DELIVERY_ATTEMPTS - 1:
+            with db.atomic("IMMEDIATE"):
+                events.emit("prompt.resubmit", agent.uuid, path=agent.path, attempt=attempt + 1)
+            driver.send_keys(pane, ["enter"])
+    return False
+
+
+def deliver(server, agent: Agent, text: str, turns_before: int) -> bool:
+    """Two-call delivery (``send_prompt``), then confirm the turn started."""
+    server.driver.send_prompt(pane_of(agent), text)
+    return confirm(server, agent, turns_before, text)
+
+
+def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> None:
+    """``agent send``: idle -> working now, deliver in the background."""
+    with db.atomic("IMMEDIATE"):
+        agent = Agent.get_by_id(agent.id)
+        turns_before = agent.turn
+        fields = {"turn": agent.turn + 1}
+        if timeout is not None:
+            fields["timeout"] = float(timeout)
+        lifecycle.update(agent, None, **fields)
+        events.emit("prompt.requested", agent.uuid, path=agent.path, turn=agent.turn)
+        lifecycle.transition(agent, "working")
+
+    def _deliver(server, uuid):
+        a = Agent.get(Agent.uuid == uuid)
+        try:
+            a = parking.unpark(server, a, "prompt")  # a parked agent comes back first
+        except DriverError as exc:
+            # the prompt reaches the pane wherever it is: an answer matters more
+            log.warning("agent %s: not un-parked for its prompt: %s", a.path, exc)
+        try:
+            ok = deliver(server, a, prompt, turns_before)
+        except Exception as exc:  # noqa: BLE001 - any failure to type ends the turn
+            log.warning("agent %s: prompt not delivered: %s", a.path, exc)
+            if not (isinstance(exc, DriverError) and exc.code == "pane_dead"):
+                undelivered(server, a, turns_before, exc)
+                return
+            # the program died under the prompt: nothing was typed into a dead
+            # pane, and the monitor ends the agent from its pane
+            ok = False
+        with db.atomic("IMMEDIATE"):
+            events.emit("prompt.applied", uuid, path=a.path, turn=a.turn, confirmed=ok)
+
+    server.start_pipeline(agent.uuid, _deliver, queue_behind=True)
+
+
+def undelivered(server, agent: Agent, turns_before: int, exc: Exception) -> None:
+    """A prompt the driver could not type (an error other than a dead pane) ends
+    its turn ``errored``: the agent goes back to ``idle`` at the turn count it had
+    (no turn reached the program), never left ``working`` for a turn that cannot come."""
+    error = f"the prompt was not delivered: {exc}"
+    with db.atomic("IMMEDIATE"):
+        agent = Agent.get_by_id(agent.id)
+        events.emit("prompt.failed", agent.uuid, path=agent.path, turn=agent.turn, error=error)
+        if agent.status not in ("working", "idle") or agent.turn != turns_before + 1:
+            return  # the agent moved on (ended, killed, sent again) meanwhile
+        turn = agent.turn
+        lifecycle.update(agent, None, turn=turns_before, turn_status="errored", turn_error=error)
+        if agent.status == "working":  # (a program without a transcript may show idle first)
+            lifecycle.transition(agent, "idle", turn=turn, turn_status="errored", turn_error=error)
+    server.notify()

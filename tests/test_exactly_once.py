@@ -1,0 +1,117 @@
+"""Each first prompt reaches the model exactly once, across a SIGKILL of the server at
+every point of its delivery (issue 19 item 1), on tmux and on the herdr emulator.
+
+The fake Claude Code and Codex CLIs (tests/fakes) send every turn's conversation to
+the fake model APIs (tests/fake_models), which record each request's user texts: the
+assertion is made where the model sees it. A prompt pasted twice into one composer
+(killed between the paste and Enter, then pasted again) shows doubled in one user
+text; one typed again after its Enter (the turn not yet visible to orcr: Codex's
+session is learnt only after the turn) shows as a second user message.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from fake_clis import configure, wait_idle
+from fake_models import anthropic_server, responses_server
+
+from orcr_core.testing import until
+
+#: every point of the first prompt's delivery, in order
+POINTS = [
+    "before_prompt",
+    "before_paste",
+    "after_paste",
+    "before_enter",
+    "after_enter",
+    "after_prompt",
+]
+
+
+@pytest.fixture
+def apis():
+    with anthropic_server() as claude, responses_server() as codex:
+        yield {"claude": claude, "codex": codex}
+
+
+def _configure(live, tmp, apis, **kw):
+    configure(
+        live,
+        tmp,
+        claude=["--fake-api", apis["claude"].url],
+        codex=["--fake-api", apis["codex"].url + "/v1"],
+        **kw,
+    )
+
+
+def _read(live, path):
+    return live.run("agent", "read", path, check=True).stdout
+
+
+@pytest.mark.parametrize("provider", ["claude", "codex"])
+def test_a_prompt_reaches_the_model_once_without_a_crash(live, short_tmp, apis, provider):
+    _configure(live, short_tmp, apis)
+    live.start_server()
+    live.run("agent", "run", "-p", provider, "--path", "o/a", "hello once", check=True)
+    wait_idle(live, "o/a", timeout=60)
+    assert _read(live, "o/a") == "hello once\n"
+    assert apis[provider].once_problems(["hello once"]) == []
+
+
+@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("provider", ["claude", "codex"])
+def test_sigkill_at_each_delivery_point_sends_the_prompt_once(
+    live, short_tmp, apis, provider, point
+):
+    _configure(live, short_tmp, apis)
+    live.start_server(extra_env={"ORCR_FAULT": point})
+    # killed after the Enter, the turn still runs at the restart (Codex has not reported
+    # its thread: only its rollout shows the prompt)
+    prompt = f"[sleep {4 if point == 'after_enter' else 1}] crash at {point}"
+    live.run("agent", "run", "-p", provider, "--path", "o/k", prompt)  # may lose the reply
+    assert live.proc.wait(60) == -signal.SIGKILL, live.server_log()
+    live.start_server()
+    wait_idle(live, "o/k", timeout=60)
+    assert _read(live, "o/k") == f"crash at {point}\n"
+    assert apis[provider].once_problems([prompt]) == [], apis[provider].user_texts()
+    assert live.mux.labels() == ["o/k"]
+    if point == "after_enter":  # the turn was found (Codex: its rollout), nothing pressed
+        events = live.events(live.get("o/k")["uuid"])
+        applied = [e["data"]["confirmed"] for e in events if e["kind"] == "prompt.applied"]
+        assert applied == [True]
+        assert "prompt.resubmit" not in [e["kind"] for e in events]
+
+
+@pytest.mark.parametrize("point", ["after_paste", "after_enter"])
+def test_sigkill_in_a_start_burst_of_8_sends_each_prompt_once(live, short_tmp, apis, point):
+    """4 Claude and 4 Codex agents started at once; the server dies at the 4th time
+    any of them reaches ``point``, with the others anywhere in their delivery."""
+    _configure(live, short_tmp, apis)
+    live.start_server(extra_env={"ORCR_FAULT": f"{point}:4"})
+    agents = {
+        f"b/{p}{i}": (p, f"[sleep 2] burst {p} {i}") for p in ("claude", "codex") for i in range(4)
+    }
+    try:
+        with live.sdk() as o:
+            for path, (provider, prompt) in agents.items():
+                o.run(prompt, provider=provider, path=path)
+    except Exception:
+        pass  # the server may die under the burst
+    assert live.proc.wait(60) == -signal.SIGKILL, live.server_log()
+    live.start_server()
+    typed = {"claude": [], "codex": []}
+    for path, (provider, prompt) in agents.items():
+        row = until(lambda p=path: (a := live.get(p))["status"] in ("idle", "ended") and a, 90)
+        if row["status"] == "ended":  # no pane recorded yet: failed, its prompt never typed
+            assert row["exit_reason"] == "failed" and "mid-start" in row["error"], row
+            assert apis[provider].received(prompt) == [], path
+            continue
+        assert _read(live, path) == prompt.split("] ", 1)[1] + "\n", path
+        typed[provider].append(prompt)
+    assert len(typed["claude"] + typed["codex"]) >= 4  # the 4 that reached the point
+    for provider, prompts in typed.items():
+        assert apis[provider].once_problems(prompts) == [], apis[provider].user_texts()
+    alive = sorted(p for p in agents if live.get(p)["status"] == "idle")
+    assert live.mux.labels() == alive
