@@ -30,13 +30,14 @@ def small_disk(short_tmp):
 
 def _fill(mnt):
     path = mnt / f"fill-{uuid.uuid4().hex}"
-    with open(path, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)  # unbuffered: the last write is the one refused
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
     return path
 
 
