@@ -36,7 +36,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "unmanaged": {"keep_ended": 1000},
     # off by default: a resumed agent picks its work up again unattended (docs/configuration.md)
     "recovery": {"resume_lost": False},
-    "loops": {"log_max_bytes": 10 * 1024 * 1024, "keep_runs": 50, "missed_after": "1m"},
+    "loops": {
+        "log_max_bytes": 10 * 1024 * 1024,
+        "keep_runs": 50,
+        "missed_after": "1m",
+        "keep_events": 10_000,
+    },
     "agent": {"provider": "claude"},
     "driver": {"name": "auto"},
     # "" = this instance's own: ``orcr``, or ``orcr-<instance id>`` under ORCR_HOME
@@ -286,6 +291,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "loops.log_max_bytes": _int_range(1000, 2**30),
     "loops.keep_runs": _int_range(1, MAX_CAP),
     "loops.missed_after": _duration_range(1, 86400),
+    "loops.keep_events": _int_range(100, MAX_RETENTION),
     "driver.name": _name,
     "agent.provider": _name,
     "herdr.session": _string,

@@ -100,19 +100,56 @@ class Bus:
             return min(self._pins.values()) if self._pins else None
 
 
-def apply_retention(bus: Bus, keep: int) -> int:
-    """Delete events beyond the newest ``keep``, never past the oldest pin."""
+#: the per-loop pass runs once this many new rows have been written since the last
+_LOOP_PASS_EVERY = 1000
+_loop_pass_at = [0]
+
+
+def apply_retention(bus: Bus, keep: int, keep_per_loop: int | None = None) -> int:
+    """Delete events beyond the newest ``keep``, never past the oldest pin.
+
+    A loop's own rows (``loop`` set: the scheduler's history, ``loop logs
+    --source orcr``) are not counted against ``keep``: with ``keep_per_loop``
+    each loop keeps its newest that many, so agent churn cannot evict them.
+    """
     newest = last_seq()
     cutoff = newest - keep
     pinned = bus.oldest_pin()
     if pinned is not None:
         cutoff = min(cutoff, pinned)
-    if cutoff <= 0:
-        return 0
-    if db.execute_sql("SELECT 1 FROM event WHERE seq <= ? LIMIT 1", (cutoff,)).fetchone() is None:
-        return 0  # nothing to delete: no write transaction
-    with db.atomic("IMMEDIATE"):
-        n = Event.delete().where(Event.seq <= cutoff).execute()
-        if n:
-            Meta.replace(key="events_floor", value=str(cutoff)).execute()
-        return n
+    n = 0
+    loop_rows = keep_per_loop is not None
+    where = "seq <= ?" + (" AND loop IS NULL" if loop_rows else "")
+    if (
+        cutoff > 0
+        and db.execute_sql(f"SELECT 1 FROM event WHERE {where} LIMIT 1", (cutoff,)).fetchone()
+    ):
+        with db.atomic("IMMEDIATE"):
+            q = Event.delete().where(Event.seq <= cutoff)
+            if loop_rows:
+                q = q.where(Event.loop.is_null())
+            n = q.execute()
+            if n:
+                Meta.replace(key="events_floor", value=str(cutoff)).execute()
+    if loop_rows and newest - _loop_pass_at[0] >= _LOOP_PASS_EVERY:
+        _loop_pass_at[0] = newest
+        n += _trim_loops(keep_per_loop, pinned)
+    return n
+
+
+def _trim_loops(keep: int, pinned: int | None) -> int:
+    """Each loop keeps its newest ``keep`` rows (never past a pin)."""
+    over = db.execute_sql(
+        "SELECT loop FROM event WHERE loop IS NOT NULL GROUP BY loop HAVING COUNT(*) > ?", (keep,)
+    ).fetchall()
+    n = 0
+    for (loop,) in over:
+        row = db.execute_sql(
+            "SELECT seq FROM event WHERE loop = ? ORDER BY seq DESC LIMIT 1 OFFSET ?", (loop, keep)
+        ).fetchone()
+        if row is None:
+            continue
+        cut = row[0] if pinned is None else min(row[0], pinned)
+        with db.atomic("IMMEDIATE"):
+            n += Event.delete().where((Event.loop == loop) & (Event.seq <= cut)).execute()
+    return n

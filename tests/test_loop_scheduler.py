@@ -255,3 +255,24 @@ def test_the_loop_zone_gives_the_first_and_every_later_fire(store):
     # and after a miss, the next fire is still the zone's
     assert fire_due(nxt + 86400 + 3600, MISSED_AFTER) == []
     assert defs.iso(Loop.get_by_id(loop.uuid).next_fire_at) == "2026-03-31T07:00:00.000Z"
+
+
+def test_loop_history_has_its_own_bound_agent_churn_cannot_evict_it(store, monkeypatch):
+    """Issue 20 item 21: events.retention bounds the rest; each loop keeps its own
+    newest loops.keep_events rows."""
+    from orcr_core import events
+
+    monkeypatch.setattr(events, "_LOOP_PASS_EVERY", 1)
+    monkeypatch.setattr(events, "_loop_pass_at", [0])
+    a, b = _create(name="a"), _create(name="b")
+    with db.atomic("IMMEDIATE"):
+        for i in range(30):
+            events.emit("run.status", loop=a.uuid, n=i)
+        for _ in range(200):  # agent churn
+            events.emit("agent.status", "some-agent")
+    bus = events.Bus()
+    events.apply_retention(bus, keep=50, keep_per_loop=20)
+    kept_a = [e.data for e in Event.select().where(Event.loop == a.uuid).order_by(Event.seq)]
+    assert len(kept_a) == 20 and json.loads(kept_a[-1])["n"] == 29  # the newest 20
+    assert Event.select().where(Event.loop == b.uuid).count() == 1  # loop.created stays
+    assert Event.select().where(Event.loop.is_null()).count() <= 50

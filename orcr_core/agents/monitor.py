@@ -205,7 +205,9 @@ class Monitor:
                 self._reload = True  # this step wrote: re-read the rows, re-arm their timers
         if db.write_transactions != self._retention_seen:  # events come only with writes
             self._retention_seen = db.write_transactions
-            events.apply_retention(srv.bus, int(cfg.get("events.retention")))
+            events.apply_retention(
+                srv.bus, int(cfg.get("events.retention")), int(cfg.get("loops.keep_events"))
+            )
 
     # -- rows, watches, timers --------------------------------------------
     def _load(self) -> None:
