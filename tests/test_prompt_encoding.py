@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -96,3 +97,16 @@ def test_a_prompt_the_driver_cannot_type_ends_the_turn_errored(server, marker):
     # the agent takes its next prompt as turn 1
     r = server.run("agent", "send", "d/a", "again", check=True)
     assert r.stdout.split()[2:] == ["turn", "1"]
+
+
+def test_a_first_prompt_the_driver_crashes_on_fails_the_start_at_once(server):
+    """Not retried several times a second until the stuck-start guard (2 minutes, with
+    a misleading reason): the start fails at once, naming the error."""
+    t0 = time.monotonic()
+    server.run(
+        "agent", "run", "--provider", "testp", "--path", "f/c", "<driver-crashes>", check=True
+    )
+    a = server.ended("f/c", timeout=30)
+    assert a["exit_reason"] == "failed", a
+    assert "ValueError: the test driver broke while typing it" in a["error"], a["error"]
+    assert time.monotonic() - t0 < 30

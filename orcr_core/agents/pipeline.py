@@ -13,8 +13,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import sqlite3
 import threading
 import time
+
+from peewee import PeeweeException
 
 from orcr_core import dirs, events, faults
 from orcr_core.agents import delivery, lifecycle, procs, resume
@@ -88,6 +91,13 @@ def run(server, uuid: str) -> None:
         else:
             error = str(exc) if code in PLAIN_ERRORS else f"{type(exc).__name__}: {exc}"
         fail(server, agent, error)
+    except Exception as exc:  # a bug in a driver or an adapter (UnicodeEncodeError, ...)
+        if isinstance(exc, PeeweeException | sqlite3.Error):
+            raise  # the store's trouble is the server's (store_error), not this agent's
+        # retried it would fail the same way several times a second until the
+        # stuck-start guard, which would then give a misleading reason
+        log.exception("agent %s: start failed", agent.path)
+        fail(server, agent, f"{type(exc).__name__}: {exc}")
     finally:
         server.notify()
 
