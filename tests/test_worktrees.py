@@ -394,3 +394,21 @@ def test_claude_trust_file_that_is_not_json_is_left_alone(short_tmp):
     assert not (short_tmp / ".claude.json.lock").exists()
     path.write_text("{}")
     assert trust.trust(path, "/w") is True and trust.trust(path, "/w") is False
+
+
+def test_top_flags_an_agent_in_its_own_checkout():
+    from orcr_core.top.model import FleetModel, Row, flag
+
+    assert flag(None, False, False, "created") == "wt"
+    assert flag(None, False, False, "removed") == ""
+    assert flag("trust?", False, False, "created") == "blocked"  # blocked wins
+    row = Row.from_agent(
+        {"uuid": "u", "path": "a/b", "status": "idle", "worktree": {"state": "created"}}
+    )
+    assert row.flag == "wt" and row.to_json(0)["worktree"] == "created"
+    m = FleetModel()
+    m.load_snapshot(
+        {"snapshot_seq": 1, "agents": [{"uuid": "u", "path": "a/b", "status": "ended"}]}
+    )
+    m.apply_batch([{"seq": 2, "ts": 0, "kind": "worktree.kept", "agent": "u", "data": {}}])
+    assert m.rows["u"].flag == "wt"

@@ -376,7 +376,7 @@ class FleetModel:
     def _apply(self, ev: dict) -> None:
         kind = ev["kind"]
         uuid = ev.get("agent")
-        if not uuid or not (kind.startswith("agent.") or kind.startswith(("prompt.", "pane."))):
+        if not uuid or not kind.startswith(("agent.", "prompt.", "pane.", "worktree.")):
             return
         data = ev.get("data") or {}
         ts = ev.get("ts")

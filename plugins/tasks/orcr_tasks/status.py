@@ -25,6 +25,7 @@ def compute(queue: Queue, stale: float, now: float | None = None) -> dict:
     stale_rows = []
     unreadable = []
     done_last_hour = 0
+    built = []  # what a coordinator merges: each built task's revision and branch
     backlog: dict[str, list[str]] = {}
     for state in STATES:
         for task, st, tid, why in queue.entries(state):
@@ -47,6 +48,13 @@ def compute(queue: Queue, stale: float, now: float | None = None) -> dict:
             c["tasks"] += 1
             c["rejects"] += task.sections("Reject")
             c["passes"] += task.sections("Pass")
+            if state in ("review", "verifying", "done") and (
+                task.meta.get("revision") or task.meta.get("branch")
+            ):
+                built.append(
+                    {"id": tid, "state": state, "revision": task.meta.get("revision"),
+                     "branch": task.meta.get("branch")}
+                )  # fmt: skip
             if state == "done":
                 at = _ts(task.meta.get("done_at"))
                 if at is not None and now - at <= 3600:
@@ -77,6 +85,7 @@ def compute(queue: Queue, stale: float, now: float | None = None) -> dict:
         "unreadable": unreadable,
         "quarantined": quarantined,
         "stuck": stuck(queue, backlog),
+        "built": built,
     }
 
 
@@ -157,4 +166,7 @@ def render(s: dict) -> str:
         lines.append(f"  QUARANTINED {u['file']}: {u['why']}")
     for r in s["stuck"]:
         lines.append(f"  STUCK backlog/{r['id']}: {r['why']}")
+    for b in s.get("built", []):
+        where = f"branch {b['branch']}" if b["branch"] else "no branch"
+        lines.append(f"  {b['state']}/{b['id']}: revision {b['revision'] or '-'}, {where}")
     return "\n".join(lines)

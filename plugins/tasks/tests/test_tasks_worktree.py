@@ -93,3 +93,21 @@ def test_builder_claiming_a_revision_it_did_not_make_fails_and_verifier_gets_a_f
     assert wt["base_commit"] == head and wt["state"] == "removed", wt
     assert wt["branch"].startswith(f"tasks/{q.name}/T2/v-")
     assert git(repo, "branch", "--list", "tasks/*").count("v-") == 0
+    status = live.run("tasks", "status", d, check=True).stdout
+    assert f"done/T2: revision {head}, no branch" in status, status
+
+
+def test_status_and_show_name_the_branch_and_revision(short_tmp):
+    q = Queue.init(short_tmp / "q")
+    q.add("build it", done_when="VERDICT: pass", task_id="T3")
+    assert q.claim("builder", "tok", {}, lambda *a: None) == "T3"
+    q.finish_build("T3", "tok", "abc123", "claude", results="r\n", branch="tasks/q/T3/a1-tok")
+    from orcr_tasks.status import compute, render
+
+    s = compute(q, stale=600)
+    assert s["built"] == [
+        {"id": "T3", "state": "review", "revision": "abc123", "branch": "tasks/q/T3/a1-tok"}
+    ]
+    assert "review/T3: revision abc123, branch tasks/q/T3/a1-tok" in render(s)
+    text = q.file("review", "T3").read_text()
+    assert '"tasks/q/T3/a1-tok"' in text and "abc123" in text
