@@ -412,3 +412,20 @@ def test_top_flags_an_agent_in_its_own_checkout():
     )
     m.apply_batch([{"seq": 2, "ts": 0, "kind": "worktree.kept", "agent": "u", "data": {}}])
     assert m.rows["u"].flag == "wt"
+
+
+def test_resume_runs_in_the_kept_checkout_again(tmux, short_tmp):
+    repo = make_repo(short_tmp)
+    tmux.start_server()
+    run_wt(tmux, repo / "sub", "rs/one")
+    wt = idle(tmux, "rs/one")["worktree"]
+    (Path(wt["path"]) / "notes.txt").write_text("unfinished\n")
+    subprocess.run(["tmux", "-S", str(tmux.mux.socket), "kill-server"], check=True)
+    kept = settled(tmux, "rs/one")["worktree"]
+    assert (kept["state"], kept["reason"]) == ("kept", "1 changed or untracked file")
+    tmux.run("agent", "resume", "rs/one", check=True)
+    a = idle(tmux, "rs/one")
+    assert a["worktree"]["state"] == "created" and a["worktree"]["path"] == wt["path"]
+    assert a["cwd"] == str(Path(wt["path"]) / "sub")
+    assert (Path(wt["path"]) / "notes.txt").read_text() == "unfinished\n"
+    assert kinds(tmux, a["uuid"]).count("worktree.created") == 1  # not made again
