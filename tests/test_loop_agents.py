@@ -182,3 +182,26 @@ def test_bad_commands_and_a_missing_dashdash_are_refused_at_create(loops):
     path = _start(loops, "rel")
     assert until(lambda: _ended(loops, path))["status"] == "ok"
     assert _ready_text(loops, path, "ran-ok")
+
+
+def test_a_setsid_daemon_of_a_run_ends_with_it(loops):
+    """Issue 20 item 20: a daemon that left the run's process group (setsid) is
+    still the run's: it ends when the command does, by exit or by stop."""
+    for name, tail, stop in (("exits", "echo bye", False), ("stopped", "exec sleep 300", True)):
+        pidfile = loops.work / f"{name}.pid"
+        script = f"setsid sleep 300 & echo $! > {pidfile}; {tail}"
+        _create(loops, name, "0 0 1 1 *", "--", "sh", "-c", script)
+        path = _start(loops, name)
+        until(lambda p=pidfile: p.exists() and p.read_text().strip(), what="the daemon")
+        daemon = int(pidfile.read_text())
+        if stop:
+            loops.run("loop", "run", "stop", path, "--wait", check=True)
+        run = until(lambda p=path: _ended(loops, p), what="the run to end")
+        assert not _alive(daemon), f"{name}: the setsid daemon outlived its run"
+        assert (
+            "outside its group"
+            in loops.run(
+                "loop", "logs", name, "--run", path.split("/")[1], "--source", "run"
+            ).stdout
+        )
+        assert run["status"] == ("stopped" if stop else "ok")

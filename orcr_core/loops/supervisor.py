@@ -16,10 +16,13 @@ Protocol, one JSON line each way:
 3. It copies the output into the log file up to ``log_max`` bytes (the rest is
    drained and counted, so a chatty command never blocks or fills the disk).
 4. When the command exits, any process it left in its process group is killed
-   (the group is safe to signal while the unreaped leader holds the pgid), the
-   exit status is written to the state file (fsync, atomic rename), and the
-   supervisor exits. The server notices through a pidfd, or, after a restart,
-   reads the state file.
+   (the group is safe to signal while the unreaped leader holds the pgid), and
+   so is every other descendant: the supervisor is a child subreaper (Linux
+   ``PR_SET_CHILD_SUBREAPER``), so a daemon that left the group with ``setsid``
+   is reparented to it rather than to init when its parent exits, and is killed
+   by pid (an unreaped child's pid cannot be reused). Then the exit status is
+   written to the state file (fsync, atomic rename), and the supervisor exits.
+   The server notices through a pidfd, or, after a restart, reads the state file.
 """
 
 from __future__ import annotations
@@ -46,6 +49,62 @@ def proc_start(pid: int) -> float:
                 boot = float(line.split()[1])
                 break
     return ticks / os.sysconf("SC_CLK_TCK") + boot
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Orphaned descendants are reparented to us, not to init (Linux only)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children(me: int) -> set[int]:
+    kids: set[int] = set()
+    try:
+        tids = os.listdir(f"/proc/{me}/task")
+    except OSError:
+        return kids
+    for tid in tids:
+        try:
+            with open(f"/proc/{me}/task/{tid}/children") as f:
+                kids.update(int(p) for p in f.read().split())
+        except OSError:
+            pass
+    return kids
+
+
+def kill_descendants(keep: int) -> int:
+    """SIGKILL every child of ours but ``keep`` (the command's zombie) and reap it,
+    until none has appeared for a moment (orphans are reparented to a subreaper
+    as their parents die). Returns how many were killed."""
+    me, killed, quiet = os.getpid(), 0, 0
+    deadline = time.monotonic() + 5.0
+    while quiet < 3 and time.monotonic() < deadline:
+        kids = _children(me) - {keep}
+        if not kids:
+            quiet += 1
+            time.sleep(0.01)
+            continue
+        quiet = 0
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        for pid in kids:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+    return killed
 
 
 def write_state(path: str, state: dict) -> None:
@@ -106,6 +165,7 @@ def _answer(obj: dict) -> None:
 
 def main() -> int:
     state = {"supervisor": os.getpid(), "supervisor_start": proc_start(os.getpid())}
+    subreaper = become_subreaper()
     line = sys.stdin.readline()  # a warm spare waits here
     if not line:  # a spare whose server went away
         return 0
@@ -154,8 +214,14 @@ def main() -> int:
         os.killpg(child.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    escaped = kill_descendants(keep=child.pid) if subreaper else 0
     code = child.wait()
-    copier.join(5)  # a process outside the group may still hold the pipe: stop waiting
+    copier.join(5)  # without a subreaper a process outside the group may hold the pipe
+    if escaped:
+        os.write(
+            log_fd,
+            f"\n[orcr: killed {escaped} process(es) the command left outside its group]\n".encode(),
+        )
     if counts["total"] > counts["written"]:
         os.write(
             log_fd,
