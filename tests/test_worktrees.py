@@ -429,3 +429,23 @@ def test_resume_runs_in_the_kept_checkout_again(tmux, short_tmp):
     assert a["cwd"] == str(Path(wt["path"]) / "sub")
     assert (Path(wt["path"]) / "notes.txt").read_text() == "unfinished\n"
     assert kinds(tmux, a["uuid"]).count("worktree.created") == 1  # not made again
+
+
+def test_a_kill_while_the_checkout_is_made_cancels_and_leaves_nothing(tmux, short_tmp):
+    """cancel_requested is checked after git returns: the start ends canceled, no
+    pane is started, and the checkout just made is removed with its branch."""
+    repo = make_repo(short_tmp)
+    hook = repo / ".git" / "hooks" / "post-checkout"  # git worktree add runs it
+    hook.write_text(f"#!/bin/sh\ntouch {short_tmp}/hook-ran\nsleep 3\n")
+    hook.chmod(0o755)
+    tmux.start_server()
+    uuid = run_wt(tmux, repo, "cx/one").stdout.split()[1]
+    until(lambda: (short_tmp / "hook-ran").exists(), 30, what="git worktree add under way")
+    assert tmux.run("agent", "kill", "cx/one", check=True).stdout.split()[-1] == "cancel_requested"
+    a = settled(tmux, "cx/one", ("removed",))
+    assert (a["status"], a["exit_reason"]) == ("ended", "canceled"), a
+    assert not Path(a["worktree"]["path"]).exists()
+    assert git(repo, "worktree", "list").count("\n") == 0
+    assert git(repo, "branch", "--format=%(refname:short)", "--list", "orcr/*") == ""
+    ks = [e["kind"] for e in tmux.events(uuid)]
+    assert "pane.start_requested" not in ks and "worktree.created" not in ks, ks
