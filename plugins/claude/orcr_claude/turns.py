@@ -34,7 +34,13 @@ position is). The rules, and why:
   ``tool_use`` line can follow within a few hundred ms): it is confirmed by a
   ``stop_hook_summary``/``turn_duration`` line after it, by ``settle`` seconds
   of quiet, or by ``settle_end_turn`` seconds of quiet when the version writes
-  ``stop_reason: "end_turn"``. A one-shot parse passes ``settle=0``.
+  ``stop_reason: "end_turn"``. A one-shot parse passes ``settle=0``. Once
+  confirmed, only turn activity (an assistant line, a tool result) reopens it:
+  Claude Code 2.1.299+ compacts a conversation left idle (over
+  ``CLAUDE_CODE_IDLE_COMPACT_MIN_TOKENS``, 200K, after 0.9 of the 1 h prompt-cache
+  TTL: about 54 min) by appending a ``compact_boundary``, an ``isCompactSummary``
+  user line, ``attachment`` lines and a ``system/informational`` notice, with no
+  prompt: no turn, and the file growing must not make the idle turn look open.
 
 Blocked: a pending permission prompt writes nothing (section 1.5), so what the
 transcript can show is limited to
@@ -103,6 +109,7 @@ class _Turn:
     error_tail: bool = False  # system/error or a given-up api_error after it
     error_text: str | None = None  # what that system line said
     background: int = 0  # background agents still running at its last turn_duration
+    settled: bool = False  # its answer was confirmed by a quiet period: growth alone keeps it
 
     @property
     def error(self) -> str | None:
@@ -117,7 +124,7 @@ class _Turn:
         return next(reversed(self.responses.values()), None)
 
     def activity(self) -> None:
-        self.interrupted = self.end_marker = self.error_tail = False
+        self.interrupted = self.end_marker = self.error_tail = self.settled = False
         self.error_text = None
 
 
@@ -312,10 +319,16 @@ class ClaudeTurns:
             return ("completed", None) if ended else ("open", None)
         confirmed = (
             turn.end_marker
+            or turn.settled
             or quiet_for >= self.settle
             or (last.stop_reason == "end_turn" and quiet_for >= self.settle_end_turn)
         )
-        return ("completed", text) if confirmed else ("open", None)
+        if confirmed:
+            # Records that are no turn activity (an idle compaction's boundary, summary and
+            # notice, last-prompt lines) make the file grow: they must not reopen it
+            turn.settled = True
+            return "completed", text
+        return "open", None
 
     def _blocked(self, turn: _Turn, quiet_for: float) -> bool:
         last = turn.last

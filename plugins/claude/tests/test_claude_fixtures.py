@@ -55,6 +55,15 @@ OWN_TRUTH = {
             ("completed", "The background job finished cleanly.", 36),
         ],
     ),
+    # built from 2.1.332's source (no human prompt between the two turns): idle compaction
+    "orcr-2.1.332-idle-compact.jsonl": (
+        "2.1.332",
+        "idle",
+        [
+            ("completed", "I read all 412 files.", 21),
+            ("completed", "A small CLI with one module.", 28),
+        ],
+    ),
     # captured from the real Claude Code in the real_cli tier (test_model_variety_claude.py)
     "real-2.1.332-answer-shapes.jsonl": (
         "2.1.332",

@@ -504,3 +504,37 @@ def test_a_prompt_typed_while_background_agents_run_closes_the_turn_completed(
         ("completed", "main final answer"),
         ("completed", "ok"),
     ]
+
+
+IDLE_COMPACT = Path(__file__).parent / "fixtures" / "orcr-2.1.332-idle-compact.jsonl"
+
+
+@pytest.mark.parametrize("hook", [True, False], ids=["stop-hook", "no-stop-hook"])
+def test_idle_compaction_is_no_turn_and_does_not_reopen_the_idle_one(transcript, read, clock, hook):
+    """Claude Code 2.1.299+ compacts a conversation left idle (~54 min, over 200K
+    tokens): a compact_boundary, an isCompactSummary user line, an attachment and a
+    system/informational notice arrive with no prompt. The idle turn stays completed
+    while they arrive (the file grows: without the Stop hook its end came from the
+    quiet period only), and the prompt after them is turn 2."""
+    records = [json.loads(line) for line in IDLE_COMPACT.read_text().splitlines()]
+    if not hook:
+        records = [r for r in records if r.get("subtype") != "stop_hook_summary"]
+    at = next(i for i, r in enumerate(records) if r.get("subtype") == "compact_boundary")
+    prompt2 = next(i for i, r in enumerate(records) if r.get("promptId") == "p2")
+    transcript.add(*records[:at])
+    read()
+    clock.advance(5)
+    idle = [("completed", "I read all 412 files.")]
+    assert (read().state, statuses(read())) == ("idle", idle)
+    for record in records[at:prompt2]:
+        transcript.add(record)
+        state = read()  # no time passes: the file is growing
+        assert (state.state, statuses(state)) == ("idle", idle), record
+    transcript.add(records[prompt2])
+    state = read()
+    assert state.state == "working" and statuses(state) == [*idle, ("open", None)]
+    transcript.add(*records[prompt2 + 1 :])
+    read()
+    clock.advance(5)
+    state = read()
+    assert statuses(state) == [*idle, ("completed", "A small CLI with one module.")]
