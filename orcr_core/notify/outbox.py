@@ -160,8 +160,9 @@ class Notifier:
                 Meta.replace(key="notify_cursor", value=str(last)).execute()
             self._saved, self._saved_at = last, now
         self.cursor = last
-        # retention may drop what is read, not what a crash would make us read again
-        self.server.bus.move_pin(self._pin, self._saved)
+        # read events may go: those past the persisted cursor matched nothing (a match
+        # persists the cursor), so a crash that reads them again would find nothing in them
+        self.server.bus.move_pin(self._pin, self.cursor)
         if rows:
             faults.point("notify_after_match")
             self.kick()
@@ -187,7 +188,6 @@ class Notifier:
                 with db.atomic("IMMEDIATE"):
                     Meta.replace(key="notify_cursor", value=str(self.cursor)).execute()
                 self._saved, self._saved_at = self.cursor, time.time()
-                self.server.bus.move_pin(self._pin, self._saved)
 
     # -- delivery ------------------------------------------------------------------------
     def release(self, sink: str, now: float) -> None:

@@ -149,6 +149,12 @@ def _notify_outbox(database) -> None:
     # notifications and their delivery state, per sink (orcr_core.notify); the
     # notifier's event cursor is meta 'notify_cursor'
     database.create_tables([models.Notification], safe=True)
+    # notifications start with this store's next event, not its history; set here, in
+    # the migration's transaction, so a server start costs no commit of its own
+    database.execute_sql(
+        "INSERT OR IGNORE INTO meta (key, value) "
+        "SELECT 'notify_cursor', CAST(COALESCE(MAX(seq), 0) AS TEXT) FROM event"
+    )
 
 
 def _worktree(database) -> None:
