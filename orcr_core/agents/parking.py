@@ -159,8 +159,10 @@ def _move(server, agent: Agent, state: str, why: str | None = None) -> bool:
 
 
 def _applied(agent: Agent, moved: PaneRef, parked: bool, to: str, **extra) -> None:
-    now = time.time()
     with db.atomic("IMMEDIATE"):
+        # the clock starts once the write lock is ours: the pane.moved below says the same
+        # instant, however long another writer made this wait
+        now = time.time()
         current = Agent.get_by_id(agent.id)
         lifecycle.place(
             current,
