@@ -96,12 +96,17 @@ class Serving:
             reply = hook(reply.get("_method", ""), reply)
         reply.pop("_method", None)
         self._check("reply", reply)
+        if stream is not None:  # open before the ack: a client may act on the ack at once
+            self._open_stream(stream)
         sent = send_line(conn, reply)
         if self._stop_after_reply.is_set():
             threading.Thread(target=self._server_stop, name="herdr-stop", daemon=True).start()
             return
-        if sent and stream is not None:
-            self._stream(conn, stream)
+        if stream is not None:
+            if sent:
+                self._stream(conn, stream)
+            else:
+                self._close_stream(stream)
 
     def _server_stop(self) -> None:
         self.stop()
@@ -173,13 +178,7 @@ class Serving:
         """The subscription loop: wake every 100 ms; per entry and wake, one event
         (herdr 0.8) or a bounded batch (0.9). On 0.9 an entry that fell behind the
         ring, or a test's :meth:`lose_events`, ends it with ``events_lost``."""
-        hub = self.hub
         batch = BATCH if self.dialect.batched else 1
-        with self.lock:
-            self._streams.append(stream)
-            if self._lose_next > 0:  # "including while its subscriptions are being initialized"
-                self._lose_next -= 1
-                stream.lost.set()
         try:
             while not self.stopped.is_set():
                 if self.stopped.wait(TICK) or peer_gone(conn):
@@ -204,11 +203,22 @@ class Serving:
                         if not send_line(conn, envelope):
                             return
         finally:
-            with self.lock:
-                if stream in self._streams:
-                    self._streams.remove(stream)
-            with hub.lock:
-                hub.status_entries = [e for e in hub.status_entries if e not in stream.entries]
+            self._close_stream(stream)
+
+    def _open_stream(self, stream: Stream) -> None:
+        with self.lock:
+            self._streams.append(stream)
+            if self._lose_next > 0:  # "including while its subscriptions are being initialized"
+                self._lose_next -= 1
+                stream.lost.set()
+
+    def _close_stream(self, stream: Stream) -> None:
+        with self.lock:
+            if stream in self._streams:
+                self._streams.remove(stream)
+        hub = self.hub
+        with hub.lock:
+            hub.status_entries = [e for e in hub.status_entries if e not in stream.entries]
 
 
 def _error(req_id: str, code: str, message: str) -> dict:
