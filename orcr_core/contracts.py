@@ -96,6 +96,10 @@ class PaneInfo:
     #: (herdr 0.9.2's ``restore_error``: its saved directory is gone, its shell failed);
     #: nothing runs in it, so an agent there is lost, with this as its error
     restore_error: str | None = None
+    #: herdr 0.9.2+'s ``completion_seq`` of the agent it tracks in the pane: set when
+    #: that agent went working/blocked -> idle, None otherwise (a second witness of a
+    #: turn end, never the only one: ``orcr_core/agents/witness.py``)
+    completion_seq: int | None = None
     #: the pane is in this instance's parking area (moved there by ``move(pane,
     #: PARKING)``); always False from a driver without parking support
     parked: bool = False

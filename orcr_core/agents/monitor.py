@@ -42,6 +42,7 @@ from orcr_core.agents.fswatch import TranscriptWatcher
 from orcr_core.agents.launch import owned, pane_of
 from orcr_core.agents.timers import Timers
 from orcr_core.agents.transcripts import read_transcript
+from orcr_core.agents.witness import Witness
 from orcr_core.contracts import DriverError, ProviderError
 from orcr_core.store import drift
 from orcr_core.store.models import Agent, db
@@ -76,6 +77,8 @@ class Monitor:
         self._stall_at: dict[str, float] = {}  # the stall deadline armed per agent
         self.watcher = TranscriptWatcher(self.transcript_changed)
         self.counters = {"snapshots": 0, "steps": 0}
+        self.witness = Witness()  # the multiplexer's view of turn ends, beside the transcript
+        self._witness_polling = False  # snapshots polled only for a pending witness
 
     # -- hints, from any thread -------------------------------------------
     def poke(self) -> None:
@@ -113,6 +116,7 @@ class Monitor:
             "resyncs": getattr(self.server, "mux_resyncs", 0),
             "timers": len(self.timers),
             "snapshots": self.counters["snapshots"],
+            "turn_witness": dict(self.witness.counts),  # agents/witness.py
         }
 
     # -- the thread -------------------------------------------------------
@@ -174,6 +178,8 @@ class Monitor:
         if self.agents and (panes_hint or (poll_due and self._snapshot_polling)):
             self.counters["snapshots"] += 1
             _panes(srv, list(self.agents.values()))
+            if self._snapshot_polling and self._witness_polling and not self.witness.pending():
+                self._classify()  # a turn end witnessed (or not) in time: polling may stop
         now = time.time()
         due: set[str] = set()
         stall_due: set[str] = set()
@@ -234,6 +240,7 @@ class Monitor:
         self.agents = rows
         transcripts.forget_except(self.server, set(rows))
         self.timers.forget(set(rows))
+        self.witness.forget(set(rows))
         for agent in rows.values():
             self._arm(agent)
         self._classify()
@@ -307,7 +314,8 @@ class Monitor:
             if agent.status in ("starting", "lost") or no_transcript:
                 panes = True
         self._fast = fast
-        self._snapshot_polling = panes
+        self._witness_polling = not panes and self.witness.pending()
+        self._snapshot_polling = panes or self._witness_polling
 
     def events_live_changed(self) -> None:
         """The multiplexer's event stream came up or went down."""
@@ -351,6 +359,11 @@ def _panes(server, active: list[Agent]) -> None:
                 rematch.lose(server, agent, pane)
             continue
         running.append((agent, pane))
+        monitor = getattr(server, "monitor", None)
+        if monitor is not None:
+            monitor.witness.observe(
+                agent.uuid, agent.status, pane.agent is not None, pane.completion_seq
+            )
         if (
             pane.pane_id != agent.pane_id
             or agent.status == "lost"
@@ -535,6 +548,11 @@ def _turns(server, agent: Agent) -> None:
         if last is not None and last.error:
             outcome["turn_error"] = last.error
         _set(server, agent, "idle", turns_done=len(state.turns), **outcome)
+        monitor = getattr(server, "monitor", None)
+        if monitor is not None:  # herdr's completion_seq as a second witness
+            monitor.witness.turn_ended(agent.uuid)
+            if monitor.witness.pending():
+                monitor._classify()  # poll snapshots until herdr's witness shows
     elif (
         agent.status == "idle"
         and state.state in ("working", "blocked")

@@ -373,6 +373,8 @@ class HerdrDriver:
         snap = self.request("session.snapshot", {})["snapshot"]
         marks = {t.get("tab_id"): parse_marks(t.get("label")) for t in snap.get("tabs", [])}
         parking = self.parking_label()
+        # AgentInfo.completion_seq (0.9.2+; omitted or null when not set: both read as None)
+        done = {a.get("pane_id"): a.get("completion_seq") for a in snap.get("agents", [])}
         parked = {
             w.get("workspace_id") for w in snap.get("workspaces", []) if w.get("label") == parking
         }
@@ -391,6 +393,7 @@ class HerdrDriver:
                 launch_token=marks.get(p["tab_id"], (None, None))[1],
                 parked=p["workspace_id"] in parked,
                 restore_error=p.get("restore_error") or None,  # herdr 0.9.2+
+                completion_seq=done.get(p["pane_id"]) if p.get("agent") else None,
             )
             for p in snap.get("panes", [])
         ]

@@ -161,3 +161,23 @@ def test_08_replays_and_never_reports_lost_events(emulator):
         sub.close()
     assert [m.get("event") for m in got] == ["pane_created"]  # replayed, no error
     assert emulator.events_lost_sent == 0
+
+
+@pytest.mark.parametrize("protocol", [20, 22])
+def test_completion_seq_marks_a_working_to_idle_transition(make_emulator, protocol):
+    emu = make_emulator(protocol=protocol)
+    pane = emu.add_agent("claude", "working")
+
+    def agent():
+        return ok(emu, "agent.get", {"target": pane})["agent"]
+
+    assert "completion_seq" not in agent()
+    emu.set_agent_status(pane, "idle")
+    got = agent()
+    if protocol == 22:
+        assert got["completion_seq"] == got["state_change_seq"]
+    else:
+        assert "completion_seq" not in got
+    emu.set_agent_status(pane, "working")  # cleared on every other change
+    assert "completion_seq" not in agent()
+    assert emu.violations == []

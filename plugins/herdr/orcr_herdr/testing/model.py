@@ -69,6 +69,7 @@ class Pane:
     state_change_seq: int = 0
     pending_resume: bool = False
     restore_error: str | None = None  # 0.9: restored without a process (saved cwd gone)
+    completion_seq: int | None = None  # 0.9.2: the state_change_seq of the last completion
     # input bookkeeping for the "Enter too early" failure mode
     last_text_at: float = -1e9
     text_pending: bool = False
@@ -173,6 +174,8 @@ class Views:
         for key in ("label",):
             out.pop(key, None)
         out["state_change_seq"] = pane.state_change_seq
+        if pane.completion_seq is not None:  # omitted when null (not shown either way: §12)
+            out["completion_seq"] = pane.completion_seq
         if pane.pending_resume:
             out["launch_pending"] = True
         return out

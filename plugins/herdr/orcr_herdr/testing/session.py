@@ -257,6 +257,7 @@ class SessionState:
         else:
             data["agent"] = agent
             pane.agent = agent
+        pane.completion_seq = None  # reset when the agent label changes
         self._emit("pane_agent_detected", data)
         if agent is not None:
             self._set_status(pane, status, force=True)
@@ -264,8 +265,12 @@ class SessionState:
     def _set_status(self, pane: Pane, status: str, force: bool = False) -> None:
         if status == pane.agent_status and not force:
             return
+        previous = pane.agent_status
         pane.agent_status = status
         pane.state_change_seq += 1
+        if self.dialect.completion_seq:  # 0.9.2: set by working/blocked -> idle, else cleared
+            done = previous in ("working", "blocked") and status in ("idle", "done")
+            pane.completion_seq = pane.state_change_seq if done else None
         payload: dict[str, Any] = {
             "pane_id": pane.pane_id,
             "workspace_id": pane.workspace_id,
