@@ -52,7 +52,10 @@ def test_a_run_that_exits_ends_its_agents_and_says_which(loops):
         until(lambda n=name: _agents(loops, n) == [], what="the run's agents to end")
         (agent,) = _agents(loops, name, all_=True)
         assert agent["path"] == f"{path}/worker" and agent["exit_reason"] in ("killed", "canceled")
-        (killed,) = _loop_events(loops, name, "run.agents_killed")
+        # the row is written once the barrier has seen none left: just after the kill
+        (killed,) = until(
+            lambda n=name: _loop_events(loops, n, "run.agents_killed"), what="the kill row"
+        )
         assert killed[1]["agents"] == [f"{path}/worker"] and killed[1]["count"] == 1
         assert "exited" in killed[1]["why"]
 
@@ -86,6 +89,7 @@ def test_a_supervisor_that_dies_while_the_server_runs(loops):
     run = until(lambda: _ended(loops, path), what="the run to be closed")
     assert run["status"] == "failed" and "supervisor" in run["error"]
     until(lambda: _agents(loops, "orphan") == [], what="its agents to end")
+    until(lambda: _loop_events(loops, "orphan", "run.agents_killed"), what="the kill row")
     kinds = [(k, d.get("signal")) for k, d in _loop_events(loops, "orphan")]
     sig = [x for x in kinds if x[0].startswith("run.signal")]
     assert sig == [("run.signal_requested", "KILL"), ("run.signal_applied", "KILL")]
