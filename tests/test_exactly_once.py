@@ -36,11 +36,11 @@ def apis():
         yield {"claude": claude, "codex": codex}
 
 
-def _configure(live, tmp, apis, **kw):
+def _configure(live, tmp, apis, claude=(), **kw):
     configure(
         live,
         tmp,
-        claude=["--fake-api", apis["claude"].url],
+        claude=["--fake-api", apis["claude"].url, *claude],
         codex=["--fake-api", apis["codex"].url + "/v1"],
         **kw,
     )
@@ -82,6 +82,21 @@ def test_sigkill_at_each_delivery_point_sends_the_prompt_once(
         applied = [e["data"]["confirmed"] for e in events if e["kind"] == "prompt.applied"]
         assert applied == [True]
         assert "prompt.resubmit" not in [e["kind"] for e in events]
+
+
+def test_a_paste_the_tui_draws_late_is_not_pasted_again(live, short_tmp, apis):
+    """Claude Code 2.1 draws a paste up to ~1.4 s after it arrives: killed right after
+    the paste, a restart that finds the composer still empty must wait for it rather
+    than paste again (the two pastes would join into one doubled message)."""
+    _configure(live, short_tmp, apis, claude=["--fake-paste-delay", "3"])
+    live.start_server(extra_env={"ORCR_FAULT": "after_paste"})
+    prompt = "drawn late"
+    live.run("agent", "run", "-p", "claude", "--path", "o/late", prompt)
+    assert live.proc.wait(60) == -signal.SIGKILL, live.server_log()
+    live.start_server()
+    wait_idle(live, "o/late", timeout=60)
+    assert _read(live, "o/late") == "drawn late\n"
+    assert apis["claude"].once_problems([prompt]) == [], apis["claude"].user_texts()
 
 
 @pytest.mark.parametrize("point", ["after_paste", "after_enter"])

@@ -36,6 +36,10 @@ DELIVERY_ATTEMPTS = 3
 #: how much of the prompt (its first non-blank characters, whitespace ignored) is
 #: looked for on the screen to tell a composer that already holds it
 SCREEN_MATCH = 40
+#: seconds a paste a crash interrupted may take to show in the composer before it is
+#: taken as never made: Claude Code 2.1 draws a paste 0.2-1.4 s after it arrives (on a
+#: loaded machine), and pasting again meanwhile doubles the text
+PASTE_SETTLE = 5.0
 #: what a TUI shows in place of a long pasted text (Claude Code: "[Pasted text #1 +12 lines]")
 PASTE_PLACEHOLDERS = ("[Pasted text",)
 
@@ -77,15 +81,14 @@ def first_prompt(server, agent: Agent, prompt: str, ready) -> bool | None:
             _record(agent, "prompt.requested")
         faults.point("before_prompt")
         return _type(server, agent, prompt, paste=True)
-    shown = _on_screen(server, agent, prompt)
     if ENTER_REQUESTED in steps:
         # Enter may have landed: the text went to the model, or (still shown) it
         # is pressed again; the text itself is never typed twice
         log.info("agent %s: first prompt's Enter was requested before a restart", agent.path)
-        if shown:
+        if _on_screen(server, agent, prompt):
             return _type(server, agent, prompt, paste=False)
         return confirm(server, agent, 0, prompt)
-    if PASTE_APPLIED in steps or shown:
+    if PASTE_APPLIED in steps or _on_screen(server, agent, prompt, wait=PASTE_SETTLE):
         log.info("agent %s: first prompt already pasted: Enter only", agent.path)
         return _type(server, agent, prompt, paste=False)
     log.info("agent %s: first prompt's paste never reached the pane: pasted", agent.path)
@@ -122,17 +125,23 @@ def _type(server, agent: Agent, prompt: str, paste: bool) -> bool:
     return confirm(server, agent, 0, prompt)
 
 
-def _on_screen(server, agent: Agent, prompt: str) -> bool:
+def _on_screen(server, agent: Agent, prompt: str, wait: float = 0.0) -> bool:
     """Whether the pane shows the prompt (whitespace ignored: a composer wraps it), or
-    a TUI's placeholder for a pasted text."""
-    try:
-        screen = server.driver.read(pane_of(agent))
-    except DriverError:
-        return False
-    if any(mark in screen for mark in PASTE_PLACEHOLDERS):
-        return True
+    a TUI's placeholder for a pasted text; looked for during ``wait`` seconds."""
     want = "".join(prompt.split())[:SCREEN_MATCH]
-    return bool(want) and want in "".join(screen.split())
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            screen = server.driver.read(pane_of(agent))
+        except DriverError:
+            return False
+        if any(mark in screen for mark in PASTE_PLACEHOLDERS):
+            return True
+        if want and want in "".join(screen.split()):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
 
 
 #: seconds between two searches for the transcript that received a prompt being delivered

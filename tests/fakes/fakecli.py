@@ -257,6 +257,17 @@ class Tui:
         self.drawn_before = False
         self.paused = False  # a question mid-turn holds the turn's next steps
         self.conversation: list[tuple[str, str]] = []  # (role, text) sent to the model
+        #: seconds a finished paste waits before it shows in the composer (real Claude
+        #: Code 2.1 draws one 0.2-1.4 s late); a paste arriving meanwhile joins it
+        self.paste_delay = 0.0
+        self.held_paste = ""
+        self.held_until = 0.0
+
+    def release_paste(self) -> None:
+        if self.held_paste:
+            self.composer += self.held_paste
+            self.held_paste = ""
+            self.dirty = True
 
     def model_request(self, conversation: list[tuple[str, str]]):
         """``(url, body, headers)`` of the model request for ``conversation``, or None
@@ -372,7 +383,11 @@ class Tui:
                     return
                 self.paste += data[i:end]
                 text = self.paste.decode("utf-8", "replace").replace("\r\n", "\n")
-                self.composer += text.replace("\r", "\n")
+                if self.paste_delay:
+                    self.held_paste += text.replace("\r", "\n")
+                    self.held_until = time.monotonic() + self.paste_delay
+                else:
+                    self.composer += text.replace("\r", "\n")
                 self.paste = None
                 self.paste_ended = time.monotonic()
                 i = end + len(PASTE_END)
@@ -392,6 +407,7 @@ class Tui:
                 if time.monotonic() - self.paste_ended < ENTER_GUARD:
                     pass  # part of the paste burst: swallowed, nothing submitted
                 else:
+                    self.release_paste()
                     self.submit(self.composer)
                     self.composer = ""
             elif b in (0x7F, 0x08):
@@ -474,6 +490,12 @@ class Tui:
                 self.advance()
                 self.draw()
                 timeout = max(0.0, self.due - time.monotonic()) if self.steps else None
+                if self.held_paste:
+                    if time.monotonic() >= self.held_until:
+                        self.release_paste()
+                        continue
+                    left = self.held_until - time.monotonic()
+                    timeout = left if timeout is None else min(timeout, left)
                 try:
                     ready, _, _ = select.select([self.in_fd], [], [], timeout)
                 except InterruptedError:

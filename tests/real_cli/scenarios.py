@@ -116,3 +116,23 @@ def procs_with_env(key: str, value: str) -> list[int]:
         if needle in env:
             out.append(int(pid))
     return out
+
+
+def crash_during_delivery(real, start, point: str) -> None:
+    """The server SIGKILLed at ``point`` of the first prompt's delivery and restarted at
+    once: the model receives the prompt exactly once (the fake API's record of every
+    request's user texts: never doubled in one message, never a second user message)
+    and its answer is read back (issue 19 item 1)."""
+    from fake_models import Script
+
+    prompt = f"crash question at {point}"
+    start(Script({"crash question": "Answer after the crash"}))
+    real.home.stop_server()
+    real.home.start_server(extra_env={"ORCR_FAULT": point})
+    real.orcr("agent", "run", "--provider", real.provider, "--path", "c/one",
+              "--cwd", str(real.cwd), prompt, check=False)  # fmt: skip
+    assert real.home.proc.wait(120) == -signal.SIGKILL, real.home.server_log()
+    real.home.start_server()
+    real.wait_idle("c/one", 120)
+    assert real.read("c/one")["text"] == "Answer after the crash", real.why("c/one")
+    assert real.model.once_problems([prompt]) == [], real.model.user_texts()
