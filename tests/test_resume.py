@@ -52,6 +52,8 @@ def test_resume_a_lost_agent_in_its_own_session(live):
     statuses = [e["data"] for e in live.events(before["uuid"]) if e["kind"] == "agent.status"]
     requeued = [d for d in statuses if d["to"] == "queued" and d.get("resume")]
     assert len(requeued) == 1 and requeued[0]["from"] == "ended", statuses
+    # its new place in the queue is in the event (the soak's FIFO check reads it)
+    assert requeued[0]["queue_seq"] == live.get("e/one")["queue_seq"] > 1, statuses
     starts = [e for e in live.events(before["uuid"]) if e["kind"] == "pane.start_requested"]
     assert len(starts) == 2 and "--resume" in starts[1]["data"]["argv"]
     assert "--resume" not in starts[0]["data"]["argv"]

@@ -124,6 +124,7 @@ def resume(server, agent: Agent, auto: bool = False) -> Agent:
             agent.uuid,
             **{"from": agent.status, "to": "queued", "path": agent.path},
             provider=agent.provider,
+            queue_seq=fields["queue_seq"],
             resume=True,
             **({"auto": True} if auto else {}),
         )
