@@ -1,0 +1,418 @@
+"""Chaos soak (issue 27): a seeded, randomized run of the whole system under faults.
+
+    python bench/soak.py --seconds 120 --seed 7
+
+One orcr instance in a temporary ``ORCR_HOME`` on its own tmux socket, small caps
+(``concurrency.max = 3``, ``echo = 2``; the ``command`` provider has no cap of its own),
+parking and ``recovery.resume_lost`` on. Meanwhile:
+
+- client threads, each a stream of CLI processes, admit echo agents that answer, fail
+  (``[fail]``), hang past their ``--timeout``, exit by themselves, start idle and get a
+  prompt, or are killed mid-turn, and ``command`` agents;
+- loops fire (cron every minute, plus manual ``loop run start`` every few seconds), with
+  ``--overlap queue`` and ``skip``, ``--max-concurrency`` 1 and 2, a run that fails
+  (exit 3) and one that times out; each run's command admits and waits on an agent;
+- a fault injector picks at random: SIGKILL the server and restart it, SIGSTOP/SIGCONT
+  it, kill the tmux server, kill a loop supervisor, kill an agent's process tree.
+
+Everything random comes from ``--seed`` (printed first, so a failure can be replayed;
+thread timing still varies). At the end it stops the loops, ``agent kill '**'``,
+``server stop``, looks for processes of the instance still alive, kills the tmux
+server, and hands the store's events and that final state to :mod:`soak_check`,
+whose verdict is the last line (``… violations: 0``); the exit code is 1 on any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import soak_check  # noqa: E402
+from _harness import bench_env  # noqa: E402
+
+PY = sys.executable
+CAPS = {"max": 3, "echo": 2}
+#: the tmux driver's placeholder pane that keeps a session (plugins/tmux driver.py)
+PLACEHOLDER = ("sleep", "2147483647")
+#: the run command of the loops: admit an agent under the run, wait for it, sleep, exit
+JOB = """import subprocess, sys, time
+cli = [sys.executable, "-m", "orcr_core.cli"]
+subprocess.run(cli + ["agent", "run", "--provider", "echo", "--name", "j", "[sleep 1] job"])
+subprocess.run(cli + ["agent", "wait", "j", "--timeout", "30s"], capture_output=True)
+time.sleep(float(sys.argv[1]))
+sys.exit(int(sys.argv[2]))
+"""
+#: name, cron, flags, job sleep, job exit code
+LOOPS = [
+    ("lq", ["--overlap", "queue", "--max-concurrency", "1"], 1.0, 0),
+    ("lf", ["--overlap", "queue", "--max-concurrency", "2"], 0.5, 3),
+    ("lt", ["--overlap", "queue", "--max-concurrency", "1", "--timeout", "3s"], 30.0, 0),
+    ("ls", ["--overlap", "skip", "--max-concurrency", "1"], 2.0, 0),
+]
+
+
+class Instance:
+    """The orcr under soak: its home, env, server process and CLI."""
+
+    def __init__(self, home: Path):
+        self.home = home
+        self.tmux = home / "tmux.sock"
+        self.env = bench_env(home, XDG_CONFIG_HOME=str(home / "xdg"))
+        self.env.pop("ORCR_FAULT", None)
+        (home / "config.toml").write_text(
+            f'[driver]\nname = "tmux"\n[tmux]\nsocket = "{self.tmux}"\n'
+            f"[concurrency]\nmax = {CAPS['max']}\necho = {CAPS['echo']}\n"
+            'min_free_memory = "0"\n'
+            '[timings]\npoll_every = "100ms"\ngc_after = "4s"\npark_after = "2s"\n'
+            'stop_grace = "1s"\nprompt_confirm = "1s"\nmax_starting = "30s"\n'
+            "[recovery]\nresume_lost = true\n"
+        )
+        self.log = open(home / "server.out", "ab")  # noqa: SIM115 - closed in stop()
+
+    def cli(self, *args: str, timeout: float = 60, cwd: str | None = None):
+        try:
+            return subprocess.run(
+                [PY, "-m", "orcr_core.cli", *args],
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                cwd=cwd,
+            )
+        except subprocess.TimeoutExpired:
+            return None
+
+    def servers(self) -> list[psutil.Process]:
+        """The server processes of this home (one, or none while it is down)."""
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            try:
+                cmd = p.info["cmdline"] or []
+                if "orcr_core.server" in cmd and p.environ().get("ORCR_HOME") == str(self.home):
+                    found.append(p)
+            except (psutil.Error, OSError):
+                continue
+        return found
+
+    def start_server(self) -> None:
+        if self.servers():
+            return  # a CLI verb autostarted one meanwhile
+        subprocess.Popen(
+            [PY, "-m", "orcr_core.server"],
+            env=self.env,
+            stdout=self.log,
+            stderr=self.log,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (self.home / "run" / "orcr.sock").exists():
+            time.sleep(0.05)
+
+    def store(self, sql: str) -> list:
+        conn = sqlite3.connect(f"file:{self.home / 'store.db'}?mode=ro", uri=True, timeout=10)
+        try:
+            return conn.execute(sql).fetchall()
+        except sqlite3.Error:
+            return []
+        finally:
+            conn.close()
+
+    def panes(self) -> list[tuple[int, str]]:
+        """(pane pid, label) of every live pane orcr labelled on this tmux server."""
+        res = subprocess.run(
+            ["tmux", "-S", str(self.tmux), "list-panes", "-a", "-F",
+             "#{pane_pid}|#{@orcr_path}|#{pane_dead}"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        rows = [ln.split("|") for ln in res.stdout.splitlines()]
+        return [(int(pid), label) for pid, label, dead in rows if label and dead != "1"]
+
+    def processes(self) -> list[psutil.Process]:
+        """Every process still carrying this home in its environment (not this one)."""
+        found = []
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if p.pid != os.getpid() and p.environ().get("ORCR_HOME") == str(self.home):
+                    found.append(p)
+            except (psutil.Error, OSError):
+                continue
+        return found
+
+
+def kill_tree(pid: int) -> None:
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
+class Faults:
+    """The fault injector: one fault every few seconds, picked by the seeded rng."""
+
+    KINDS = ("server_kill", "server_stop", "tmux_kill", "supervisor_kill", "agent_tree_kill")
+
+    def __init__(self, inst: Instance, rng: random.Random, log):
+        self.inst, self.rng, self.log = inst, rng, log
+        self.done: Counter = Counter()
+
+    def inject(self) -> None:
+        kind = self.rng.choice(self.KINDS)
+        what = getattr(self, kind)()
+        if what:
+            self.done[kind] += 1
+            self.log(f"fault {kind}: {what}")
+
+    def server_kill(self):
+        for p in self.inst.servers():
+            p.kill()
+            p.wait(10)
+            time.sleep(self.rng.uniform(0, 1.5))
+            self.inst.start_server()
+            return f"pid {p.pid}, restarted"
+
+    def server_stop(self):
+        for p in self.inst.servers():
+            pause = self.rng.uniform(0.5, 3)
+            p.send_signal(signal.SIGSTOP)
+            time.sleep(pause)
+            p.send_signal(signal.SIGCONT)
+            return f"pid {p.pid} for {pause:.1f}s"
+
+    def tmux_kill(self):
+        res = subprocess.run(
+            ["tmux", "-S", str(self.inst.tmux), "kill-server"], capture_output=True
+        )
+        return "killed" if res.returncode == 0 else None
+
+    def supervisor_kill(self):
+        rows = self.inst.store("SELECT sup_pid FROM loop_run WHERE status = 'running'")
+        pids = [pid for (pid,) in rows if pid]
+        if pids:
+            pid = self.rng.choice(sorted(pids))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                return None
+            return f"supervisor {pid}"
+
+    def agent_tree_kill(self):
+        panes = sorted(self.inst.panes())
+        if panes:
+            pid, label = self.rng.choice(panes)
+            kill_tree(pid)
+            return f"{label} (pane pid {pid})"
+
+
+class Workload:
+    """Client threads admitting agents, and the loops' manual starts."""
+
+    KINDS = ("answer", "answer", "fail", "hang", "exit", "idle_send", "kill", "command")
+
+    def __init__(self, inst: Instance, seed: int, stop: threading.Event):
+        self.inst, self.seed, self.stop = inst, seed, stop
+        self.admitted: Counter = Counter()
+        self.lock = threading.Lock()
+
+    def client(self, tid: int) -> None:
+        rng, n = random.Random(self.seed * 1000 + tid), 0
+        while not self.stop.is_set():
+            n += 1
+            kind = rng.choice(self.KINDS)
+            path = f"w{tid}/{kind}_{n}"
+            run = ["agent", "run", "--provider", "echo", "--path", path]
+            if kind == "command":
+                run = ["agent", "run", "--provider", "command", "--path", path, "--",
+                       "sh", "-c", f"sleep {rng.uniform(0.5, 3):.1f}"]  # fmt: skip
+            elif kind == "hang":
+                run += ["--timeout", "2s", "[sleep 60] hang"]
+            elif kind == "fail":
+                run += ["[fail] boom"]
+            elif kind == "exit":
+                run += [f"[sleep {rng.uniform(0, 1):.1f}] [exit] bye"]
+            elif kind == "kill":
+                run += ["[sleep 10] to be killed"]
+            elif kind == "answer":
+                run += [f"[sleep {rng.uniform(0.1, 2):.1f}] answer {n}"]
+            res = self.inst.cli(*run)
+            if res is None or res.returncode != 0:
+                self.stop.wait(0.5)
+                continue
+            with self.lock:
+                self.admitted[kind] += 1
+            if kind == "kill":
+                self.stop.wait(rng.uniform(0.5, 6))
+                self.inst.cli("agent", "kill", path)
+            elif kind == "idle_send":
+                self.inst.cli("agent", "wait", path, "--timeout", "20s")
+                self.inst.cli("agent", "send", path, f"[sleep {rng.uniform(0, 1):.1f}] again")
+            self.inst.cli("agent", "wait", path, "--until", "ended", "--timeout", "25s")
+            self.stop.wait(rng.uniform(0, 1.5))
+
+    def manual_runs(self) -> None:
+        rng = random.Random(self.seed * 1000 + 999)
+        while not self.stop.wait(rng.uniform(1, 5)):
+            name = rng.choice([loop[0] for loop in LOOPS])
+            res = self.inst.cli("loop", "run", "start", name)
+            if res is not None and res.returncode == 0:
+                with self.lock:
+                    self.admitted[f"run:{name}"] += 1
+
+
+def create_loops(inst: Instance) -> None:
+    job = inst.home / "job.py"
+    job.write_text(JOB)
+    for name, flags, sleep, code in LOOPS:
+        res = inst.cli(
+            "loop", "create", name, "* * * * *", *flags, "--", PY, str(job), str(sleep), str(code),
+            cwd=str(inst.home),
+        )  # fmt: skip
+        if res is None or res.returncode != 0:
+            raise SystemExit(f"loop create {name} failed: {res and res.stderr}")
+
+
+def wind_down(inst: Instance, log) -> dict:
+    """Stop everything the orderly way, and say what was left: the checker's final state."""
+    for p in inst.servers():
+        p.send_signal(signal.SIGCONT)
+    inst.start_server()
+    for name, *_ in LOOPS:
+        inst.cli("loop", "rm", name)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        live = inst.store(
+            "SELECT l.name, r.run_id FROM loop_run r JOIN loop l ON r.loop = l.uuid "
+            "WHERE r.status IN ('pending', 'running', 'stopping')"
+        )
+        if not live:
+            break
+        for name, run_id in live:
+            inst.cli("loop", "run", "stop", f"{name}/{run_id}")
+        time.sleep(1)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        inst.cli("agent", "kill", "**")
+        res = inst.cli("agent", "ls", "--json")
+        if res is not None and res.returncode == 0 and not json.loads(res.stdout or "[]"):
+            break
+        time.sleep(1)
+    final = {
+        "active_agents": [
+            r[0] for r in inst.store("SELECT path FROM agent WHERE status != 'ended'")
+        ],
+        "active_runs": inst.store(
+            "SELECT run_id, status FROM loop_run WHERE status IN ('pending','running','stopping')"
+        ),
+        "panes": [label for _, label in inst.panes()],
+    }
+    inst.cli("server", "stop")
+    deadline = time.monotonic() + 30
+    while inst.servers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # what the server stopped gets its moment to exit
+    left = []
+    for p in inst.processes():
+        try:
+            cmd = p.cmdline()
+            if p.name().startswith("tmux") or tuple(cmd) == PLACEHOLDER:
+                continue  # the multiplexer outlives the server by design (and its keepers)
+            left.append(f"{p.pid} {' '.join(cmd)[:120]}")
+        except psutil.Error:
+            continue
+    final["processes"] = left
+    subprocess.run(["tmux", "-S", str(inst.tmux), "kill-server"], capture_output=True)
+    for p in inst.processes():
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    log(f"wind-down: {len(final['active_agents'])} active agents, {len(left)} processes left")
+    return final
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=120)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--clients", type=int, default=3)
+    ap.add_argument("--fault-every", type=float, default=4.0, help="mean seconds between faults")
+    ap.add_argument("--keep", action="store_true", help="keep the ORCR_HOME (printed)")
+    args = ap.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    print(f"soak: seed {seed} ({args.seconds:.0f}s)", flush=True)
+    t0 = time.monotonic()
+
+    def log(msg: str) -> None:
+        print(f"[{time.monotonic() - t0:7.1f}s] {msg}", flush=True)
+
+    home = Path(tempfile.mkdtemp(prefix="orcr-soak-", dir="/tmp"))
+    inst = Instance(home)
+    stop = threading.Event()
+    work = Workload(inst, seed, stop)
+    faults = Faults(inst, random.Random(seed), log)
+    try:
+        inst.start_server()
+        create_loops(inst)
+        threads = [threading.Thread(target=work.client, args=(i,)) for i in range(args.clients)]
+        threads.append(threading.Thread(target=work.manual_runs))
+        for t in threads:
+            t.start()
+        end = time.monotonic() + args.seconds
+        while time.monotonic() < end:
+            time.sleep(
+                min(faults.rng.expovariate(1 / args.fault_every), max(0, end - time.monotonic()))
+            )
+            if time.monotonic() < end:
+                faults.inject()
+        stop.set()
+        for t in threads:
+            t.join(120)
+        final = wind_down(inst, log)
+        (home / "final.json").write_text(json.dumps(final, indent=1))
+        inst.log.close()
+        events = soak_check.read_events(home / "store.db")
+        caps = dict(CAPS, loops=dict(inst.store("SELECT uuid, max_concurrency FROM loop")))
+        report = soak_check.check(events, caps, final)
+    finally:
+        stop.set()
+        subprocess.run(["tmux", "-S", str(inst.tmux), "kill-server"], capture_output=True)
+        for p in inst.processes():
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+    print(f"faults: {dict(sorted(faults.done.items()))}")
+    print(f"admitted: {dict(sorted(work.admitted.items()))}")
+    print(report.summary())
+    for line in report.excerpt():
+        print(line)
+    if args.keep or report.violations:
+        print(f"ORCR_HOME kept: {home}")
+    else:
+        shutil.rmtree(home, ignore_errors=True)
+    print(f"soak: seed {seed}, {time.monotonic() - t0:.0f}s, violations: {len(report.violations)}")
+    return 1 if report.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

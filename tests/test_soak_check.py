@@ -1,0 +1,226 @@
+"""The soak's checker (bench/soak_check.py) bites: synthetic histories, each with one
+planted violation, are each caught, and the clean history passes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import soak_check  # noqa: E402
+
+CAPS = {"max": 3, "echo": 2}
+
+
+class History:
+    """A hand-made event log, in the store's shape."""
+
+    def __init__(self):
+        self.events: list[dict] = []
+        self.qseq = 0
+
+    def ev(self, kind, agent=None, loop=None, run=None, **data):
+        self.events.append(
+            {"seq": len(self.events) + 1, "ts": 1000.0 + len(self.events), "kind": kind,
+             "agent": agent, "loop": loop, "run": run, "data": data}
+        )  # fmt: skip
+
+    def admit(self, a, provider="echo"):
+        self.qseq += 1
+        self.ev("agent.queued", a, path=f"p/{a}", provider=provider, queue_seq=self.qseq)
+
+    def move(self, a, frm, to, provider="echo", **kw):
+        self.ev(
+            "agent.status", a, path=f"p/{a}", provider=provider, **{"from": frm, "to": to}, **kw
+        )
+
+    def start(self, a, pane, provider="echo"):
+        self.move(a, "queued", "starting", provider)
+        self.ev("pane.start_requested", a, path=f"p/{a}", argv=["x"])
+        self.ev("pane.start_applied", a, path=f"p/{a}", pane_id=pane, tab_id="@1")
+        self.ev("prompt.requested", a, turn=1)
+        self.ev("prompt.applied", a, turn=1, confirmed=True)
+        self.move(a, "starting", "working", provider)
+
+    def end(self, a, pane, frm="working", provider="echo"):
+        self.ev("pane.close_requested", a, pane_id=pane, why="killed")
+        self.ev("pane.close_applied", a, pane_id=pane)
+        self.move(a, frm, "ended", provider, exit_reason="killed")
+
+    def run(self, loop, run, kind="scheduled", to="ok", code=0):
+        self.ev("run.status", loop=loop, run=run, run_id=run, run_kind=kind,
+                **{"from": None, "to": "pending"})  # fmt: skip
+        self.ev(
+            "run.status", loop=loop, run=run, run_id=run, **{"from": "pending", "to": "running"}
+        )
+        self.ev("run.status", loop=loop, run=run, run_id=run, exit_code=code,
+                **{"from": "running", "to": to})  # fmt: skip
+
+
+def clean() -> History:
+    h = History()
+    for a in ("a1", "a2", "a3"):
+        h.admit(a)
+    h.admit("c1", "command")
+    h.start("a1", "%1")
+    h.start("a2", "%2")
+    h.start("c1", "%3", "command")
+    h.end("a1", "%1")
+    h.start("a3", "%1")  # a pane id reused once its agent ended
+    for a, p in (("a2", "%2"), ("a3", "%1")):
+        h.end(a, p)
+    h.end("c1", "%3", provider="command")
+    h.ev("loop.fired", loop="L", due=60.0, queued=False)
+    h.run("L", "r1")
+    h.ev("loop.fired", loop="L", due=120.0, queued=False)
+    h.run("L", "r2", to="failed", code=3)
+    return h
+
+
+def rules(h: History, final=None, caps=CAPS) -> list[str]:
+    return [v.rule for v in soak_check.check(h.events, caps, final).violations]
+
+
+def test_a_clean_history_passes():
+    report = soak_check.check(clean().events, CAPS, {"processes": [], "panes": []})
+    assert report.violations == [], report.excerpt()
+    assert report.counts["agents"] == 4 and report.counts["runs"] == 2
+
+
+def test_global_cap_exceeded_is_caught():
+    h = History()
+    for a in ("a1", "a2", "c1", "c2"):
+        h.admit(a, "echo" if a[0] == "a" else "command")
+    h.start("a1", "%1")
+    h.start("a2", "%2")
+    h.start("c1", "%3", "command")
+    h.start("c2", "%4", "command")  # the 4th live agent, the cap is 3
+    report = soak_check.check(h.events, CAPS)
+    assert [v.rule for v in report.violations] == ["cap"]
+    assert "global cap 3" in report.violations[0].message
+    assert report.excerpt()[1].split()[1] == "agent.queued"  # the agent's history is shown
+
+
+def test_provider_cap_exceeded_is_caught():
+    h = History()
+    for a in ("a1", "a2", "a3"):
+        h.admit(a)
+    for n, a in enumerate(("a1", "a2", "a3")):
+        h.start(a, f"%{n}")
+    assert rules(h) == ["cap"]
+
+
+def test_fifo_broken_within_a_provider_is_caught():
+    h = History()
+    h.admit("a1")
+    h.admit("c1", "command")
+    h.admit("a2")
+    h.start("c1", "%1", "command")  # another provider may pass: not a violation
+    h.start("a2", "%2")  # a2 overtakes a1, queued before it
+    assert rules(h) == ["fifo"]
+
+
+def test_a_resumed_row_queues_behind_by_its_new_queue_seq():
+    h = History()
+    h.admit("a1")
+    h.start("a1", "%1")
+    h.move("a1", "working", "lost")
+    h.admit("a2")
+    h.move("a1", "lost", "queued", resume=True, auto=True, queue_seq=99)
+    h.start("a2", "%2")  # queued before a1's requeue: it goes first
+    assert rules(h) == []
+    h.move("a1", "ended", "queued")  # out of ended only by a resume
+    assert "status" in rules(h)
+
+
+def test_requested_without_applied_is_caught_and_a_repair_settles_it():
+    h = History()
+    h.admit("a1")
+    h.start("a1", "%1")
+    h.ev("pane.close_requested", "a1", pane_id="%1", why="killed")
+    h.move("a1", "working", "ended", exit_reason="killed")  # never applied
+    report = soak_check.check(h.events, CAPS)
+    assert [v.rule for v in report.violations] == ["applied"]
+    assert "pane.close_requested" in report.violations[0].message
+    h.events.pop()
+    h.move("a1", "working", "ended", exit_reason="lost", repair=True)
+    assert rules(h) == []
+
+
+def test_illegal_status_path_is_caught():
+    h = History()
+    h.admit("a1")
+    h.move("a1", "queued", "working")  # skipped starting
+    assert rules(h) == ["status"]
+
+
+def test_two_agents_on_one_pane_is_caught():
+    h = History()
+    h.admit("a1")
+    h.admit("a2")
+    h.start("a1", "%1")
+    h.start("a2", "%1")
+    assert rules(h) == ["pane"]
+
+
+@pytest.mark.parametrize("plant", ["same_due", "missed_then_fired"])
+def test_replayed_fire_is_caught(plant):
+    h = History()
+    h.ev("loop.fired", loop="L", due=60.0, queued=False)
+    if plant == "same_due":
+        h.ev("loop.fired", loop="L", due=60.0, queued=False)
+    else:
+        h.ev("loop.missed", loop="L", first=120.0, count=1, reason="server_down")
+        h.ev("loop.fired", loop="L", due=120.0, queued=False)
+    assert rules(h) == ["fire"]
+
+
+def test_run_ending_twice_or_with_a_wrong_status_is_caught():
+    h = History()
+    h.run("L", "r1")
+    h.ev("run.status", loop="L", run="r1", run_id="r1", **{"from": "ok", "to": "failed"})
+    assert rules(h) == ["run"]
+    h = History()
+    h.run("L", "r1", to="ok", code=3)  # exit 3 is not ok
+    assert rules(h) == ["run"]
+    h = History()
+    h.ev("run.status", loop="L", run="r1", run_id="r1", run_kind="scheduled",
+         **{"from": None, "to": "pending"})  # fmt: skip
+    assert rules(h) == ["run"]  # never reached a final status
+
+
+def test_two_pending_scheduled_runs_and_loop_concurrency_are_caught():
+    h = History()
+    for r in ("r1", "r2"):
+        h.ev("run.status", loop="L", run=r, run_id=r, run_kind="scheduled",
+             **{"from": None, "to": "pending"})  # fmt: skip
+    assert "run" in rules(h)
+    h = History()
+    for r in ("r1", "r2"):
+        h.ev("run.status", loop="L", run=r, run_id=r, run_kind="manual",
+             **{"from": None, "to": "pending"})  # fmt: skip
+        h.ev("run.status", loop="L", run=r, run_id=r, **{"from": "pending", "to": "running"})
+    assert rules(h, caps=dict(CAPS, loops={"L": 1})).count("run") >= 1
+
+
+def test_leftovers_at_the_end_are_caught():
+    assert rules(clean(), {"processes": ["123 python -m orcr_providers.echo_agent"]}) == ["final"]
+    assert rules(clean(), {"panes": ["w0/a"]}) == ["final"]
+
+
+def test_a_start_that_failed_settles_its_intents_but_never_a_close():
+    h = History()
+    h.admit("a1")
+    h.move("a1", "queued", "starting")
+    h.ev("pane.start_requested", "a1", argv=["x"])
+    h.ev("pane.start_applied", "a1", pane_id="%1", tab_id="@1")
+    h.ev("prompt.requested", "a1", turn=1)
+    h.ev("prompt.paste_requested", "a1", turn=1)  # the pane died under the paste
+    h.ev("pane.close_requested", "a1", pane_id="%1", why="start failed")
+    h.ev("pane.close_applied", "a1", pane_id="%1")
+    h.move("a1", "starting", "ended", exit_reason="failed", error="the program exited")
+    assert rules(h) == []
+    del h.events[-2]  # the close never applied: the end does not settle it
+    assert rules(h) == ["applied"]
