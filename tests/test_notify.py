@@ -439,3 +439,37 @@ def test_a_real_dialog_at_start_notifies_by_default(live, short_tmp, receiver):
     assert note["rule"] == "blocked" and note["agent"] == "w/one"
     assert note["action"] == "orcr agent attach w/one" and "trust" in note["text"]
     live.run("agent", "kill", "w/one", check=True)
+
+
+def test_slack_and_ntfy_bodies(orcr_home, receiver):
+    _configure(orcr_home, receiver.url, webhook='format = "slack"\n')
+    orcr_home.start_server()
+    orcr_home.run("notify", "test", "webhook", check=True)
+    (post,) = receiver.posts
+    assert json.loads(post["body"]) == {
+        "text": "*orcr test notification*\nthis is a test from orcr notify test\n`orcr notify ls`"
+    }
+    assert post["headers"]["Content-Type"] == "application/json"
+    orcr_home.run("config", "set", "notify.webhook.format", "ntfy", check=True)
+    until(
+        lambda: (
+            orcr_home.run("notify", "test", "webhook").returncode == 0
+            and len(receiver.posts) > 1
+            and receiver.posts[-1]["headers"].get("Title")
+        ),
+        30,
+        what="an ntfy body",
+    )
+    post = receiver.posts[-1]
+    assert (
+        post["headers"]["Title"] == "orcr test notification" and post["headers"]["Tags"] == "test"
+    )
+    assert post["body"].decode() == "this is a test from orcr notify test\norcr notify ls"
+    assert post["headers"]["Idempotency-Key"].startswith("test-")
+    r = orcr_home.run("config", "set", "notify.webhook.format", "xml", check=True)
+    until(
+        lambda: "use one of orcr, slack, ntfy" in orcr_home.run("notify", "ls", check=True).stdout,
+        30,
+        what="the bad format reported",
+    )
+    assert r.returncode == 0
