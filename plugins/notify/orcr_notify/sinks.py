@@ -189,8 +189,10 @@ class Herdr:
             raise ValueError(f"notify.herdr.sound = {sound!r}: use none, done or request")
         wanted = context.config.get("driver.name", "auto")
         if wanted == "auto":
-            from orcr_herdr.driver import HerdrDriver
-
+            try:
+                from orcr_herdr.driver import HerdrDriver
+            except ImportError:  # the herdr plugin is not installed
+                return None
             if not HerdrDriver.available(context.config)[0]:
                 return None
         elif wanted != "herdr":
