@@ -44,6 +44,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import soak_check  # noqa: E402
 from _harness import bench_env  # noqa: E402
+from _soak_tasks import Tasks  # noqa: E402
 
 PY = sys.executable
 CAPS = {"max": 3, "echo": 2}
@@ -81,6 +82,7 @@ class Instance:
             '[timings]\npoll_every = "100ms"\ngc_after = "4s"\npark_after = "2s"\n'
             'stop_grace = "1s"\nprompt_confirm = "1s"\nmax_starting = "30s"\n'
             "[recovery]\nresume_lost = true\n"
+            '[loops]\nmissed_after = "3s"\n'  # a server down or stopped misses fires
         )
         self.log = open(home / "server.out", "ab")  # noqa: SIM115 - closed in stop()
 
@@ -170,10 +172,17 @@ def kill_tree(pid: int) -> None:
 class Faults:
     """The fault injector: one fault every few seconds, picked by the seeded rng."""
 
-    KINDS = ("server_kill", "server_stop", "tmux_kill", "supervisor_kill", "agent_tree_kill")
+    KINDS = (
+        "server_kill",
+        "server_stop",
+        "tmux_kill",
+        "supervisor_kill",
+        "agent_tree_kill",
+        "worker_kill",
+    )
 
-    def __init__(self, inst: Instance, rng: random.Random, log):
-        self.inst, self.rng, self.log = inst, rng, log
+    def __init__(self, inst: Instance, rng: random.Random, log, tasks: Tasks):
+        self.inst, self.rng, self.log, self.tasks = inst, rng, log, tasks
         self.done: Counter = Counter()
 
     def inject(self) -> None:
@@ -215,6 +224,9 @@ class Faults:
             except OSError:
                 return None
             return f"supervisor {pid}"
+
+    def worker_kill(self):
+        return self.tasks.kill_worker(self.rng)
 
     def agent_tree_kill(self):
         panes = sorted(self.inst.panes())
@@ -291,8 +303,9 @@ def create_loops(inst: Instance) -> None:
             raise SystemExit(f"loop create {name} failed: {res and res.stderr}")
 
 
-def wind_down(inst: Instance, log) -> dict:
+def wind_down(inst: Instance, log, tasks: Tasks) -> dict:
     """Stop everything the orderly way, and say what was left: the checker's final state."""
+    tasks.end()
     for p in inst.servers():
         p.send_signal(signal.SIGCONT)
     inst.start_server()
@@ -324,6 +337,7 @@ def wind_down(inst: Instance, log) -> dict:
             "SELECT run_id, status FROM loop_run WHERE status IN ('pending','running','stopping')"
         ),
         "panes": [label for _, label in inst.panes()],
+        "task_queues": [str(tasks.root)],
     }
     inst.cli("server", "stop")
     deadline = time.monotonic() + 30
@@ -369,12 +383,15 @@ def main(argv: list[str] | None = None) -> int:
     inst = Instance(home)
     stop = threading.Event()
     work = Workload(inst, seed, stop)
-    faults = Faults(inst, random.Random(seed), log)
+    tasks = Tasks(inst, seed, stop, log)
+    faults = Faults(inst, random.Random(seed), log, tasks)
     try:
         inst.start_server()
         create_loops(inst)
+        tasks.setup()
         threads = [threading.Thread(target=work.client, args=(i,)) for i in range(args.clients)]
         threads.append(threading.Thread(target=work.manual_runs))
+        threads.append(threading.Thread(target=tasks.adder))
         for t in threads:
             t.start()
         end = time.monotonic() + args.seconds
@@ -387,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         for t in threads:
             t.join(120)
-        final = wind_down(inst, log)
+        final = wind_down(inst, log, tasks)
         (home / "final.json").write_text(json.dumps(final, indent=1))
         inst.log.close()
         events = soak_check.read_events(home / "store.db")
@@ -403,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
                 pass
     print(f"faults: {dict(sorted(faults.done.items()))}")
     print(f"admitted: {dict(sorted(work.admitted.items()))}")
+    states = {st: len(list((tasks.root / st).glob("*.md"))) for st in soak_check.TASK_STATES}
+    print(f"tasks added: {dict(sorted(tasks.added.items()))}; at the end: {states}")
     print(report.summary())
     for line in report.excerpt():
         print(line)

@@ -27,9 +27,11 @@ Importable by tests (tests/test_soak_check.py feeds it synthetic histories).
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 TRANSITIONS = {
@@ -63,6 +65,11 @@ PAIRS = {
 START_INTENTS = ("pane.start_requested", "prompt.requested", "prompt.paste_requested",
                  "prompt.enter_requested")  # fmt: skip
 START_FAILED = ("failed", "canceled")
+#: a task builder's agent path (plugins/tasks worker.py): tasks/<queue>/<task>/build_<token>
+BUILDER = re.compile(r"^tasks/([^/]+/[^/]+)/build_[^/]+$")
+#: a section that uses up an attempt (plugins/tasks moves.py): its number is the new count
+ATTEMPT = re.compile(r"^## (?:Attempt failed|Reject \(verifier [^)]*\)) (\d+) ", re.M)
+TASK_STATES = ("backlog", "todo", "doing", "review", "verifying", "done", "failed", "inbox")
 REPAIRS = ("agent.repaired", "agent.rematched", "run.recovered", "run.dead")
 
 
@@ -72,6 +79,7 @@ class Violation:
     seq: int
     message: str
     excerpt: list[dict] = field(default_factory=list)
+    after: float = 0.0  # seconds from the first event to the violating one
 
 
 @dataclass
@@ -91,7 +99,7 @@ class Report:
         if not self.violations:
             return []
         v = self.violations[0]
-        lines = [f"VIOLATION {v.rule} at seq {v.seq}: {v.message}"]
+        lines = [f"VIOLATION {v.rule} at seq {v.seq} ({v.after:.0f}s in): {v.message}"]
         lines += ["  " + fmt(e) for e in v.excerpt]
         lines += [f"  then {x.rule} at seq {x.seq}: {x.message}" for x in self.violations[1:20]]
         rules = Counter(x.rule for x in self.violations)
@@ -102,6 +110,18 @@ class Report:
 def fmt(e: dict) -> str:
     who = (e.get("agent") or e.get("run") or e.get("loop") or "-")[:8]
     return f"{e['seq']:>7} {e['kind']:<24} {who} {json.dumps(e['data'], sort_keys=True)[:160]}"
+
+
+def when(value) -> float | None:
+    """A time in an event: Unix seconds, or the ISO 8601 text loop events carry."""
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
 
 
 def read_events(db: Path) -> list[dict]:
@@ -134,13 +154,16 @@ class _Checker:
         self.run_kind: dict[str, str] = {}
         self.last_due: dict[str, float] = {}
         self.missed_until: dict[str, float] = {}
+        self.paths: dict[str, str] = {}  # builder agent -> its task (queue/task)
 
     def bad(self, rule: str, e: dict, message: str, owner: str | None = None) -> None:
         hist = self.history.get(owner or e.get("agent") or e.get("run") or "", [])
         tail = [x for x in hist if x["seq"] <= e["seq"]][-12:] or [e]
-        self.violations.append(Violation(rule, e["seq"], message, tail))
+        after = e.get("ts", 0) - self.t0 if self.t0 is not None else 0.0
+        self.violations.append(Violation(rule, e["seq"], message, tail, after))
 
     def run(self, events: list[dict]) -> Report:
+        self.t0 = events[0]["ts"] if events else None
         for e in events:
             self.counts["events"] += 1
             owner = e.get("agent") or e.get("run")
@@ -202,6 +225,7 @@ class _Checker:
             self.release(a)
         if to in LIVE and frm not in LIVE:  # the count only grows when a row enters LIVE
             self.check_caps(e)
+            self.check_one_build(e)
 
     def check_fifo(self, e: dict) -> None:
         a = e["agent"]
@@ -232,6 +256,19 @@ class _Checker:
             self.bad("cap", e, f"{total} agents live, over the global cap {cap}")
         elif pcap is not None and mine > pcap:
             self.bad("cap", e, f"{mine} {provider} agents live, over its cap {pcap}")
+
+    def check_one_build(self, e: dict) -> None:
+        m = BUILDER.match(e["data"].get("path") or "")
+        if not m:
+            return
+        self.paths[e["agent"]] = m.group(1)
+        others = [
+            x
+            for x, task in self.paths.items()
+            if task == m.group(1) and x != e["agent"] and self.status.get(x) in LIVE
+        ]
+        if others:
+            self.bad("task", e, f"task {m.group(1)} built twice at once (with {others[0][:8]})")
 
     def on_pane(self, e: dict) -> None:
         a, pane = e["agent"], e["data"].get("pane_id")
@@ -273,21 +310,23 @@ class _Checker:
     # -- loops ---------------------------------------------------------------------
     def on_loop(self, e: dict) -> None:
         kind, d, loop, run = e["kind"], e["data"], e.get("loop"), e.get("run")
-        if kind == "loop.fired" or kind == "loop.coalesced":
+        if kind in ("loop.fired", "loop.coalesced", "loop.skipped"):
             self.counts["fires"] += kind == "loop.fired"
-            due = d.get("due_at", d.get("due"))
-            if isinstance(due, int | float):
+            due = when(d.get("due"))  # the fire's own due time (a coalesced run's is due_at)
+            if due is not None:
                 if due <= self.last_due.get(loop, float("-inf")):
-                    self.bad(
-                        "fire", e, f"fire due {due} replayed (last {self.last_due[loop]})", loop
-                    )
-                elif due <= self.missed_until.get(loop, float("-inf")):
-                    self.bad("fire", e, f"fire due {due} was logged missed", loop)
+                    self.bad("fire", e, f"fire due {d['due']} replayed", loop)
+                elif due < self.missed_until.get(loop, float("-inf")):
+                    self.bad("fire", e, f"fire due {d['due']} was logged missed", loop)
                 self.last_due[loop] = max(due, self.last_due.get(loop, due))
         elif kind == "loop.missed":
-            last = d.get("last", d.get("first"))
-            if isinstance(last, int | float):
-                self.missed_until[loop] = max(last, self.missed_until.get(loop, last))
+            # every fire from ``first`` up to (not including) ``next_fire_at`` was skipped
+            until = when(d.get("next_fire_at")) or when(d.get("first"))
+            if until is not None:
+                self.missed_until[loop] = max(until, self.missed_until.get(loop, until))
+                first = when(d.get("first"))
+                if first is not None:
+                    self.last_due[loop] = max(first, self.last_due.get(loop, first))
         elif kind == "run.status" and run:
             self.on_run_status(e, loop, run)
         if loop:
@@ -340,10 +379,45 @@ class _Checker:
                 self.bad("final", last, f"{what} left at the end: {final[what][:10]}")
 
 
+def check_tasks(root: Path) -> list[Violation]:
+    """A task queue's files at the end: each task in exactly one state folder, and its
+    ``attempts`` counted exactly once per failed build or reject (the sections that
+    used one up are numbered 1, 2, ... attempts, none twice, none missing)."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for state in TASK_STATES:
+        for f in sorted((root / state).glob("*.md")):
+            found[f.stem].append(state)
+    bad = []
+    for tid, states in sorted(found.items()):
+        where = {"seq": 0, "ts": 0, "kind": "task", "agent": None, "data": {"task": tid}}
+        if len(states) > 1:
+            bad.append(Violation("task", 0, f"task {tid} is in {states} at once", [where]))
+            continue
+        text = (root / states[0] / f"{tid}.md").read_text()
+        meta = text.split("\n---\n", 1)[0]
+        counted = re.search(r"^attempts: (\d+)$", meta, re.M)
+        attempts = int(counted.group(1)) if counted else 0
+        numbers = [int(n) for n in ATTEMPT.findall(text)]
+        if numbers != list(range(1, attempts + 1)):
+            bad.append(
+                Violation(
+                    "task",
+                    0,
+                    f"task {tid} ({states[0]}): attempts {attempts}, but the attempts "
+                    f"used up are numbered {numbers}",
+                    [where],
+                )
+            )
+    return bad
+
+
 def check(events: list[dict], caps: dict, final: dict | None = None) -> Report:
     """Every invariant over ``events`` (seq order) and ``final``; ``caps`` holds ``max``,
     a cap per provider, and ``loops`` (loop uuid -> max-concurrency)."""
-    return _Checker(caps, final or {}).run(events)
+    report = _Checker(caps, final or {}).run(events)
+    for root in (final or {}).get("task_queues", []):
+        report.violations += check_tasks(Path(root))
+    return report
 
 
 if __name__ == "__main__":  # python bench/soak_check.py STORE.DB MAX [PROVIDER=CAP ...]

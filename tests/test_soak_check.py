@@ -172,9 +172,22 @@ def test_replayed_fire_is_caught(plant):
     if plant == "same_due":
         h.ev("loop.fired", loop="L", due=60.0, queued=False)
     else:
-        h.ev("loop.missed", loop="L", first=120.0, count=1, reason="server_down")
-        h.ev("loop.fired", loop="L", due=120.0, queued=False)
+        h.ev("loop.missed", loop="L", first="2026-12-01T22:02:00.000Z", count=2,
+             next_fire_at="2026-12-01T22:04:00.000Z", reason="server_down")  # fmt: skip
+        h.ev("loop.fired", loop="L", due="2026-12-01T22:03:00.000Z", queued=False)
     assert rules(h) == ["fire"]
+
+
+def test_coalesced_fires_and_fires_after_a_miss_pass():
+    h = History()
+    h.ev("loop.fired", loop="L", due="2026-12-01T22:01:00.000Z", queued=True)
+    # folded into the pending run: its due_at stays the earliest, the fire's own is later
+    h.ev("loop.coalesced", loop="L", due="2026-12-01T22:02:00.000Z",
+         due_at="2026-12-01T22:01:00.000Z", fires=2)  # fmt: skip
+    h.ev("loop.missed", loop="L", first="2026-12-01T22:03:00.000Z", count=2,
+         next_fire_at="2026-12-01T22:05:00.000Z", reason="server_down")  # fmt: skip
+    h.ev("loop.fired", loop="L", due="2026-12-01T22:05:00.000Z", queued=False)
+    assert rules(h) == []
 
 
 def test_run_ending_twice_or_with_a_wrong_status_is_caught():
@@ -224,3 +237,36 @@ def test_a_start_that_failed_settles_its_intents_but_never_a_close():
     assert rules(h) == []
     del h.events[-2]  # the close never applied: the end does not settle it
     assert rules(h) == ["applied"]
+
+
+def _task(root: Path, state: str, tid: str, attempts: int, sections: list[str]) -> None:
+    (root / state).mkdir(parents=True, exist_ok=True)
+    body = "".join(f"\n## {s} (2026-12-01T22:00:00+00:00)\n\nwhy\n" for s in sections)
+    (root / state / f"{tid}.md").write_text(
+        f'---\nid: "{tid}"\ndone_when: "x"\nattempts: {attempts}\n---\nDo it.\n{body}'
+    )
+
+
+def test_task_files_attempts_counted_once_and_one_state(tmp_path):
+    _task(tmp_path, "todo", "T1", 2, ["Attempt failed 1", "Reject (verifier echo) 2"])
+    _task(tmp_path, "done", "T2", 0, ["Pass 1 (verifier echo, 2026-12-01)"])
+    assert soak_check.check_tasks(tmp_path) == []
+    # an attempt double-counted: one failed build, attempts 2
+    _task(tmp_path, "failed", "T3", 3, ["Attempt failed 1", "Attempt failed 3"])
+    _task(tmp_path, "todo", "T4", 1, [])  # counted with no failed build behind it
+    _task(tmp_path, "doing", "T2", 0, [])  # in two states at once
+    found = soak_check.check_tasks(tmp_path)
+    assert sorted(v.message.split()[1] for v in found) == ["T2", "T3", "T4"], found
+    assert {v.rule for v in found} == {"task"}
+    report = soak_check.check(clean().events, CAPS, {"task_queues": [str(tmp_path)]})
+    assert [v.rule for v in report.violations] == ["task"] * 3
+
+
+def test_a_task_built_twice_at_once_is_caught():
+    h = History()
+    for a in ("b1", "b2"):
+        h.ev("agent.queued", a, path=f"tasks/q/T1/build_{a}", provider="command", queue_seq=1)
+    for a in ("b1", "b2"):
+        h.ev("agent.status", a, path=f"tasks/q/T1/build_{a}", provider="command",
+             **{"from": "queued", "to": "starting"})  # fmt: skip
+    assert rules(h) == ["task"]
