@@ -25,6 +25,7 @@ START_TIMEOUT = 15.0
 REPLY_TIMEOUT = 120.0
 STOP_WAIT = 30.0  # a stopping server's recovery-free shutdown takes well under a second
 SOCKET_GRACE = 1.0  # a running server recreates a deleted socket within 0.5 s
+HANDSHAKE_RETRY = 30.0  # a server that dies mid-hello: how long to look for the next one
 
 
 class ServerError(Exception):
@@ -90,8 +91,24 @@ class Client:
         return s
 
     def connect(self) -> Client:
+        """Connect and say hello. A server that accepted and then went away before it
+        answered (SIGKILLed, stopping) is not an answer: connect again, to the server
+        that replaces it (``autostart`` starts one, as for any verb), for up to
+        ``HANDSHAKE_RETRY`` seconds."""
         if self.sock is not None:
             return self
+        delay, give_up = 0.05, time.monotonic() + HANDSHAKE_RETRY
+        while True:
+            try:
+                return self._connect_and_hello()
+            except ServerError as exc:
+                if exc.code != "connection_closed" or time.monotonic() > give_up:
+                    raise
+                self.close()
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def _connect_and_hello(self) -> Client:
         try:
             self.sock = self._connect_once()
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):

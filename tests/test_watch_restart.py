@@ -29,7 +29,12 @@ def test_cli_wait_survives_a_server_sigkill(orcr_home):
     orcr_home.run("agent", "run", "--provider", "testp", "--path", "w/a", "hi", check=True)
     with orcr_home.sdk() as o:
         agent = until(lambda: (a := o.get("w/a"))["status"] == "working" and a)
-    before = _client_connections(orcr_home)
+    # The server closes the SDK's and the CLI's connections when it reads their EOF,
+    # which under load can come after this line: counted then, they hid the wait's own
+    # connection (one closed, one opened: never more than before) and "wait connected"
+    # timed out. Wait for them to be gone first.
+    until(lambda: _client_connections(orcr_home) == 0, what="earlier clients gone")
+    before = 0
     wait = subprocess.Popen(
         [sys.executable, "-m", "orcr_core.cli", "agent", "wait", "w/a", "--timeout", "60s"],
         env=orcr_home.env,
