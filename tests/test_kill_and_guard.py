@@ -199,3 +199,21 @@ def test_a_kill_closes_the_pane_once_while_the_monitor_sees_the_kill_too(orcr_ho
             closes = _kinds(orcr_home, a["uuid"], "pane.close_requested", "pane.close_applied")
             assert closes == ["pane.close_requested", "pane.close_applied"], (n, closes)
     assert [e[0] for e in td.read_state()["log"]].count("close") == 3
+
+
+def test_kill_during_the_workspace_call_starts_no_pane(orcr_home):
+    """Seed 000/002: cancel_requested is checked before and after each multiplexer
+    call. A kill while the workspace is being made (a slow ensure_workspace) is seen
+    right after it: no pane is started and then closed, the row ends canceled."""
+    orcr_home.start_server(extra_env={"ORCR_TEST_WORKSPACE_DELAY": "3"})
+    with orcr_home.sdk() as o:
+        o.run("x", provider="testp", path="k/ws", cwd="/")
+        _until(lambda: o.get("k/ws")["status"] == "starting")
+        assert not _has_event(orcr_home, "pane.workspace_applied")  # the call is under way
+        assert o.kill("k/ws")[0]["result"] == "cancel_requested"
+        a = _until(lambda: (lambda a: a if a["status"] == "ended" else None)(o.get("k/ws")), 15)
+        assert a["exit_reason"] == "canceled"
+    kinds = [e["kind"] for e in orcr_home.events(a["uuid"])]
+    assert "pane.start_requested" not in kinds, kinds
+    state = td.read_state()
+    assert state["panes"] == {} and [e[0] for e in state["log"]] == [], state["log"]
