@@ -111,3 +111,57 @@ def test_status_and_show_name_the_branch_and_revision(short_tmp):
     assert "review/T3: revision abc123, branch tasks/q/T3/a1-tok" in render(s)
     text = q.file("review", "T3").read_text()
     assert '"tasks/q/T3/a1-tok"' in text and "abc123" in text
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_a_builder_that_commits_gets_through_and_its_branch_stays(live, short_tmp):
+    """The echo agent behind a wrapper that commits in its checkout (and leaves a
+    scratch file) before it starts: REVISION: HEAD is the attempt's own commit, so the
+    task goes to review/ with its full id and branch; the verifier passes it in a fresh
+    checkout of that commit, which is removed after the verdict though it left a file;
+    the done task's branch (and the builder's checkout holding it) stay for a merge."""
+    import sys
+
+    repo = make_repo(short_tmp)
+    base = git(repo, "rev-parse", "HEAD")
+    wrapper = short_tmp / "commit-then-echo"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        "echo scratch > scratch.txt\n"
+        "echo work > work.txt && git add work.txt && "
+        "git -c user.email=b@x -c user.name=b commit -qm work\n"
+        f'exec {sys.executable} -m orcr_providers.echo_agent "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    live.config(
+        live.mux.config()
+        + '[timings]\npoll_every = "50ms"\n'
+        + f'[worktrees]\ndir = "{short_tmp / "checkouts"}"\n'
+        + f'[providers.echo]\nargv = ["{wrapper}"]\n'
+    )
+    live.start_server()
+    q = Queue.init(short_tmp / "q")
+    d = str(q.root)
+    live.run("tasks", "add", d, "--id", "T4", "--done-when", "VERDICT: pass", "--",
+             "Build it.\nREVISION: HEAD", check=True)  # fmt: skip
+    r = live.run("tasks", "work", d, "--role", "builder", "--cwd", str(repo), "--worktree",
+                 *FAST, check=True, timeout=120)  # fmt: skip
+    assert "T4" in q.ids("review"), r.stderr
+    t = q.read("review", "T4")
+    branch = t.meta["branch"]
+    assert branch.startswith(f"tasks/{q.name}/T4/a1-")
+    made = git(repo, "rev-parse", branch)
+    assert t.meta["revision"] == made and made != base
+    assert git(repo, "rev-parse", f"{made}^") == base
+    live.run("tasks", "work", d, "--role", "verifier", "--cwd", str(repo), "--worktree",
+             *FAST, check=True, timeout=120)  # fmt: skip
+    assert "T4" in q.ids("done")
+    assert git(repo, "rev-parse", branch) == made  # the done task's branch stays
+    rows = json.loads(live.run("worktree", "ls", "--json", check=True).stdout)
+    kept = {r["branch"]: r for r in rows}
+    assert kept[branch]["state"] == "kept" and "1 commit" in kept[branch]["holds"]
+    # the verifier's checkout held scratch.txt (orcr kept it): the worker removed it
+    assert [r for r in rows if "/v-" in (r["branch"] or "")] == [], rows
+    everything = json.loads(live.run("worktree", "ls", "--all", "--json", check=True).stdout)
+    v = next(r for r in everything if "/v-" in (r["branch"] or ""))
+    assert v["reason"] == "removed on request" and v["base_commit"] == made, v
