@@ -160,3 +160,26 @@ def test_lost_ends_only_after_a_following_snapshot_while_the_multiplexer_answers
         until(lambda: o.get("o/b")["status"] == "working", 30, "repaired")
     assert _statuses(orcr_home, a["uuid"]) == ["starting", "working", "lost", "working"]
     assert orcr_home.status()["drift"]["repaired"] == 1
+
+
+def test_an_explicit_kill_resolves_a_lost_agent_as_lost(orcr_home):
+    """Seed 002: a lost agent resolves to ended (lost) once the multiplexer answers and
+    a following poll still does not show it, *or on an explicit kill*: the kill, during
+    an outage that keeps it lost, ends it ``lost`` (not ``killed``: orcr never had its
+    TUI to kill) and frees its path."""
+    orcr_home.config(CONFIG.replace('"100ms"', '"1s"'))
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        a = o.run("x", provider="testp", path="o/k", cwd="/")
+        until(lambda: o.get("o/k")["status"] == "working")
+        pane_id = o.get("o/k")["pane_id"]
+        td.down_when_missing(pane_id)  # one snapshot sees it gone, then an outage
+        td.remove_pane(pane_id)
+        until(lambda: o.get("o/k")["status"] == "lost", 30, "lost")
+        assert o.kill("o/k")[0]["result"] == "lost"
+        until(lambda: o.list("o/k") == [], 30, "o/k ended")
+        td.set_down(False)
+    assert _statuses(orcr_home, a["uuid"]) == ["starting", "working", "lost", "ended"]
+    ended = [e for e in orcr_home.events(a["uuid"]) if e["kind"] == "agent.status"][-1]
+    assert ended["data"]["exit_reason"] == "lost", ended
+    orcr_home.run("agent", "run", "--provider", "testp", "--path", "o/k", "again", check=True)
