@@ -42,6 +42,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _soak_loops  # noqa: E402
 import soak_check  # noqa: E402
 from _harness import bench_env  # noqa: E402
 from _soak_tasks import Tasks  # noqa: E402
@@ -50,21 +51,6 @@ PY = sys.executable
 CAPS = {"max": 3, "echo": 2}
 #: the tmux driver's placeholder pane that keeps a session (plugins/tmux driver.py)
 PLACEHOLDER = ("sleep", "2147483647")
-#: the run command of the loops: admit an agent under the run, wait for it, sleep, exit
-JOB = """import subprocess, sys, time
-cli = [sys.executable, "-m", "orcr_core.cli"]
-subprocess.run(cli + ["agent", "run", "--provider", "echo", "--name", "j", "[sleep 1] job"])
-subprocess.run(cli + ["agent", "wait", "j", "--timeout", "30s"], capture_output=True)
-time.sleep(float(sys.argv[1]))
-sys.exit(int(sys.argv[2]))
-"""
-#: name, cron, flags, job sleep, job exit code
-LOOPS = [
-    ("lq", ["--overlap", "queue", "--max-concurrency", "1"], 1.0, 0),
-    ("lf", ["--overlap", "queue", "--max-concurrency", "2"], 0.5, 3),
-    ("lt", ["--overlap", "queue", "--max-concurrency", "1", "--timeout", "3s"], 30.0, 0),
-    ("ls", ["--overlap", "skip", "--max-concurrency", "1"], 2.0, 0),
-]
 
 
 class Instance:
@@ -82,9 +68,10 @@ class Instance:
             '[timings]\npoll_every = "100ms"\ngc_after = "4s"\npark_after = "2s"\n'
             'stop_grace = "1s"\nprompt_confirm = "1s"\nmax_starting = "30s"\n'
             "[recovery]\nresume_lost = true\n"
-            '[loops]\nmissed_after = "3s"\n'  # a server down or stopped misses fires
+            '[loops]\nmissed_after = "1s"\n'  # a server down or stopped misses fires
         )
         self.log = open(home / "server.out", "ab")  # noqa: SIM115 - closed in stop()
+        self.started: list[subprocess.Popen] = []
 
     def cli(self, *args: str, timeout: float = 60, cwd: str | None = None):
         try:
@@ -101,10 +88,14 @@ class Instance:
 
     def servers(self) -> list[psutil.Process]:
         """The server processes of this home (one, or none while it is down)."""
+        for proc in self.started:
+            proc.poll()  # reap the servers this runner started (a killed one is a zombie)
         found = []
-        for p in psutil.process_iter(["cmdline"]):
+        for p in psutil.process_iter(["cmdline", "status"]):
             try:
                 cmd = p.info["cmdline"] or []
+                if p.info["status"] == psutil.STATUS_ZOMBIE:
+                    continue
                 if "orcr_core.server" in cmd and p.environ().get("ORCR_HOME") == str(self.home):
                     found.append(p)
             except (psutil.Error, OSError):
@@ -114,13 +105,14 @@ class Instance:
     def start_server(self) -> None:
         if self.servers():
             return  # a CLI verb autostarted one meanwhile
-        subprocess.Popen(
+        proc = subprocess.Popen(
             [PY, "-m", "orcr_core.server"],
             env=self.env,
             stdout=self.log,
             stderr=self.log,
             start_new_session=True,
         )
+        self.started.append(proc)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not (self.home / "run" / "orcr.sock").exists():
             time.sleep(0.05)
@@ -187,7 +179,11 @@ class Faults:
 
     def inject(self) -> None:
         kind = self.rng.choice(self.KINDS)
-        what = getattr(self, kind)()
+        try:
+            what = getattr(self, kind)()
+        except (OSError, psutil.Error, subprocess.SubprocessError) as exc:
+            self.log(f"fault {kind} could not be injected: {exc!r}")
+            return
         if what:
             self.done[kind] += 1
             self.log(f"fault {kind}: {what}")
@@ -195,14 +191,16 @@ class Faults:
     def server_kill(self):
         for p in self.inst.servers():
             p.kill()
-            p.wait(10)
+            until = time.monotonic() + 10
+            while p.pid in {s.pid for s in self.inst.servers()} and time.monotonic() < until:
+                time.sleep(0.05)
             time.sleep(self.rng.uniform(0, 1.5))
             self.inst.start_server()
             return f"pid {p.pid}, restarted"
 
     def server_stop(self):
         for p in self.inst.servers():
-            pause = self.rng.uniform(0.5, 3)
+            pause = self.rng.uniform(0.5, 4)
             p.send_signal(signal.SIGSTOP)
             time.sleep(pause)
             p.send_signal(signal.SIGCONT)
@@ -281,27 +279,6 @@ class Workload:
             self.inst.cli("agent", "wait", path, "--until", "ended", "--timeout", "25s")
             self.stop.wait(rng.uniform(0, 1.5))
 
-    def manual_runs(self) -> None:
-        rng = random.Random(self.seed * 1000 + 999)
-        while not self.stop.wait(rng.uniform(1, 5)):
-            name = rng.choice([loop[0] for loop in LOOPS])
-            res = self.inst.cli("loop", "run", "start", name)
-            if res is not None and res.returncode == 0:
-                with self.lock:
-                    self.admitted[f"run:{name}"] += 1
-
-
-def create_loops(inst: Instance) -> None:
-    job = inst.home / "job.py"
-    job.write_text(JOB)
-    for name, flags, sleep, code in LOOPS:
-        res = inst.cli(
-            "loop", "create", name, "* * * * *", *flags, "--", PY, str(job), str(sleep), str(code),
-            cwd=str(inst.home),
-        )  # fmt: skip
-        if res is None or res.returncode != 0:
-            raise SystemExit(f"loop create {name} failed: {res and res.stderr}")
-
 
 def wind_down(inst: Instance, log, tasks: Tasks) -> dict:
     """Stop everything the orderly way, and say what was left: the checker's final state."""
@@ -309,7 +286,7 @@ def wind_down(inst: Instance, log, tasks: Tasks) -> dict:
     for p in inst.servers():
         p.send_signal(signal.SIGCONT)
     inst.start_server()
-    for name, *_ in LOOPS:
+    for (name,) in inst.store("SELECT name FROM loop WHERE status != 'ended'"):
         inst.cli("loop", "rm", name)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -387,10 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     faults = Faults(inst, random.Random(seed), log, tasks)
     try:
         inst.start_server()
-        create_loops(inst)
+        _soak_loops.create(inst)
         tasks.setup()
         threads = [threading.Thread(target=work.client, args=(i,)) for i in range(args.clients)]
-        threads.append(threading.Thread(target=work.manual_runs))
+        args_ = (inst, seed, stop, work.admitted, work.lock)
+        threads.append(threading.Thread(target=_soak_loops.manual_runs, args=args_))
         threads.append(threading.Thread(target=tasks.adder))
         for t in threads:
             t.start()
