@@ -261,3 +261,23 @@ def test_resume_lost_does_not_loop_on_an_agent_that_cannot_hold(orcr_home):
     assert len(_requeues(orcr_home, a["uuid"])) == 1
     assert orcr_home.get(a["uuid"])["exit_reason"] == "lost"
     assert "not resumed automatically again" in orcr_home.server_log()
+
+
+def test_a_resume_is_a_new_attempt_with_a_new_launch_token(orcr_home):
+    """Seed 002: the launch token is unique per attempt: a resumed agent starts with a
+    fresh one in its row, and its new pane carries it, so a pane of its earlier life
+    can never be taken for the new one."""
+    orcr_home.config(BASE)
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        a = o.run("x", provider="testr", path="t/a", cwd="/")
+        until(lambda: o.get("t/a")["status"] == "working")
+        old = _row(orcr_home, a["uuid"])["launch_token"]
+        td.remove_pane(o.get("t/a")["pane_id"])
+        until(lambda: o.list("t/a") == [], 30, "t/a ended lost")
+        orcr_home.run("agent", "resume", "t/a", check=True)
+        until(lambda: o.get("t/a")["status"] in ("working", "idle"), 30, "t/a resumed")
+    new = _row(orcr_home, a["uuid"])["launch_token"]
+    assert new and new != old
+    panes = _panes_of("t/a")
+    assert [p["token"] for p in panes] == [new], panes
