@@ -9,7 +9,7 @@ import subprocess
 import uuid
 
 import pytest
-from orcr_tmux.driver import tail_words
+from orcr_tmux.prompt import tail_words
 
 from orcr_core.testing import until
 

@@ -31,14 +31,10 @@ the current orcr process (tmux takes a new pane's PATH from its client).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import secrets
-import shutil
-import signal
 import threading
-import time
 from typing import Any
 
 from orcr_core import dirs
@@ -46,41 +42,28 @@ from orcr_core.argv import missing_program
 from orcr_core.contracts import (
     PARKING,
     DriverError,
-    PaneInfo,
     PaneRef,
     SessionPointer,
     StartSpec,
 )
 from orcr_tmux.keys import tmux_key
-from orcr_tmux.tmuxcli import INSTALL_HINT, Tmux, TmuxError, no_format, version_ok
-
-SESSION_PREFIX = "orcr-"
-#: The parking session is ``orcr-parked-<instance id>``: the ``-`` after
-#: ``parked`` never occurs in a level-1 segment, so it cannot be a workspace.
-PARKING_PREFIX = "orcr-parked-"
-NOT_MINE = "orcr-not-mine"
-LABEL_OPTION = "@orcr_path"
-ROLE_OPTION = "@orcr_role"
-INSTANCE_OPTION = "@orcr_instance"
-TOKEN_OPTION = "@orcr_token"
-PLACEHOLDER_ARGV = ("sleep", "2147483647")  # ~68 years; no "infinity" on BSD sleep
-#: Detached windows get this size (tmux's own default is 80x24, cramped for TUIs);
-#: an attaching client resizes them to its terminal.
-WIDTH, HEIGHT = "200", "50"
-#: What the dead-pane branch of a guarded paste prints (see ``send_prompt``).
-DEAD_MARKER = "orcr-pane-dead"
-_FIELDS = (
-    "#{pid}",  # the tmux server's
-    "#{pane_id}",
-    "#{window_id}",
-    "#{session_name}",
-    "#{pane_dead}",
-    f"#{{{ROLE_OPTION}}}",
-    f"#{{{INSTANCE_OPTION}}}",
-    f"#{{{TOKEN_OPTION}}}",
-    "#{pane_pid}",
-    f"#{{{LABEL_OPTION}}}",
+from orcr_tmux.layout import (
+    HEIGHT,
+    INSTANCE_OPTION,
+    LABEL_OPTION,
+    NOT_MINE,
+    PARKING_PREFIX,
+    PLACEHOLDER_ARGV,
+    ROLE_OPTION,
+    SESSION_PREFIX,
+    TOKEN_OPTION,
+    WIDTH,
 )
+from orcr_tmux.prompt import PromptMixin
+from orcr_tmux.server import ServerMixin
+from orcr_tmux.snapshot import SnapshotMixin
+from orcr_tmux.tmuxcli import Tmux, TmuxError, no_format
+
 _MARK = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -104,34 +87,7 @@ def safe_argv(argv: tuple[str, ...] | list[str]) -> list[str]:
     return ["nice", "-n", "0", "--", *argv] if "=" in argv[0] else ["env", "--", *argv]
 
 
-def _tmux_server_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live tmux server (``/proc`` names it; elsewhere any live pid)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False  # not ours: the pid was reused
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().startswith("tmux")
-    except OSError:
-        return True
-
-
-def tail_words(text: str, limit: int = 200) -> str:
-    """The end of ``text`` (where an error says what failed), at most ``limit``
-    characters, cut at a word boundary and marked with an ellipsis: never mid-word."""
-    if len(text) <= limit:
-        return text
-    tail = text[-(limit - 1) :]
-    space = tail.find(" ")
-    if 0 <= space < len(tail) - 1:
-        tail = tail[space + 1 :]
-    return "…" + tail
-
-
-class TmuxDriver:
+class TmuxDriver(ServerMixin, PromptMixin, SnapshotMixin):
     """orcr's :class:`~orcr_core.contracts.Driver` for tmux >= 3.2."""
 
     name = "tmux"
@@ -148,52 +104,6 @@ class TmuxDriver:
         self._server_pid: int | None = None  # the tmux server last seen answering
         self._lock = threading.Lock()
         self._pasted: dict[str, float] = {}  # pane id -> when its prompt was pasted
-
-    # -- availability and version ---------------------------------------------------------
-
-    @classmethod
-    def available(cls, config: Any = None) -> tuple[bool, str]:
-        """Whether tmux >= 3.2 (``[tmux] binary``) is on PATH (for ``[driver] name = "auto"``)."""
-        binary = str(config.get("tmux.binary") or "tmux") if config is not None else "tmux"
-        path = shutil.which(binary)
-        if path is None:
-            return False, f"{binary} not found on PATH; {INSTALL_HINT}"
-        try:
-            text = Tmux(binary=path).version()
-        except DriverError as exc:
-            return False, str(exc)
-        if not version_ok(text):
-            return False, f"{text} at {path} is too old; {INSTALL_HINT}"
-        return True, f"{text} at {path}"
-
-    def handshake(self) -> dict[str, Any]:
-        text = self.tmux.version()
-        if not version_ok(text):
-            raise DriverError(
-                f"{text} is not supported: orcr needs tmux >= 3.2; {INSTALL_HINT}",
-                code="unsupported_version",
-            )
-        with self._lock:
-            self._version = text.removeprefix("tmux ").strip()
-        return {"version": self._version, "protocol": None, "socket": self.tmux.socket}
-
-    def ensure_session(self) -> None:
-        """Check tmux is usable. The server itself starts with the first workspace;
-        a socket path whose directory is gone is an outage (retryable)."""
-        if self._version is None:
-            self.handshake()
-        self.tmux.check_socket_dir()
-        pid, sock = self._server_pid, self.tmux.socket
-        if pid and "/" in sock and not os.path.exists(sock) and _tmux_server_alive(pid):
-            # its directory is back, its socket not yet: never start a second server there
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGUSR1)
-            raise DriverError(
-                f"the tmux server (pid {pid}) runs but its socket {sock} is gone; asked it "
-                "to recreate its socket",
-                code="tmux_socket_gone",
-                retryable=True,
-            )
 
     # -- workspaces and agents ------------------------------------------------------------
 
@@ -366,109 +276,6 @@ class TmuxDriver:
             raise DriverError(f"pane {pane.pane_id} did not move to {session}", code="move_failed")
         return PaneRef(workspace_id=session, tab_id=window_id, pane_id=pane.pane_id)
 
-    # -- input and output -----------------------------------------------------------------
-
-    def send_prompt(self, pane: PaneRef, text: str) -> None:
-        """Paste ``text`` (bracketed when the program asked for it), wait, press Enter.
-
-        A bracketed paste keeps a TUI from submitting at the text's newlines; a
-        program that never enabled bracketed paste sees each newline as Enter,
-        as it would in a terminal. Enter goes as a separate call after
-        :attr:`prompt_delay`, so TUIs that debounce pastes see a real key press.
-
-        A paste into a dead pane (its program exited; ``remain-on-exit`` keeps
-        the pane) crashes tmux 3.3a's whole server. So the paste, and the Enter,
-        only run behind ``if-shell -F '#{pane_dead}'``: tmux evaluates the check
-        and runs the chosen branch in one go inside its server, with no event
-        (a child's exit) handled in between, so no window is left for a race.
-        A dead pane raises :class:`DriverError` with code ``pane_dead``.
-        """
-        self.paste_prompt(pane, text)
-        self.submit_prompt(pane)
-
-    def paste_prompt(self, pane: PaneRef, text: str) -> None:
-        """The first call of the two-call rule alone: the text, never Enter (orcr records
-        the paste and the Enter as separate steps, so a crash between them is known)."""
-        # Paste-end markers inside the text would end the bracket early.
-        text = text.replace("\x1b[201~", "").replace("\x1b[200~", "")
-        if text:
-            buffer = "orcr-" + secrets.token_hex(8)
-            try:
-                out = self.tmux.run(
-                    ["load-buffer", "-b", buffer, "-"],
-                    self._unless_dead(
-                        pane, f"paste-buffer -d -p -b {buffer} -t {pane.pane_id}", buffer
-                    ),
-                    input=text.encode("utf-8"),
-                )
-            except TmuxError:
-                self._delete_buffer(buffer)
-                raise
-            self._raise_if_dead(pane, out, "before its prompt was pasted")
-        self._pasted[pane.pane_id] = time.monotonic()
-
-    def submit_prompt(self, pane: PaneRef) -> None:
-        """The second call: Enter, :attr:`prompt_delay` after this driver's paste into
-        the pane (at once when it pasted nothing there: the paste was long ago)."""
-        pasted = self._pasted.pop(pane.pane_id, None)
-        if pasted is not None:
-            time.sleep(max(0.0, pasted + self.prompt_delay - time.monotonic()))
-        out = self.tmux.run(self._unless_dead(pane, f"send-keys -t {pane.pane_id} Enter"))
-        self._raise_if_dead(pane, out, "before Enter was pressed on its prompt")
-
-    @staticmethod
-    def _unless_dead(pane: PaneRef, command: str, buffer: str | None = None) -> list[str]:
-        """``command`` if the pane is alive, else print a marker (and drop ``buffer``).
-
-        Only tmux-generated tokens (``%N`` pane ids, ``orcr-<hex>`` buffer names)
-        go into the command strings tmux parses here; never user text."""
-        dead = f"display-message -p -t {pane.pane_id} '{DEAD_MARKER} #{{pane_dead_status}}'"
-        if buffer is not None:
-            dead = f"delete-buffer -b {buffer} ; {dead}"
-        return ["if-shell", "-F", "-t", pane.pane_id, "#{pane_dead}", dead, command]
-
-    def _raise_if_dead(self, pane: PaneRef, out: str, when: str) -> None:
-        for line in out.splitlines():
-            if line.startswith(DEAD_MARKER):
-                code = line[len(DEAD_MARKER) :].strip()
-                status = f"status {code}" if code else self._dead_status(pane)
-                raise DriverError(
-                    f"the program exited ({status}) {when}{self._last_words(pane)}",
-                    code="pane_dead",
-                )
-
-    def _dead_status(self, pane: PaneRef, within: float = 1.0) -> str:
-        """``status N`` for a pane tmux already calls dead, once tmux knows N.
-
-        tmux 3.3 marks a pane dead when its terminal reads EOF, which can come
-        a moment before it has reaped the program (``#{pane_dead_status}`` is
-        empty until then: seen in 14 of 40 panes polled right away). So wait
-        for the status, briefly. A program killed by a signal never gets one
-        (tmux 3.3 has no ``#{pane_dead_signal}``)."""
-        deadline = time.monotonic() + within
-        while True:
-            try:
-                out = self.tmux.run(
-                    ["display-message", "-p", "-t", pane.pane_id, "#{pane_dead_status}"]
-                ).strip()
-            except DriverError:
-                out = ""
-            if out:
-                return f"status {out}"
-            if time.monotonic() >= deadline:
-                return "killed by a signal, or its status is unknown"
-            time.sleep(0.02)
-
-    def _last_words(self, pane: PaneRef) -> str:
-        """The dead program's last line of output (``env: 'x': No such file...``)."""
-        try:  # -J: a line the pane wrapped comes back whole, not as its last fragment
-            screen = self.tmux.run(["capture-pane", "-p", "-J", "-S", "-", "-t", pane.pane_id])
-        except DriverError:
-            return ""
-        lines = [ln.strip() for ln in screen.splitlines() if ln.strip()]
-        lines = [ln for ln in lines if not ln.startswith("Pane is dead")]
-        return f": {tail_words(lines[-1])}" if lines else ""
-
     def send_keys(self, pane: PaneRef, keys: list[str]) -> None:
         commands = []
         for key in keys:
@@ -481,83 +288,6 @@ class TmuxDriver:
 
     def read(self, pane: PaneRef) -> str:
         return self.tmux.run(["capture-pane", "-p", "-t", pane.pane_id])
-
-    # -- state ----------------------------------------------------------------------------
-
-    def snapshot(self) -> list[PaneInfo]:
-        """Every live pane on orcr's tmux server but the workspace placeholders.
-
-        No server means no panes (tmux's panes die with their server): an empty
-        list. But a server that still runs while its socket file is gone (a /tmp
-        cleaner deleted it) is an outage, not "no panes": the driver remembers the
-        server's pid, asks it to recreate its socket (``SIGUSR1``) and raises a
-        retryable error, so no agent is taken for lost. A dead pane (its
-        program exited; agent windows keep ``remain-on-exit on``) is reported
-        with ``dead=True`` so orcr ends its agent ``exited`` and closes it.
-        """
-        try:
-            out = self.tmux.run(["list-panes", "-a", "-F", "\t".join(_FIELDS)])
-        except TmuxError as exc:
-            if exc.code == "server_not_running":
-                self._socket_gone_or_none(exc)
-                return []
-            raise
-        panes = []
-        parking = self.parking_session()
-        for line in out.splitlines():
-            parts = line.split("\t", len(_FIELDS) - 1)
-            if len(parts) != len(_FIELDS):
-                continue
-            server_pid, pane_id, window_id, session, dead, role, instance, token, pid, label = parts
-            self._server_pid = int(server_pid) if server_pid.isdigit() else self._server_pid
-            if role == "placeholder":
-                continue
-            panes.append(
-                PaneInfo(
-                    pane_id=pane_id,
-                    workspace_id=session,
-                    tab_id=window_id,
-                    label=label or None,
-                    session=self.tmux.socket,
-                    dead=dead == "1",
-                    instance=instance or None,
-                    launch_token=token or None,
-                    pid=int(pid) if pid.isdigit() else None,
-                    parked=session == parking,
-                )
-            )
-        return panes
-
-    def pane_pid(self, pane: PaneRef) -> int | None:
-        """The pid of the pane's process (``#{pane_pid}``); None when the pane is gone."""
-        try:
-            out = self.tmux.run(["display-message", "-p", "-t", pane.pane_id, "#{pane_pid}"])
-        except TmuxError as exc:
-            if exc.code in ("not_found", "server_not_running"):
-                return None
-            raise
-        out = out.strip()
-        return int(out) if out.isdigit() else None
-
-    def _socket_gone_or_none(self, exc: TmuxError) -> None:
-        """Raise (retryable) when the tmux server last seen still runs: its socket
-        is gone, not its panes. Return when there is no such server."""
-        pid = self._server_pid
-        # a socket file still there but refusing belongs to a server that exited
-        # (or is exiting: kill-server); only a missing socket file can hide a live one
-        gone = "No such file or directory" in str(exc)
-        if pid is None or not gone or not _tmux_server_alive(pid):
-            return
-        try:
-            os.kill(pid, signal.SIGUSR1)  # tmux recreates its socket on SIGUSR1
-        except OSError:
-            pass
-        raise DriverError(
-            f"the tmux server (pid {pid}) runs but its socket {self.tmux.socket} is gone "
-            f"({exc}); asked it to recreate its socket",
-            code="tmux_socket_gone",
-            retryable=True,
-        ) from exc
 
     def session_pointer(self, pane: PaneRef) -> SessionPointer | None:
         """tmux knows nothing about agent sessions."""
