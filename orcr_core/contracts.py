@@ -246,17 +246,49 @@ class LaunchSpec:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """The tokens one turn spent, as its transcript reports them.
+
+    ``input`` is the uncached input, ``cache_read``/``cache_write`` the input
+    read from / written to the provider's prompt cache, ``output`` the output
+    (reasoning included); ``model`` the model that answered (the last one when
+    several did), or None.
+    """
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    model: str | None = None
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output + self.cache_read + self.cache_write
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+            other.model or self.model,
+        )
+
+
+@dataclass(frozen=True)
 class Turn:
     """One agent turn as read from a transcript.
 
     ``status`` is ``completed``, ``interrupted``, ``errored`` or ``open``;
     ``final_text`` is the final answer of a completed turn, else None;
-    ``error`` is why an ``errored`` turn failed, when the transcript says.
+    ``error`` is why an ``errored`` turn failed, when the transcript says;
+    ``usage`` is what the turn spent, None when the provider reports no usage.
     """
 
     status: str
     final_text: str | None = None
     error: str | None = None
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True)

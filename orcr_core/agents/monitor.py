@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 
-from orcr_core import events
+from orcr_core import events, faults
 from orcr_core.agents import (
     asking,
     lifecycle,
@@ -46,6 +46,7 @@ from orcr_core.agents.witness import Witness
 from orcr_core.contracts import DriverError, ProviderError
 from orcr_core.store import drift
 from orcr_core.store.models import Agent, db
+from orcr_core.usage import record as usage
 from orcr_core.workspaces import finish as workspace_finish
 
 log = logging.getLogger("orcr.monitor")
@@ -547,7 +548,7 @@ def _turns(server, agent: Agent) -> None:
         outcome = {"turn": agent.turn, "turn_status": last.status if last else None}
         if last is not None and last.error:
             outcome["turn_error"] = last.error
-        _set(server, agent, "idle", turns_done=len(state.turns), **outcome)
+        _set(server, agent, "idle", turns_done=len(state.turns), ended=state.turns, **outcome)
         monitor = getattr(server, "monitor", None)
         if monitor is not None:  # herdr's completion_seq as a second witness
             monitor.witness.turn_ended(agent.uuid)
@@ -576,15 +577,19 @@ def _check_version(server, agent: Agent, provider, version: str) -> None:
             events.emit("agent.warning", agent.uuid, path=agent.path, message=warning)
 
 
-def _set(server, agent: Agent, to: str, turns_done: int | None = None, **data) -> None:
+def _set(server, agent: Agent, to: str, turns_done: int | None = None, ended=(), **data) -> None:
     with db.atomic("IMMEDIATE"):
         current = Agent.get_by_id(agent.id)
         if current.status != agent.status:
             return
+        first = current.turns_done
         if turns_done is not None:
             fields = {"turns_done": turns_done}
             if "turn_status" in data:  # the row says how the last turn ended
                 fields.update(turn_status=data["turn_status"], turn_error=data.get("turn_error"))
             lifecycle.update(current, None, **fields)
         lifecycle.transition(current, to, **data)
+        if turns_done is not None and turns_done > first:
+            faults.point("before_turn_usage")  # the turn's end and its usage: one commit
+            usage.record(current, ended[first:turns_done], first)
     server.notify()

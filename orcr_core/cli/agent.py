@@ -161,8 +161,29 @@ def _age(iso: str | None) -> str:
     return f"{int(secs)}s"
 
 
+def tokens_text(u: dict | None) -> str:
+    """A token count for a column: ``12.3k``; ``-`` when no usage was reported."""
+    if not u:
+        return "-"
+    n = u["tokens"]
+    return str(n) if n < 10_000 else f"{n / 1000:.1f}k" if n < 1_000_000 else f"{n / 1e6:.1f}M"
+
+
+def usage_line(u: dict | None) -> str:
+    if not u:
+        return "-"
+    parts = [f"{u['tokens']} tokens"]
+    parts.append(
+        f"in {u['input']} out {u['output']} cache-read {u['cache_read']} "
+        f"cache-write {u['cache_write']}"
+    )
+    if u.get("model"):
+        parts.append(u["model"])
+    return " · ".join(parts)
+
+
 def _table(rows: list[dict]) -> None:
-    cols = ("PATH", "STATUS", "PROVIDER", "AGE", "UUID")
+    cols = ("PATH", "STATUS", "PROVIDER", "TOKENS", "AGE", "UUID")
     data = []
     for a in rows:
         status = a["status"] + (f" ({a['exit_reason']})" if a["exit_reason"] else "")
@@ -174,7 +195,8 @@ def _table(rows: list[dict]) -> None:
             status += f" (held: {a['held'].split(':', 1)[0]})"
         if a.get("parked"):  # idle in the parking area: a prompt or an attach brings it back
             status += " (parked)"
-        data.append((a["path"], status, a["provider"], _age(a["created_at"]), a["uuid"]))
+        tokens = tokens_text(a.get("usage"))
+        data.append((a["path"], status, a["provider"], tokens, _age(a["created_at"]), a["uuid"]))
     widths = [max([len(c)] + [len(r[i]) for r in data]) for i, c in enumerate(cols)]
     for r in [cols, *data]:
         click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
@@ -244,9 +266,14 @@ def agent_get(target, json_):
     if json_:
         click.echo(jsonlib.dumps(a))
         return
+    turns = a.pop("usage_turns", None) or []
+    total = a.pop("usage", None)
     for k, v in a.items():
         if v not in (None, False):
             click.echo(f"{k}: {v if not isinstance(v, dict) else jsonlib.dumps(v)}")
+    click.echo(f"usage: {usage_line(total)}")  # "-": the provider reports no usage
+    for t in turns:
+        click.echo(f"  turn {t['turn']}: {usage_line(t)}")
 
 
 #: a glob matching more agents than this asks first (--yes for scripts)

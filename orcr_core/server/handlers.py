@@ -21,6 +21,7 @@ from orcr_core.server.notify_handlers import NOTIFY_HANDLERS
 from orcr_core.server.worktree_handlers import WORKTREE_HANDLERS
 from orcr_core.store.db import SCHEMA_VERSION
 from orcr_core.store.models import LIVE, Agent, Meta, db
+from orcr_core.usage import record as usage
 from orcr_core.workspaces import plan as workspace_plan
 
 log = logging.getLogger("orcr.handlers")
@@ -244,7 +245,7 @@ def _list(params) -> list[Agent]:
 
 @method("agent.list")
 def agent_list(server, conn, rid, params):
-    agents = [agent_dict(a) for a in _list(params)]
+    agents = usage.attach([agent_dict(a) for a in _list(params)])
     if server.held:  # why queued rows are not moving (memory, multiplexer)
         for a in agents:
             if a["status"] == "queued":
@@ -282,7 +283,7 @@ def unmanaged_list(server, conn, rid, params):
 
 @method("agent.get")
 def agent_get(server, conn, rid, params):
-    agent = agent_dict(resolve(_param(params, "target", str)))
+    agent = usage.attach([agent_dict(resolve(_param(params, "target", str)))], per_turn=True)[0]
     if agent["status"] == "queued" and server.held:
         agent["held"] = server.held  # why the queue is not moving (memory)
     return {"agent": agent}

@@ -173,6 +173,11 @@ def _worktree(database) -> None:
 
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
+def _turn_usage(database) -> None:
+    # tokens per turn (issue 25); a blank store has the table from create_tables
+    database.create_tables([models.TurnUsage], safe=True)
+
+
 MIGRATIONS: list[tuple[str, callable]] = [
     ("0001_initial", _initial),
     ("0002_agent_status_seq_index", _status_seq_index),
@@ -189,6 +194,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("loops_keep_agents_env_missed", _loop_run_agents_env_missed),
     ("notify_outbox", _notify_outbox),
     ("agent_worktree", _worktree),
+    ("turn_usage", _turn_usage),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -284,4 +284,29 @@ class Notification(BaseModel):
         indexes = ((("sink", "state", "due"), False), (("sink", "rule", "subject"), False))
 
 
-MODELS = [Meta, OrcrMigration, Agent, Event, Loop, LoopRun, Unmanaged, Drift, Notification]
+class TurnUsage(BaseModel):
+    """The tokens one ended turn spent (:mod:`orcr_core.usage`), written in the
+    transaction that records the turn's end; kept when the agent's row goes (the
+    agent's path and provider are copied so sums never need the agent)."""
+
+    id = AutoField()
+    agent = TextField()  # the agent's uuid
+    turn = IntegerField()  # 1-based, in the agent's transcript
+    path = TextField()
+    provider = TextField()
+    model = TextField(null=True)
+    ended_at = FloatField()
+    input = IntegerField(default=0)
+    output = IntegerField(default=0)
+    cache_read = IntegerField(default=0)
+    cache_write = IntegerField(default=0)
+
+    class Meta:
+        table_name = "turn_usage"
+        indexes = ((("agent", "turn"), True), (("ended_at",), False))
+
+
+MODELS = [
+    *(Meta, OrcrMigration, Agent, Event, Loop, LoopRun, Unmanaged, Drift, Notification),
+    TurnUsage,
+]

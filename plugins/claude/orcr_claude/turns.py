@@ -42,6 +42,16 @@ position is). The rules, and why:
   user line, ``attachment`` lines and a ``system/informational`` notice, with no
   prompt: no turn, and the file growing must not make the idle turn look open.
 
+Usage: a turn's usage is the sum of its assistant messages' ``usage``
+(``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
+``cache_creation_input_tokens``), each message counted once (Claude Code repeats
+``usage`` on every line of a message; the last line's counts). Subagents count
+toward the turn that ran them: inline sidechain messages (1.0.x) by their own
+``usage``; a subagent run as a tool (2.x, its transcript in ``subagents/``) by
+the tool result's ``toolUseResult.usage``; a background agent by the
+``<subagent_tokens>`` total of its ``<task-notification>`` (only a total is
+written: it counts as input). The model is the last main-chain message's.
+
 Blocked: a pending permission prompt writes nothing (section 1.5), so what the
 transcript can show is limited to
 
@@ -56,10 +66,11 @@ transcript can show is limited to
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from orcr_core.contracts import Turn, TurnState
+from orcr_core.contracts import Turn, TurnState, Usage
 
 INTERRUPT_PREFIX = "[Request interrupted by user"
 TASK_NOTIFICATION = "<task-notification>"
@@ -79,6 +90,7 @@ EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 NO_PROMPT_MODES = frozenset({"bypassPermissions", "dontAsk"})
 END_MARKERS = frozenset({"stop_hook_summary", "turn_duration"})
 FINAL_STOP_REASONS = frozenset({"end_turn", "stop_sequence", "max_tokens"})
+SUBAGENT_TOKENS = re.compile(r"<subagent_tokens>(\d+)</subagent_tokens>")
 
 
 @dataclass
@@ -110,6 +122,23 @@ class _Turn:
     error_text: str | None = None  # what that system line said
     background: int = 0  # background agents still running at its last turn_duration
     settled: bool = False  # its answer was confirmed by a quiet period: growth alone keeps it
+    spent: dict[str, Usage] = field(default_factory=dict)  # message id -> its usage
+    extra: Usage | None = None  # subagents' usage reported in tool results / notifications
+    model: str | None = None
+    seen_usage: bool = False
+
+    def usage(self) -> Usage | None:
+        if not self.seen_usage:
+            return None
+        total = self.extra or Usage()
+        for spent in self.spent.values():
+            total = total + spent
+        return Usage(total.input, total.output, total.cache_read, total.cache_write, self.model)
+
+    def add(self, usage: Usage | None) -> None:
+        if usage is not None:
+            self.seen_usage = True
+            self.extra = usage if self.extra is None else self.extra + usage
 
     @property
     def error(self) -> str | None:
@@ -175,6 +204,8 @@ class ClaudeTurns:
     def feed(self, record: dict[str, Any]) -> None:
         self._lines += 1
         if record.get("isSidechain") is True:
+            if record.get("type") == "assistant" and self._turn is not None:
+                self._spend(self._turn, record, main=False)  # inline subagent (1.0.x)
             return
         kind = record.get("type")
         if kind in ("user", "assistant", "system", "progress"):
@@ -197,6 +228,9 @@ class ClaudeTurns:
         turn = self._turn
         if _has_tool_result(content):
             if turn is not None:
+                result = record.get("toolUseResult")
+                if isinstance(result, dict):  # a subagent run as a tool (2.x): its usage
+                    turn.add(_usage(result.get("usage")))
                 for block in content:
                     if isinstance(block, dict) and block.get("type") == "tool_result":
                         turn.pending.pop(block.get("tool_use_id"), None)
@@ -212,6 +246,9 @@ class ClaudeTurns:
             self._pending_command = False
             return
         if head.startswith(TASK_NOTIFICATION):
+            spent = SUBAGENT_TOKENS.search(text)
+            if turn is not None and spent:  # a background agent's total (counted as input)
+                turn.add(Usage(input=int(spent.group(1))))
             if turn is not None and turn.background:
                 turn.background = 0  # the turn it launched them from goes on
                 turn.activity()
@@ -262,11 +299,23 @@ class ClaudeTurns:
                 tool_id, name = str(block.get("id")), str(block.get("name"))
                 response.tools[tool_id] = name
                 turn.pending[tool_id] = name
+        self._spend(turn, record, main=True)
         stop = message.get("stop_reason")
         response.stop_reason = stop if isinstance(stop, str) else None
         if record.get("isApiErrorMessage") or record.get("error"):
             response.api_error = True
         turn.activity()
+
+    def _spend(self, turn: _Turn, record: dict[str, Any], main: bool) -> None:
+        message = record.get("message")
+        usage = _usage(message.get("usage")) if isinstance(message, dict) else None
+        if usage is None:
+            return
+        turn.seen_usage = True
+        key = message.get("id") or record.get("uuid") or f"line-{self._lines}"
+        turn.spent[("" if main else "side:") + str(key)] = usage
+        if main and isinstance(message.get("model"), str) and not message["model"].startswith("<"):
+            turn.model = message["model"]
 
     def _system(self, record: dict[str, Any]) -> None:
         subtype = record.get("subtype")
@@ -295,7 +344,7 @@ class ClaudeTurns:
             # A new prompt ends the previous turn; one left open was abandoned.
             status = "interrupted" if status == "open" else status
             error = self._turn.error if status == "errored" else None
-            self._closed.append(Turn(status, text, error))
+            self._closed.append(Turn(status, text, error, self._turn.usage()))
         self._turn = _Turn()
         self._pending_command = False
 
@@ -351,7 +400,8 @@ class ClaudeTurns:
             status, text = self._outcome(self._turn, quiet_for)
             if status == "completed" and self._turn.background:
                 status, text = "open", None  # its background agents will wake it again
-            turns.append(Turn(status, text, self._turn.error if status == "errored" else None))
+            error = self._turn.error if status == "errored" else None
+            turns.append(Turn(status, text, error, self._turn.usage()))
             if status == "open":
                 state = "blocked" if self._blocked(self._turn, quiet_for) else "working"
             else:
@@ -364,3 +414,20 @@ def _words(value: Any) -> str | None:
     if isinstance(value, dict):
         value = value.get("message")
     return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _usage(value: Any) -> Usage | None:
+    """An Anthropic ``usage`` object as a :class:`Usage`, None when there is none."""
+    if not isinstance(value, dict):
+        return None
+
+    def n(key: str) -> int:
+        v = value.get(key)
+        return v if isinstance(v, int) and v > 0 else 0
+
+    return Usage(
+        input=n("input_tokens"),
+        output=n("output_tokens"),
+        cache_read=n("cache_read_input_tokens"),
+        cache_write=n("cache_creation_input_tokens"),
+    )

@@ -18,6 +18,15 @@
   call and the file has been quiet for ``settle`` seconds. Those versions are
   outside the pinned range.
 
+Usage: ``token_count`` events carry the thread's cumulative
+``info.total_token_usage``; a turn's usage is the difference between the
+cumulative counts when it ends and when it started (a thread resumed in a new
+rollout starts from what the rollout says first). ``cached_input_tokens`` is
+cache read (subtracted from ``input_tokens``, which includes it),
+``cache_write_input_tokens`` cache write; the model is the latest
+``turn_context.model``. A ``token_count`` without ``info`` (rate limits only) is
+skipped.
+
 Blocked: approvals are never persisted (section 2.5). The only signal is a
 labelled guess, on when ``blocked_after`` is set: the open turn has a tool call
 without output, the file has been quiet that long, and the latest
@@ -30,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from orcr_core.contracts import Turn, TurnState
+from orcr_core.contracts import Turn, TurnState, Usage
 
 STARTED = frozenset({"task_started", "turn_started"})
 COMPLETE = frozenset({"task_complete", "turn_complete"})
@@ -48,6 +57,7 @@ class _Turn:
     unphased: str | None = None  # last agent text written without a phase
     saw_phase: bool = False
     last_kind: str | None = None  # "agent" | "call" | "output"
+    base: tuple[int, int, int, int] | None = None  # cumulative counts when it started
 
     def fallback_text(self) -> str | None:
         return self.final_answer if self.saw_phase else self.unphased
@@ -83,6 +93,8 @@ class CodexTurns:
         self._meta_seen = False
         self._closed: list[Turn] = []
         self._turn: _Turn | None = None
+        self.model: str | None = None
+        self._total: tuple[int, int, int, int] | None = None  # (input, output, read, write)
 
     # -- feeding -----------------------------------------------------------
 
@@ -102,6 +114,8 @@ class CodexTurns:
             policy = payload.get("approval_policy")
             if isinstance(policy, str):
                 self.approval_policy = policy
+            if isinstance(payload.get("model"), str):
+                self.model = payload["model"]
         elif kind == "event_msg":
             self._event(payload)
         elif kind == "response_item":
@@ -110,7 +124,9 @@ class CodexTurns:
     def _event(self, p: dict[str, Any]) -> None:
         kind = p.get("type")
         turn = self._turn
-        if kind in STARTED:
+        if kind == "token_count":
+            self._count(p.get("info"))
+        elif kind in STARTED:
             if turn is not None and not turn.explicit and turn.last_kind is None:
                 turn.turn_id, turn.explicit = p.get("turn_id"), True  # its prompt came first
                 return
@@ -118,7 +134,7 @@ class CodexTurns:
                 self._close("completed" if turn.looks_finished() else "interrupted", None)
             elif turn is not None:
                 self._close("interrupted", None)  # abandoned
-            self._turn = _Turn(turn_id=p.get("turn_id"), explicit=True)
+            self._turn = _Turn(turn_id=p.get("turn_id"), explicit=True, base=self._total)
         elif kind in COMPLETE:
             if self._matches(p):
                 if p.get("error"):
@@ -177,7 +193,7 @@ class CodexTurns:
             return  # the prompt of the turn task_started opened
         if turn is not None:  # no task events: each user message starts a turn
             self._close("completed" if turn.looks_finished() else "interrupted", None)
-        self._turn = _Turn()
+        self._turn = _Turn(base=self._total)
 
     def _agent(self, text: Any, phase: Any) -> None:
         turn = self._turn
@@ -196,8 +212,27 @@ class CodexTurns:
         turn = self._turn
         if status == "completed" and text is None:
             text = turn.fallback_text()
-        self._closed.append(Turn(status, text if status == "completed" else None, error))
+        usage = self._usage(turn)
+        self._closed.append(Turn(status, text if status == "completed" else None, error, usage))
         self._turn = None
+
+    def _count(self, info: Any) -> None:
+        total = info.get("total_token_usage") if isinstance(info, dict) else None
+        if not isinstance(total, dict):
+            return
+        self._total = _tuple(total)
+        turn = self._turn
+        if turn is not None and turn.base is None:
+            # the first count of a rollout: what came before it in this turn is its last request
+            last = info.get("last_token_usage")
+            turn.base = _minus(self._total, _tuple(last)) if isinstance(last, dict) else (0,) * 4
+
+    def _usage(self, turn: _Turn) -> Usage | None:
+        """What ``turn`` spent: the cumulative counts now minus those at its start."""
+        if self._total is None:
+            return None
+        d = _minus(self._total, turn.base or (0, 0, 0, 0))
+        return Usage(d[0], d[1], d[2], d[3], self.model)
 
     # -- reading -----------------------------------------------------------
 
@@ -207,10 +242,10 @@ class CodexTurns:
         turn = self._turn
         if turn is not None:
             if not turn.explicit and turn.looks_finished() and quiet_for >= self.settle:
-                turns.append(Turn("completed", turn.fallback_text()))
+                turns.append(Turn("completed", turn.fallback_text(), None, self._usage(turn)))
                 state = "idle"
             else:
-                turns.append(Turn("open", None))
+                turns.append(Turn("open", None, None, self._usage(turn)))
                 state = "blocked" if self._blocked(turn, quiet_for) else "working"
         return TurnState(state=state, turns=tuple(turns), version=self.version)
 
@@ -228,3 +263,21 @@ def _error_text(value: Any) -> str | None:
     if isinstance(value, dict):
         value = value.get("message")
     return value if isinstance(value, str) and value.strip() else None
+
+
+def _tuple(u: dict[str, Any]) -> tuple[int, int, int, int]:
+    def n(key: str) -> int:
+        v = u.get(key)
+        return v if isinstance(v, int) and v > 0 else 0
+
+    read = n("cached_input_tokens")
+    return (
+        max(0, n("input_tokens") - read),
+        n("output_tokens"),
+        read,
+        n("cache_write_input_tokens"),
+    )
+
+
+def _minus(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, int, int, int]:
+    return tuple(max(0, x - y) for x, y in zip(a, b, strict=True))  # type: ignore[return-value]

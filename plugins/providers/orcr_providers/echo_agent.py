@@ -157,7 +157,14 @@ class EchoAgent:
             self._say(f"error: {error}")
         else:
             self.transcript.write({"type": "answer", "turn": job.turn, "text": job.plan.text})
-            self.transcript.write({"type": "turn_end", "turn": job.turn, "status": "completed"})
+            usage = {
+                "input_tokens": len(job.prompt.split()),  # the prompt's words
+                "output_tokens": len(job.plan.text.split()),  # the answer's words
+                "model": "echo",
+            }
+            self.transcript.write(
+                {"type": "turn_end", "turn": job.turn, "status": "completed", "usage": usage}
+            )
             self.history.append(("echo", job.plan.text))
             self._say(f"echo: {job.plan.text}")
         if job.plan.exit:

@@ -18,7 +18,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from orcr_core.contracts import Turn, TurnState
+from orcr_core.contracts import Turn, TurnState, Usage
 
 _STATUSES = {"completed", "errored", "interrupted"}
 
@@ -29,6 +29,7 @@ class _OpenTurn:
     answer: str | None = None
     final_text: str | None = None
     error: str | None = None
+    usage: Usage | None = None
 
 
 class EchoTranscriptReader:
@@ -95,12 +96,13 @@ class EchoTranscriptReader:
                 current.final_text = current.answer if current.answer is not None else ""
             elif current.status == "errored" and record.get("error") is not None:
                 current.error = str(record["error"])
+            current.usage = _usage(record.get("usage"))
         else:
             return False
         return True
 
     def _build(self) -> TurnState:
-        turns = tuple(Turn(t.status, t.final_text, t.error) for t in self._turns)
+        turns = tuple(Turn(t.status, t.final_text, t.error, t.usage) for t in self._turns)
         if turns and turns[-1].status == "open":
             state = "working"
         elif self._session or turns:
@@ -108,6 +110,22 @@ class EchoTranscriptReader:
         else:
             state = "unknown"
         return TurnState(state=state, turns=turns, version=self._version)
+
+
+def _usage(value) -> Usage | None:
+    """A ``turn_end`` line's ``usage`` (the echo agent counts words as tokens)."""
+    if not isinstance(value, dict):
+        return None
+    model = value.get("model")
+    return Usage(
+        input=_int(value.get("input_tokens")),
+        output=_int(value.get("output_tokens")),
+        model=model if isinstance(model, str) else None,
+    )
+
+
+def _int(value) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def summarize(path: str) -> dict:

@@ -1,0 +1,60 @@
+"""Usage per turn (issue 25): the echo agent reports words as tokens, the monitor
+stores each ended turn's usage in the transaction of the turn's end, and
+``agent get``/``agent ls`` show it. A SIGKILL between the turn's end and its
+usage write loses nothing, and a restart re-reading the transcript counts
+nothing twice."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+from orcr_core.testing import until
+
+
+def _get(live, path):
+    return json.loads(live.run("agent", "get", path, "--json", check=True).stdout)
+
+
+def test_echo_usage_per_turn_and_total_in_get_and_ls(live):
+    live.start_server()
+    live.run("agent", "run", "--provider", "echo", "--path", "u/a", "one two three", check=True)
+    live.run("agent", "wait", "u/a", "--timeout", "30s", check=True)
+    live.run("agent", "send", "u/a", "four five", check=True)
+    live.run("agent", "wait", "u/a", "--timeout", "30s", check=True)
+    a = _get(live, "u/a")
+    assert [(t["turn"], t["input"], t["output"]) for t in a["usage_turns"]] == [
+        (1, 3, 3),
+        (2, 2, 2),
+    ]
+    assert a["usage"]["tokens"] == 10 and a["usage"]["model"] == "echo"
+    text = live.run("agent", "get", "u/a", check=True).stdout
+    assert "usage: 10 tokens" in text and "turn 2: 4 tokens" in text
+    rows = json.loads(live.run("agent", "ls", "--json", check=True).stdout)
+    assert [r["usage"]["tokens"] for r in rows if r["path"] == "u/a"] == [10]
+    table = live.run("agent", "ls", check=True).stdout.splitlines()
+    assert "TOKENS" in table[0] and " 10 " in table[1], table
+
+
+def test_a_provider_without_usage_shows_a_dash(live):
+    live.start_server()
+    live.run("agent", "run", "--provider", "command", "--path", "u/c", "--", "sleep", "60")
+    until(lambda: _get(live, "u/c")["status"] in ("idle", "working"), what="running")
+    a = _get(live, "u/c")
+    assert a["usage"] is None and a["usage_turns"] == []
+    assert "usage: -" in live.run("agent", "get", "u/c", check=True).stdout
+
+
+def test_sigkill_between_turn_end_and_usage_write_loses_and_doubles_nothing(live):
+    live.start_server(extra_env={"ORCR_FAULT": "before_turn_usage"})
+    live.run("agent", "run", "--provider", "echo", "--path", "u/k", "alpha beta")
+    assert live.proc.wait(30) == -signal.SIGKILL, live.server_log()
+    live.start_server()
+    live.run("agent", "wait", "u/k", "--timeout", "30s", check=True)
+    a = _get(live, "u/k")
+    assert [(t["input"], t["output"]) for t in a["usage_turns"]] == [(2, 2)], a
+    # a restart reads the transcript from its start again: the turn is not counted twice
+    live.kill_server()
+    live.start_server()
+    live.run("agent", "wait", "u/k", "--timeout", "30s", check=True)
+    assert _get(live, "u/k")["usage"]["tokens"] == 4
