@@ -15,18 +15,34 @@ from orcr_core import dirs
 from orcr_core.testing import until
 
 
-def _herdr_pid(sock, bindir) -> int | None:
-    """The pid of orcr's herdr server when one answers on ``sock``, else None."""
-    from orcr_herdr.testing.wire import raw
-
-    try:
-        raw(sock, json.dumps({"id": "p", "method": "ping", "params": {}}) + "\n", 2.0)
-    except OSError:
-        return None
+def _herdr_pids(bindir) -> list[int]:
     out = subprocess.run(
         ["pgrep", "-f", f"{bindir}/herdr --session"], capture_output=True, text=True
     ).stdout.split()
-    return int(out[0]) if len(out) == 1 else None
+    return [int(p) for p in out]
+
+
+def _herdr_pid(sock, bindir) -> int | None:
+    """The pid of orcr's herdr server when it answers on ``sock``, else None.
+
+    The one herdr process before and after a ping that got an answer: a connect that
+    got in (``raw`` swallows a read that fails) or a pid seen at another instant is
+    not enough. A stopping herdr still accepts for a moment while a new one starts
+    and exits (its own start finds the old one listening), and that new pid, seen
+    once, was taken for a herdr that answers (the test then failed: connection
+    refused on the next request)."""
+    from orcr_herdr.testing.wire import raw
+
+    before = _herdr_pids(bindir)
+    if len(before) != 1:
+        return None
+    try:
+        reply = raw(sock, json.dumps({"id": "p", "method": "ping", "params": {}}) + "\n", 2.0)
+    except OSError:
+        return None
+    if b'"p"' not in reply or _herdr_pids(bindir) != before:
+        return None
+    return before[0]
 
 
 def _broken_herdr(bindir) -> None:
