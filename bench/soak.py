@@ -171,6 +171,7 @@ class Faults:
         "supervisor_kill",
         "agent_tree_kill",
         "worker_kill",
+        "sleep_through_fire",
     )
 
     def __init__(self, inst: Instance, rng: random.Random, log, tasks: Tasks):
@@ -222,6 +223,24 @@ class Faults:
             except OSError:
                 return None
             return f"supervisor {pid}"
+
+    def sleep_through_fire(self):
+        """The machine sleeps through a fire: a once loop due in 1 s, and the server
+        stopped for 3.5 s across it (``loops.missed_after`` is 1 s): it must be missed,
+        never fired late."""
+        self.sleeps = getattr(self, "sleeps", 0) + 1
+        name = f"slept{self.sleeps}"
+        res = self.inst.cli(
+            "loop", "create", name, "--once-at", "1s", "--", PY, "-c", "pass",
+            cwd=str(self.inst.home),
+        )  # fmt: skip
+        servers = self.inst.servers()
+        if res is None or res.returncode != 0 or not servers:
+            return None
+        servers[0].send_signal(signal.SIGSTOP)
+        time.sleep(3.5)
+        servers[0].send_signal(signal.SIGCONT)
+        return f"{name}: server stopped 3.5 s across its fire"
 
     def worker_kill(self):
         return self.tasks.kill_worker(self.rng)

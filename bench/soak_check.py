@@ -310,6 +310,8 @@ class _Checker:
     # -- loops ---------------------------------------------------------------------
     def on_loop(self, e: dict) -> None:
         kind, d, loop, run = e["kind"], e["data"], e.get("loop"), e.get("run")
+        if loop:
+            self.history[loop].append(e)
         if kind in ("loop.fired", "loop.coalesced", "loop.skipped"):
             self.counts["fires"] += kind == "loop.fired"
             due = when(d.get("due"))  # the fire's own due time (a coalesced run's is due_at)
@@ -329,8 +331,6 @@ class _Checker:
                     self.last_due[loop] = max(first, self.last_due.get(loop, first))
         elif kind == "run.status" and run:
             self.on_run_status(e, loop, run)
-        if loop:
-            self.history[loop].append(e)
 
     def on_run_status(self, e: dict, loop: str, run: str) -> None:
         d = e["data"]
