@@ -240,6 +240,34 @@ _argv.allowed = "non-empty list of strings"  # type: ignore[attr-defined]
 _str_list.allowed = "list of strings"  # type: ignore[attr-defined]
 
 
+PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
+
+
+def _prices(key: str, value: Any) -> list:
+    """``[[usage.prices]]``: ``model`` and its prices per million tokens (docs/usage.md)."""
+    ok = isinstance(value, list) and all(
+        isinstance(p, dict)
+        and isinstance(p.get("model"), str)
+        and set(p) <= {"model", *PRICE_FIELDS}
+        and all(
+            isinstance(p.get(f, 0), int | float)
+            and not isinstance(p.get(f, 0), bool)
+            and p.get(f, 0) >= 0
+            for f in PRICE_FIELDS
+        )
+        for p in value
+    )
+    if not ok:
+        raise ConfigError(
+            f"{key} = {value!r} is not allowed; use a list of tables with a model and "
+            f"prices >= 0 per million tokens for {', '.join(PRICE_FIELDS)}"
+        )
+    return value
+
+
+_prices.allowed = "list of {model, input, output, cache_read, cache_write} tables"  # type: ignore[attr-defined]
+
+
 def _rule(check: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
     """A ``notify.rules.<rule>.<option>`` key: the rule must be one orcr knows."""
 
@@ -308,6 +336,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "notify.rules.*.longer_than": _rule(_duration_or_off(1, 30 * 86400)),
     "notify.*.*": _sink_option,
     "worktrees.dir": _string,
+    "usage.prices": _prices,
     "providers.*.argv": _argv,
     "providers.*.model": _string,
     "providers.*.extra_args": _str_list,

@@ -180,6 +180,13 @@ class Orcr:
     def get(self, target: str) -> dict:
         return self._call("agent.get", target)["agent"]
 
+    def usage(
+        self, prefix: str | None = None, since: float | None = None, by: str | None = None
+    ) -> dict:
+        """Tokens spent under the path ``prefix`` since ``since`` (epoch seconds), grouped
+        ``by`` path, provider, model, loop or day: ``{"groups", "total", "by"}``."""
+        return self.client.call("usage.sum", prefix=prefix, since=since, by=by)
+
     def worktrees(self, all: bool = False) -> list[dict]:
         """The checkouts orcr made for agents (``all``: removed ones too)."""
         return self.client.call("worktree.list", all=all)["worktrees"]

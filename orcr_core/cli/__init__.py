@@ -76,6 +76,7 @@ LAZY = {
     "service": "orcr_core.cli.service_cmd.service",
     "notify": "orcr_core.cli.notify_cmd.notify",
     "worktree": "orcr_core.cli.worktree.worktree",
+    "usage": "orcr_core.cli.usage_cmd.usage",
 }
 
 

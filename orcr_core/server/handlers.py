@@ -18,6 +18,7 @@ from orcr_core.loops.runs import admission_refusal
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.loop_handlers import LOOP_HANDLERS
 from orcr_core.server.notify_handlers import NOTIFY_HANDLERS
+from orcr_core.server.usage_handlers import USAGE_HANDLERS
 from orcr_core.server.worktree_handlers import WORKTREE_HANDLERS
 from orcr_core.store.db import SCHEMA_VERSION
 from orcr_core.store.models import LIVE, Agent, Meta, db
@@ -26,7 +27,7 @@ from orcr_core.workspaces import plan as workspace_plan
 
 log = logging.getLogger("orcr.handlers")
 STREAMED = object()
-HANDLERS = dict(LOOP_HANDLERS, **NOTIFY_HANDLERS, **WORKTREE_HANDLERS)
+HANDLERS = dict(LOOP_HANDLERS, **NOTIFY_HANDLERS, **WORKTREE_HANDLERS, **USAGE_HANDLERS)
 
 
 def method(name):
