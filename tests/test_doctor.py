@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orcr_core.cli.doctor import parse_version
+from orcr_core.cli.doctor_probe import parse_version
 from orcr_core.store.db import SCHEMA_VERSION
 
 TMUX = shutil.which("tmux")
