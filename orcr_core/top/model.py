@@ -10,19 +10,48 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
-from orcr_core.paths import glob_match, is_glob
+from orcr_core.paths import glob_match
+from orcr_core.top.filtering import SORTS, Filter, loop_shown, sort_key
+from orcr_core.top.loops import local_time, loop_info, loop_summary
+from orcr_core.top.rows import (
+    LIVE,
+    RESUMABLE_ENDS,
+    STATUS_RANK,
+    STATUSES,
+    Row,
+    duration,
+    first_line,
+    flag,
+    iso,
+    parse_ts,
+)
 
-LIVE = ("starting", "working", "idle")
-STATUSES = ("queued", "starting", "working", "idle", "lost", "ended")
-#: ``s`` cycles through these
-SORTS = ("path", "status", "age")
-#: the status sort: what needs attention first
-STATUS_RANK = {"working": 0, "idle": 1, "starting": 2, "queued": 3, "lost": 4, "ended": 5}
-#: ended rows ``r`` can resume besides ``lost`` ones (``agents.resume.RESUMABLE_ENDS``;
-#: the model stays free of the store, a test keeps the two equal)
-RESUMABLE_ENDS = ("lost", "exited")
+#: the names the view's modules and tests import from here (they live in ``rows``,
+#: ``filtering`` and ``loops``)
+__all__ = [
+    "KEEP_ENDED",
+    "LIVE",
+    "RESUMABLE_ENDS",
+    "SORTS",
+    "STATUSES",
+    "STATUS_RANK",
+    "Filter",
+    "FleetModel",
+    "Gap",
+    "Group",
+    "Row",
+    "duration",
+    "first_line",
+    "flag",
+    "iso",
+    "local_time",
+    "loop_info",
+    "loop_summary",
+    "parse_ts",
+    "sort_key",
+]
+
 #: ended rows the view keeps (they age out oldest first; the snapshot holds active rows)
 KEEP_ENDED = 200
 
@@ -34,266 +63,6 @@ class Gap(Exception):
         super().__init__(f"event {got} arrived while {expected} was expected; re-snapshot")
         self.expected = expected
         self.got = got
-
-
-def parse_ts(value: str | None) -> float | None:
-    """An RFC 3339 timestamp from the API as Unix seconds."""
-    if not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def first_line(text: str | None) -> str | None:
-    if text is None:
-        return None
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
-
-
-def duration(seconds: float | None) -> str:
-    """Compact time-in-status: 9s, 3m04s, 2h05m, 3d02h."""
-    if seconds is None:
-        return "-"
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
-@dataclass
-class Row:
-    """One agent as the view shows it."""
-
-    uuid: str
-    path: str
-    provider: str
-    status: str
-    since: float | None = None  # when it entered ``status`` (Unix seconds)
-    created: float | None = None
-    turn: int = 0
-    stalled: bool = False
-    exit_reason: str | None = None
-    error: str | None = None
-    turn_status: str | None = None
-    answer: str | None = None  # first line of the last answer, once fetched
-    answer_stale: bool = False  # a turn ended since ``answer`` was read
-    queue_seq: int | None = None
-    pane_id: str | None = None
-    blocked: str | None = None  # the agent's TUI asks a person this (at start or mid-turn)
-    parked: bool = False  # its pane is in the parking area (agents/parking.py)
-    worktree: str | None = None  # its own checkout's state (orcr_core/workspaces)
-
-    @property
-    def flag(self) -> str:
-        """The flags column: what to know beside the status (blocked wins)."""
-        return flag(self.blocked, self.stalled, self.parked, self.worktree)
-
-    @property
-    def group(self) -> str:
-        return self.path.partition("/")[0]
-
-    def not_resumable(self) -> str | None:
-        """Why ``r`` cannot resume this agent, or None when it can be asked to."""
-        if self.status == "lost" or (self.status == "ended" and self.exit_reason in RESUMABLE_ENDS):
-            return None
-        now = self.status + (f" ({self.exit_reason})" if self.exit_reason else "")
-        return f"{self.path} is {now}; r resumes a lost agent, or one that ended lost or exited"
-
-    def signature(self) -> tuple:
-        """What a drawn line shows of this row (the clock aside)."""
-        return (
-            self.path,
-            self.provider,
-            self.status,
-            self.since,
-            self.turn,
-            self.stalled,
-            self.exit_reason,
-            self.answer,
-            self.blocked,
-            self.parked,
-            self.worktree,
-        )
-
-    @classmethod
-    def from_agent(cls, a: dict) -> Row:
-        status = a["status"]
-        since_field = {
-            "queued": "created_at",
-            "starting": "started_at",
-            "working": "turn_started_at",
-            "idle": "idle_since",
-            "ended": "ended_at",
-        }.get(status)
-        since = parse_ts(a.get(since_field)) if since_field else None
-        if since is None and status == "working":
-            since = parse_ts(a.get("started_at"))
-        return cls(
-            uuid=a["uuid"],
-            path=a["path"],
-            provider=a.get("provider") or "",
-            status=status,
-            since=since,
-            created=parse_ts(a.get("created_at")),
-            turn=a.get("turn") or 0,
-            stalled=bool(a.get("stalled")),
-            exit_reason=a.get("exit_reason"),
-            error=a.get("error"),
-            queue_seq=a.get("queue_seq"),
-            pane_id=a.get("pane_id"),
-            blocked=a.get("blocked") if status in ("starting", "working") else None,
-            parked=bool(a.get("parked")),
-            worktree=(a.get("worktree") or {}).get("state"),
-            # an agent that has finished a turn has an answer worth reading
-            answer_stale=status in ("idle", "ended", "lost") and (a.get("turn") or 0) > 0,
-        )
-
-    def to_json(self, now: float) -> dict:
-        return {
-            "uuid": self.uuid,
-            "path": self.path,
-            "provider": self.provider,
-            "status": self.status,
-            "since": iso(self.since),
-            "in_status": None if self.since is None else round(max(0.0, now - self.since), 3),
-            "turn": self.turn,
-            "stalled": self.stalled,
-            "exit_reason": self.exit_reason,
-            "error": self.error,
-            "answer": self.answer,
-            "blocked": self.blocked,
-            "parked": self.parked,
-            "worktree": self.worktree,
-        }
-
-
-@dataclass
-class Filter:
-    """``/`` input: status words (``idle working``), ``stalled``, ``parked``, path globs
-    (``review/*``, ``nightly/**``) or path substrings; kinds AND, terms of a kind OR."""
-
-    statuses: frozenset[str] = frozenset()
-    paths: tuple[str, ...] = ()
-    stalled: bool = False
-    text: str = ""
-    parked: bool = False
-
-    @classmethod
-    def parse(cls, text: str) -> Filter:
-        statuses, paths, stalled, parked = set(), [], False, False
-        for term in text.split():
-            if term in STATUSES:
-                statuses.add(term)
-            elif term == "stalled":
-                stalled = True
-            elif term == "parked":
-                parked = True
-            else:
-                paths.append(term)
-        return cls(frozenset(statuses), tuple(paths), stalled, text.strip(), parked)
-
-    def __bool__(self) -> bool:
-        return bool(self.statuses or self.paths or self.stalled or self.parked)
-
-    def matches(self, row: Row) -> bool:
-        if self.statuses and row.status not in self.statuses:
-            return False
-        if self.stalled and not row.stalled:
-            return False
-        if self.parked and not row.parked:
-            return False
-        if self.paths and not any(_path_match(p, row.path) for p in self.paths):
-            return False
-        return True
-
-    @property
-    def glob(self) -> str | None:
-        """The one path glob of this filter, if that is all it is (``K`` kills it)."""
-        if len(self.paths) == 1 and is_glob(self.paths[0]):
-            return self.paths[0]
-        return None
-
-
-def _loop_shown(flt: Filter, name: str) -> bool:
-    """A loop with no matching agents still shows when the filter names it."""
-    if flt.statuses or flt.stalled or flt.parked:
-        return False
-    return any(_path_match(p, name) or p.rstrip("/*") == name for p in flt.paths)
-
-
-def _path_match(term: str, path: str) -> bool:
-    return glob_match(term, path) if is_glob(term) else term in path
-
-
-def flag(blocked, stalled: bool, parked: bool, worktree: str | None = None) -> str:
-    """The word in top's flags column (STALLED): ``blocked``, ``stalled``, ``parked``,
-    or ``wt`` for an agent in its own checkout (made, or kept after its end)."""
-    if blocked or stalled or parked:
-        return "blocked" if blocked else "stalled" if stalled else "parked"
-    return "wt" if worktree in ("created", "kept") else ""
-
-
-def local_time(value: str | None) -> str | None:
-    """An RFC 3339 instant in this machine's local time: ``2026-12-01 09:00 CET``."""
-    if not value:
-        return None
-    dt = datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone()
-    return dt.strftime("%Y-%m-%d %H:%M %Z")
-
-
-def loop_info(loop: dict) -> dict:
-    """What the view shows of a loop: schedule, next fire, runs, last run."""
-    last = loop.get("last_run") or {}
-    schedule = loop.get("cron") or (f"once at {loop['once_at']}" if loop.get("once_at") else "")
-    return {
-        "name": loop["name"],
-        "uuid": loop.get("uuid"),
-        "status": loop.get("status"),
-        "schedule": schedule,
-        "tz": loop.get("tz"),
-        "next_fire_at": loop.get("next_fire_at"),
-        "next_fire": local_time(loop.get("next_fire_at")),
-        "running": loop.get("running", 0),
-        "pending": loop.get("pending", 0),
-        "last_run": last.get("run_id"),
-        "last_run_status": last.get("status"),
-        "missed": (loop.get("last_missed") or {}).get("why"),
-    }
-
-
-def loop_summary(info: dict) -> str:
-    """``loop 0 9 * * 1-5 Europe/Paris · next 2026-12-01 09:00 CET · 1 running · last ok``."""
-    parts = [f"loop {info['schedule']} {info['tz'] or ''}".rstrip()]
-    if info["status"] == "paused":
-        parts.append("PAUSED")
-    elif info["next_fire"]:
-        parts.append(f"next {info['next_fire']}")
-    parts.append(f"{info['running']} running, {info['pending']} pending")
-    if info["last_run_status"]:
-        parts.append(f"last {info['last_run_status']}")
-    if info.get("missed"):  # the machine was off, not the loop broken
-        parts.append(f"missed: {info['missed']}")
-    return " · ".join(parts)
-
-
-def sort_key(sort: str):
-    if sort == "status":
-        return lambda r: (STATUS_RANK.get(r.status, 9), r.path)
-    if sort == "age":  # oldest first
-        return lambda r: (r.created or 0.0, r.path)
-    return lambda r: r.path
 
 
 @dataclass
@@ -522,7 +291,7 @@ class FleetModel:
             g.rows.append(r)
         for name, loop in self.loops.items():
             g = by_group.get(name)
-            if g is None and (not flt or _loop_shown(flt, name)):
+            if g is None and (not flt or loop_shown(flt, name)):
                 g = by_group[name] = Group(name)
             if g is not None:
                 g.loop = loop

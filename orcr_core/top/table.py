@@ -16,7 +16,9 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from orcr_core.top.model import STATUSES, Group, Row, duration, loop_info, loop_summary
+from orcr_core.top.loops import loop_info, loop_summary
+from orcr_core.top.model import Group
+from orcr_core.top.rows import STATUSES, Row, duration
 
 STATUS_STYLE = {
     "working": Style(color="green", bold=True),

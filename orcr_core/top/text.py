@@ -3,7 +3,8 @@ screen shares with it."""
 
 from __future__ import annotations
 
-from orcr_core.top.model import STATUSES, duration, flag, loop_summary
+from orcr_core.top.loops import loop_summary
+from orcr_core.top.rows import STATUSES, duration, flag
 
 COLUMNS = ("PATH", "PROVIDER", "STATUS", "TIME", "TURN", "STALLED", "EXIT", "ANSWER")
 
