@@ -41,17 +41,25 @@ def record(agent: Agent, turns: Sequence[Turn], first: int, now: float | None = 
 
 def of_agents(uuids: Sequence[str]) -> dict[str, dict]:
     """Each agent's totals: ``{uuid: {input, output, cache_read, cache_write, tokens,
-    turns}}``; agents with no usage rows are absent."""
+    turns, model}}`` (one grouped query per 500 agents); agents with no usage are absent."""
+    from peewee import fn
+
     out: dict[str, dict] = {}
     for i in range(0, len(uuids), 500):
         chunk = list(uuids[i : i + 500])
-        for row in TurnUsage.select().where(TurnUsage.agent.in_(chunk)).order_by(TurnUsage.turn):
-            total = out.setdefault(row.agent, {f: 0 for f in FIELDS} | {"turns": 0})
-            for f in FIELDS:
-                total[f] += getattr(row, f)
-            total["turns"] += 1
-            total["model"] = row.model
-    for total in out.values():
+        sums = [fn.SUM(getattr(TurnUsage, f)) for f in FIELDS]
+        query = (
+            TurnUsage.select(TurnUsage.agent, *sums, fn.COUNT(TurnUsage.id), fn.MAX(TurnUsage.turn))
+            .where(TurnUsage.agent.in_(chunk))
+            .group_by(TurnUsage.agent)
+            .tuples()
+        )
+        for uuid, *values, turns, last in query:
+            out[uuid] = dict(zip(FIELDS, values, strict=True)) | {"turns": turns, "last": last}
+    for uuid, total in out.items():
+        last = total.pop("last")
+        row = TurnUsage.get_or_none((TurnUsage.agent == uuid) & (TurnUsage.turn == last))
+        total["model"] = row.model if row else None
         total["tokens"] = sum(total[f] for f in FIELDS)
     return out
 

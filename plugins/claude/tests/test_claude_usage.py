@@ -3,9 +3,11 @@
 import json
 from pathlib import Path
 
+import pytest
 from orcr_claude.turns import ClaudeTurns
 
 from orcr_core.contracts import Usage
+from orcr_core.testing import transcript_fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -75,3 +77,20 @@ def test_fixtures_two_turns_and_a_background_agent_total():
 def test_an_api_error_turn_keeps_a_real_model_name():
     turns = read("real-2.1.332-api-errors.jsonl")
     assert turns[2].status == "errored" and turns[2].usage.model != "<synthetic>"
+
+
+#: (turns, their summed tokens): the sum over each distinct message's usage in the file
+CORPUS_USAGE = {
+    "claude-1.0.98-init.jsonl": (1, 116963),  # inline sidechain messages included
+    "claude-2.1.233-print-hook.jsonl": (1, 67698),
+    "claude-2.1.38-interrupted-short.jsonl": (1, 25366),
+    "claude-2.1.38-tool-heavy.jsonl": (2, 106193),
+}
+
+
+@pytest.mark.conformance
+@pytest.mark.parametrize("name", sorted(CORPUS_USAGE))
+def test_corpus_turns_sum_to_every_message_counted_once(name):
+    path = transcript_fixtures("claude") / name
+    turns = turns_of(json.loads(x) for x in path.read_text().splitlines() if x.strip())
+    assert (len(turns), sum(t.usage.total for t in turns)) == CORPUS_USAGE[name]

@@ -3,9 +3,11 @@
 import json
 from pathlib import Path
 
+import pytest
 from orcr_codex.turns import CodexTurns
 
 from orcr_core.contracts import Usage
+from orcr_core.testing import transcript_fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -74,3 +76,21 @@ def test_a_rollout_without_counts_has_no_usage():
         t.usage
         for t in turns_of([ev("task_started", turn_id="1"), ev("task_complete", turn_id="1")])
     ] == [None]
+
+
+#: (turns, summed tokens) = the rollout's last cumulative total_token_usage
+CORPUS_USAGE = {
+    "codex-0.104.0-alpha.1-desktop-2turns.jsonl": (2, 1292170),
+    "codex-0.128.0-exec-1turn.jsonl": (1, 14552),
+    "codex-0.155.1-exec-paginated.jsonl": (1, 12792),
+}
+
+
+@pytest.mark.conformance
+@pytest.mark.parametrize("name", sorted(CORPUS_USAGE))
+def test_corpus_turns_sum_to_the_last_cumulative_total(name):
+    t = CodexTurns(settle=0)
+    for line in (transcript_fixtures("codex") / name).read_text().splitlines():
+        t.feed(json.loads(line))
+    turns = t.state(1e9).turns
+    assert (len(turns), sum(x.usage.total for x in turns)) == CORPUS_USAGE[name]
