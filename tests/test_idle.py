@@ -81,6 +81,9 @@ def test_idle_echo_fleet_writes_nothing_and_takes_no_snapshot(live):
         live.run("agent", "wait", f"quiet/a{n}", "--timeout", "60s", check=True)
     until(lambda: live.status()["monitor"]["pane_events"], what="the multiplexer's event stream")
     until(lambda: live.status()["monitor"]["transcripts_notified"] == 4)
+    # the notifier (herdr's own sink is on with the herdr driver) makes its read
+    # cursor durable once, at the first quiet moment after the fleet's last event
+    until(lambda: live.status()["notify"]["settled"], 30, what="the notifier's cursor saved")
     first, last, status = _quiet_writes(live)
     assert last == first
     # event-driven: with every transcript watched and the pane events live, a
@@ -212,3 +215,17 @@ def test_what_happened_while_the_server_was_down_is_made_up_at_start(live):
     live.run("agent", "wait", "down/busy", "--timeout", "30s", check=True)
     assert live.run("agent", "read", "down/busy", check=True).stdout == "later\n"
     until(lambda: live.get("down/idle")["status"] == "working", what="the pane's turn")
+
+
+def test_without_a_notification_sink_the_notifier_writes_nothing(orcr_home):
+    """No sink configured (tmux, no [notify]): the notifier follows the event log in
+    memory only, so a finished burst leaves no cursor write behind for idle time."""
+    orcr_home.config('[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\n')
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        o.run("x", provider="testp", path="n/a", cwd="/")
+        until(lambda: o.get("n/a")["status"] == "working")
+    assert orcr_home.status()["notify"]["sinks"] == []
+    first = orcr_home.status()["write_transactions"]
+    time.sleep(11.0)  # past the notifier's quiet-moment cursor write (CURSOR_EVERY, 10 s)
+    assert orcr_home.status()["write_transactions"] == first

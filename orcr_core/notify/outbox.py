@@ -81,24 +81,38 @@ class Notifier:
         return new
 
     def reconfigure(self) -> None:
-        """The config changed (``orcr config set``): new and changed sinks take effect."""
+        """The config changed (``orcr config set``): new and changed sinks take effect.
+        The first sink makes the cursor durable from here on."""
+        had = bool(self.sinks)
         for name in self.load_sinks():
             self._start_sink(name)
+        if self.sinks and not had:
+            self._save(self.cursor)
         self.kick()
+
+    def _save(self, cursor: int, rows: list[dict] = ()) -> None:
+        with db.atomic("IMMEDIATE"):
+            if rows:
+                Notification.insert_many(rows).on_conflict_ignore().execute()
+            Meta.replace(key="notify_cursor", value=str(cursor)).execute()
+        self._saved, self._saved_at = cursor, time.time()
 
     # -- threads -------------------------------------------------------------------------
     def start(self) -> list[threading.Thread]:
-        """Read the persisted cursor and pin it; start the matcher and the sinks."""
-        row = Meta.get_or_none(Meta.key == "notify_cursor")
-        if row is None:  # the first server with notifications: from now on, not history
-            self.cursor = events.last_seq()
-            with db.atomic("IMMEDIATE"):
-                Meta.replace(key="notify_cursor", value=str(self.cursor)).execute()
-        else:
-            self.cursor = int(row.value)
-        self._saved = self.cursor
-        self._pin = self.server.bus.pin(self.cursor)
+        """Read the persisted cursor and pin it; start the matcher and the sinks.
+
+        With no sink configured nothing is written, ever (an idle server without
+        notifications pays no write for them): the cursor follows the log in memory,
+        and the first sink configured later persists it from that moment on."""
         self.load_sinks()
+        row = Meta.get_or_none(Meta.key == "notify_cursor")
+        if row is None or not self.sinks:  # no history: notifications start from now
+            self.cursor = self._saved = events.last_seq()
+            if self.sinks:
+                self._save(self.cursor)
+        else:
+            self.cursor = self._saved = int(row.value)
+        self._pin = self.server.bus.pin(self.cursor)
         self.threads = [self._thread(self.match_loop, "orcr-notify")]
         for name in list(self.sinks):
             self._start_sink(name)
@@ -153,13 +167,11 @@ class Notifier:
                         )
                     )
         last = evs[-1]["seq"]
-        if rows or now - self._saved_at >= CURSOR_EVERY:
-            with db.atomic("IMMEDIATE"):
-                if rows:
-                    Notification.insert_many(rows).on_conflict_ignore().execute()
-                Meta.replace(key="notify_cursor", value=str(last)).execute()
-            self._saved, self._saved_at = last, now
+        if rows or (self.sinks and now - self._saved_at >= CURSOR_EVERY):
+            self._save(last, rows)
         self.cursor = last
+        if not self.sinks:
+            self._saved = last  # nothing to make durable
         # read events may go: those past the persisted cursor matched nothing (a match
         # persists the cursor), so a crash that reads them again would find nothing in them
         self.server.bus.move_pin(self._pin, self.cursor)
@@ -184,10 +196,8 @@ class Notifier:
             else:
                 timeout = None
             self.server.bus.wait(gen, timeout=timeout)
-            if timeout is not None and self.server.bus.generation() == gen:
-                with db.atomic("IMMEDIATE"):
-                    Meta.replace(key="notify_cursor", value=str(self.cursor)).execute()
-                self._saved, self._saved_at = self.cursor, time.time()
+            if timeout is not None and self.server.bus.generation() == gen and self.sinks:
+                self._save(self.cursor)
 
     # -- delivery ------------------------------------------------------------------------
     def release(self, sink: str, now: float) -> None:
@@ -340,6 +350,8 @@ class Notifier:
         )
         return {
             "sinks": sorted(self.sinks),
+            # False until a quiet moment has made the read cursor durable (one write)
+            "settled": self._saved == self.cursor,
             "off": dict(self.errors),
             "waiting": counts.get("held", 0) + counts.get("pending", 0),
             "sent": counts.get("sent", 0),
