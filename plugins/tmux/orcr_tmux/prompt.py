@@ -99,7 +99,7 @@ class PromptMixin:
                     code="pane_dead",
                 )
 
-    def _dead_status(self, pane: PaneRef, within: float = 1.0) -> str:
+    def _dead_status(self, pane: PaneRef, within: float = 3.0) -> str:
         """``status N`` for a pane tmux already calls dead, once tmux knows N.
 
         tmux 3.3 marks a pane dead when its terminal reads EOF, which can come

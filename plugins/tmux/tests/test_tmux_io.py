@@ -150,6 +150,8 @@ def test_a_dead_panes_status_is_waited_for_when_tmux_has_not_reaped_it_yet(h, mo
         lambda: any(p.dead for p in h.driver.snapshot() if p.pane_id == pane.pane_id),
         what="the program to exit",
     )
+    status = ["display-message", "-p", "-t", pane.pane_id, "#{pane_dead_status}"]
+    h.wait_for(lambda: h.driver.tmux.run(status).strip() == "5", what="tmux to reap it")
     run = h.driver.tmux.run
 
     def not_reaped_yet(*commands, **kw):  # the marker as tmux prints it before the reap
