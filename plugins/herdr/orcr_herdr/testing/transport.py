@@ -89,6 +89,7 @@ class Listener:
         self.conns: set[socket.socket] = set()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
+        self.bound: tuple[int, int] | None = None  # (st_dev, st_ino) of the file we bound
 
     def start(self) -> None:
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -111,6 +112,8 @@ class Listener:
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
+        st = os.stat(self.path)
+        self.bound = (st.st_dev, st.st_ino)  # stop() removes this file, never a newer one
         sock.listen(128)
         self.sock = sock
         self.thread = threading.Thread(target=self._accept_loop, name="herdr-accept", daemon=True)
@@ -151,8 +154,9 @@ class Listener:
                 pass
             self.sock.close()
         try:
-            if os.path.exists(self.path):
-                os.unlink(self.path)
+            st = os.stat(self.path)
+            if (st.st_dev, st.st_ino) == self.bound:
+                os.unlink(self.path)  # ours: a server started since owns its own file
         except OSError:
             pass
         with self.lock:
