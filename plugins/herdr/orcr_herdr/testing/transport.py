@@ -79,6 +79,19 @@ def peer_gone(conn: socket.socket) -> bool:
         return True
 
 
+def _answers(path: str) -> bool:
+    """Whether a server listens on the Unix socket at ``path`` (an inode number cannot
+    tell a newer server's file from ours: a freed inode is given out again at once)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
 class Listener:
     """Accepts on a Unix socket and runs ``serve(conn)`` in a thread per connection."""
 
@@ -89,20 +102,11 @@ class Listener:
         self.conns: set[socket.socket] = set()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
-        self.bound: tuple[int, int] | None = None  # (st_dev, st_ino) of the file we bound
 
     def start(self) -> None:
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(self.path)
-        except OSError:
-            pass  # nobody answers: a stale file (or none)
-        else:
-            probe.close()
+        if _answers(self.path):
             raise RuntimeError(f"another server is listening on {self.path}")
-        finally:
-            probe.close()
-        if os.path.lexists(self.path):
+        if os.path.lexists(self.path):  # nobody answers: a stale file
             os.unlink(self.path)
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -112,8 +116,6 @@ class Listener:
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
-        st = os.stat(self.path)
-        self.bound = (st.st_dev, st.st_ino)  # stop() removes this file, never a newer one
         sock.listen(128)
         self.sock = sock
         self.thread = threading.Thread(target=self._accept_loop, name="herdr-accept", daemon=True)
@@ -153,12 +155,11 @@ class Listener:
             except OSError:
                 pass
             self.sock.close()
-        try:
-            st = os.stat(self.path)
-            if (st.st_dev, st.st_ino) == self.bound:
-                os.unlink(self.path)  # ours: a server started since owns its own file
-        except OSError:
-            pass
+        if not _answers(self.path):  # a server started since owns the file: leave it
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
         with self.lock:
             conns = list(self.conns)
         for conn in conns:
