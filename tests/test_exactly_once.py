@@ -12,6 +12,7 @@ session is learnt only after the turn) shows as a second user message.
 from __future__ import annotations
 
 import signal
+import sqlite3
 
 import pytest
 from fake_clis import configure, wait_idle
@@ -130,3 +131,36 @@ def test_sigkill_in_a_start_burst_of_8_sends_each_prompt_once(live, short_tmp, a
         assert apis[provider].once_problems(prompts) == [], apis[provider].user_texts()
     alive = sorted(p for p in agents if live.get(p)["status"] == "idle")
     assert live.mux.labels() == alive
+
+
+@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("provider", ["claude", "codex"])
+def test_sigkill_at_each_point_of_an_agent_send_sends_it_once(
+    live, short_tmp, apis, provider, point
+):
+    """``agent send`` (turn 2) rides the first prompt's steps: its text is in the row
+    before anything is typed, and a restart resumes its delivery from them."""
+    _configure(live, short_tmp, apis)
+    live.start_server(extra_env={"ORCR_FAULT": f"{point}:2"})  # the 1st is turn 1's
+    first = "first turn"
+    live.run("agent", "run", "-p", provider, "--path", "o/s", first, check=True)
+    wait_idle(live, "o/s", timeout=60)
+    prompt = f"[sleep {4 if point == 'after_enter' else 1}] send crash at {point}"
+    live.run("agent", "send", "o/s", prompt)  # the server may die before it answers
+    assert live.proc.wait(60) == -signal.SIGKILL, live.server_log()
+    with sqlite3.connect(live.path / "store.db") as conn:  # as the crash left it
+        row = conn.execute("SELECT status, pending_prompt FROM agent WHERE path = 'o/s'").fetchone()
+    assert row == ("working", prompt)  # the text was in the row before any typing
+    live.start_server()
+    wait_idle(live, "o/s", timeout=60)
+    row = live.get("o/s")
+    assert row["turn"] == 2, row
+    assert _read(live, "o/s") == f"send crash at {point}\n"
+    assert apis[provider].once_problems([first, prompt]) == [], apis[provider].user_texts()
+    assert live.mux.labels() == ["o/s"]
+    events = live.events(row["uuid"])
+    applied = [e["data"] for e in events if e["kind"] == "prompt.applied"]
+    assert [a["turn"] for a in applied] == [1, 2]
+    if point == "after_enter":  # the turn was found running: nothing pressed again
+        assert applied[-1]["confirmed"] is True
+        assert "prompt.resubmit" not in [e["kind"] for e in events]

@@ -15,14 +15,19 @@ from what the provider and the pane show, never by typing again blindly:
 - only the paste was requested: when it was applied or the screen shows the text,
   Enter alone is pressed; a paste that never reached the pane is made again.
 
-So the model receives each first prompt once: never doubled in one message, never
-as a second user message. ``agent send`` (later turns) uses :func:`deliver`.
+So the model receives each prompt once: never doubled in one message, never as a
+second user message. ``agent send`` (later turns) rides the same steps: its text is
+written to the row (``pending_prompt``) in the transaction that records
+``prompt.requested``, before anything is typed, and a restart resumes the delivery
+from the row (:func:`resume_sends`); the column is cleared with ``prompt.applied``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+
+from peewee import fn
 
 from orcr_core import events, faults
 from orcr_core.agents import lifecycle, parking, sessions, transcripts
@@ -50,17 +55,23 @@ ENTER_APPLIED = "prompt.enter_applied"
 
 
 def _steps(agent: Agent) -> set[str]:
-    """The delivery steps recorded for this agent's first prompt."""
-    rows = Event.select(Event.kind).where(
-        (Event.agent == agent.uuid) & Event.kind.startswith("prompt.")
+    """The delivery steps recorded for this agent's latest prompt: the ``prompt.*``
+    events from its last ``prompt.requested`` on (all of them before the first)."""
+    where = (Event.agent == agent.uuid) & Event.kind.startswith("prompt.")
+    last = (
+        Event.select(fn.MAX(Event.seq))
+        .where((Event.agent == agent.uuid) & (Event.kind == "prompt.requested"))
+        .scalar()
     )
-    return {e.kind for e in rows}
+    if last is not None:
+        where &= Event.seq >= last
+    return {e.kind for e in Event.select(Event.kind).where(where)}
 
 
-def _record(agent: Agent, *kinds: str) -> None:
+def _record(agent: Agent, turn: int, *kinds: str) -> None:
     with db.atomic("IMMEDIATE"):
         for kind in kinds:
-            events.emit(kind, agent.uuid, path=agent.path, turn=1)
+            events.emit(kind, agent.uuid, path=agent.path, turn=turn)
 
 
 def first_prompt(server, agent: Agent, prompt: str, ready) -> bool | None:
@@ -69,8 +80,13 @@ def first_prompt(server, agent: Agent, prompt: str, ready) -> bool | None:
     ``ready()`` waits for the TUI's input before anything is typed; it returns False
     when a dialog asks a person first: then nothing is typed and this returns None
     (the monitor runs the pipeline again)."""
+    return _deliver_once(server, agent, prompt, 0, ready)
+
+
+def _deliver_once(server, agent: Agent, prompt: str, before: int, ready) -> bool | None:
+    """Turn ``before + 1``'s prompt, exactly once, resumed from its recorded steps."""
     steps = _steps(agent)
-    if _turns_since(server, agent, 0):
+    if _turns_since(server, agent, before):
         return True  # the transcript shows the turn: it is not typed again
     if PASTE_REQUESTED in steps and sessions.discover(server, agent, prompt=prompt, every=0):
         return True  # the provider's session discovery found the prompt: its turn started
@@ -78,51 +94,52 @@ def first_prompt(server, agent: Agent, prompt: str, ready) -> bool | None:
         if not ready():
             return None
         if "prompt.requested" not in steps:
-            _record(agent, "prompt.requested")
+            _record(agent, before + 1, "prompt.requested")
         faults.point("before_prompt")
-        return _type(server, agent, prompt, paste=True)
+        return _type(server, agent, prompt, before, paste=True)
     if ENTER_REQUESTED in steps:
         # Enter may have landed: the text went to the model, or (still shown) it
         # is pressed again; the text itself is never typed twice
-        log.info("agent %s: first prompt's Enter was requested before a restart", agent.path)
+        log.info("agent %s: turn %d's Enter was requested before a restart", agent.path, before + 1)
         if _on_screen(server, agent, prompt):
-            return _type(server, agent, prompt, paste=False)
-        return confirm(server, agent, 0, prompt)
+            return _type(server, agent, prompt, before, paste=False)
+        return confirm(server, agent, before, prompt)
     if PASTE_APPLIED in steps or _on_screen(server, agent, prompt, wait=PASTE_SETTLE):
-        log.info("agent %s: first prompt already pasted: Enter only", agent.path)
-        return _type(server, agent, prompt, paste=False)
-    log.info("agent %s: first prompt's paste never reached the pane: pasted", agent.path)
-    return _type(server, agent, prompt, paste=True)
+        log.info("agent %s: turn %d's prompt already pasted: Enter only", agent.path, before + 1)
+        return _type(server, agent, prompt, before, paste=False)
+    log.info("agent %s: turn %d's paste never reached the pane: pasted", agent.path, before + 1)
+    return _type(server, agent, prompt, before, paste=True)
 
 
-def _type(server, agent: Agent, prompt: str, paste: bool) -> bool:
+def _type(server, agent: Agent, prompt: str, before: int, paste: bool) -> bool:
     """The paste (unless ``paste`` is False) and the Enter, each between its intent
     and applied events; then the confirmation."""
     driver = server.driver
     pane = pane_of(agent)
+    turn = before + 1
     split = hasattr(driver, "paste_prompt") and hasattr(driver, "submit_prompt")
     if not split:  # a driver with send_prompt only: one step, recorded as both
         if paste:
-            _record(agent, PASTE_REQUESTED, ENTER_REQUESTED)
+            _record(agent, turn, PASTE_REQUESTED, ENTER_REQUESTED)
             driver.send_prompt(pane, prompt)
-            _record(agent, PASTE_APPLIED, ENTER_APPLIED)
+            _record(agent, turn, PASTE_APPLIED, ENTER_APPLIED)
         else:
-            _record(agent, ENTER_REQUESTED)
+            _record(agent, turn, ENTER_REQUESTED)
             driver.send_keys(pane, ["enter"])
-            _record(agent, ENTER_APPLIED)
-        return confirm(server, agent, 0, prompt)
+            _record(agent, turn, ENTER_APPLIED)
+        return confirm(server, agent, before, prompt)
     if paste:
-        _record(agent, PASTE_REQUESTED)
+        _record(agent, turn, PASTE_REQUESTED)
         faults.point("before_paste")
         driver.paste_prompt(pane, prompt)
         faults.point("after_paste")
-        _record(agent, PASTE_APPLIED)
-    _record(agent, ENTER_REQUESTED)
+        _record(agent, turn, PASTE_APPLIED)
+    _record(agent, turn, ENTER_REQUESTED)
     faults.point("before_enter")
     driver.submit_prompt(pane)
     faults.point("after_enter")
-    _record(agent, ENTER_APPLIED)
-    return confirm(server, agent, 0, prompt)
+    _record(agent, turn, ENTER_APPLIED)
+    return confirm(server, agent, before, prompt)
 
 
 def _on_screen(server, agent: Agent, prompt: str, wait: float = 0.0) -> bool:
@@ -193,45 +210,63 @@ def confirm(server, agent: Agent, turns_before: int, text: str | None = None) ->
     return False
 
 
-def deliver(server, agent: Agent, text: str, turns_before: int) -> bool:
-    """Two-call delivery (``send_prompt``), then confirm the turn started."""
-    server.driver.send_prompt(pane_of(agent), text)
-    return confirm(server, agent, turns_before, text)
-
-
 def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> None:
-    """``agent send``: idle -> working now, deliver in the background."""
+    """``agent send``: idle -> working now, deliver in the background.
+
+    The text is written to the row (``pending_prompt``) in the transaction that
+    records ``prompt.requested``, before anything is typed: a restart after a crash
+    resumes the delivery from it (:func:`resume_sends`)."""
     with db.atomic("IMMEDIATE"):
         agent = Agent.get_by_id(agent.id)
-        turns_before = agent.turn
-        fields = {"turn": agent.turn + 1}
+        fields = {"turn": agent.turn + 1, "pending_prompt": prompt}
         if timeout is not None:
             fields["timeout"] = float(timeout)
         lifecycle.update(agent, None, **fields)
         events.emit("prompt.requested", agent.uuid, path=agent.path, turn=agent.turn)
         lifecycle.transition(agent, "working")
+    server.start_pipeline(agent.uuid, send_job, queue_behind=True)
 
-    def _deliver(server, uuid):
+
+def resume_sends(server) -> None:
+    """Server start: resume every ``agent send`` a crash left undelivered."""
+    rows = list(
+        Agent.select(Agent.uuid).where(
+            (Agent.status == "working") & Agent.pending_prompt.is_null(False)
+        )
+    )
+    for row in rows:
+        log.info("agent %s: resuming the delivery of its prompt", row.uuid)
+        server.start_pipeline(row.uuid, send_job, queue_behind=True)
+
+
+def send_job(server, uuid: str) -> None:
+    """Deliver the row's pending prompt exactly once (resumed from its steps after a
+    crash); then ``prompt.applied``, the pending prompt cleared."""
+    a = Agent.get(Agent.uuid == uuid)
+    prompt, turn = a.pending_prompt, a.turn
+    if a.status != "working" or prompt is None:
+        return  # delivered (or the agent moved on) meanwhile
+    try:
+        a = parking.unpark(server, a, "prompt")  # a parked agent comes back first
+    except DriverError as exc:
+        # the prompt reaches the pane wherever it is: an answer matters more
+        log.warning("agent %s: not un-parked for its prompt: %s", a.path, exc)
+    try:
+        ok = _deliver_once(server, a, prompt, turn - 1, lambda: True)
+        faults.point("after_prompt")
+    except Exception as exc:  # noqa: BLE001 - any failure to type ends the turn
+        log.warning("agent %s: prompt not delivered: %s", a.path, exc)
+        if not (isinstance(exc, DriverError) and exc.code == "pane_dead"):
+            undelivered(server, a, turn - 1, exc)
+            return
+        # the program died under the prompt: nothing was typed into a dead
+        # pane, and the monitor ends the agent from its pane
+        ok = False
+    with db.atomic("IMMEDIATE"):
         a = Agent.get(Agent.uuid == uuid)
-        try:
-            a = parking.unpark(server, a, "prompt")  # a parked agent comes back first
-        except DriverError as exc:
-            # the prompt reaches the pane wherever it is: an answer matters more
-            log.warning("agent %s: not un-parked for its prompt: %s", a.path, exc)
-        try:
-            ok = deliver(server, a, prompt, turns_before)
-        except Exception as exc:  # noqa: BLE001 - any failure to type ends the turn
-            log.warning("agent %s: prompt not delivered: %s", a.path, exc)
-            if not (isinstance(exc, DriverError) and exc.code == "pane_dead"):
-                undelivered(server, a, turns_before, exc)
-                return
-            # the program died under the prompt: nothing was typed into a dead
-            # pane, and the monitor ends the agent from its pane
-            ok = False
-        with db.atomic("IMMEDIATE"):
-            events.emit("prompt.applied", uuid, path=a.path, turn=a.turn, confirmed=ok)
-
-    server.start_pipeline(agent.uuid, _deliver, queue_behind=True)
+        events.emit("prompt.applied", uuid, path=a.path, turn=turn, confirmed=ok)
+        if a.turn == turn and a.pending_prompt is not None:
+            lifecycle.update(a, None, pending_prompt=None)
 
 
 def undelivered(server, agent: Agent, turns_before: int, exc: Exception) -> None:
@@ -245,7 +280,14 @@ def undelivered(server, agent: Agent, turns_before: int, exc: Exception) -> None
         if agent.status not in ("working", "idle") or agent.turn != turns_before + 1:
             return  # the agent moved on (ended, killed, sent again) meanwhile
         turn = agent.turn
-        lifecycle.update(agent, None, turn=turns_before, turn_status="errored", turn_error=error)
+        lifecycle.update(
+            agent,
+            None,
+            turn=turns_before,
+            turn_status="errored",
+            turn_error=error,
+            pending_prompt=None,
+        )
         if agent.status == "working":  # (a program without a transcript may show idle first)
             lifecycle.transition(agent, "idle", turn=turn, turn_status="errored", turn_error=error)
     server.notify()

@@ -470,10 +470,12 @@ class Server:
             t.start()
             self.threads.append(t)
         self.threads += self.loops.start()
-        from orcr_core.agents import pipeline
+        from orcr_core.agents import delivery, pipeline
 
         for uuid in resumed:
             self.start_pipeline(uuid, pipeline.run)
+        if self.driver is not None:  # (else the multiplexer is down: nothing can be typed)
+            delivery.resume_sends(self)  # an ``agent send`` a crash interrupted
         log.info("orcr server %s listening on %s", os.getpid(), self.socket_path)
         self.stopping.wait()
         lockfile.mark_stopping(self._lock_fd)  # before the socket goes: clients wait

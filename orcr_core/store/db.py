@@ -171,6 +171,14 @@ def _worktree(database) -> None:
     )
 
 
+def _pending_prompt(database) -> None:
+    # an ``agent send`` prompt is written before it is typed, so a restart after a
+    # crash resumes its delivery (issue 19: exactly once for every prompt)
+    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
+    if "pending_prompt" not in have:
+        database.execute_sql("ALTER TABLE agent ADD COLUMN pending_prompt TEXT")
+
+
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
 #: is its identity. The schema version is the number of migrations applied.
 def _turn_usage(database) -> None:
@@ -195,6 +203,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("notify_outbox", _notify_outbox),
     ("agent_worktree", _worktree),
     ("turn_usage", _turn_usage),
+    ("agent_pending_prompt", _pending_prompt),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

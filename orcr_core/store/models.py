@@ -143,6 +143,9 @@ class Agent(BaseModel):
     #: per-run provider options (0013): --model, and --arg values as a JSON list
     model = TextField(null=True)
     run_args = TextField(null=True)
+    #: an ``agent send`` prompt not yet delivered (agent_pending_prompt): written with
+    #: ``prompt.requested``, cleared with ``prompt.applied``; a restart resumes it
+    pending_prompt = TextField(null=True)
     # unmanaged rows are keyed by (session, terminal_id)
     session = TextField(null=True)
     terminal_id = TextField(null=True)
