@@ -23,6 +23,8 @@ VOLATILE = [
     (re.compile(r"\bup \d+s"), "up <t>"),
     (re.compile(r"\bversion \S+"), "version <v>"),
     (re.compile(r"\bstore /\S+"), "store <path>"),
+    # the machine's memory, and the floor (10% of it by default)
+    (re.compile(r"\bmemory [\d.]+ \w+ available  floor [\d.]+ \w+"), "memory <m> floor <f>"),
     (re.compile(r"(?<=\s)\d+[smhd](?=\s)"), "<age>"),  # the AGE column
     (re.compile(r"\btranscripts \d+ notified"), "transcripts <n> notified"),  # load-dependent
     # inotify, or off where the machine's inotify instances or watches are used up
@@ -104,8 +106,8 @@ def test_the_quick_start_prints_what_it_shows(orcr_home, short_tmp):
 
 
 def test_normalising_keeps_what_matters():
-    """Only ids, pids, ages and versions are masked: a status, a count or a schema
-    number that differs still fails."""
+    """Only ids, pids, ages, versions and the machine's memory are masked: a status, a
+    count or a schema number that differs still fails."""
     assert _normal("demo/hello  idle     echo  2s   7b2d7915-2f3d-470e-ae98-225d5c22db38") == [
         "demo/hello idle echo <age> <uuid>"
     ]
