@@ -49,7 +49,7 @@ from _soak_tasks import Tasks  # noqa: E402
 
 PY = sys.executable
 CAPS = {"max": 3, "echo": 2}
-#: the tmux driver's placeholder pane that keeps a session (plugins/tmux driver.py)
+#: the tmux driver's placeholder pane that keeps a session (orcr_tmux/layout.py)
 PLACEHOLDER = ("sleep", "2147483647")
 
 
