@@ -82,50 +82,6 @@ def run(real, provider: str, path: str, prompt: str) -> str:
     return r.stdout.split()[1]
 
 
-# ------------------------------------------------------------------ exactly once
-
-
-def user_texts(request) -> list[str]:
-    """Every user text a recorded request carried: the fake's own record when it keeps
-    one (``Request.user_texts``, helper "once"), else read from the request's body
-    (Anthropic ``messages``, Responses ``input``)."""
-    kept = getattr(request, "user_texts", None)
-    if kept is not None:
-        return list(kept)
-    body = request.body if isinstance(request.body, dict) else {}
-    items = body.get("messages") or body.get("input") or []
-    if isinstance(items, str):
-        return [items]
-    out = []
-    for item in items:
-        if not isinstance(item, dict) or item.get("role") != "user":
-            continue
-        content = item.get("content")
-        if isinstance(content, str):
-            out.append(content)
-        else:
-            out += [c.get("text", "") for c in content or [] if isinstance(c, dict)]
-    return out
-
-
-def once_problems(model, prompts: list[str]) -> list[str]:
-    """What breaks "each prompt reached the model exactly once" (empty: nothing): the
-    fake's own check when it has one, else: a prompt no request carried, or one a
-    request carried twice (pasted twice into one composer, or sent again as a second
-    user message, which every later request repeats)."""
-    if hasattr(model, "once_problems"):
-        return model.once_problems(prompts)
-    requests = model.conversation()
-    out = []
-    for prompt in prompts:
-        counts = [sum(t.count(prompt) for t in user_texts(r)) for r in requests]
-        if not any(counts):
-            out.append(f"{prompt!r}: never received")
-        elif max(counts) > 1:
-            out.append(f"{prompt!r}: received {max(counts)} times in one request")
-    return out
-
-
 # ------------------------------------------------------------------ caps from the log
 
 

@@ -63,8 +63,7 @@ def _exactly_once(f: fleet.Fleet, sent: dict[str, list[str]], problems: set[str]
     """Each prompt sent so far reached its model exactly once (the fake's record);
     what does not is collected, and asserted at the end so the scenario runs whole."""
     for provider, prompts in sent.items():
-        model = f.model(provider)
-        problems.update(f"{provider}: {p}" for p in fleet.once_problems(model, prompts))
+        problems.update(f"{provider}: {p}" for p in f.model(provider).once_problems(prompts))
 
 
 @pytest.mark.timeout(600)
@@ -149,7 +148,7 @@ def test_a_fleet_of_claude_and_codex_through_bursts_crashes_and_the_memory_floor
         real.wait_idle(path, timeout=120)
         assert real.read(path)["text"] == f"Again {name}", real.why(path)
         last = f.model(CLAUDE if name[0] == "c" else CODEX).conversation()[-1]
-        assert any(prompt(name) in t for t in fleet.user_texts(last)), "the conversation was kept"
+        assert any(prompt(name) in t for t in last.user_texts), "the conversation was kept"
     _exactly_once(f, sent, problems)
 
     figures.phase("memory_floor")
@@ -209,9 +208,7 @@ def test_a_fleet_of_claude_and_codex_through_bursts_crashes_and_the_memory_floor
     promotions = fleet.replay(home.events(), CAP, {CLAUDE: PER, CODEX: PER})
     assert len(promotions) == len(order) + CAP + len(more)
     figures.save()
-    assert sorted(problems) == [], [
-        [fleet.user_texts(r) for r in m.conversation()] for m in (f.claude, f.codex)
-    ]
+    assert sorted(problems) == [], (f.claude.user_texts(), f.codex.user_texts())
 
 
 def _live_paths(real) -> list[str]:
