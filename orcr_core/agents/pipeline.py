@@ -20,7 +20,10 @@ import time
 from peewee import PeeweeException
 
 from orcr_core import dirs, events, faults
-from orcr_core.agents import delivery, lifecycle, procs, resume
+from orcr_core.agents import delivery, dialogs, lifecycle, procs, resume
+from orcr_core.agents.dialogs import Canceled
+from orcr_core.agents.dialogs import check as _check
+from orcr_core.agents.dialogs import fresh as _fresh
 from orcr_core.agents.launch import (
     launch_command,
     launch_info,
@@ -36,32 +39,8 @@ from orcr_core.workspaces.vcs import VcsError
 
 log = logging.getLogger("orcr.pipeline")
 
-READY_WAIT = 10.0  # seconds to wait for a new TUI to draw before typing into it
-SETTLE = 0.15  # seconds between a TUI's first ready screen and typing into it
-#: how many keys orcr presses answering one dialog itself before leaving it to a person
-ANSWER_PRESSES = 6
-ANSWER_WAIT = 2.0  # seconds for a TUI to redraw after a key orcr pressed
-#: seconds between a dialog's first sight and orcr's first key: Claude Code drops
-#: every key sent in the first ~0.3 s after drawing its trust dialog
-DIALOG_SETTLE = 0.5
 #: driver error codes whose message is the whole story ("claude: command not found")
 PLAIN_ERRORS = ("command_not_found", "pane_dead")
-
-
-class Canceled(Exception):
-    pass
-
-
-def _fresh(agent: Agent) -> Agent:
-    return Agent.get_by_id(agent.id)
-
-
-def _check(agent: Agent) -> Agent:
-    """Re-read the row; raise Canceled if it was canceled or ended meanwhile."""
-    agent = _fresh(agent)
-    if agent.status != "starting" or agent.cancel_requested:
-        raise Canceled()
-    return agent
 
 
 def _progress(agent: Agent, kind: str, **fields) -> None:
@@ -173,7 +152,7 @@ def _run(server, agent: Agent) -> None:
     if resuming:  # it continues its session: nothing is typed; turns come from the transcript
         # idle only once its input is ready: a prompt sent at once must not be typed
         # into a TUI still loading the session (Claude Code 1.0.98 drops it)
-        if not _await_input(server, agent, provider, spec, pane):
+        if not dialogs.await_input(server, agent, provider, spec, pane):
             return  # a dialog asks a person first: the monitor runs this again
         agent = _check(agent)
         outcome = resume.lost_turn(server, _fresh(agent), provider)
@@ -192,7 +171,7 @@ def _run(server, agent: Agent) -> None:
         if agent.turn == 0:
 
             def ready() -> bool:
-                if not _await_input(server, agent, provider, spec, pane):
+                if not dialogs.await_input(server, agent, provider, spec, pane):
                     return False  # a dialog asks a person first
                 _check(agent)
                 return True
@@ -228,142 +207,6 @@ def _started_before(driver, agent: Agent) -> PaneRef | None:
         return None
     pane = owned(driver.snapshot()).get(agent.launch_token)
     return ref_of(pane) if pane is not None else None
-
-
-def _await_input(server, agent: Agent, provider, spec, pane: PaneRef) -> bool:
-    """Wait until the TUI is at its input, from its screen (``Driver.read``) and the
-    provider's optional ``screen_state`` hook. True: type the prompt now.
-
-    A dialog (a folder-trust question, a first-run setup) is never typed into:
-    when its ``answer_option`` is set in ``[providers.<name>]`` orcr presses its
-    answer keys itself (``agent.dialog_answered``), else the row records the
-    dialog's reason (``agent.blocked``) and this returns False; the worker
-    thread is free again and the monitor runs the pipeline again to re-check
-    the screen (about twice a second), under ``timings.dialog_wait``
-    instead of the stuck-start guard. A screen the hook does not recognise for
-    :data:`READY_WAIT` is typed into as before (an adapter that does not know a
-    new release's screens must not stall every start).
-    """
-    driver = server.driver
-    hook = getattr(provider, "screen_state", None)
-    if hook is None:
-        _wait_ready(driver, pane)
-        return True
-    deadline = time.monotonic() + READY_WAIT
-    presses: dict[str | None, int] = {}
-    seen: set[str | None] = set()
-    while True:
-        try:
-            screen = driver.read(pane)
-        except DriverError as exc:
-            if exc.code in ("pane_not_found", "not_found"):
-                return True  # its program exited: delivery says so
-            raise
-        state = hook(screen, spec)
-        if state.state == "ready":
-            _unblock(agent)
-            time.sleep(SETTLE)
-            return True
-        if state.state == "dialog":
-            if state.kind not in seen and agent.blocked_reason != state.reason:
-                # a dialog just drawn may take no keys yet and may be a passing frame:
-                # look again after DIALOG_SETTLE before answering or reporting it
-                seen.add(state.kind)
-                time.sleep(DIALOG_SETTLE)
-                continue
-            option = state.answer_option
-            pressed = presses.get(state.kind, 0)
-            if (
-                option
-                and spec.options.get(option) is True
-                and state.answer_keys
-                and pressed < ANSWER_PRESSES
-            ):
-                if pressed == 0:
-                    with db.atomic("IMMEDIATE"):
-                        agent = _check(agent)
-                        events.emit(
-                            "agent.dialog_answered",
-                            agent.uuid,
-                            path=agent.path,
-                            dialog=state.kind,
-                            keys=list(state.answer_keys),
-                            option=f"providers.{agent.provider}.{option}",
-                        )
-                        lifecycle.update(
-                            agent,
-                            None,
-                            last_progress_at=time.time(),
-                            blocked_reason=None,
-                            blocked_at=None,
-                        )
-                presses[state.kind] = pressed + 1
-                # one key at a time, each re-derived from the redrawn screen: a TUI
-                # drops keys that arrive before its menu takes input, or an Enter
-                # that follows an arrow too closely
-                time.sleep(SETTLE)
-                driver.send_keys(pane, [state.answer_keys[0]])
-                _wait_changed(driver, pane, screen)
-                deadline = time.monotonic() + READY_WAIT
-                continue
-            _block(agent, state)
-            return False
-        if time.monotonic() >= deadline:
-            log.warning("agent %s: its screen is not recognised; typing the prompt", agent.path)
-            return True
-        time.sleep(0.05)
-
-
-def _wait_changed(driver, pane: PaneRef, before: str) -> None:
-    """After pressing a key of a dialog's answer: until the screen redraws (or
-    ANSWER_WAIT: a swallowed key is pressed again)."""
-    deadline = time.monotonic() + ANSWER_WAIT
-    while time.monotonic() < deadline:
-        try:
-            if driver.read(pane) != before:
-                return
-        except DriverError:
-            return
-        time.sleep(0.05)
-
-
-def _block(agent: Agent, state) -> None:
-    """Record that the TUI asks a person (once per question: a re-check writes nothing)."""
-    with db.atomic("IMMEDIATE"):
-        agent = _check(agent)
-        if agent.blocked_reason == state.reason:
-            return
-        lifecycle.update(agent, None, blocked_reason=state.reason, blocked_at=time.time())
-        events.emit(
-            "agent.blocked", agent.uuid, path=agent.path, dialog=state.kind, reason=state.reason
-        )
-
-
-def _unblock(agent: Agent) -> None:
-    """The dialog was answered: a progress marker, the reason cleared."""
-    if not _fresh(agent).blocked_reason:
-        return
-    with db.atomic("IMMEDIATE"):
-        agent = _check(agent)
-        if not agent.blocked_reason:
-            return
-        lifecycle.update(
-            agent, None, blocked_reason=None, blocked_at=None, last_progress_at=time.time()
-        )
-        events.emit("agent.unblocked", agent.uuid, path=agent.path)
-
-
-def _wait_ready(driver, pane: PaneRef) -> None:
-    deadline = time.monotonic() + READY_WAIT
-    while time.monotonic() < deadline:
-        try:
-            if driver.read(pane).strip():
-                time.sleep(SETTLE)
-                return
-        except DriverError as exc:
-            if exc.code in ("pane_not_found", "not_found"):
-                return  # its program exited (herdr drops the pane): delivery says so
-        time.sleep(0.05)
 
 
 def close_pane(server, agent: Agent, pane: PaneRef | None, why: str) -> None:
