@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 
 from orcr_core.contracts import DriverError, PaneRef
+from orcr_tmux.layout import INSTANCE_OPTION, TOKEN_OPTION
 from orcr_tmux.tmuxcli import TmuxError
 
 #: What the dead-pane branch of a guarded paste prints (see ``send_prompt``).
 DEAD_MARKER = "orcr-pane-dead"
+#: printed instead of typing when the pane id names a pane without the agent's marks
+NOT_MINE_MARKER = "orcr-pane-not-mine"
+_MARKS = re.compile(r"[A-Za-z0-9_-]*:[A-Za-z0-9_-]*")
 
 
 def tail_words(text: str, limit: int = 200) -> str:
@@ -87,10 +92,26 @@ class PromptMixin:
         dead = f"display-message -p -t {pane.pane_id} '{DEAD_MARKER} #{{pane_dead_status}}'"
         if buffer is not None:
             dead = f"delete-buffer -b {buffer} ; {dead}"
+        want = f"{pane.instance or ''}:{pane.launch_token or ''}"
+        if (pane.instance or pane.launch_token) and _MARKS.fullmatch(want):
+            # pane ids restart with a new tmux server: the id may name another agent's
+            # pane by now, so the text goes only to a pane carrying this agent's marks,
+            # checked in the same step (found by the soak, seed 2027)
+            have = f"#{{{INSTANCE_OPTION}}}:#{{{TOKEN_OPTION}}}"
+            other = f"display-message -p {NOT_MINE_MARKER}"
+            if buffer is not None:
+                other = f"delete-buffer -b {buffer} ; {other}"
+            command = f"if-shell -F -t {pane.pane_id} '#{{==:{have},{want}}}' '{command}' '{other}'"
         return ["if-shell", "-F", "-t", pane.pane_id, "#{pane_dead}", dead, command]
 
     def _raise_if_dead(self, pane: PaneRef, out: str, when: str) -> None:
         for line in out.splitlines():
+            if line.startswith(NOT_MINE_MARKER):
+                raise DriverError(
+                    f"pane {pane.pane_id} is not this agent's any more (the multiplexer "
+                    f"restarted) {when}",
+                    code="pane_not_found",
+                )
             if line.startswith(DEAD_MARKER):
                 code = line[len(DEAD_MARKER) :].strip()
                 status = f"status {code}" if code else self._dead_status(pane)
