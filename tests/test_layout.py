@@ -72,3 +72,21 @@ def test_lifecycle_modules_live_in_agents():
     for name in ("queue", "pipeline", "monitor", "lifecycle", "reconcile"):
         assert (ROOT / "agents" / f"{name}.py").exists()
         assert not (ROOT / f"{name}.py").exists()
+
+
+def test_every_package_is_in_the_distribution():
+    """pyproject.toml lists packages one by one: a sub-package missing there works in an
+    editable install (the folder is on the path) and is absent from a built wheel."""
+    import tomllib
+
+    repo = ROOT.parent
+    setup = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
+    dirs = {name: repo / path for name, path in setup["package-dir"].items()}
+    dirs["orcr_core"] = ROOT
+    found = set()
+    for top, folder in dirs.items():
+        for init in folder.rglob("__init__.py"):
+            rel = init.parent.relative_to(folder).parts
+            if "tests" not in rel:
+                found.add(".".join((top, *rel)))
+    assert sorted(found - set(setup["packages"])) == []
