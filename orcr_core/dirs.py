@@ -147,3 +147,23 @@ def ensure_private_dir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     return path
+
+
+#: path parts of folders a sync service owns: a sync client rewrites, renames and
+#: conflict-copies files under a running program (a task queue, an agent's checkout)
+SYNC_MARKERS = (
+    ("Library/Mobile Documents", "iCloud Drive"),
+    ("Library/CloudStorage", "a cloud storage provider (iCloud, Dropbox, Google Drive, OneDrive)"),
+    ("iCloud Drive", "iCloud Drive"),
+    ("Dropbox", "Dropbox"),
+    ("Google Drive", "Google Drive"),
+    ("GoogleDrive", "Google Drive"),
+    ("My Drive", "Google Drive"),
+    ("OneDrive", "OneDrive"),
+)
+
+
+def synced_by(path: str | Path) -> str | None:
+    """The sync service whose folder holds ``path`` (by a folder name in it), or None."""
+    text = str(Path(path).resolve()) + "/"
+    return next((svc for marker, svc in SYNC_MARKERS if f"/{marker}/" in text), None)

@@ -15,20 +15,6 @@ from pathlib import Path
 from orcr_core import dirs
 from orcr_core.workspaces import vcs
 
-#: path parts of folders a sync service owns (the ``tasks`` plugin refuses a queue
-#: there for the same reason): a sync client rewrites, renames and conflict-copies
-#: files under a running agent and git's lock files
-SYNC_MARKERS = (
-    ("Library/Mobile Documents", "iCloud Drive"),
-    ("Library/CloudStorage", "a cloud storage provider (iCloud, Dropbox, Google Drive, OneDrive)"),
-    ("iCloud Drive", "iCloud Drive"),
-    ("Dropbox", "Dropbox"),
-    ("Google Drive", "Google Drive"),
-    ("GoogleDrive", "Google Drive"),
-    ("My Drive", "Google Drive"),
-    ("OneDrive", "OneDrive"),
-)
-
 #: worktree_state values: made or not yet made (the row must see to it), and ended
 OPEN = ("requested", "created")
 STATES = ("requested", "created", "kept", "removed")
@@ -50,14 +36,13 @@ def checkouts_dir(config) -> Path:
 
 def sync_folder(path: str) -> str | None:
     """Why ``path`` must not hold checkouts (inside a synced folder), or None."""
-    text = str(Path(path).resolve())
-    for marker, service in SYNC_MARKERS:
-        if f"/{marker}/" in text + "/":
-            return (
-                f"{path} is inside a folder synced by {service}: a sync client rewrites and "
-                "conflict-copies files under a running agent; set worktrees.dir elsewhere"
-            )
-    return None
+    service = dirs.synced_by(path)
+    if service is None:
+        return None
+    return (
+        f"{path} is inside a folder synced by {service}: a sync client rewrites and "
+        "conflict-copies files under a running agent; set worktrees.dir elsewhere"
+    )
 
 
 def default_branch(agent_path: str) -> str:

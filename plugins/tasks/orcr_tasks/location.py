@@ -6,16 +6,7 @@ import hashlib
 import re
 from pathlib import Path
 
-SYNC_MARKERS = (
-    ("Library/Mobile Documents", "iCloud Drive"),
-    ("Library/CloudStorage", "a cloud storage provider (iCloud, Dropbox, Google Drive, OneDrive)"),
-    ("iCloud Drive", "iCloud Drive"),
-    ("Dropbox", "Dropbox"),
-    ("Google Drive", "Google Drive"),
-    ("GoogleDrive", "Google Drive"),
-    ("My Drive", "Google Drive"),
-    ("OneDrive", "OneDrive"),
-)
+from orcr_core.dirs import synced_by
 
 
 def unsafe_location(path: Path) -> str | None:
@@ -36,14 +27,13 @@ def unsafe_location(path: Path) -> str | None:
             )
         if (parent / ".dropbox").exists() or (parent / ".dropbox.cache").exists():
             return f"{path} is inside the Dropbox folder {parent}: sync breaks atomic renames"
-    text = str(path)
-    for marker, service in SYNC_MARKERS:
-        if f"/{marker}/" in text + "/":
-            return (
-                f"{path} is inside a folder synced by {service}: sync services break atomic "
-                "renames and create conflict copies"
-            )
-    return None
+    service = synced_by(path)
+    if service is None:
+        return None
+    return (
+        f"{path} is inside a folder synced by {service}: sync services break atomic "
+        "renames and create conflict copies"
+    )
 
 
 def _short_hash(text: str) -> str:
