@@ -196,7 +196,10 @@ def test_codex_two_turns_on_herdr(live, short_tmp):
     assert meta["type"] == "session_meta" and meta["payload"]["cwd"] == str(cwd)
     assert rollouts[0].endswith(f"-{thread}.jsonl")
     a = live.get("x/one")
-    assert a["agent_session"] == {"source": "herdr:codex", "kind": "id", "value": thread}
+    # herdr's hook and orcr's own look for the rollout holding the prompt race to report
+    # the same thread; whichever comes first names the source
+    assert a["agent_session"]["source"] in ("herdr:codex", "orcr:rollout"), a["agent_session"]
+    assert (a["agent_session"]["kind"], a["agent_session"]["value"]) == ("id", thread)
     assert _herdr_pane(live, "x/one").agent == "codex"
 
 
