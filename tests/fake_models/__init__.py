@@ -1,15 +1,19 @@
 """Fake model APIs for driving the real provider CLIs: scriptable, local, recorded.
 
-Two servers speak just enough of the real wire protocols for Claude Code and
-Codex to run a conversation against them, with streaming (SSE):
+Three servers speak just enough of the real wire protocols for Claude Code,
+Codex and the OpenAI-compatible CLIs to run a conversation against them,
+with streaming (SSE):
 
 - :func:`anthropic_server` — the Anthropic Messages API (``POST /v1/messages``,
   ``stream: true``), plus the side endpoints Claude Code calls
   (``/v1/messages/count_tokens``, ``/v1/models``);
 - :func:`responses_server` — the OpenAI Responses API (``POST /v1/responses``,
-  ``stream: true``), plus ``/v1/models``.
+  ``stream: true``), plus ``/v1/models``;
+- :func:`chat_server` — the OpenAI Chat Completions API (``POST
+  /v1/chat/completions``, streamed ``data:`` chunks), for OpenAI-compatible
+  providers with a base URL (OpenCode, pi), plus ``/v1/models``.
 
-Both run in-process on 127.0.0.1 with an ephemeral port, answer from a
+All run in-process on 127.0.0.1 with an ephemeral port, answer from a
 :class:`Script` and record every request::
 
     from fake_models import Script, Text, Tool, anthropic_server
@@ -38,6 +42,7 @@ message of thinking/text/tool parts, a stream that fails) and how it says it
 """
 
 from fake_models.anthropic import anthropic_server
+from fake_models.openai_chat import chat_server
 from fake_models.openai_responses import responses_server
 from fake_models.script import (
     Error,
@@ -66,5 +71,6 @@ __all__ = [
     "Tool",
     "Wire",
     "anthropic_server",
+    "chat_server",
     "responses_server",
 ]
