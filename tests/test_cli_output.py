@@ -45,7 +45,7 @@ def test_help_texts_are_plain_text():
 
 def test_plugins_prints_text_by_default_and_json_with_the_flag(orcr_home):
     r = orcr_home.run("plugins", check=True)
-    assert "providers 0.1.0 (orcr)\n  providers: command, echo\n" in r.stdout
+    assert "providers 0.1.0 (orcr)\n  providers: command, echo (>=0.1,<0.2)\n" in r.stdout
     assert not r.stdout.lstrip().startswith("[")
     r = orcr_home.run("plugins", "--json", check=True)
     rows = json.loads(r.stdout)

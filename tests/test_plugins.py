@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from orcr_claude import ClaudeProvider
 
 import orcr_core
 from orcr_core.plugins import PluginError, build_registry, get_plugin_manager
@@ -178,6 +179,11 @@ def test_orcr_plugins_lists_versions(orcr_home):
     by = {r["name"]: r for r in rows}
     assert by["tmux"]["version"] == orcr_core.__version__ and by["tmux"]["drivers"] == ["tmux"]
     assert by["orcr_test_driver"]["providers"] == ["testp", "testq", "testr"]
+    # each provider with the release range its adapter was checked against
+    claude = by["claude"]["supported_versions"]["claude"]
+    assert claude and claude == ClaudeProvider.supported_versions
+    text = orcr_home.run("plugins", check=True).stdout
+    assert f"  providers: claude ({claude})\n" in text
 
 
 CLIENT_PATH = [

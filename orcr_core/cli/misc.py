@@ -31,6 +31,10 @@ def plugins_list(json_):
         row["providers"] = sorted(
             n for (k, n), p in reg.owners.items() if k == "provider" and p == row["name"]
         )
+        # the release range each adapter was checked against ("" for any)
+        row["supported_versions"] = {
+            n: getattr(reg.providers[n], "supported_versions", "") or "" for n in row["providers"]
+        }
     if json_:
         click.echo(jsonlib.dumps(rows))
         return
@@ -38,6 +42,8 @@ def plugins_list(json_):
         version = row["version"] or "-"
         origin = f" ({row['distribution']})" if row["distribution"] else ""
         click.echo(f"{row['name']} {version}{origin}")
+        ranges = row["supported_versions"]
+        row["providers"] = [f"{n} ({ranges[n]})" if ranges[n] else n for n in row["providers"]]
         for key in ("drivers", "providers", "hooks"):
             if row[key]:
                 click.echo(f"  {key}: {', '.join(row[key])}")
