@@ -29,7 +29,7 @@ import time
 from types import SimpleNamespace
 
 from orcr_core import events, faults
-from orcr_core.notify import rules
+from orcr_core.notify import notices, rules
 from orcr_core.store.models import Agent, Loop, Meta, Notification, db
 
 log = logging.getLogger("orcr.notify")
@@ -114,6 +114,8 @@ class Notifier:
             self.cursor = self._saved = int(row.value)
         self._pin = self.server.bus.pin(self.cursor)
         self.threads = [self._thread(self.match_loop, "orcr-notify")]
+        # notices (a task parked or failed) waiting since before this start, then on a timer
+        self.threads.append(self._thread(notices.drain_loop, "orcr-notices", self.server))
         for name in list(self.sinks):
             self._start_sink(name)
         return self.threads

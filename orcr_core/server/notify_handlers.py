@@ -1,4 +1,5 @@
-"""Socket methods ``notify.ls`` and ``notify.test`` (merged into the handler table)."""
+"""Socket methods ``notify.ls``, ``notify.test`` and ``notices.drain`` (merged into the
+handler table)."""
 
 from __future__ import annotations
 
@@ -108,30 +109,10 @@ def notify_test(server, conn, rid, params):
     return {"key": note["key"], "results": results}
 
 
-#: kinds a plugin may post (events.post), with their required string fields
-POSTABLE = {"task.moved": ("queue", "task", "from", "to")}
+@method("notices.drain")
+def notices_drain(server, conn, rid, params):
+    """A plugin wrote a notice (orcr_core.notify.notices): turn the notices waiting in
+    the data directory into events now, each once; how many were new."""
+    from orcr_core.notify import notices
 
-
-@method("events.post")
-def events_post(server, conn, rid, params):
-    """A plugin reports something the server cannot see (the file task queue moved a
-    task to inbox/ or failed/): one event row, which the notification rules read."""
-    from orcr_core import events
-    from orcr_core.store.models import db
-
-    kind, data = params.get("kind"), params.get("data")
-    if kind not in POSTABLE or not isinstance(data, dict):
-        raise ProtocolError(
-            "invalid_params", f"kind is one of {', '.join(POSTABLE)} and data an object"
-        )
-    for field in POSTABLE[kind]:
-        if not isinstance(data.get(field), str) or not data[field] or len(data[field]) > 4096:
-            raise ProtocolError("invalid_params", f"{kind} needs data.{field}: a string")
-    reason = data.get("reason")
-    fields = {f: data[f] for f in POSTABLE[kind]}
-    if isinstance(reason, str):
-        fields["reason"] = reason[:2000]
-    with db.atomic("IMMEDIATE"):
-        seq = events.emit(kind, **fields)
-    server.notify(queue=False)
-    return {"seq": seq}
+    return {"events": notices.drain(server)}

@@ -186,6 +186,11 @@ def _turn_usage(database) -> None:
     database.create_tables([models.TurnUsage], safe=True)
 
 
+def _notices(database) -> None:
+    # the ids of drained notices (issue 23: a task parked or failed is one event, once)
+    database.create_tables([models.Notice], safe=True)
+
+
 MIGRATIONS: list[tuple[str, callable]] = [
     ("0001_initial", _initial),
     ("0002_agent_status_seq_index", _status_seq_index),
@@ -204,6 +209,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("agent_worktree", _worktree),
     ("turn_usage", _turn_usage),
     ("agent_pending_prompt", _pending_prompt),
+    ("notices", _notices),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -309,7 +309,20 @@ class TurnUsage(BaseModel):
         indexes = ((("agent", "turn"), True), (("ended_at",), False))
 
 
+class Notice(BaseModel):
+    """A notice drained into an event (:mod:`orcr_core.notify.notices`): its id is
+    kept, so a notice written again after a crash never becomes a second event."""
+
+    id = TextField(primary_key=True)
+    kind = TextField()
+    seq = IntegerField()  # the event it became
+    at = FloatField()
+
+    class Meta:
+        table_name = "notice"
+
+
 MODELS = [
     *(Meta, OrcrMigration, Agent, Event, Loop, LoopRun, Unmanaged, Drift, Notification),
-    TurnUsage,
+    *(TurnUsage, Notice),
 ]

@@ -1,31 +1,40 @@
-"""Tell a running orcr server that a task moved to inbox/ or failed/ (a ``task.moved``
-event: the notification rule ``task_parked`` reads it, docs/notifications.md).
+"""Tell orcr that a task moved to inbox/ or failed/: a ``task.moved`` event, which the
+notification rule ``task_parked`` reads (docs/notifications.md).
 
-Best effort and never in the way: no server is started for it, a server that does
-not answer within TIMEOUT is skipped, and any error is swallowed; the move itself
-is already done and durable.
+Durable, once per move, whichever backend moved the task: the move is reported
+with a notice (:mod:`orcr_core.notify.notices`), a file in orcr's data directory
+written and fsync'd once the move is durable and before the mover lets go of it,
+and the server turns each notice into one event (at start, when poked, on a
+timer). A backend must make a crash between its move and the notice lead to the
+notice being written by whoever finishes the move, under the same id (the file
+queue keeps the notice in its lock's journal, :meth:`Queue.recover`); the same id
+written twice is one event. The poke comes after the queue's lock is released:
+best effort, it never starts a server and a slow one costs the mover at most
+``notices.POKE_TIMEOUT`` without holding the queue.
 """
 
 from __future__ import annotations
 
-import socket
+from orcr_core.notify import notices
 
-TIMEOUT = 2.0
+#: the moves worth a notification
+NOTIFIED = ("inbox", "failed")
 
 
-def task_moved(root, task_id: str, src: str, dst: str, reason: str | None) -> bool:
-    from orcr_core.client import Client, ServerError
-
+def prepare(root, task_id: str, src: str, dst: str, reason: str | None) -> dict | None:
+    """The notice for a move to ``dst`` (None when ``dst`` is not worth one): give it
+    to the move, which writes it (:func:`record`) once the move is durable."""
+    if dst not in NOTIFIED:
+        return None
     data = {"queue": str(root), "task": task_id, "from": src, "to": dst}
     if reason:
         data["reason"] = reason
-    old = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(TIMEOUT)
-    try:
-        with Client(autostart=False) as c:
-            c.call("events.post", kind="task.moved", data=data)
-        return True
-    except (ServerError, OSError, ValueError):
-        return False
-    finally:
-        socket.setdefaulttimeout(old)
+    return notices.new("task.moved", data)
+
+
+def record(notice: dict) -> None:
+    notices.write(notice)
+
+
+def poke() -> bool:
+    return notices.poke()

@@ -77,20 +77,22 @@ class Moves:
             t.meta["passes"] = []
             t.append(f"{heading} {attempts} ({now_iso()})", reason)
 
-        self.move(task_id, src, dst, edit)
+        self.move(task_id, src, dst, edit, announce.prepare(self.root, task_id, src, dst, reason))
         self.drop_heartbeat(task_id)
-        if dst == "failed":
-            announce.task_moved(self.root, task_id, src, dst, reason)
         return dst
 
     def park(self, task_id: str, token: str | None, question: str) -> None:
         with self.locked():
             self._held(task_id, "doing", token)
+            notice = announce.prepare(self.root, task_id, "doing", "inbox", question)
             self.move(
-                task_id, "doing", "inbox", lambda t: t.append(f"Question ({now_iso()})", question)
+                task_id,
+                "doing",
+                "inbox",
+                lambda t: t.append(f"Question ({now_iso()})", question),
+                notice,
             )
             self.drop_heartbeat(task_id)
-        announce.task_moved(self.root, task_id, "doing", "inbox", question)
 
     def answer(self, task_id: str, text: str) -> str:
         if not text.strip():
@@ -227,4 +229,5 @@ class Moves:
         dead = path.with_name(f".lock-dead-{secrets.token_hex(4)}")
         os.rename(path, dead)
         shutil.rmtree(dead, ignore_errors=True)
+        self.poke()
         return "cleared the lock" + (f" and finished the move of {moved}" if moved else "")

@@ -17,6 +17,12 @@ every instant, because every step is one ``rename``):
   review/), so nothing else touches the file meanwhile. A holder killed half
   way leaves the lock and its journal; whoever clears the dead lock finishes
   the move first.
+
+A move to inbox/ or failed/ carries a notice (:mod:`orcr_tasks.announce`): it is
+in the journal from the start and written once the rename is durable, before the
+journal goes, so a holder killed anywhere after the rename leaves it to whoever
+clears the lock, who writes it under the same id. The server is poked once the
+lock is released.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from orcr_core import faults
+from orcr_tasks import announce
 from orcr_tasks.files import fsync_dir, now_iso, rename_noreplace, write_atomic
 from orcr_tasks.location import queue_segment, unsafe_location
 from orcr_tasks.lock import DirLock, LockBusy
@@ -54,6 +61,7 @@ class Queue(Moves):
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root).absolute()
         self.lock = DirLock(self.root / ".lock")
+        self.noticed = False  # a notice was written under the lock: poke the server after
 
     # -- opening ------------------------------------------------------------
 
@@ -147,6 +155,14 @@ class Queue(Moves):
             yield
         finally:
             self.lock.release()
+            self.poke()
+
+    def poke(self) -> None:
+        """Tell the server about the notices this queue wrote: only once the lock is
+        released (a slow server must never hold the queue)."""
+        if self.noticed:
+            self.noticed = False
+            announce.poke()
 
     def recover(self, lock_path: Path) -> str | None:
         """Finish the move a dead lock holder journaled (see the module docstring)."""
@@ -156,7 +172,8 @@ class Queue(Moves):
             return None
         src = self.file(j["src"], j["id"])
         dst = self.file(j["dst"], j["id"])
-        if dst.exists():
+        if dst.exists():  # renamed before the holder died: its notice may not be written
+            self._notice(j.get("notice"))
             return None
         try:
             st = src.stat()
@@ -169,20 +186,34 @@ class Queue(Moves):
             write_atomic(src, j["content"])
         os.rename(src, dst)
         fsync_dir(dst.parent)
+        self._notice(j.get("notice"))
         return j["id"]
+
+    def _notice(self, notice: dict | None) -> None:
+        if notice is not None:
+            announce.record(notice)
+            self.noticed = True
 
     def _journal(self, data: dict) -> None:
         write_atomic(self.lock.path / "journal.json", json.dumps(data))
 
-    def move(self, task_id: str, src: str, dst: str, edit: Callable[[Task], None] | None = None):
-        """Change a task and move it from ``src`` to ``dst``; the caller holds the lock."""
+    def move(
+        self,
+        task_id: str,
+        src: str,
+        dst: str,
+        edit: Callable[[Task], None] | None = None,
+        notice: dict | None = None,
+    ):
+        """Change a task and move it from ``src`` to ``dst``, then write ``notice`` (if
+        any); the caller holds the lock."""
         assert src not in ("todo", "review"), "locked moves never start where claims take from"
         task = self.read(src, task_id)
         path = self.file(src, task_id)
         if edit is not None:
             edit(task)
         text = task.render()
-        journal = {"id": task_id, "src": src, "dst": dst, "content": text}
+        journal = {"id": task_id, "src": src, "dst": dst, "content": text, "notice": notice}
         self._journal(journal)
         faults.point("tasks.move.journaled")
         write_atomic(path, text)
@@ -192,6 +223,8 @@ class Queue(Moves):
         os.rename(path, self.file(dst, task_id))
         faults.point("tasks.move.renamed")
         fsync_dir(self.root / dst)
+        self._notice(notice)
+        faults.point("tasks.move.noticed")
         os.unlink(self.lock.path / "journal.json")
         return task
 
