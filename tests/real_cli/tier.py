@@ -3,9 +3,9 @@
 The tier drives the real Claude Code and Codex TUIs against the fake model servers
 in ``tests/fake_models``. It runs only when
 
-- the CLIs are found: ``$ORCR_PROVIDER_BIN`` (a folder holding ``claude`` and
-  ``codex``), else the cache ``scripts/install-provider-clis`` fills for the versions
-  in ``tests/real_cli/VERSIONS``; and
+- the CLIs are found: ``$ORCR_PROVIDER_BIN`` (a folder holding every command of
+  ``tests/real_cli/VERSIONS``: ``claude``, ``codex``, ``gemini``), else the cache
+  ``scripts/install-provider-clis`` fills for those versions; and
 - the process is in a loopback-only network namespace (``unshare -n`` with ``lo`` up):
   no network interface but ``lo`` is up and a route to a public address fails — so a
   CLI that ignored its base URL could reach no real API and no telemetry endpoint.
@@ -37,6 +37,16 @@ def versions(path: Path = VERSIONS) -> dict[str, str]:
     return out
 
 
+def commands(path: Path = VERSIONS) -> list[str]:
+    """The CLIs' commands (bin names) in a VERSIONS file: each line's third word."""
+    out = []
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) > 2 and not parts[0].startswith("#"):
+            out.append(parts[2])
+    return out
+
+
 def cache_bin(specs: dict[str, str] | None = None) -> Path:
     """Where ``scripts/install-provider-clis`` puts the bin folder for these versions
     (the same hash of the ``package@version`` lines, in file order)."""
@@ -50,10 +60,10 @@ def cache_bin(specs: dict[str, str] | None = None) -> Path:
 
 
 def provider_bin() -> tuple[Path | None, str]:
-    """(the folder holding ``claude`` and ``codex``, "") or (None, why not)."""
+    """(the folder holding every CLI of VERSIONS, "") or (None, why not)."""
     env = os.environ.get("ORCR_PROVIDER_BIN")
     folder = Path(env) if env else cache_bin()
-    missing = [n for n in ("claude", "codex") if not os.access(folder / n, os.X_OK)]
+    missing = [n for n in commands() if not os.access(folder / n, os.X_OK)]
     if not missing:
         return folder, ""
     where = f"ORCR_PROVIDER_BIN={env}" if env else f"the cache {folder}"
