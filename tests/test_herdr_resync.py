@@ -55,3 +55,31 @@ def test_events_lost_during_the_bootstrap(live):
     assert live.mux.labels() == ["b/one"]
     live.run("agent", "send", "b/one", "[exit]", check=True)
     assert live.ended("b/one")["exit_reason"] == "exited"
+
+
+@HERDR_09
+def test_a_change_between_snapshot_and_subscription_is_never_missed(live):
+    """The bootstrap subscribes, waits for ``subscription_started``, then snapshots
+    (issue 21 item 2). The emulator closes the agent's pane when the resubscription
+    after an ``events_lost`` arrives, before the new subscription starts: herdr 0.9
+    never delivers that ``pane_closed`` to it, so only the snapshot taken after the
+    acknowledgement shows the pane gone. The reconcile timer is out of reach (10 min)
+    and an idle agent's panes are not polled while the stream is live."""
+    emu = live.mux.emulator
+    live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\nreconcile_every = "10m"\n')
+    live.start_server()
+    live.run("agent", "run", "--provider", "echo", "--path", "s/one", "hi", check=True)
+    live.run("agent", "wait", "s/one", "--timeout", "30s", check=True)
+    until(lambda: _monitor(live)["pane_events"], what="the event stream")
+    pane_id = live.get("s/one")["pane_id"]
+    closed = []
+    emu.before_subscribe(lambda: (emu.close_pane(pane_id), closed.append(pane_id)))
+    emu.lose_events()  # the open subscription ends: orcr resubscribes
+    until(lambda: closed, what="the pane closed as the resubscription arrived")
+    until(lambda: _monitor(live)["resyncs"] == 1 and _monitor(live)["pane_events"], what="live")
+    a = until(
+        lambda: (lambda a: a if a["status"] != "idle" else None)(live.get("s/one")),
+        15,
+        what="the closed pane noticed",
+    )
+    assert a["status"] in ("lost", "ended"), a

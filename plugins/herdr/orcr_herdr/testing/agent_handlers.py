@@ -116,6 +116,8 @@ def agent_focus(emu: Emulator, params: dict, rid: str) -> dict:
 
 # ---------------------------------------------------------------- events
 def events_subscribe(emu: Emulator, params: dict, rid: str) -> Stream:
+    if emu._before_subscribe:  # a test's change just before this subscription starts
+        emu._before_subscribe.pop(0)()
     entries: list = []
     for index, sub in enumerate(params["subscriptions"]):
         kind = sub["type"]

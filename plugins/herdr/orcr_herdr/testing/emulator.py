@@ -78,7 +78,7 @@ class Emulator(SessionState, TestHooks, Serving):
     :meth:`set_agent_session` (silent, like herdr), :meth:`clear_agent_session`,
     :meth:`exit_agent`, :meth:`add_agent` (a user's agent, e.g. in a
     second session), :meth:`close_pane`, :meth:`zoom_tab`, :meth:`drop_connections`,
-    :meth:`corrupt_next_reply`,
+    :meth:`corrupt_next_reply`, :meth:`before_subscribe`,
     :meth:`publish`, :meth:`retained_events`, :meth:`restart`, :meth:`crash`,
     :meth:`lose_events` (0.9);
     attributes ``violations``, ``requests``, ``enter_too_early``,
@@ -149,6 +149,7 @@ class Emulator(SessionState, TestHooks, Serving):
         self._streams: list[Stream] = []  # open subscriptions
         self._lose_next = 0  # fault injection: subscriptions to end with events_lost at once
         self.events_lost_sent = 0
+        self._before_subscribe: list[Callable[[], None]] = []  # fault injection, one each
         self._muted = False  # fault injection: an outage, every connection dropped
         self.muted_connections = 0  # connections dropped while muted
         self._reply_hooks: list[Callable[[str, dict], dict]] = []

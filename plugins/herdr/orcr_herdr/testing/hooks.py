@@ -147,6 +147,15 @@ class TestHooks:
                     stream.lost.set()
             self._lose_next += next_subscriptions
 
+    def before_subscribe(self, change: Callable[[], None]) -> None:
+        """Fault injection: run ``change`` (a test hook such as :meth:`close_pane`) when
+        the next ``events.subscribe`` arrives, before its subscription starts. On 0.9,
+        whose subscriptions start at the live edge, that change is never delivered to
+        it: only a client that takes its snapshot after the acknowledgement sees it
+        (HERDR-0.9.md §4). 0.8 replays it from the ring."""
+        with self.lock:
+            self._before_subscribe.append(change)
+
     def corrupt_next_reply(self, mutate: Callable[[str, dict], dict]) -> None:
         """Fault injection: ``mutate(method, reply) -> reply`` for the next reply sent."""
         with self.lock:
