@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orcr_core import dirs
+from orcr_core import dirs, paths
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "concurrency": {"max": 25, "min_free_memory": "auto"},
@@ -56,6 +56,31 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 NAME = re.compile(r"[a-z0-9_]+")
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+_KEY_PART = re.compile(r"\s*(?:\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_-]+))\s*(\.|$)")
+
+
+def split_key(key: str) -> list[str]:
+    """A dotted key's parts, quoted parts as TOML reads them:
+    ``budget."nightly/review".tokens`` -> ``["budget", "nightly/review", "tokens"]``."""
+    parts, pos = [], 0
+    while pos < len(key):
+        m = _KEY_PART.match(key, pos)
+        if not m or m.end() == pos:
+            raise ConfigError(
+                f"{key!r} is not a dotted key; quote a part with / in it as TOML does: "
+                'budget."nightly/review".tokens'
+            )
+        parts.append(next(g for g in m.groups()[:3] if g is not None))
+        pos = m.end()
+        if m.group(4) == "." and pos == len(key):
+            raise ConfigError(f"{key!r} ends with a dot")
+    return parts
+
+
+def join_key(parts: list[str]) -> str:
+    """The dotted key of ``parts``, a part that is not a bare TOML key quoted."""
+    return ".".join(p if _BARE.fullmatch(p) else f'"{p}"' for p in parts)
 
 
 class ConfigError(ValueError):
@@ -268,6 +293,30 @@ def _prices(key: str, value: Any) -> list:
 _prices.allowed = "list of {model, input, output, cache_read, cache_write} tables"  # type: ignore[attr-defined]
 
 
+#: a budget's window (``budget.<scope>.per``): a calendar period in the server's zone
+CALENDAR_WINDOWS = ("day", "week", "month")
+MAX_BUDGET = 10**15  # tokens: far beyond any quota
+
+
+def _window(key: str, value: Any) -> Any:
+    """``day``, ``week``, ``month`` (calendar, local zone) or a rolling duration 1m..366d."""
+    if value in CALENDAR_WINDOWS:
+        return value
+    try:
+        seconds = parse_duration(value, key)
+    except ConfigError:
+        seconds = -1.0
+    if isinstance(value, bool) or not 60 <= seconds <= 366 * 86400:
+        raise ConfigError(
+            f"{key} = {value!r} is not allowed; use day, week or month (calendar, in the "
+            "server's time zone) or a rolling duration from 1m to 366d (e.g. 1h, 1d, 7d)"
+        )
+    return value
+
+
+_window.allowed = "day, week, month or duration 1m..366d"  # type: ignore[attr-defined]
+
+
 def _rule(check: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
     """A ``notify.rules.<rule>.<option>`` key: the rule must be one orcr knows."""
 
@@ -337,6 +386,8 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "notify.*.*": _sink_option,
     "worktrees.dir": _string,
     "usage.prices": _prices,
+    "budget.*.tokens": _int_range(0, MAX_BUDGET),
+    "budget.*.per": _window,
     "providers.*.argv": _argv,
     "providers.*.model": _string,
     "providers.*.extra_args": _str_list,
@@ -352,7 +403,7 @@ def _closest(key: str) -> str | None:
     """The known key nearest to an unknown one (``*`` filled from the key itself)."""
     import difflib
 
-    parts = key.split(".")
+    parts = _parts(key)
     candidates = []
     for pattern in VALIDATORS:
         pparts = pattern.split(".")
@@ -367,16 +418,44 @@ def _closest(key: str) -> str | None:
     return found[0] if found else None
 
 
+def _parts(key: str) -> list[str]:
+    try:
+        return split_key(key)
+    except ConfigError:
+        return key.split(".")
+
+
+def _part_ok(pparts: list[str], i: int, k: str) -> bool:
+    """Whether key part ``k`` fits pattern part ``i``: ``*`` is a name, and a budget's
+    scope (``budget.<scope>``) may also be a path prefix such as ``nightly/review``."""
+    p = pparts[i]
+    if p != "*":
+        return p == k
+    if NAME.fullmatch(k):
+        return True
+    if pparts[0] == "budget" and i == 1:
+        try:
+            paths.validate(k)
+        except paths.PathError:
+            return False
+        return True
+    return False
+
+
 def _validator(key: str) -> Callable[[str, Any], Any]:
     if key in VALIDATORS:
         return VALIDATORS[key]
-    parts = key.split(".")
+    parts = _parts(key)
     for pattern, fn in VALIDATORS.items():
         pparts = pattern.split(".")
-        if len(pparts) == len(parts) and all(
-            p == k or (p == "*" and NAME.fullmatch(k)) for p, k in zip(pparts, parts, strict=True)
-        ):
+        if len(pparts) == len(parts) and all(_part_ok(pparts, i, k) for i, k in enumerate(parts)):
             return fn
+    if len(parts) == 3 and parts[0] == "budget" and parts[2] in ("tokens", "per"):
+        raise ConfigError(
+            f"{key}: {parts[1]!r} is not a budget scope; use all, a provider name or an "
+            "agent path prefix (segments of a-z, 0-9 and _ joined by /, quoted when it has "
+            'a /: budget."nightly/review".tokens)'
+        )
     near = _closest(key)
     hint = f"did you mean {near}? " if near else ""
     raise ConfigError(
@@ -389,14 +468,11 @@ def check_key(key: str, tables: bool = False) -> None:
     """Refuse an unknown key (with the closest known one); with ``tables``, a
     table of known keys (``timings``, ``providers.claude``) is known too."""
     if tables:
-        parts = key.split(".")
+        parts = _parts(key)
         for pattern in VALIDATORS:
             pparts = pattern.split(".")[: len(parts)]
             if len(pparts) == len(parts) and len(parts) < len(pattern.split(".")):
-                if all(
-                    p == k or (p == "*" and NAME.fullmatch(k))
-                    for p, k in zip(pparts, parts, strict=True)
-                ):
+                if all(_part_ok(pparts, i, k) for i, k in enumerate(parts)):
                     return
     _validator(key)
 
@@ -404,7 +480,7 @@ def check_key(key: str, tables: bool = False) -> None:
 def _flatten(doc: dict, prefix: str = "") -> dict[str, Any]:
     out = {}
     for k, v in doc.items():
-        key = f"{prefix}{k}"
+        key = f"{prefix}{join_key([k])}"
         if isinstance(v, dict):
             out.update(_flatten(v, key + "."))
         else:
@@ -448,7 +524,7 @@ class Config:
 
     def get(self, key: str, default: Any = None) -> Any:
         node: Any = self.data
-        for part in key.split("."):
+        for part in _parts(key):
             if not isinstance(node, dict) or part not in node:
                 return default
             node = node[part]
@@ -474,6 +550,15 @@ class Config:
         """Every provider's own cap: the ``[concurrency]`` keys that name a provider."""
         caps = self.section("concurrency")
         return {k: int(v) for k, v in caps.items() if k not in GLOBAL_CONCURRENCY_KEYS}
+
+    def budgets(self) -> dict[str, dict]:
+        """``{scope: {"tokens": int, "per": window}}`` for each ``[budget.<scope>]``
+        that sets ``tokens`` (``per`` defaults to ``day``)."""
+        out = {}
+        for scope, table in (self.get("budget") or {}).items():
+            if isinstance(table, dict) and table.get("tokens") is not None:
+                out[scope] = {"tokens": int(table["tokens"]), "per": table.get("per", "day")}
+        return out
 
     def provider_options(self, name: str) -> dict:
         return dict(self.get(f"providers.{name}", {}) or {})

@@ -24,6 +24,7 @@ from orcr_core.config import (
     _plain,
     _validator,
     check_key,
+    split_key,
     validate,
 )
 
@@ -119,7 +120,7 @@ def set_value(key: str, raw: str, path: Path | None = None, force: bool = False)
     check_provider_cap(key, force)
     check_socket_dir(key, value)
     doc = _parse_file(path) if path.exists() else tomlkit.document()
-    parts = key.split(".")
+    parts = split_key(key)
     node = doc
     for part in parts[:-1]:
         if part not in node:
@@ -140,7 +141,7 @@ def unset_value(key: str, path: Path | None = None) -> Any:
     if not path.exists():
         return None
     doc = _parse_file(path)
-    parts, node = key.split("."), doc
+    parts, node = split_key(key), doc
     for part in parts[:-1]:
         node = node.get(part) if isinstance(node, dict) else None
         if node is None:

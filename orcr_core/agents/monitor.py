@@ -80,6 +80,8 @@ class Monitor:
         self.counters = {"snapshots": 0, "steps": 0}
         self.witness = Witness()  # the multiplexer's view of turn ends, beside the transcript
         self._witness_polling = False  # snapshots polled only for a pending witness
+        #: set once the first step has read every agent's transcript (budgets wait for it)
+        self.first_pass = threading.Event()
 
     # -- hints, from any thread -------------------------------------------
     def poke(self) -> None:
@@ -139,6 +141,7 @@ class Monitor:
                 break
             try:
                 self.step(dirty, everything, panes_hint, reload)
+                self.first_pass.set()
             except Exception as exc:
                 if srv.store_error(exc):
                     break

@@ -304,7 +304,7 @@ def live_counts() -> dict[str, int]:
     return dict(db.execute_sql(_LIVE_COUNTS).fetchall())
 
 
-def promote(config: Config, limit: int = 64, budget=None) -> list[Agent]:
+def promote(config: Config, limit: int = 64, budget=None, gate=None) -> list[Agent]:
     """Promote queued rows FIFO while both caps have room. One transaction.
 
     A read-only look first: with no queued row or no free slot there is nothing
@@ -312,6 +312,9 @@ def promote(config: Config, limit: int = 64, budget=None) -> list[Agent]:
     :class:`orcr_core.agents.memory.Budget`) is the memory the promotions may
     take: the first row that has a slot but whose estimated footprint the
     headroom does not cover stops the pass (no later row overtakes it).
+    ``gate`` (a :class:`orcr_core.usage.budgets.Gate`) is measured inside the
+    transaction: a row whose scope's token budget is spent is passed over, like
+    a row whose provider is at its cap (FIFO kept within the scope).
     """
     promoted: list[Agent] = []
     if not db.execute_sql(_ANY_QUEUED).fetchone() or sum(live_counts().values()) >= config.cap():
@@ -321,6 +324,8 @@ def promote(config: Config, limit: int = 64, budget=None) -> list[Agent]:
         free = config.cap() - sum(counts.values())
         if free <= 0:
             return promoted
+        if gate:
+            gate.measure()  # the spends as of this transaction: no turn's end can slip in
         full: set[str] = set()
         query = (
             Agent.select()
@@ -332,6 +337,8 @@ def promote(config: Config, limit: int = 64, budget=None) -> list[Agent]:
                 break
             if agent.provider in full:
                 continue
+            if gate and gate.holds(agent.provider, agent.path):
+                continue  # its scope's budget is spent: held, FIFO kept within the scope
             cap = config.cap(agent.provider)
             if cap is not None and counts.get(agent.provider, 0) >= cap:
                 full.add(agent.provider)

@@ -87,7 +87,8 @@ def config_set(key, value, force):
     needs an installed provider NAME, or --force for a third-party provider you
     will install later; tmux.socket needs a directory that exists.
     driver.name, tmux.socket, herdr.session and herdr.socket are refused while
-    agents are live.
+    agents are live. A key part with a / in it is quoted as TOML does:
+    orcr config set 'budget."nightly/review".tokens' 500.
     """
     from orcr_core.config import ConfigError
     from orcr_core.config_edit import coerce, set_value

@@ -117,6 +117,11 @@ def _print_status(s: dict) -> None:
     click.echo(f"queue {s['queue_depth']} queued  live {s['live']}/{s['caps']['max']}")
     if s.get("held"):
         click.echo(f"held: {s['held']}")
+    for b in s.get("budgets") or []:  # token budgets (docs/usage.md)
+        if b.get("reason"):
+            click.echo(f"held: {b['reason']} ({b['held']} queued)")
+        else:
+            click.echo(f"budget {b['scope']}: {b['spent']}/{b['tokens']} tokens per {b['per']}")
     mem = s.get("memory")
     if mem and mem.get("floor"):  # what promotion counts on: see concepts.md (memory)
         click.echo(_memory_line(mem))

@@ -24,6 +24,7 @@ from orcr_core.protocol import PROTOCOL_VERSION
 from orcr_core.store import health
 from orcr_core.store.db import SCHEMA_VERSION, open_store
 from orcr_core.store.models import LIVE, Agent, db
+from orcr_core.usage import budgets
 
 log = logging.getLogger("orcr.server")
 
@@ -246,7 +247,7 @@ class Server:
         db.connect(reuse_if_open=True)
         while not self.stopping.is_set():
             gen = self.queue_bus.generation()
-            promoted = []
+            promoted, gate = [], None
             if self.driver is not None:
                 faults.point("before_promote")
                 # the multiplexer first: a promotion into a dead one would only fail
@@ -255,7 +256,8 @@ class Server:
                 if queued and self.held is None:
                     # promoted-but-loading agents reserve their footprint first
                     budget = self.memory.budget(self, self.config)
-                    promoted = queue.promote(self.config, budget=budget)
+                    gate = budgets.gate(self)  # token budgets (usage/budgets.py)
+                    promoted = queue.promote(self.config, budget=budget, gate=gate)
                     self.held = budget.held() if budget is not None else None
             elif queue.any_queued():
                 self.held = self.mux_ready()
@@ -269,6 +271,8 @@ class Server:
                 timeout = MEMORY_RECHECK
             else:
                 timeout = 5.0 if self._driver is None else None
+            if wake := gate and gate.wake_at():  # a spent budget's window rolls over
+                timeout = max(0.05, min(timeout or 3600.0, wake - time.time()))
             self.queue_bus.wait(gen, timeout=timeout)
 
     def start_pipeline(self, uuid: str, fn, *args, queue_behind: bool = False) -> None:
@@ -400,6 +404,8 @@ class Server:
             "uptime": round(time.time() - self.started_at, 3),
             "queue_depth": queue.queue_depth(),
             "held": self.held,
+            # token budgets: each scope's spend in its window, the queued agents it holds
+            "budgets": budgets.status(self),
             # available memory, the floor, what loading agents reserve, the estimates
             "memory": self.memory.read(self, self.config).as_dict(),
             "live": sum(counts.values()),

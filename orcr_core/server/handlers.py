@@ -22,6 +22,7 @@ from orcr_core.server.usage_handlers import USAGE_HANDLERS
 from orcr_core.server.worktree_handlers import WORKTREE_HANDLERS
 from orcr_core.store.db import SCHEMA_VERSION
 from orcr_core.store.models import LIVE, Agent, Meta, db
+from orcr_core.usage import budgets
 from orcr_core.usage import record as usage
 from orcr_core.workspaces import plan as workspace_plan
 
@@ -251,6 +252,7 @@ def agent_list(server, conn, rid, params):
         for a in agents:
             if a["status"] == "queued":
                 a["held"] = server.held
+    budgets.mark_held(server, agents)  # a spent token budget holds its scope's rows
     return {"agents": agents}
 
 
@@ -287,6 +289,7 @@ def agent_get(server, conn, rid, params):
     agent = usage.attach([agent_dict(resolve(_param(params, "target", str)))], per_turn=True)[0]
     if agent["status"] == "queued" and server.held:
         agent["held"] = server.held  # why the queue is not moving (memory)
+    budgets.mark_held(server, [agent])
     return {"agent": agent}
 
 

@@ -268,7 +268,8 @@ class FleetModel:
             "stalled": stalled,
             "blocked": blocked,
             "parked": parked,
-            "held_back": s.get("held") or None,  # why promotions wait (memory), if they do
+            # why promotions wait (memory, multiplexer, a spent token budget), if they do
+            "held_back": "; ".join(r for r in [s.get("held"), *_budget_reasons(s)] if r) or None,
             "drift": s.get("drift"),
             "unmanaged": s.get("unmanaged") or 0,  # agents in the user's other herdr sessions
             "driver": {"name": driver.get("name"), "error": driver.get("error")}
@@ -325,3 +326,7 @@ class FleetModel:
                 for g in self.groups(flt, sort)
             ],
         }
+
+
+def _budget_reasons(status: dict) -> list[str]:
+    return [b["reason"] for b in status.get("budgets") or [] if b.get("reason")]
