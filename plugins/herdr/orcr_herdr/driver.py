@@ -270,15 +270,39 @@ class HerdrDriver:
         self._input(pane, "pane.send_keys", {"keys": ["enter"]}, when)
 
     def _input(self, pane: PaneRef, method: str, params: dict, when: str) -> None:
+        """Type into the pane, only if it carries this agent's marks (when ``pane`` has
+        any). herdr reuses a pane id after a restart: its workspace counter is not
+        saved, so a workspace lost or closed before the restart gives its id, and its
+        panes' ids, to the next one made (ORCR-NOTES §6); a starting agent's recorded
+        id can name another agent's pane by then (the soak saw it on tmux). herdr has
+        no conditional input, so the marks are read first (``pane.get``, ``tab.get``);
+        ids are not reused while a server lives, so only a restart between the read
+        and the input could still misdirect it."""
         try:
-            self.request(method, {"pane_id": pane.pane_id, **params})
+            if pane.instance is not None or pane.launch_token is not None:
+                mine = self._marks(pane) == (pane.instance, pane.launch_token)
+            else:
+                mine = True
+            if mine:
+                self.request(method, {"pane_id": pane.pane_id, **params})
         except DriverError as exc:
-            if exc.code != "pane_not_found":
+            if exc.code not in ("pane_not_found", "tab_not_found"):
                 raise
             # herdr removes a pane whose program exited
             raise DriverError(
                 f"the pane is gone (its program exited) {when}", code="pane_dead"
             ) from exc
+        if not mine:
+            raise DriverError(
+                f"pane {pane.pane_id} is not this agent's any more (herdr restarted and gave "
+                f"its id to another pane) {when}",
+                code="pane_not_found",
+            )
+
+    def _marks(self, pane: PaneRef) -> tuple[str | None, str | None]:
+        """The marks on the pane's tab label: (instance, launch token)."""
+        tab_id = self._pane(pane)["tab_id"]
+        return parse_marks(self.request("tab.get", {"tab_id": tab_id})["tab"].get("label"))
 
     def send_keys(self, pane: PaneRef, keys: list[str]) -> None:
         self.request("pane.send_keys", {"pane_id": pane.pane_id, "keys": list(keys)})
@@ -293,14 +317,12 @@ class HerdrDriver:
 
         herdr has no conditional close, so the marks are read first
         (``pane.get``, ``tab.get``). herdr never reuses a pane id while its
-        server lives and restores the same ids (and tab labels) after a
-        restart, so the pane checked is the pane closed.
+        server lives, so the pane checked is the pane closed (after a restart
+        an id can name another pane: see :meth:`_input`).
         """
         try:
             if pane.instance is not None or pane.launch_token is not None:
-                tab_id = self._pane(pane)["tab_id"]
-                label = self.request("tab.get", {"tab_id": tab_id})["tab"].get("label")
-                if parse_marks(label) != (pane.instance, pane.launch_token):
+                if self._marks(pane) != (pane.instance, pane.launch_token):
                     return  # not this row's pane: never touched
             self.request("pane.close", {"pane_id": pane.pane_id})
         except DriverError as exc:
