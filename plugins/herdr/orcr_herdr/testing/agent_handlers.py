@@ -45,16 +45,69 @@ def _store_session(emu: Emulator, pane, params: dict) -> None:
     emu._mark_dirty()  # no event: clients poll
 
 
+RESUME_MAX_ITEMS, RESUME_MAX_BYTES = 64, 8192
+
+
+def _resume_argv(emu: Emulator, params: dict) -> list[str] | None:
+    """0.9.2's ``resume_argv``, checked before anything of the report is applied
+    (HERDR-0.9.md §8.2); None when absent, and on 0.8, which ignores the field."""
+    argv = params.get("resume_argv")
+    if argv is None or not emu.dialect.resume_argv:
+        return None
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        why = "it must be an array of strings, a command first"
+    elif len(argv) > RESUME_MAX_ITEMS:
+        why = f"at most {RESUME_MAX_ITEMS} elements"
+    elif sum(len(a.encode()) for a in argv) > RESUME_MAX_BYTES:
+        why = f"at most {RESUME_MAX_BYTES} bytes in total"
+    elif not argv[0] or "/" in argv[0]:
+        why = "its first element must be a plain command name, not a path"
+    elif any("'" in a or _CONTROL.search(a) for a in argv):
+        why = "no element may contain an apostrophe or a control character"
+    else:
+        return list(argv)
+    raise ApiError("invalid_resume_argv", f"invalid resume_argv: {why}")
+
+
+def _holds(pane, source: str, agent: str) -> bool:
+    """Whether ``source``/``agent`` hold the pane: an official pair while herdr sees that
+    agent there; a custom source once its ``pane.report_agent`` made it the authority."""
+    if OFFICIAL_SOURCES.get(source) == agent:
+        return pane.agent == agent
+    return pane.agent_authority == source and pane.agent == agent
+
+
+def _attach(emu: Emulator, pane, source: str, agent: str, argv: list[str]) -> None:
+    pane.resume_argv = {"source": source, "agent": agent, "argv": argv}
+    emu._mark_dirty()  # saved with the session: used by the next cold restart
+
+
 def pane_report_agent_session(emu: Emulator, params: dict, rid: str) -> dict:
-    _store_session(emu, emu.find_pane(params["pane_id"]), params)
+    pane = emu.find_pane(params["pane_id"])
+    source, agent = params["source"], params["agent"]
+    argv = _resume_argv(emu, params)
+    if argv is not None and not _holds(pane, source, agent):
+        raise ApiError(
+            "resume_not_accepted",
+            f"{source}/{agent} does not hold pane {pane.pane_id}: report it with "
+            "pane.report_agent before attaching a resume command",
+        )
+    _store_session(emu, pane, params)
+    if argv is not None:
+        _attach(emu, pane, source, agent, argv)
     return OK
 
 
 def pane_report_agent(emu: Emulator, params: dict, rid: str) -> dict:
     pane = emu.find_pane(params["pane_id"])
     source, agent = params["source"], params["agent"]
+    argv = _resume_argv(emu, params)
     if OFFICIAL_SOURCES.get(source) == agent:
+        if argv is not None and not _holds(pane, source, agent):
+            raise ApiError("resume_not_accepted", f"{agent} does not run in {pane.pane_id}")
         _store_session(emu, pane, params)  # reserved pairs: state ignored
+        if argv is not None:
+            _attach(emu, pane, source, agent, argv)
         return OK
     seq = params.get("seq")
     if seq is not None:
@@ -63,6 +116,8 @@ def pane_report_agent(emu: Emulator, params: dict, rid: str) -> dict:
         pane.session_seq[source] = seq
     pane.agent_authority = source
     emu._set_agent(pane, agent, params["state"])
+    if argv is not None:  # the report made this source the pane's holder
+        _attach(emu, pane, source, agent, argv)
     return OK
 
 

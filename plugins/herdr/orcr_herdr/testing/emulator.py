@@ -241,18 +241,18 @@ class Emulator(SessionState, TestHooks, Serving):
                 pane.terminal_id = new_terminal_id()
                 session = pane.agent_session
                 key = (session["agent"], session["value"]) if session else None
+                # a reported resume_argv (0.9.2) takes precedence over the built-in one
                 resumable = (
                     self.resume_agents
-                    and session is not None
-                    and session["agent"] in RESUME_ARGV
-                    and key not in seen_sessions
+                    and (pane.resume_argv or (session and session["agent"] in RESUME_ARGV))
+                    and (key is None or key not in seen_sessions)
                 )
                 if resumable:
                     seen_sessions.add(key)
                     pane.pending_resume = True
                     self._resume_at[pane.pane_id] = time.monotonic() + RESUME_DELAY
                     continue
-                pane.agent = None
+                pane.agent, pane.resume_argv = None, None
                 if self.dialect.restore_error and not os.path.isdir(pane.cwd):
                     # 0.9.2: the pane stays, with an error, its saved directory and
                     # session reference intact, instead of a shell in $HOME
@@ -304,7 +304,8 @@ class Emulator(SessionState, TestHooks, Serving):
             self._save()
 
     def _resume(self, pane: Pane) -> None:
-        """Native resume: a shell in the saved cwd, then ``claude --resume <id>`` typed + CR."""
+        """Native resume: a shell in the saved cwd, then the reported ``resume_argv`` (0.9.2),
+        else ``claude --resume <id>``, typed + CR."""
         pane.pending_resume = False
         self._resume_at.pop(pane.pane_id, None)
         session = pane.agent_session or {}
@@ -313,8 +314,13 @@ class Emulator(SessionState, TestHooks, Serving):
         except ApiError:
             return
         argv = RESUME_ARGV.get(session.get("agent", ""))
-        if argv and pane.proc is not None:
+        if pane.resume_argv:  # no apostrophes in it (checked when reported): quoted as is
+            line = " ".join(f"'{a}'" for a in pane.resume_argv["argv"]) + "\r"
+        elif argv:
             line = " ".join(argv + [shlex.quote(session.get("value", ""))]) + "\r"
+        else:
+            line = None
+        if line and pane.proc is not None:
             try:
                 pane.proc.write(line.encode())
             except OSError:

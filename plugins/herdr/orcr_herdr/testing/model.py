@@ -70,6 +70,9 @@ class Pane:
     pending_resume: bool = False
     restore_error: str | None = None  # 0.9: restored without a process (saved cwd gone)
     completion_seq: int | None = None  # 0.9.2: the state_change_seq of the last completion
+    #: 0.9.2: ``{source, agent, argv}`` a reporter attached (``resume_argv``); kept only
+    #: while that source and agent hold the pane (:func:`resume_held`)
+    resume_argv: dict | None = None
     # input bookkeeping for the "Enter too early" failure mode
     last_text_at: float = -1e9
     text_pending: bool = False
@@ -227,3 +230,14 @@ class Views:
             "panes": panes,
             "splits": [],
         }
+
+
+def resume_held(pane: Pane) -> list[str] | None:
+    """The reported resume command while its reporter still holds the pane: the same
+    agent, and for a custom source that source as the pane's authority."""
+    r = pane.resume_argv
+    if not r or pane.agent != r["agent"]:
+        return None
+    if OFFICIAL_SOURCES.get(r["source"]) != r["agent"] and pane.agent_authority != r["source"]:
+        return None
+    return list(r["argv"])

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from orcr_herdr.testing.model import Pane, Tab, Workspace
+from orcr_herdr.testing.model import Pane, Tab, Workspace, resume_held
 
 FORMAT = 1
 
@@ -45,6 +45,7 @@ def dump(workspaces: list[Workspace], focused_ws: str | None) -> dict[str, Any]:
                                 "launch_argv": p.launch_argv,
                                 "agent": p.agent,
                                 "agent_session": p.agent_session,
+                                "resume_argv": p.resume_argv if resume_held(p) else None,
                             }
                             for p in tab.panes
                         ],
@@ -102,6 +103,7 @@ def load(path: Path) -> tuple[list[Workspace], str | None]:
                         launch_argv=p.get("launch_argv"),
                         agent=p.get("agent"),
                         agent_session=p.get("agent_session"),
+                        resume_argv=p.get("resume_argv"),
                     )
                 )
             ws.tabs.append(tab)
