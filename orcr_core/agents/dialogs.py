@@ -54,8 +54,9 @@ def await_input(server, agent: Agent, provider, spec, pane: PaneRef) -> bool:
     thread is free again and the monitor runs the pipeline again to re-check
     the screen (about twice a second), under ``timings.dialog_wait``
     instead of the stuck-start guard. A screen the hook does not recognise for
-    :data:`READY_WAIT` is typed into as before (an adapter that does not know a
-    new release's screens must not stall every start).
+    :data:`READY_WAIT` after its first draw is typed into as before (an adapter that
+    does not know a new release's screens must not stall every start); a screen with
+    nothing drawn yet is waited for under the stuck-start guard.
     """
     driver = server.driver
     hook = getattr(provider, "screen_state", None)
@@ -63,6 +64,7 @@ def await_input(server, agent: Agent, provider, spec, pane: PaneRef) -> bool:
         wait_ready(driver, pane)
         return True
     deadline = time.monotonic() + READY_WAIT
+    recheck = time.monotonic() + 1.0
     presses: dict[str | None, int] = {}
     seen: set[str | None] = set()
     while True:
@@ -72,6 +74,17 @@ def await_input(server, agent: Agent, provider, spec, pane: PaneRef) -> bool:
             if exc.code in ("pane_not_found", "not_found"):
                 return True  # its program exited: delivery says so
             raise
+        if not screen.strip():
+            # nothing drawn yet: the wait for a screen it does not know starts at the
+            # first draw (OpenCode under load draws nothing for tens of seconds, and a
+            # prompt typed before it takes input is lost); the stuck-start guard
+            # (timings.max_starting) ends a TUI that never draws
+            deadline = time.monotonic() + READY_WAIT
+            if time.monotonic() >= recheck:
+                agent = check(agent)
+                recheck = time.monotonic() + 1.0
+            time.sleep(0.05)
+            continue
         state = hook(screen, spec)
         if state.state == "ready":
             _unblock(agent)
