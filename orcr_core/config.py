@@ -396,6 +396,8 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "providers.*.stop_hook": _bool,
     "providers.*.notify": _bool,
     "providers.*.trust_cwd": _bool,
+    "providers.*.autoupdate": _bool,
+    "providers.*.config": _string,
 }
 
 
