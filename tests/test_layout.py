@@ -90,3 +90,41 @@ def test_every_package_is_in_the_distribution():
             if "tests" not in rel:
                 found.add(".".join((top, *rel)))
     assert sorted(found - set(setup["packages"])) == []
+
+
+#: plugin folders that are distributions of their own (their own pyproject.toml, installed
+#: like a third party's plugin, never by the main project's install)
+SEPARATE_DISTRIBUTIONS = {"pi": "orcr-pi"}
+
+
+def test_each_plugin_folder_is_bundled_or_a_distribution_of_its_own():
+    """A folder under plugins/ is either bundled (its package in the main pyproject's
+    package-dir and packages) or a separate distribution (SEPARATE_DISTRIBUTIONS: its
+    own pyproject.toml lists its packages and its `orcr` entry point, and the main
+    pyproject names none of them), never half of each."""
+    import tomllib
+
+    repo = ROOT.parent
+    main = tomllib.loads((repo / "pyproject.toml").read_text())
+    setup = main["tool"]["setuptools"]
+    bundled = {str(Path(p).parts[1]) for p in setup["package-dir"].values()}
+    main_eps = set(main["project"]["entry-points"]["orcr"].values())
+    folders = {
+        p.name for p in (repo / "plugins").iterdir() if p.is_dir() and p.name != "__pycache__"
+    }
+    assert sorted(folders - bundled - set(SEPARATE_DISTRIBUTIONS)) == []
+    for folder, dist in SEPARATE_DISTRIBUTIONS.items():
+        assert folder not in bundled
+        own = tomllib.loads((repo / "plugins" / folder / "pyproject.toml").read_text())
+        assert own["project"]["name"] == dist
+        assert "orcr" in " ".join(own["project"]["dependencies"])
+        packages = own["tool"]["setuptools"]["packages"]
+        found = {
+            ".".join(init.parent.relative_to(repo / "plugins" / folder).parts)
+            for init in (repo / "plugins" / folder).rglob("__init__.py")
+            if "tests" not in init.parts
+        }
+        assert sorted(found - set(packages)) == []
+        assert not set(packages) & set(setup["packages"]), "also in the main distribution"
+        assert set(own["project"]["entry-points"]["orcr"].values()) <= set(packages)
+        assert not main_eps & set(packages), "its entry point also in the main pyproject"

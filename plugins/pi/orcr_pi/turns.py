@@ -1,0 +1,165 @@
+"""pi session records -> turns (docs/providers/pi.md, "Turns").
+
+A pi session file is JSONL: a ``session`` header, then entries linked by
+``id``/``parentId``. The conversation is in ``message`` entries whose
+``message.role`` is ``user``, ``assistant`` or ``toolResult`` (others:
+``bashExecution``, ``custom``, ...); ``model_change``, ``thinking_level_change``,
+``compaction``, ``custom``, ``label``, ``session_info`` and unknown types carry
+no turn.
+
+* A ``user`` message opens a turn (a turn still open then, which only a person
+  typing a steering message mid-turn does, ends ``interrupted``).
+* An ``assistant`` message ends it by its ``stopReason``: ``stop`` and ``length``
+  -> ``completed`` with its text (the message's text blocks, joined by newlines);
+  ``aborted`` -> ``interrupted`` (Esc); ``toolUse`` -> still working (the tool
+  results and the next request follow); ``error`` -> ``errored`` with its
+  ``errorMessage``, but see retries below.
+* An ``assistant`` message after an ended turn with no ``user`` message between
+  belongs to that turn again (pi's own retry, or its compaction's retry): the turn
+  is open again until that message ends it.
+
+Retries: pi keeps the failed request's message (``stopReason: "error"``) and, when
+its ``errorMessage`` looks transient (pi's own test, :data:`RETRYABLE`), asks again
+after ``retry.baseDelayMs * 2**(n-1)`` (2 s, 4 s, 8 s by default) up to
+``retry.maxRetries`` (3) times, writing nothing until the next answer. So an error pi
+will not retry ends the turn at once; a transient one only once the file has been
+quiet for pi's next delay plus ``settle`` (or at once past pi's default three
+retries). A user who raised ``retry.maxRetries`` sees the turn reopen when the
+fourth retry answers.
+
+The first turn is written late: pi keeps every entry in memory until the first
+assistant message, then writes the header and all of them at once. So the file
+does not exist while a first answer streams.
+
+Usage: every assistant message carries ``usage`` (``input``, ``output``,
+``cacheRead``, ``cacheWrite``); a turn's usage is the sum over its messages, the
+model the last one's ``model``.
+
+Blocked: pi asks no permission questions (it runs its tools without asking), so the
+reader never reports ``blocked``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from orcr_core.contracts import Turn, TurnState, Usage
+
+#: pi's own test of a transient error (``AgentSession._isRetryableError``, 0.73.1)
+RETRYABLE = re.compile(
+    r"overloaded|provider.?returned.?error|rate.?limit|too many requests|429|500|502|503|504|"
+    r"service.?unavailable|server.?error|internal.?error|network.?error|connection.?error|"
+    r"connection.?refused|connection.?lost|websocket.?closed|websocket.?error|"
+    r"other side closed|fetch failed|upstream.?connect|reset before headers|socket hang up|"
+    r"ended without|http2 request did not get a response|timed? out|timeout|terminated|"
+    r"retry delay",
+    re.IGNORECASE,
+)
+#: pi's default ``retry.baseDelayMs`` (seconds) and ``retry.maxRetries``
+RETRY_BASE = 2.0
+RETRY_MAX = 3
+
+DONE = {"stop": "completed", "length": "completed", "aborted": "interrupted"}
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content.strip() or None
+    if not isinstance(content, list):
+        return None
+    parts = [
+        b["text"].strip()
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+    return "\n".join(p for p in parts if p) or None
+
+
+@dataclass
+class _Turn:
+    status: str = "open"
+    final_text: str | None = None
+    error: str | None = None
+    retries: int = 0  # consecutive transient errors so far
+    usage: Usage | None = None
+
+    def done(self) -> Turn:
+        return Turn(self.status, self.final_text, self.error, self.usage)
+
+
+class PiTurns:
+    """The record parser behind :class:`orcr_pi.provider.PiProvider`'s reader."""
+
+    def __init__(self, *, settle: float = 3.0, retry_base: float = RETRY_BASE):
+        self.settle = settle
+        self.retry_base = retry_base
+        self.session_id: str | None = None
+        self.cwd: str | None = None
+        self.version: str | None = None  # pi's own version (the adapter's sidecar file)
+        self.started = False
+        self._turns: list[_Turn] = []
+
+    def feed(self, record: dict[str, Any]) -> None:
+        kind = record.get("type")
+        if kind == "session":
+            self.started = True
+            self.session_id = record.get("id") if isinstance(record.get("id"), str) else None
+            self.cwd = record.get("cwd") if isinstance(record.get("cwd"), str) else None
+            return
+        if kind != "message" or not isinstance(record.get("message"), dict):
+            return
+        message = record["message"]
+        role = message.get("role")
+        if role == "user":
+            if self._turns and self._turns[-1].status == "open":
+                self._turns[-1].status = "interrupted"
+            self._turns.append(_Turn())
+        elif role == "assistant" and self._turns:
+            self._assistant(self._turns[-1], message)
+
+    def _assistant(self, turn: _Turn, m: dict[str, Any]) -> None:
+        turn.usage = _usage(m) if turn.usage is None else turn.usage + _usage(m)
+        stop = m.get("stopReason")
+        turn.status, turn.final_text, turn.error = "open", None, None  # (again) running
+        if stop in DONE:
+            turn.retries = 0
+            turn.status = DONE[stop]
+            turn.final_text = _text(m.get("content")) if stop != "aborted" else None
+        elif stop == "error":
+            error = m.get("errorMessage") if isinstance(m.get("errorMessage"), str) else None
+            turn.status, turn.error = "errored", error or "the model request failed"
+            turn.retries = turn.retries + 1 if error and RETRYABLE.search(error) else 0
+        else:  # toolUse (or a reason pi adds later): the turn goes on
+            turn.retries = 0
+
+    def _final(self, turn: _Turn, quiet_for: float) -> bool:
+        """Whether an ended-looking turn is over (a transient error waits for pi's retry)."""
+        if turn.status != "errored" or turn.retries == 0 or turn.retries > RETRY_MAX:
+            return True
+        return quiet_for >= self.retry_base * 2 ** (turn.retries - 1) + self.settle
+
+    def state(self, quiet_for: float) -> TurnState:
+        turns = [t.done() for t in self._turns]
+        last = self._turns[-1] if self._turns else None
+        if last is not None and last.status != "open" and not self._final(last, quiet_for):
+            turns[-1] = Turn("open", usage=last.usage)
+        if not self.started:
+            state = "unknown"
+        elif turns and turns[-1].status == "open":
+            state = "working"
+        else:
+            state = "idle"
+        return TurnState(state, tuple(turns), self.version)
+
+
+def _usage(m: dict[str, Any]) -> Usage:
+    u = m.get("usage") if isinstance(m.get("usage"), dict) else {}
+
+    def n(key: str) -> int:
+        v = u.get(key)
+        return v if isinstance(v, int) and v > 0 else 0
+
+    model = m.get("model") if isinstance(m.get("model"), str) else None
+    return Usage(n("input"), n("output"), n("cacheRead"), n("cacheWrite"), model)

@@ -1,0 +1,118 @@
+"""Launch argv, the session fixed up front, resume, version pinning, the screen,
+registration."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from orcr_core.contracts import LaunchSpec, Provider, ProviderError, SessionPointer
+
+orcr_pi = pytest.importorskip("orcr_pi", reason="orcr-pi not installed: pip install ./plugins/pi")
+PiProvider = orcr_pi.PiProvider
+
+
+def fake_pi_package(tmp_path, version):
+    """An npm-installed pi: node_modules/.bin/pi -> the package's dist/cli.js."""
+    pkg = tmp_path / "node_modules" / "@mariozechner" / "pi-coding-agent"
+    (pkg / "dist").mkdir(parents=True)
+    (pkg / "package.json").write_text(
+        json.dumps({"name": "@mariozechner/pi-coding-agent", "version": version})
+    )
+    cli = pkg / "dist" / "cli.js"
+    cli.write_text("#!/usr/bin/env node\n")
+    cli.chmod(cli.stat().st_mode | stat.S_IXUSR)
+    bin_dir = tmp_path / "node_modules" / ".bin"
+    bin_dir.mkdir()
+    os.symlink(os.path.relpath(cli, bin_dir), bin_dir / "pi")
+    return str(bin_dir / "pi")
+
+
+def spec(tmp_path, **options):
+    return LaunchSpec("u-1", "a/b", "/w", str(tmp_path / "data"), options)
+
+
+def test_is_a_provider_and_registers_through_the_hook():
+    p = PiProvider()
+    assert isinstance(p, Provider) and (p.name, p.has_transcript) == ("pi", True)
+    got = []
+    orcr_pi.register_providers(got.append)
+    assert [type(x) for x in got] == [PiProvider]
+
+
+def test_the_session_file_is_fixed_up_front(tmp_path):
+    s = spec(tmp_path, argv=["pi"], model="fake/m1", extra_args=["--offline"])
+    session = str(tmp_path / "data" / "pi-session.jsonl")
+    assert PiProvider().launch_argv(s) == [
+        "pi", "--session", session, "--model", "fake/m1", "--offline"
+    ]  # fmt: skip
+    assert PiProvider().launch_session(s) == SessionPointer("orcr", "path", session)
+    assert PiProvider().locate_transcript(PiProvider().launch_session(s), s) is None
+    (tmp_path / "data" / "pi-session.jsonl").write_text("")
+    assert PiProvider().locate_transcript(PiProvider().launch_session(s), s) == session
+
+
+def test_resume_is_the_same_session_file(tmp_path):
+    s = spec(tmp_path, argv=["pi"])
+    pointer = PiProvider().launch_session(s)
+    assert PiProvider().resume_argv(s, pointer) == PiProvider().launch_argv(s)
+    with pytest.raises(ProviderError, match="resumes the session orcr gave it"):
+        PiProvider().resume_argv(s, SessionPointer("orcr", "path", "/elsewhere.jsonl"))
+
+
+def test_home_is_pis_agent_folder(tmp_path):
+    env = PiProvider().launch_env(spec(tmp_path, home="/h/agent"))
+    assert env == {"PI_CODING_AGENT_DIR": "/h/agent", "PI_CODING_AGENT_SESSION_DIR": None}
+
+
+def test_a_pi_outside_the_pin_is_refused_naming_the_range(tmp_path):
+    pi = fake_pi_package(tmp_path, "0.80.0")
+    with pytest.raises(ProviderError) as exc:
+        PiProvider().launch_argv(spec(tmp_path, argv=[pi]))
+    assert exc.value.code == "unsupported_provider_version"
+    assert "pi 0.80.0" in str(exc.value) and PiProvider.supported_versions in str(exc.value)
+    # allow_unpinned: it runs, and the reader reports the version (orcr warns once)
+    s = spec(tmp_path, argv=[pi], allow_unpinned=True)
+    PiProvider().launch_argv(s)
+    (tmp_path / "data" / "pi-session.jsonl").write_text(
+        json.dumps({"type": "session", "version": 3, "id": "x", "cwd": "/w"}) + "\n"
+    )
+    state = PiProvider().open_reader(str(tmp_path / "data" / "pi-session.jsonl")).poll()
+    assert state.version == "0.80.0"
+    assert PiProvider().check_version("0.80.0", {"allow_unpinned": True}).startswith("warning")
+
+
+def test_a_pi_inside_the_pin_starts(tmp_path):
+    pi = fake_pi_package(tmp_path, "0.73.1")
+    assert PiProvider().launch_argv(spec(tmp_path, argv=[pi]))[0] == pi
+    assert (tmp_path / "data" / "pi-version").read_text() == "0.73.1\n"
+    assert PiProvider().check_version("0.73.1", {}) is None
+
+
+def test_a_program_that_is_no_pi_package_passes(tmp_path):
+    """A wrapper or a test double: no version known, nothing refused."""
+    assert PiProvider().launch_argv(spec(tmp_path, argv=["/bin/sh", "x"]))[:2] == ["/bin/sh", "x"]
+
+
+READY = """\
+ pi v0.73.1
+ escape interrupt · ctrl+c/ctrl+d clear/exit · / commands · ! bash · ctrl+o more
+
+────────────────────────────────────────────────────────────────────────────────
+
+────────────────────────────────────────────────────────────────────────────────
+/tmp/pi-try/proj
+0.0%/200k (auto)                                                     claude-fake
+"""
+
+
+def test_ready_once_the_input_box_is_drawn(tmp_path):
+    s = spec(tmp_path)
+    assert PiProvider().screen_state(READY, s).state == "ready"
+    booting = "fd not found. Offline mode enabled, skipping download.\n"
+    assert PiProvider().screen_state(booting, s).state == "unknown"
+    half = READY.split("/tmp/pi-try")[0]
+    assert PiProvider().screen_state(half, s).state == "unknown"
