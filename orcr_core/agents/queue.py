@@ -304,8 +304,12 @@ def live_counts() -> dict[str, int]:
     return dict(db.execute_sql(_LIVE_COUNTS).fetchall())
 
 
-def promote(config: Config, limit: int = 64, budget=None, gate=None) -> list[Agent]:
+def promote(config: Config, limit: int = 64, budget=None, gate=None, providers=None) -> list[Agent]:
     """Promote queued rows FIFO while both caps have room. One transaction.
+
+    ``providers`` (the registered provider names, when given): a row whose provider is
+    not installed (its plugin uninstalled since it was admitted) stays queued, held
+    with that reason (:func:`held_reason`); the other providers' rows go on.
 
     A read-only look first: with no queued row or no free slot there is nothing
     to do, and the write lock is left to admissions. ``budget`` (a
@@ -337,6 +341,9 @@ def promote(config: Config, limit: int = 64, budget=None, gate=None) -> list[Age
                 break
             if agent.provider in full:
                 continue
+            if providers is not None and agent.provider not in providers:
+                full.add(agent.provider)  # held: its plugin is gone
+                continue
             if gate and gate.holds(agent.provider, agent.path):
                 continue  # its scope's budget is spent: held, FIFO kept within the scope
             cap = config.cap(agent.provider)
@@ -355,6 +362,17 @@ def promote(config: Config, limit: int = 64, budget=None, gate=None) -> list[Age
 
 
 _ANY_QUEUED = "SELECT 1 FROM agent WHERE status = 'queued' LIMIT 1"
+
+
+def held_reason(provider: str, providers) -> str | None:
+    """Why a queued row of ``provider`` cannot start, when its plugin is not installed."""
+    if provider in providers:
+        return None
+    return (
+        f"provider not installed: no plugin registers {provider!r} (installed: "
+        f"{', '.join(sorted(providers)) or 'none'}); install it (orcr install ...) and "
+        "restart the server (orcr server stop), or kill the agent"
+    )
 
 
 def any_queued() -> bool:

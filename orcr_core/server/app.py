@@ -257,7 +257,9 @@ class Server:
                     # promoted-but-loading agents reserve their footprint first
                     budget = self.memory.budget(self, self.config)
                     gate = budgets.gate(self)  # token budgets (usage/budgets.py)
-                    promoted = queue.promote(self.config, budget=budget, gate=gate)
+                    promoted = queue.promote(
+                        self.config, budget=budget, gate=gate, providers=self.registry.providers
+                    )
                     self.held = budget.held() if budget is not None else None
             elif queue.any_queued():
                 self.held = self.mux_ready()

@@ -253,7 +253,18 @@ def agent_list(server, conn, rid, params):
             if a["status"] == "queued":
                 a["held"] = server.held
     budgets.mark_held(server, agents)  # a spent token budget holds its scope's rows
+    for a in agents:
+        _unregistered(server, a)
     return {"agents": agents}
+
+
+def _unregistered(server, agent: dict) -> None:
+    """A queued row whose provider no plugin registers (uninstalled since it was
+    admitted) is held for that, whatever else holds the queue."""
+    if agent["status"] == "queued":
+        reason = queue.held_reason(agent["provider"], server.registry.providers)
+        if reason:
+            agent["held"] = reason
 
 
 def unmanaged_dict(u) -> dict:
@@ -290,6 +301,7 @@ def agent_get(server, conn, rid, params):
     if agent["status"] == "queued" and server.held:
         agent["held"] = server.held  # why the queue is not moving (memory)
     budgets.mark_held(server, [agent])
+    _unregistered(server, agent)
     return {"agent": agent}
 
 
