@@ -68,7 +68,8 @@ class Real:
         self.provider = provider
         env = dict(env, HOME=str(self.tmp / "user"))
         (self.tmp / "user").mkdir(exist_ok=True)
-        for key in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"):
+        for key in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME",
+                    "PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR"):  # fmt: skip
             self.monkeypatch.delenv(key, raising=False)
             self.home.env.pop(key, None)
         # herdr's panes inherit the test process's environment, tmux's the server's
@@ -135,6 +136,24 @@ class Real:
         env = {"FAKE_MODEL_API_KEY": self.model.api_key}
         toml = f'argv = ["{self.bin / "codex"}"]\nhome = "{home}"\nallow_unpinned = true\n'
         return self._start("codex", toml, env, extra)
+
+    def pi(self, script: Script | None = None, extra: str = "", settings: dict | None = None):
+        """pi with a private agent folder (``[providers.pi] home``, PI_CODING_AGENT_DIR):
+        the fake Anthropic API as its model provider (``models.json``, ``anthropic-messages``)
+        and that model the default (``settings.json``; ``settings`` adds keys), offline
+        (``PI_OFFLINE``: no update check, no download of fd/ripgrep)."""
+        self.model = self.stack.enter_context(anthropic_server(script))
+        agent = self.cli_home
+        fake = {"baseUrl": self.model.url, "api": "anthropic-messages",
+                "apiKey": "FAKE_MODEL_API_KEY",
+                "models": [{"id": "claude-fake", "name": "Fake", "contextWindow": 200000,
+                            "maxTokens": 8192}]}  # fmt: skip
+        (agent / "models.json").write_text(json.dumps({"providers": {"fake": fake}}))
+        base = {"defaultProvider": "fake", "defaultModel": "claude-fake"}
+        (agent / "settings.json").write_text(json.dumps(dict(base, **(settings or {}))))
+        env = {"FAKE_MODEL_API_KEY": self.model.api_key, "PI_OFFLINE": "1"}
+        toml = f'argv = ["{self.bin / "pi"}"]\nhome = "{agent}"\nallow_unpinned = true\n'
+        return self._start("pi", toml, env, extra)
 
     # ---------------------------------------------------------------- orcr
     def orcr(self, *args, check: bool = True, timeout: float = 60):
@@ -245,10 +264,15 @@ class Real:
             (r.method, r.path, r.prompt, r.answer)
             for r in (self.model.requests if self.model else [])
         ]
-        transcripts = sorted(
-            str(p.relative_to(self.cli_home)) + ":\n" + p.read_text()[-3000:]
-            for p in self.cli_home.rglob("*.jsonl")
-            if "projects" in p.parts or "sessions" in p.parts
+        transcripts = (
+            sorted(
+                str(p.relative_to(self.cli_home)) + ":\n" + p.read_text()[-3000:]
+                for p in self.cli_home.rglob("*.jsonl")
+                if "projects" in p.parts or "sessions" in p.parts
+            )
+            + [  # pi's session is in the agent's own data folder
+                f"{p}:\n{p.read_text()[-3000:]}" for p in self.home.path.glob("agents/*/pi-*.jsonl")
+            ]
         )
         return (
             f"{extra}\n--- screen\n{screen}\n--- model requests\n{reqs}\n--- server log\n"
