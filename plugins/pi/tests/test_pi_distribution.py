@@ -101,8 +101,11 @@ def venv():
             (target / entry.name).symlink_to(entry)
     build = build_dir = tmp / "wheels"
     v.pip("install", "--no-deps", "--no-index", *_isolation(), str(REPO))
-    v.pip("wheel", "--no-deps", "--no-index", *_isolation(), "-w", str(build), str(PLUGIN))
+    source = tmp / "orcr-pi"  # built from a copy: the checkout gets no build/ folder
+    shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "tests"))
+    v.pip("wheel", "--no-deps", "--no-index", *_isolation(), "-w", str(build), str(source))
     v.wheel = next(build_dir.glob("orcr_pi-*.whl"))
+    v.source = source
     v.setup_seconds = time.monotonic() - started
     v.home.joinpath("config.toml").write_text(
         f'[driver]\nname = "tmux"\n[tmux]\nsocket = "{v.sock}"\n'
@@ -167,7 +170,7 @@ def test_installed_beside_orcr_listed_run_uninstalled_and_installed_again(venv):
     venv.orcr("server", "stop")
     venv.orcr(
         "install",
-        str(PLUGIN),
+        str(venv.source),  # plugins/pi (a copy of it)
         env={"PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1", "PIP_NO_BUILD_ISOLATION": "0"}
         if _isolation()
         else {},
