@@ -70,7 +70,15 @@ def _key(r: TurnUsage, by: str | None, loops: set[str]) -> str:
 
 
 def _blank(key: str) -> dict:
-    return {"key": key, **{f: 0 for f in FIELDS}, "turns": 0, "agents": set(), "cost": 0.0}
+    return {
+        "key": key,
+        **{f: 0 for f in FIELDS},
+        "turns": 0,
+        "agents": set(),
+        "cost": 0.0,
+        "first": None,
+        "last": None,
+    }
 
 
 def _add(g: dict, r: TurnUsage, prices: dict) -> None:
@@ -78,6 +86,8 @@ def _add(g: dict, r: TurnUsage, prices: dict) -> None:
         g[f] += getattr(r, f)
     g["turns"] += 1
     g["agents"].add(r.agent)
+    g["first"] = r.ended_at if g["first"] is None else min(g["first"], r.ended_at)
+    g["last"] = r.ended_at if g["last"] is None else max(g["last"], r.ended_at)
     price = prices.get(r.model or "")
     if price is None or g["cost"] is None:
         g["cost"] = None  # a model without a price: no honest estimate

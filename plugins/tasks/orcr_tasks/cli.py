@@ -175,12 +175,15 @@ def tasks_ls(queue_dir, state, json_):
 @click.option("--json", "json_", is_flag=True)
 @_errors
 def tasks_show(args, json_):
-    """Print a task's file (its state on stderr)."""
+    """Print a task's file (its state and the tokens of each attempt on stderr)."""
     q, rest = _split(args, "the task id")
     if len(rest) != 1:
         raise click.UsageError("give one task id")
+    from orcr_tasks import usage
+
     state = q.locate(rest[0])
     task = q.read(state, rest[0])
+    spent = usage.of_task(q, task.id)  # its agents' tokens, per attempt (None: no server)
     if json_:
         result = q.root / "results" / f"{task.id}.md"
         click.echo(
@@ -191,11 +194,14 @@ def tasks_show(args, json_):
                     "meta": task.meta,
                     "body": task.body,
                     "results": str(result) if result.exists() else None,
+                    "usage": spent,
                 },
             )
         )
         return
     click.echo(f"{task.id} is in {state}/", err=True)
+    for line in usage.task_lines(spent):
+        click.echo(line, err=True)
     click.echo(q.file(state, task.id).read_text(), nl=False)
 
 
@@ -217,11 +223,18 @@ def tasks_path(args):
 @_errors
 def tasks_status(queue_dir, stale, json_):
     """Counts per state, reject rate per cluster, stale heartbeats, attempts, the oldest
-    task in each state, throughput over the last hour: all computed from the files."""
+    task in each state, throughput over the last hour: all computed from the files; and the
+    tokens the workers' agents spent, from the orcr server ('-' when none answers)."""
+    from orcr_tasks import usage
     from orcr_tasks.status import compute, render
 
-    s = compute(_open(queue_dir), stale)
-    click.echo(jsonlib.dumps(s) if json_ else render(s))
+    q = _open(queue_dir)
+    s = compute(q, stale)
+    # the tokens its workers' agents spent, per task (None without a server)
+    s["usage"] = usage.of_queue(q, sorted({t for st in STATES for t in q.ids(st)}))
+    click.echo(
+        jsonlib.dumps(s) if json_ else "\n".join([render(s), *usage.queue_lines(s["usage"])])
+    )
 
 
 @tasks.command(name="answer")

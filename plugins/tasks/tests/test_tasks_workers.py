@@ -84,6 +84,27 @@ def test_build_review_verify_park_answer_and_release(live, short_tmp):
     assert s["clusters"]["db"]["reject_rate"] == 1.0
     assert s["clusters"]["docs"]["reject_rate"] == 0.0
 
+    # usage (issue 25): each task's cost is its agents' usage; per attempt in tasks show
+    spent = {a["path"]: a["usage"]["tokens"] for a in agents}
+    assert all(spent.values())  # echo reports words as tokens
+    under = lambda tid: sum(n for p, n in spent.items() if p.startswith(f"tasks/{q.name}/{tid}/"))  # noqa: E731
+    assert s["usage"] == {
+        "tokens": sum(spent.values()),
+        "tasks": {t: under(t) for t in ("hello", "iso")},
+    }
+    show = json.loads(tasks(live, "show", d, "iso", "--json").stdout)["usage"]
+    assert show["tokens"] == under("iso")
+    started = [a["path"] for a in agents if a["path"].startswith(f"tasks/{q.name}/iso/")]
+    assert [(a["role"], a["n"], a["path"], a["tokens"]) for a in show["agents"]] == [
+        (role, n, path, spent[path])  # attempts numbered in the order the worker started them
+        for (role, n), path in zip(
+            [("build", 1), ("build", 2), ("verify", 1)], started, strict=True
+        )
+    ]
+    text = tasks(live, "show", d, "iso")
+    assert f"usage: {under('iso')} tokens" in text.stderr and "attempt 2: " in text.stderr
+    assert f"usage: {sum(spent.values())} tokens; most: iso" in tasks(live, "status", d).stdout
+
 
 def test_three_failed_attempts_and_a_turn_timeout_go_to_failed(live, short_tmp):
     live.start_server()
