@@ -34,7 +34,7 @@ class Tasks:
         self.cwd = inst.home / "work"
         self.workers: dict[str, subprocess.Popen] = {}
         self.added: Counter = Counter()
-        self.log_file = open(inst.home / "workers.out", "ab")  # noqa: SIM115 - closed in end()
+        self.log_file = open(inst.home.parent / "workers.out", "ab")  # noqa: SIM115 - closed in end()
 
     def setup(self) -> None:
         self.cwd.mkdir(exist_ok=True)

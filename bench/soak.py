@@ -31,6 +31,7 @@ import random
 import shutil
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -45,32 +46,44 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _soak_loops  # noqa: E402
 import soak_check  # noqa: E402
 from _harness import bench_env  # noqa: E402
+from _soak_faults import Faults  # noqa: E402
+from _soak_mux import DRIVERS  # noqa: E402
 from _soak_tasks import Tasks  # noqa: E402
 
 PY = sys.executable
 CAPS = {"max": 3, "echo": 2}
-#: the tmux driver's placeholder pane that keeps a session (orcr_tmux/layout.py)
-PLACEHOLDER = ("sleep", "2147483647")
+MISSED_AFTER = 1.0  # loops.missed_after: a server down or stopped misses fires
+CLOCK = Path(__file__).resolve().parent / "_soak_clock"  # the faked wall clock
+
+#: config.toml past the driver's lines
+CONFIG = (
+    f"[concurrency]\nmax = {CAPS['max']}\necho = {CAPS['echo']}\n"
+    'min_free_memory = "0"\n'
+    '[timings]\npoll_every = "100ms"\ngc_after = "4s"\npark_after = "2s"\n'
+    'stop_grace = "1s"\nprompt_confirm = "1s"\nmax_starting = "30s"\n'
+    "[recovery]\nresume_lost = true\n"
+    f'[loops]\nmissed_after = "{MISSED_AFTER:g}s"\n'
+)
 
 
 class Instance:
     """The orcr under soak: its home, env, server process and CLI."""
 
-    def __init__(self, home: Path):
-        self.home = home
-        self.tmux = home / "tmux.sock"
-        self.env = bench_env(home, XDG_CONFIG_HOME=str(home / "xdg"))
-        self.env.pop("ORCR_FAULT", None)
-        (home / "config.toml").write_text(
-            f'[driver]\nname = "tmux"\n[tmux]\nsocket = "{self.tmux}"\n'
-            f"[concurrency]\nmax = {CAPS['max']}\necho = {CAPS['echo']}\n"
-            'min_free_memory = "0"\n'
-            '[timings]\npoll_every = "100ms"\ngc_after = "4s"\npark_after = "2s"\n'
-            'stop_grace = "1s"\nprompt_confirm = "1s"\nmax_starting = "30s"\n'
-            "[recovery]\nresume_lost = true\n"
-            '[loops]\nmissed_after = "1s"\n'  # a server down or stopped misses fires
+    def __init__(self, home: Path, driver: str, disk: bool):
+        self.home, self.disk = home, disk
+        self.clock = home.parent / "clock"  # the wall clock's offset (bench/_soak_clock)
+        self.clock.write_text("0\n")
+        path = os.pathsep.join(filter(None, [str(CLOCK), os.environ.get("PYTHONPATH")]))
+        self.env = bench_env(
+            home,
+            XDG_CONFIG_HOME=str(home / "xdg"),
+            PYTHONPATH=path,
+            ORCR_SOAK_CLOCK=str(self.clock),
         )
-        self.log = open(home / "server.out", "ab")  # noqa: SIM115 - closed in stop()
+        self.env.pop("ORCR_FAULT", None)
+        self.mux = DRIVERS[driver](home, self.env)
+        (home / "config.toml").write_text(self.mux.config() + CONFIG)
+        self.log = open(home.parent / "server.out", "ab")  # noqa: SIM115 - closed in stop()
         self.started: list[subprocess.Popen] = []
 
     def cli(self, *args: str, timeout: float = 60, cwd: str | None = None):
@@ -126,16 +139,6 @@ class Instance:
         finally:
             conn.close()
 
-    def panes(self) -> list[tuple[int, str]]:
-        """(pane pid, label) of every live pane orcr labelled on this tmux server."""
-        res = subprocess.run(
-            ["tmux", "-S", str(self.tmux), "list-panes", "-a", "-F",
-             "#{pane_pid}|#{@orcr_path}|#{pane_dead}"],
-            capture_output=True, text=True,
-        )  # fmt: skip
-        rows = [ln.split("|") for ln in res.stdout.splitlines()]
-        return [(int(pid), label) for pid, label, dead in rows if label and dead != "1"]
-
     def processes(self) -> list[psutil.Process]:
         """Every process still carrying this home in its environment (not this one)."""
         found = []
@@ -146,111 +149,6 @@ class Instance:
             except (psutil.Error, OSError):
                 continue
         return found
-
-
-def kill_tree(pid: int) -> None:
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-
-
-class Faults:
-    """The fault injector: one fault every few seconds, picked by the seeded rng."""
-
-    KINDS = (
-        "server_kill",
-        "server_stop",
-        "tmux_kill",
-        "supervisor_kill",
-        "agent_tree_kill",
-        "worker_kill",
-        "sleep_through_fire",
-    )
-
-    def __init__(self, inst: Instance, rng: random.Random, log, tasks: Tasks):
-        self.inst, self.rng, self.log, self.tasks = inst, rng, log, tasks
-        self.done: Counter = Counter()
-
-    def inject(self) -> None:
-        kind = self.rng.choice(self.KINDS)
-        try:
-            what = getattr(self, kind)()
-        except (OSError, psutil.Error, subprocess.SubprocessError) as exc:
-            self.log(f"fault {kind} could not be injected: {exc!r}")
-            return
-        if what:
-            self.done[kind] += 1
-            self.log(f"fault {kind}: {what}")
-
-    def server_kill(self):
-        for p in self.inst.servers():
-            p.kill()
-            until = time.monotonic() + 10
-            while p.pid in {s.pid for s in self.inst.servers()} and time.monotonic() < until:
-                time.sleep(0.05)
-            time.sleep(self.rng.uniform(0, 1.5))
-            self.inst.start_server()
-            return f"pid {p.pid}, restarted"
-
-    def server_stop(self):
-        for p in self.inst.servers():
-            pause = self.rng.uniform(0.5, 4)
-            p.send_signal(signal.SIGSTOP)
-            time.sleep(pause)
-            p.send_signal(signal.SIGCONT)
-            return f"pid {p.pid} for {pause:.1f}s"
-
-    def tmux_kill(self):
-        res = subprocess.run(
-            ["tmux", "-S", str(self.inst.tmux), "kill-server"], capture_output=True
-        )
-        return "killed" if res.returncode == 0 else None
-
-    def supervisor_kill(self):
-        rows = self.inst.store("SELECT sup_pid FROM loop_run WHERE status = 'running'")
-        pids = [pid for (pid,) in rows if pid]
-        if pids:
-            pid = self.rng.choice(sorted(pids))
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                return None
-            return f"supervisor {pid}"
-
-    def sleep_through_fire(self):
-        """The machine sleeps through a fire: a once loop due in 1 s, and the server
-        stopped for 3.5 s across it (``loops.missed_after`` is 1 s): it must be missed,
-        never fired late."""
-        self.sleeps = getattr(self, "sleeps", 0) + 1
-        name = f"slept{self.sleeps}"
-        res = self.inst.cli(
-            "loop", "create", name, "--once-at", "1s", "--", PY, "-c", "pass",
-            cwd=str(self.inst.home),
-        )  # fmt: skip
-        servers = self.inst.servers()
-        if res is None or res.returncode != 0 or not servers:
-            return None
-        servers[0].send_signal(signal.SIGSTOP)
-        time.sleep(3.5)
-        servers[0].send_signal(signal.SIGCONT)
-        return f"{name}: server stopped 3.5 s across its fire"
-
-    def worker_kill(self):
-        return self.tasks.kill_worker(self.rng)
-
-    def agent_tree_kill(self):
-        panes = sorted(self.inst.panes())
-        if panes:
-            pid, label = self.rng.choice(panes)
-            kill_tree(pid)
-            return f"{label} (pane pid {pid})"
 
 
 class Workload:
@@ -332,8 +230,9 @@ def wind_down(inst: Instance, log, tasks: Tasks) -> dict:
         "active_runs": inst.store(
             "SELECT run_id, status FROM loop_run WHERE status IN ('pending','running','stopping')"
         ),
-        "panes": [label for _, label in inst.panes()],
+        "panes": [label for _, label in inst.mux.panes()],
         "task_queues": [str(tasks.root)],
+        "agent_dirs": [str(inst.home / "agents")],
     }
     inst.cli("server", "stop")
     deadline = time.monotonic() + 30
@@ -341,16 +240,17 @@ def wind_down(inst: Instance, log, tasks: Tasks) -> dict:
         time.sleep(0.2)
     time.sleep(1.0)  # what the server stopped gets its moment to exit
     left = []
+    own = inst.mux.keepers()
     for p in inst.processes():
         try:
-            cmd = p.cmdline()
-            if p.name().startswith("tmux") or tuple(cmd) == PLACEHOLDER:
+            if own(p):
                 continue  # the multiplexer outlives the server by design (and its keepers)
-            left.append(f"{p.pid} {' '.join(cmd)[:120]}")
+            left.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
         except psutil.Error:
             continue
     final["processes"] = left
-    subprocess.run(["tmux", "-S", str(inst.tmux), "kill-server"], capture_output=True)
+    final["mux_violations"] = inst.mux.violations()
+    inst.mux.kill()
     for p in inst.processes():
         try:
             p.kill()
@@ -360,6 +260,27 @@ def wind_down(inst: Instance, log, tasks: Tasks) -> dict:
     return final
 
 
+def sockets(folder: str, names: list[str]) -> list[str]:
+    """The sockets among ``names`` (copytree's ``ignore``: a socket cannot be copied)."""
+    return [n for n in names if stat.S_ISSOCK(os.lstat(os.path.join(folder, n)).st_mode)]
+
+
+def mount(home: Path, mb: int, log) -> bool:
+    """``home`` on a tmpfs of ``mb`` MiB (the ``disk_full`` fault fills it): True when
+    mounted; without root (or with ``mb`` 0) a plain folder and no such fault."""
+    home.mkdir()
+    if mb <= 0:
+        return False
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={mb}m,mode=0700", "tmpfs", str(home)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if res.returncode != 0:
+        log(f"no disk_full fault: cannot mount a tmpfs ({res.stderr.strip()})")
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=120)
@@ -367,21 +288,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=3)
     ap.add_argument("--fault-every", type=float, default=4.0, help="mean seconds between faults")
     ap.add_argument("--keep", action="store_true", help="keep the ORCR_HOME (printed)")
+    ap.add_argument("--driver", choices=sorted(DRIVERS), default="tmux")
+    ap.add_argument("--faults", help="only these fault kinds, comma-separated (default: all)")
+    ap.add_argument(
+        "--disk-mb", type=int, default=256, help="ORCR_HOME on a tmpfs this size (root; 0: off)"
+    )
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
-    print(f"soak: seed {seed} ({args.seconds:.0f}s)", flush=True)
+    print(f"soak: seed {seed} ({args.seconds:.0f}s, {args.driver})", flush=True)
     t0 = time.monotonic()
 
     def log(msg: str) -> None:
         print(f"[{time.monotonic() - t0:7.1f}s] {msg}", flush=True)
 
-    home = Path(tempfile.mkdtemp(prefix="orcr-soak-", dir="/tmp"))
-    inst = Instance(home)
+    base = Path(tempfile.mkdtemp(prefix="orcr-soak-", dir="/tmp"))
+    home = base / "home"
+    disk = mount(home, args.disk_mb, log)
+    inst = Instance(home, args.driver, disk)
     stop = threading.Event()
     work = Workload(inst, seed, stop)
     tasks = Tasks(inst, seed, stop, log)
     faults = Faults(inst, random.Random(seed), log, tasks)
+    report = None
     try:
+        if args.faults:
+            unknown = set(args.faults.split(",")) - set(faults.kinds)
+            if unknown:
+                raise SystemExit(f"--faults: unknown {sorted(unknown)}; known: {faults.kinds}")
+            faults.kinds = [k for k in faults.kinds if k in args.faults.split(",")]
         inst.start_server()
         _soak_loops.create(inst)
         tasks.setup()
@@ -402,30 +336,39 @@ def main(argv: list[str] | None = None) -> int:
         for t in threads:
             t.join(120)
         final = wind_down(inst, log, tasks)
-        (home / "final.json").write_text(json.dumps(final, indent=1))
+        (base / "final.json").write_text(json.dumps(final, indent=1))
         inst.log.close()
         events = soak_check.read_events(home / "store.db")
-        caps = dict(CAPS, loops=dict(inst.store("SELECT uuid, max_concurrency FROM loop")))
+        loops = dict(inst.store("SELECT uuid, max_concurrency FROM loop"))
+        caps = dict(CAPS, loops=loops, missed_after=MISSED_AFTER)
         report = soak_check.check(events, caps, final)
+        states = {st: len(list((tasks.root / st).glob("*.md"))) for st in soak_check.TASK_STATES}
     finally:
         stop.set()
-        subprocess.run(["tmux", "-S", str(inst.tmux), "kill-server"], capture_output=True)
+        inst.mux.kill()
         for p in inst.processes():
             try:
                 p.kill()
             except psutil.Error:
                 pass
+        kept = args.keep or report is None or bool(report.violations)
+        if disk:  # a home kept moves off the tmpfs, then the tmpfs goes
+            if kept:
+                shutil.copytree(home, base / "kept", symlinks=True, ignore=sockets)
+            subprocess.run(["umount", "-l", str(home)], capture_output=True)
+            if kept:
+                home.rmdir()
+                (base / "kept").rename(home)
     print(f"faults: {dict(sorted(faults.done.items()))}")
     print(f"admitted: {dict(sorted(work.admitted.items()))}")
-    states = {st: len(list((tasks.root / st).glob("*.md"))) for st in soak_check.TASK_STATES}
     print(f"tasks added: {dict(sorted(tasks.added.items()))}; at the end: {states}")
     print(report.summary())
     for line in report.excerpt():
         print(line)
-    if args.keep or report.violations:
+    if kept:
         print(f"ORCR_HOME kept: {home}")
     else:
-        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)
     print(f"soak: seed {seed}, {time.monotonic() - t0:.0f}s, violations: {len(report.violations)}")
     return 1 if report.violations else 0
 

@@ -18,7 +18,13 @@ first violating history excerpt. The invariants:
   status, ``ok`` only with exit code 0 and ``failed`` only without; at most one pending
   scheduled run per loop, never more running than its ``--max-concurrency``;
 - ``fire``: no fire replayed (a loop's ``due`` times strictly increase, and none is at
-  or before a fire logged as missed);
+  or before a fire logged as missed), none fired later than ``loops.missed_after``
+  (``caps["missed_after"]``, when given) past its due time, by the event's own time
+  (with :data:`LATE_SLACK` for a transaction that waited on the store's lock);
+- ``once``: every echo agent's transcript (``agents/<uuid>/echo.jsonl``) received each
+  prompt once: no text in two turns (the soak's prompts are unique per agent) and the
+  first turn exactly ``launch.json``'s prompt (a prompt pasted twice before its Enter
+  arrives as one doubled text);
 - ``final``: nothing active, no pane and no process of the instance left at the end.
 
 Importable by tests (tests/test_soak_check.py feeds it synthetic histories).
@@ -71,6 +77,9 @@ BUILDER = re.compile(r"^tasks/([^/]+/[^/]+)/build_[^/]+$")
 ATTEMPT = re.compile(r"^## (?:Attempt failed|Reject \(verifier [^)]*\)) (\d+) ", re.M)
 TASK_STATES = ("backlog", "todo", "doing", "review", "verifying", "done", "failed", "inbox")
 REPAIRS = ("agent.repaired", "agent.rematched", "run.recovered", "run.dead")
+#: seconds a fire's event may be written after the server decided to fire it (the
+#: server stopped by a fault in between, a wait on the store's write lock)
+LATE_SLACK = 10.0
 
 
 @dataclass
@@ -155,6 +164,7 @@ class _Checker:
         self.last_due: dict[str, float] = {}
         self.missed_until: dict[str, float] = {}
         self.paths: dict[str, str] = {}  # builder agent -> its task (queue/task)
+        self.late = caps.get("missed_after", float("inf"))
 
     def bad(self, rule: str, e: dict, message: str, owner: str | None = None) -> None:
         hist = self.history.get(owner or e.get("agent") or e.get("run") or "", [])
@@ -320,6 +330,14 @@ class _Checker:
                     self.bad("fire", e, f"fire due {d['due']} replayed", loop)
                 elif due < self.missed_until.get(loop, float("-inf")):
                     self.bad("fire", e, f"fire due {d['due']} was logged missed", loop)
+                elif kind == "loop.fired" and e["ts"] - due > self.late + LATE_SLACK:
+                    self.bad(
+                        "fire",
+                        e,
+                        f"fire due {d['due']} fired {e['ts'] - due:.0f}s late: a missed fire "
+                        f"replayed (loops.missed_after {self.late:g}s)",
+                        loop,
+                    )
                 self.last_due[loop] = max(due, self.last_due.get(loop, due))
         elif kind == "loop.missed":
             # every fire from ``first`` up to (not including) ``next_fire_at`` was skipped
@@ -374,7 +392,7 @@ class _Checker:
             if status not in RUN_ENDED:
                 self.bad("run", last, f"run ended the soak {status}, not in a final status", run)
         final = self.final or {}
-        for what in ("active_agents", "active_runs", "panes", "processes"):
+        for what in ("active_agents", "active_runs", "panes", "processes", "mux_violations"):
             if final.get(what):
                 self.bad("final", last, f"{what} left at the end: {final[what][:10]}")
 
@@ -411,12 +429,44 @@ def check_tasks(root: Path) -> list[Violation]:
     return bad
 
 
+def check_transcripts(agents: Path) -> list[Violation]:
+    """Each echo agent received each prompt once (the ``once`` rule)."""
+    bad = []
+    for folder in sorted(agents.iterdir()) if agents.is_dir() else []:
+        try:
+            launch = json.loads((folder / "launch.json").read_text())
+            lines = (folder / "echo.jsonl").read_text().splitlines()
+        except (OSError, ValueError):
+            continue  # not an echo agent, or never started
+        prompts = []
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a line cut by a kill or a full disk
+            if rec.get("type") == "prompt":
+                prompts.append(rec.get("text", ""))
+        where = {"seq": 0, "ts": 0, "kind": "transcript", "agent": launch.get("uuid"),
+                 "data": {"path": launch.get("path"), "prompts": prompts[:4]}}  # fmt: skip
+        twice = [t for t, n in Counter(prompts).items() if n > 1]
+        first = launch.get("prompt")
+        if twice:
+            msg = f"{launch.get('path')} received {twice[0][:60]!r} twice"
+            bad.append(Violation("once", 0, msg, [where]))
+        elif first and prompts and prompts[0].strip() != first.strip():
+            msg = f"{launch.get('path')}'s first turn is {prompts[0][:80]!r}, not its prompt"
+            bad.append(Violation("once", 0, msg, [where]))
+    return bad
+
+
 def check(events: list[dict], caps: dict, final: dict | None = None) -> Report:
     """Every invariant over ``events`` (seq order) and ``final``; ``caps`` holds ``max``,
     a cap per provider, and ``loops`` (loop uuid -> max-concurrency)."""
     report = _Checker(caps, final or {}).run(events)
     for root in (final or {}).get("task_queues", []):
         report.violations += check_tasks(Path(root))
+    for root in (final or {}).get("agent_dirs", []):
+        report.violations += check_transcripts(Path(root))
     return report
 
 

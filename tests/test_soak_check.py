@@ -3,6 +3,9 @@ planted violation, are each caught, and the clean history passes."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -270,3 +273,69 @@ def test_a_task_built_twice_at_once_is_caught():
         h.ev("agent.status", a, path=f"tasks/q/T1/build_{a}", provider="command",
              **{"from": "queued", "to": "starting"})  # fmt: skip
     assert rules(h) == ["task"]
+
+
+def test_a_fire_later_than_missed_after_is_caught():
+    """The event's own time against its due time: a fire decided on a clock that missed
+    a wall-clock jump (a sleep) is a missed fire replayed."""
+    h = History()
+    h.ev("loop.fired", loop="L", due=1000.0 - 1.0 - soak_check.LATE_SLACK, queued=False)
+    h.ev("loop.fired", loop="L", due=1001.0, queued=False)  # ts 1000, 1001
+    caps = dict(CAPS, missed_after=1.0)
+    assert rules(h, caps=caps) == []  # on time, and late by no more than the slack
+    h.ev("loop.fired", loop="L", due=1002.0, queued=False)
+    h.events[-1]["ts"] = 1002.0 + 1.0 + soak_check.LATE_SLACK + 0.5  # written that late
+    assert rules(h) == []  # without missed_after there is no lateness to judge
+    report = soak_check.check(h.events, caps)
+    assert [v.rule for v in report.violations] == ["fire"]
+    assert "late" in report.violations[0].message
+
+
+def _agent(root: Path, prompt: str | None, received: list[str]) -> None:
+    folder = root / f"u{len(list(root.iterdir())) if root.exists() else 0}"
+    folder.mkdir(parents=True)
+    (folder / "launch.json").write_text(json.dumps({"uuid": folder.name, "path": "w/a",
+                                                     "prompt": prompt}))  # fmt: skip
+    lines = [{"type": "session", "pid": 1}]
+    lines += [{"type": "prompt", "turn": n + 1, "text": t} for n, t in enumerate(received)]
+    (folder / "echo.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"ty')
+
+
+def test_a_prompt_received_twice_or_doubled_is_caught(tmp_path):
+    _agent(tmp_path, "[sleep 1] hi", ["[sleep 1] hi", "again"])
+    _agent(tmp_path, None, ["sent later"])  # started idle, then a send
+    assert soak_check.check_transcripts(tmp_path) == []
+    _agent(tmp_path, "[sleep 1] hi", ["[sleep 1] hi[sleep 1] hi"])  # pasted twice, one Enter
+    _agent(tmp_path, None, ["again", "again"])  # typed again after its Enter
+    found = soak_check.check_transcripts(tmp_path)
+    assert [v.rule for v in found] == ["once", "once"]
+    assert "first turn" in found[0].message and "twice" in found[1].message
+    report = soak_check.check(clean().events, CAPS, {"agent_dirs": [str(tmp_path)]})
+    assert [v.rule for v in report.violations] == ["once"] * 2
+
+
+def test_the_soak_clock_jumps_wall_time_and_keeps_file_ages(tmp_path):
+    """bench/_soak_clock: time, datetime and files' times jump together; the monotonic
+    clock does not; a file touched after the jump is fresh, one set to 50 s ago is."""
+    clock = tmp_path / "clock"
+    clock.write_text("0\n")
+    code = """if True:
+        import datetime, os, pathlib, sys, time
+        f = pathlib.Path(sys.argv[1]) / "f"
+        f.write_text("x")
+        t0, m0, d0 = time.time(), time.monotonic(), datetime.datetime.now()
+        pathlib.Path(sys.argv[2]).write_text("3600")
+        time.sleep(0.3)
+        os.utime(f)
+        print(round(time.time() - t0), round(time.monotonic() - m0),
+              round((datetime.datetime.now() - d0).total_seconds()),
+              round(time.time() - f.stat().st_mtime), time.strftime("%H") != time.strftime(
+                  "%H", time.localtime(t0)) or time.localtime().tm_hour != time.localtime(t0).tm_hour)
+        os.utime(f, (time.time() - 50, time.time() - 50))
+        print(round(time.time() - os.stat(f).st_mtime), isinstance(d0, datetime.datetime))
+    """
+    bench = Path(__file__).resolve().parent.parent / "bench" / "_soak_clock"
+    env = dict(os.environ, PYTHONPATH=str(bench), ORCR_SOAK_CLOCK=str(clock))
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(clock)], env=env,
+                         capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    assert out == ["3600", "0", "3600", "0", "True", "50", "True"], out

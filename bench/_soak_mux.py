@@ -1,0 +1,155 @@
+"""The soak's multiplexer (bench/soak.py ``--driver``): real tmux, or orcr's own herdr
+server run by the herdr emulator (plugins/herdr/orcr_herdr/testing) through its
+``herdr`` shim on ``PATH``, which orcr starts and, once it is gone, starts again.
+
+Each gives the soak the ``config.toml`` lines, the labelled panes with their root
+process (:meth:`panes`), its fault (:meth:`fault`: tmux's server killed; herdr's
+stopped the orderly way with ``server.stop``, which saves the session and restores
+its panes as shells at the next start, or SIGKILLed), the multiplexer's own processes
+that outlive orcr's server by design (:meth:`keepers`), and the last kill (:meth:`kill`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import psutil
+
+#: the tmux driver's placeholder pane that keeps a session (orcr_tmux/layout.py)
+PLACEHOLDER = ("sleep", "2147483647")
+
+
+class Tmux:
+    name = "tmux"
+
+    def __init__(self, home: Path, env: dict[str, str]):
+        self.sock = home / "tmux.sock"
+
+    def config(self) -> str:
+        return f'[driver]\nname = "tmux"\n[tmux]\nsocket = "{self.sock}"\n'
+
+    def panes(self) -> list[tuple[int, str]]:
+        """(pane pid, label) of every live pane orcr labelled on this tmux server."""
+        res = subprocess.run(
+            ["tmux", "-S", str(self.sock), "list-panes", "-a", "-F",
+             "#{pane_pid}|#{@orcr_path}|#{pane_dead}"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        rows = [ln.split("|") for ln in res.stdout.splitlines()]
+        return [(int(pid), label) for pid, label, dead in rows if label and dead != "1"]
+
+    def fault(self, rng) -> str | None:
+        res = subprocess.run(["tmux", "-S", str(self.sock), "kill-server"], capture_output=True)
+        return "tmux server killed" if res.returncode == 0 else None
+
+    def keepers(self):
+        """Whether a process is tmux's (its server, a placeholder pane)."""
+        return lambda p: p.name().startswith("tmux") or tuple(p.cmdline()) == PLACEHOLDER
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-S", str(self.sock), "kill-server"], capture_output=True)
+
+    def violations(self) -> list[str]:
+        return []
+
+
+class Herdr:
+    """orcr's own herdr (no ``[herdr] socket``): the emulator as herdr 0.9.3."""
+
+    name = "herdr"
+
+    def __init__(self, home: Path, env: dict[str, str]):
+        from orcr_herdr.testing.shim import write_herdr_shim
+
+        self.bindir = home.parent / "bin"  # outside a small ORCR_HOME disk
+        self.violations_file = home.parent / "herdr-violations.jsonl"
+        self.shim = write_herdr_shim(
+            self.bindir,
+            env={"ORCR_HERDR_EMU_SHELL": "/bin/sh", "ORCR_HERDR_EMU_PROTOCOL": "22",
+                 "ORCR_HERDR_EMU_VIOLATIONS": str(self.violations_file)},
+        )  # fmt: skip
+        env["PATH"] = f"{self.bindir}{os.pathsep}{env.get('PATH', '')}"
+        self.sessions = Path(env["XDG_CONFIG_HOME"]) / "herdr" / "sessions"
+
+    def config(self) -> str:
+        return '[driver]\nname = "herdr"\n'
+
+    def socket(self) -> Path | None:
+        found = sorted(self.sessions.glob("*/herdr.sock"))
+        return found[0] if found else None
+
+    def call(self, method: str, params: dict | None = None) -> dict:
+        sock = self.socket()
+        if sock is None:
+            return {}
+        line = json.dumps({"id": "soak", "method": method, "params": params or {}}) + "\n"
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(10)
+        try:
+            s.connect(str(sock))
+            s.sendall(line.encode())
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+            return json.loads(out or b"{}").get("result") or {}
+        except (OSError, ValueError):
+            return {}
+        finally:
+            s.close()
+
+    def servers(self) -> list[psutil.Process]:
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            cmd = p.info["cmdline"] or []
+            if len(cmd) > 1 and cmd[1] == str(self.shim) and "server" in cmd:
+                found.append(p)
+        return found
+
+    def all_panes(self) -> list[tuple[int | None, str | None]]:
+        rows = []
+        for pane in self.call("pane.list").get("panes", []):
+            info = self.call("pane.process_info", {"pane_id": pane["pane_id"]})
+            rows.append((info.get("process_info", {}).get("shell_pid"), pane.get("label")))
+        return rows
+
+    def panes(self) -> list[tuple[int, str]]:
+        """(root pid, label) of every labelled pane with a process (herdr removes a pane
+        whose program exited)."""
+        return [(pid, label) for pid, label in self.all_panes() if label and pid]
+
+    def fault(self, rng) -> str | None:
+        servers = self.servers()
+        if not servers:
+            return None
+        if rng.random() < 0.5:
+            self.call("server.stop")
+            return f"herdr {servers[0].pid} stopped (server.stop: saved, restored as shells)"
+        servers[0].kill()
+        return f"herdr {servers[0].pid} SIGKILLed"
+
+    def keepers(self):
+        """Whether a process is herdr's: the emulator, the shell of a pane nobody
+        labelled (a workspace's first tab, kept while the workspace lives)."""
+        shells = {pid for pid, label in self.all_panes() if not label}
+        return lambda p: p.pid in shells or str(self.shim) in p.cmdline()
+
+    def violations(self) -> list[str]:
+        """What the emulator found against herdr's schema in orcr's requests."""
+        if not self.violations_file.exists():
+            return []
+        return self.violations_file.read_text().splitlines()
+
+    def kill(self) -> None:
+        for p in self.servers():
+            try:
+                p.send_signal(signal.SIGKILL)
+            except psutil.Error:
+                pass
+
+
+DRIVERS = {"tmux": Tmux, "herdr": Herdr}
