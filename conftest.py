@@ -144,9 +144,17 @@ def pytest_runtest_logreport(report):
     """Keep why each rerun was needed (pytest-rerunfailures' summary names the test
     only): a rerun is a flake to fix, and its reason is where to start."""
     if report.outcome == "rerun":
-        crash = getattr(report.longrepr, "reprcrash", None)
-        why = crash.message if crash is not None else str(report.longrepr)
-        _RERUNS.append(f"{report.nodeid} ({report.when}): {why.splitlines()[0][:200]}")
+        _RERUNS.append(f"{report.nodeid} ({report.when}): {rerun_reason(report)}")
+
+
+def rerun_reason(report) -> str:
+    """The failure's whole error text: the exception's message, its lines joined by
+    `` | `` (up to 8 lines, 2000 characters). Cut at 200 characters, an assertion
+    that printed a row lost the row's ``error``, the very text that names the cause."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    why = crash.message if crash is not None else str(report.longrepr)
+    lines = [line.strip() for line in why.splitlines() if line.strip()]
+    return " | ".join(lines[:8])[:2000]
 
 
 def pytest_terminal_summary(terminalreporter, config):
