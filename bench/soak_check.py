@@ -13,7 +13,9 @@ first violating history excerpt. The invariants:
 - ``status``: every agent's history is a path of the documented state machine
   (``orcr_core.agents.lifecycle.TRANSITIONS``), starting from ``agent.queued``;
 - ``applied``: every ``*_requested`` has its ``*_applied`` (or the failure event of the
-  pair) or a repair event afterwards;
+  pair) or a repair event afterwards; a turn's ``prompt.applied`` settles its paste and
+  Enter steps (a delivery resumed after a multiplexer error decides from the pane and
+  the transcript, and the ``once`` rule checks what the agent received);
 - ``run``: every loop run's status history is a path, ending in exactly one final
   status, ``ok`` only with exit code 0 and ``failed`` only without; at most one pending
   scheduled run per loop, never more running than its ``--max-concurrency``;
@@ -307,6 +309,14 @@ class _Checker:
             return
         for intent, settles in PAIRS.items():
             if kind in settles:
+                self.open.pop((owner, intent), None)
+        if kind == "prompt.applied":
+            # the delivery's own verdict on its turn (``confirmed`` or not): a step
+            # whose applied a multiplexer error or a restart cut off was resumed from
+            # what the pane and the transcript showed (agents/delivery.py), and its
+            # Enter pressed again as ``prompt.resubmit`` if needed; the once rule
+            # checks what the agent received
+            for intent in ("prompt.paste_requested", "prompt.enter_requested"):
                 self.open.pop((owner, intent), None)
         if kind == "agent.status" and d.get("exit_reason") in START_FAILED:
             # a start that failed or was canceled mid-way: its end (with the error) is

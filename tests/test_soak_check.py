@@ -339,3 +339,24 @@ def test_the_soak_clock_jumps_wall_time_and_keeps_file_ages(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(clock)], env=env,
                          capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     assert out == ["3600", "0", "3600", "0", "True", "50", "True"], out
+
+
+def test_a_delivery_resumed_after_a_mux_error_settles_its_steps_by_prompt_applied():
+    """herdr refused the Enter (shutting down); the resumed delivery found the turn and
+    recorded prompt.applied without an enter_applied: settled. Without it: caught."""
+    h = History()
+    h.admit("a1")
+    h.move("a1", "queued", "starting")
+    h.ev("pane.start_requested", "a1", argv=["x"])
+    h.ev("pane.start_applied", "a1", pane_id="w1:p1", tab_id="w1:t1")
+    h.ev("prompt.requested", "a1", turn=1)
+    h.ev("prompt.paste_requested", "a1", turn=1)
+    h.ev("prompt.paste_applied", "a1", turn=1)
+    h.ev("prompt.enter_requested", "a1", turn=1)
+    h.ev("prompt.resubmit", "a1", attempt=1)
+    h.ev("prompt.applied", "a1", turn=1, confirmed=False)
+    h.move("a1", "starting", "working")
+    h.end("a1", "w1:p1")
+    assert rules(h) == []
+    del h.events[9]  # no prompt.applied: the Enter's intent stays open
+    assert rules(h) == ["applied", "applied"]
