@@ -49,6 +49,9 @@ def _spawn_server() -> subprocess.Popen:
         raise ServerError("home_unwritable", dirs.unwritable(dirs.run_dir(), exc)) from None
     proc = subprocess.Popen(
         [sys.executable, "-m", "orcr_core.server"],
+        # the server's mark, inherited by all it starts: a loop run's supervisor never
+        # kills a process carrying it (a run's orcr call may be what started the server)
+        env=dict(os.environ, ORCR_SERVER_TREE="1"),
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,

@@ -54,7 +54,14 @@ def validate_name(name) -> str:
 
 
 #: set by orcr itself in a run (never taken from the server or --env)
-RESERVED_ENV = ("ORCR_PATH", "ORCR_SOCKET", "ORCR_ID", "ORCR_LAUNCH_TOKEN", "ORCR_FAULT")
+RESERVED_ENV = (
+    "ORCR_PATH",
+    "ORCR_SOCKET",
+    "ORCR_ID",
+    "ORCR_LAUNCH_TOKEN",
+    "ORCR_FAULT",
+    "ORCR_SERVER_TREE",
+)
 
 
 def validate_env(env, path_env) -> dict:

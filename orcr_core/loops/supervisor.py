@@ -80,14 +80,34 @@ def _children(me: int) -> set[int]:
     return kids
 
 
+#: the mark a client sets on the orcr server it starts (orcr_core/client.py), which
+#: every process that server starts inherits: its multiplexer, its agents
+SERVER_TREE = b"ORCR_SERVER_TREE="
+
+
+def _server_tree(pid: int) -> bool:
+    """Is ``pid`` the orcr server's or one of its processes (its environment carries
+    :data:`SERVER_TREE`)? A run's ``orcr`` call that found no server started one, so
+    the server is in the run's tree: it must outlive the run, with its multiplexer and
+    agents (the server ends the run's agents itself)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return (b"\0" + SERVER_TREE) in (b"\0" + f.read())
+    except OSError:
+        return False
+
+
 def kill_descendants(keep: int) -> int:
-    """SIGKILL every child of ours but ``keep`` (the command's zombie) and reap it,
-    until none has appeared for a moment (orphans are reparented to a subreaper
-    as their parents die). Returns how many were killed."""
+    """SIGKILL every child of ours but ``keep`` (the command's zombie) and the orcr
+    server's processes, and reap it, until none has appeared for a moment (orphans
+    are reparented to a subreaper as their parents die). Returns how many were killed."""
     me, killed, quiet = os.getpid(), 0, 0
+    spared: set[int] = set()
     deadline = time.monotonic() + 5.0
     while quiet < 3 and time.monotonic() < deadline:
-        kids = _children(me) - {keep}
+        kids = _children(me) - {keep} - spared
+        spared |= {pid for pid in kids if _server_tree(pid)}
+        kids -= spared
         if not kids:
             quiet += 1
             time.sleep(0.01)
