@@ -34,6 +34,7 @@ class Tasks:
         self.cwd = inst.home / "work"
         self.workers: dict[str, subprocess.Popen] = {}
         self.added: Counter = Counter()
+        self.ids: list[str] = []  # every task added, for the checker
         self.log_file = open(inst.home.parent / "workers.out", "ab")  # noqa: SIM115 - closed in end()
 
     def setup(self) -> None:
@@ -65,6 +66,7 @@ class Tasks:
             )  # fmt: skip
             if res is not None and res.returncode == 0:
                 self.added[kind] += 1
+                self.ids.append(f"{kind}{n}")
             for role, proc in list(self.workers.items()):
                 if proc.poll() is not None and not self.stop.is_set():
                     self.log(f"worker {role} exited {proc.returncode}: restarted")

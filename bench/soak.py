@@ -232,6 +232,7 @@ def wind_down(inst: Instance, log, tasks: Tasks) -> dict:
         ),
         "panes": [label for _, label in inst.mux.panes()],
         "task_queues": [str(tasks.root)],
+        "tasks_added": list(tasks.ids),
         "agent_dirs": [str(inst.home / "agents")],
     }
     inst.cli("server", "stop")

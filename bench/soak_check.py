@@ -407,22 +407,34 @@ class _Checker:
                 self.bad("final", last, f"{what} left at the end: {final[what][:10]}")
 
 
-def check_tasks(root: Path) -> list[Violation]:
-    """A task queue's files at the end: each task in exactly one state folder, and its
-    ``attempts`` counted exactly once per failed build or reject (the sections that
-    used one up are numbered 1, 2, ... attempts, none twice, none missing)."""
+def check_tasks(root: Path, added: list[str] | None = None) -> list[Violation]:
+    """A task queue's files at the end: each task added (``added``, when given) in
+    exactly one state folder, whole (its front matter names it: a write cut by a full
+    disk must never leave a task empty or half-written), and its ``attempts`` counted
+    exactly once per failed build or reject (the sections that used one up are
+    numbered 1, 2, ... attempts, none twice, none missing)."""
     found: dict[str, list[str]] = defaultdict(list)
     for state in TASK_STATES:
         for f in sorted((root / state).glob("*.md")):
             found[f.stem].append(state)
     bad = []
+    for tid in added or ():
+        if tid not in found:
+            where = {"seq": 0, "ts": 0, "kind": "task", "agent": None, "data": {"task": tid}}
+            aside = sorted(p.name for p in root.glob(f"*/{tid}*") if p.parent.name != "hb")
+            msg = f"task {tid} was added but is in no state (found: {aside})"
+            bad.append(Violation("task", 0, msg, [where]))
     for tid, states in sorted(found.items()):
         where = {"seq": 0, "ts": 0, "kind": "task", "agent": None, "data": {"task": tid}}
         if len(states) > 1:
             bad.append(Violation("task", 0, f"task {tid} is in {states} at once", [where]))
             continue
-        text = (root / states[0] / f"{tid}.md").read_text()
+        text = (root / states[0] / f"{tid}.md").read_text(errors="replace")
         meta = text.split("\n---\n", 1)[0]
+        if not re.search(rf'^id: "?{re.escape(tid)}"?$', meta, re.M):
+            msg = f"task {tid} ({states[0]}): its file is cut or empty ({len(text)} characters)"
+            bad.append(Violation("task", 0, msg, [where]))
+            continue
         counted = re.search(r"^attempts: (\d+)$", meta, re.M)
         attempts = int(counted.group(1)) if counted else 0
         numbers = [int(n) for n in ATTEMPT.findall(text)]
@@ -474,7 +486,7 @@ def check(events: list[dict], caps: dict, final: dict | None = None) -> Report:
     a cap per provider, and ``loops`` (loop uuid -> max-concurrency)."""
     report = _Checker(caps, final or {}).run(events)
     for root in (final or {}).get("task_queues", []):
-        report.violations += check_tasks(Path(root))
+        report.violations += check_tasks(Path(root), (final or {}).get("tasks_added"))
     for root in (final or {}).get("agent_dirs", []):
         report.violations += check_transcripts(Path(root))
     return report

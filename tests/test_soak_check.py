@@ -360,3 +360,14 @@ def test_a_delivery_resumed_after_a_mux_error_settles_its_steps_by_prompt_applie
     assert rules(h) == []
     del h.events[9]  # no prompt.applied: the Enter's intent stays open
     assert rules(h) == ["applied", "applied"]
+
+
+def test_a_task_cut_by_a_full_disk_or_lost_is_caught(tmp_path):
+    _task(tmp_path, "todo", "T1", 0, [])
+    assert soak_check.check_tasks(tmp_path, ["T1"]) == []
+    (tmp_path / "todo" / "T2.md").write_text("")  # written in place when the disk was full
+    (tmp_path / "quarantine").mkdir()
+    (tmp_path / "quarantine" / "T3.md").write_text("---\nid: ")  # moved aside, unreadable
+    found = soak_check.check_tasks(tmp_path, ["T1", "T2", "T3"])
+    assert sorted(v.message.split()[1] for v in found) == ["T2", "T3"], found
+    assert "cut or empty" in found[-1].message or "cut or empty" in found[0].message
