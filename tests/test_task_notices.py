@@ -6,6 +6,7 @@ and across a SIGKILL of the mover or of the server at each step
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -177,6 +178,51 @@ def test_the_queue_lock_is_released_before_the_server_is_told(orcr_home, short_t
         assert q.where("t") == ["failed"] and len(notices(orcr_home)) == 1
         rec = json.loads((orcr_home.path / "notices" / notices(orcr_home)[0]).read_text())
         assert rec["kind"] == "task.moved" and rec["data"]["to"] == "failed"
+    finally:
+        lsock.close()
+        t.join(10)
+
+
+def test_a_reap_that_fails_several_tasks_tells_the_server_once_after_the_lock(orcr_home, short_tmp):
+    """Two stale builds on their third attempt: two notices, written under the lock,
+    and one poke once it is released (a slow server used to hold the lock for up to
+    2 s per failed task)."""
+    run = orcr_home.path / "run"
+    run.mkdir(mode=0o700, exist_ok=True)
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lsock.bind(str(run / "orcr.sock"))
+    lsock.listen(4)
+    qs = []
+    for tid in ("r1", "r2"):
+        q = Queue.init(short_tmp / tid)
+        ready(q, "fail", tid)
+        qs.append(q)
+    q = qs[0]
+    # both claims in one queue: move r2's file and heartbeat over
+    for sub in ("doing", "hb"):
+        for f in (qs[1].root / sub).iterdir():
+            f.rename(q.root / sub / f.name)
+    past = time.time() - 3600
+    for tid in ("r1", "r2"):
+        os.utime(q.hb(tid), (past, past))
+    reaped = []
+    t = threading.Thread(target=lambda: reaped.extend(q.reap(60)))
+    t.start()
+    try:
+        lsock.settimeout(20)
+        conn, _ = lsock.accept()
+        held = q.lock.path.exists()
+        conn.close()
+        t.join(10)
+        assert not held
+        assert sorted(dst for _tid, _src, dst in reaped) == ["failed", "failed"]
+        lsock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            lsock.accept()  # no second poke
+        recs = [
+            json.loads((orcr_home.path / "notices" / n).read_text()) for n in notices(orcr_home)
+        ]
+        assert sorted(r["data"]["task"] for r in recs) == ["r1", "r2"]
     finally:
         lsock.close()
         t.join(10)
