@@ -136,3 +136,95 @@ def crash_during_delivery(real, start, point: str) -> None:
     real.wait_idle("c/one", 120)
     assert real.read("c/one")["text"] == "Answer after the crash", real.why("c/one")
     assert real.model.once_problems([prompt]) == [], real.model.user_texts()
+
+
+# -- scenarios written once for every CLI (Gemini CLI's tests run them; claude/codex
+# still carry their own copies of some, tests/real_cli/test_claude.py, test_codex.py)
+
+
+def first_prompt_and_follow_ups(real, start_cli) -> None:
+    """A first prompt and two follow-ups, each answer read back with ``agent read``."""
+    from fake_models import Script
+
+    start_cli(Script({"first": "Answer one", "second": "Answer two", "third": "Answer three"}))
+    real.run("x/talk", "first question")
+    real.wait_idle("x/talk")
+    assert real.read("x/talk")["text"] == "Answer one", real.why("x/talk")
+    for n, (word, answer) in enumerate((("second", "Answer two"), ("third", "Answer three")), 2):
+        r = real.orcr("agent", "send", "x/talk", f"{word} question")
+        assert f"working turn {n}" in r.stdout
+        real.wait_idle("x/talk")
+        assert real.read("x/talk")["text"] == answer, real.why("x/talk")
+    a = real.get("x/talk")
+    assert (a["status"], a["turn"]) == ("idle", 3)
+    assert real.model.prompts() == ["first question", "second question", "third question"]
+    assert real.model.once_problems(["first question", "second question", "third question"]) == []
+
+
+def slow_turn(real, start_cli) -> None:
+    """A turn whose answer streams until released: ``working`` meanwhile, then ``idle``."""
+    from fake_models import Script
+
+    hold = Hold("A slowly streamed answer")
+    start_cli(Script({"slow": hold}))
+    start(real, "x/slow")
+    real.orcr("agent", "send", "x/slow", "a slow one")
+    assert hold.started.wait(60), real.why("x/slow")
+    real.until_status("x/slow", "working")
+    hold.release()
+    real.wait_idle("x/slow")
+    assert real.read("x/slow")["text"] == "A slowly streamed answer"
+
+
+def interrupted_turn(real, start_cli) -> None:
+    """Esc in the pane during a turn: the turn ends ``interrupted`` (``agent wait`` exit
+    7), the agent takes the next prompt."""
+    from fake_models import Script
+
+    hold = Hold("never finished")
+    start_cli(Script({"long": hold, "again": "second answer"}))
+    start(real, "x/int")
+    real.orcr("agent", "send", "x/int", "a long one")
+    assert hold.started.wait(60), real.why("x/int")
+    real.until_status("x/int", "working")
+    real.keys("x/int", "Escape")
+    r = real.orcr("agent", "wait", "x/int", "--timeout", "60s", check=False, timeout=90)
+    assert r.returncode == 7 and "interrupted" in (r.stdout + r.stderr), real.why("x/int", r.stderr)
+    real.orcr("agent", "send", "x/int", "again please")
+    real.wait_idle("x/int")
+    assert real.read("x/int")["text"] == "second answer"
+
+
+def permission_blocked(real, start_cli, question: str) -> None:
+    """A shell command the CLI asks about: the turn stays ``working``, the agent is
+    blocked with ``question`` and the command; ``agent send --key enter`` allows it,
+    it runs and the turn ends with the answer after it."""
+    from fake_models import Script, Tool
+
+    marker = real.tmp / "ran-it"
+    start_cli(Script({"make": [Tool.bash(f"touch {marker}"), "made the file"]}))
+    start(real, "x/ask")
+    real.orcr("agent", "send", "x/ask", "make a file")
+    a = real.until_blocked("x/ask", question, timeout=60)
+    assert a["status"] == "working" and f"touch {marker}" in a["blocked"], a
+    assert not marker.exists()
+    real.orcr("agent", "send", "x/ask", "--key", "enter")
+    real.wait_idle("x/ask")
+    assert marker.exists(), real.why("x/ask")
+    assert real.read("x/ask")["text"] == "made the file"
+    assert real.get("x/ask")["blocked"] is None
+
+
+def errored_turn(real, start_cli) -> None:
+    """The model API fails past the CLI's retries: the turn ends ``errored`` (``agent
+    wait`` exit 7) and the next prompt is answered."""
+    from fake_models import Error, Script
+
+    start_cli(Script({"broken": Error(500, "fake server error", times=50), "next": "fine again"}))
+    start(real, "x/err")
+    real.orcr("agent", "send", "x/err", "broken please")
+    r = real.orcr("agent", "wait", "x/err", "--timeout", "120s", check=False, timeout=150)
+    assert r.returncode == 7 and "errored" in (r.stdout + r.stderr), real.why("x/err", r.stderr)
+    real.orcr("agent", "send", "x/err", "next please")
+    real.wait_idle("x/err")
+    assert real.read("x/err")["text"] == "fine again", real.why("x/err")
