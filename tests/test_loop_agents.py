@@ -58,6 +58,25 @@ def test_a_run_that_exits_ends_its_agents_and_says_which(loops):
         )
         assert killed[1]["agents"] == [f"{path}/worker"] and killed[1]["count"] == 1
         assert "exited" in killed[1]["why"]
+    # loop run ls: each run's tokens are its agents' (<loop>/<run_id>/**, issue 25); the
+    # turn rows as the monitor writes them (testp reports no usage of its own)
+    runs = {r["path"]: r for r in loop_helpers._runs(loops, "exits0")}
+    assert [r["usage"] for r in runs.values()] == [None]
+    (path,) = runs
+    for n, (where, tokens) in enumerate(
+        [(f"{path}/worker", 30), (f"{path}/a/b", 12), ("exits0x/r/w", 500), ("exits0", 7)]
+    ):
+        _sql(
+            loops,
+            "INSERT INTO turn_usage (agent, turn, path, provider, ended_at, input, output, "
+            "cache_read, cache_write) VALUES (?, 1, ?, 'testp', ?, ?, 1, 0, 0)",
+            (f"u{n}", where, time.time(), tokens - 1),
+        )
+    (run,) = loop_helpers._runs(loops, "exits0")
+    assert run["usage"]["tokens"] == 42 and run["usage"]["turns"] == 2
+    table = loops.run("loop", "run", "ls", "exits0", check=True).stdout.splitlines()
+    assert "TOKENS" in table[0] and " 42 " in table[1], table
+    assert loop_helpers._runs(loops, "exits3")[0]["usage"] is None
 
 
 def test_keep_agents_lets_them_outlive_the_run(loops):

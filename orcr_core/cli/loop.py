@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from orcr_core.cli.agent import _duration
+from orcr_core.cli.agent import _duration, tokens_text
 from orcr_core.cli.errors import OrcrCliError
 from orcr_core.cli.output import echo_results, echo_table, sdk
 
@@ -437,7 +437,8 @@ def loop_run_stop(target, wait, json_):
 @click.argument("name")
 @click.option("--json", "json_", is_flag=True)
 def loop_run_ls(name, json_):
-    """List the runs of loop NAME, oldest first."""
+    """List the runs of loop NAME, oldest first, with the tokens each run's agents
+    (NAME/RUN_ID/**) spent ('-' when none reported usage)."""
     with sdk() as orcr:
         rows = orcr.loop_run_list(name)
     if json_:
@@ -450,9 +451,10 @@ def loop_run_ls(name, json_):
             r["kind"],
             _local(r["due_at"]),
             "-" if r["exit_code"] is None else str(r["exit_code"]),
+            tokens_text(r.get("usage")),
             r["uuid"],
         )
         for r in rows
     ]
     if data:
-        echo_table(("RUN", "STATUS", "KIND", "DUE", "EXIT", "UUID"), data)
+        echo_table(("RUN", "STATUS", "KIND", "DUE", "EXIT", "TOKENS", "UUID"), data)

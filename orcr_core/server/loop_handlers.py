@@ -174,7 +174,13 @@ def loop_run_list(server, params):
     if loop.uuid != target:
         rows += _older_unfinished(loop)
     rows.sort(key=lambda r: (r.created_at or 0, r.run_id))
-    return {"loop": loop.uuid, "runs": [defs.run_dict(r, loop.name) for r in rows]}
+    from orcr_core.usage import sums
+
+    spent = sums.by_child(loop.name)  # the tokens of each run's agents <loop>/<run_id>/**
+    return {
+        "loop": loop.uuid,
+        "runs": [dict(defs.run_dict(r, loop.name), usage=spent.get(r.run_id)) for r in rows],
+    }
 
 
 @method("loop.logs")

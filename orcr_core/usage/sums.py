@@ -101,3 +101,27 @@ def _done(g: dict) -> dict:
     if g["cost"] is not None:
         g["cost"] = round(g["cost"], 6)
     return g
+
+
+_BY_CHILD = (
+    "SELECT CASE WHEN instr(rest, '/') > 0 THEN substr(rest, 1, instr(rest, '/') - 1) "
+    "ELSE rest END AS child, SUM(input), SUM(output), SUM(cache_read), SUM(cache_write), "
+    "COUNT(*) FROM (SELECT substr(path, ?) AS rest, input, output, cache_read, cache_write "
+    "FROM turn_usage WHERE path GLOB ?) GROUP BY child"
+)
+
+
+def by_child(prefix: str) -> dict[str, dict]:
+    """Totals per next path segment under ``prefix`` (a loop's runs: ``nightly`` ->
+    ``{run_id: {input, output, cache_read, cache_write, tokens, turns}}``), one query.
+    A path is ``[a-z0-9_/]``, so the GLOB needs no escaping."""
+    from orcr_core.store.models import db
+
+    prefix = prefix.strip("/")
+    out = {}
+    for child, *values, turns in db.execute_sql(
+        _BY_CHILD, (len(prefix) + 2, prefix + "/*")
+    ).fetchall():
+        total = dict(zip(FIELDS, values, strict=True))
+        out[child] = total | {"tokens": sum(values), "turns": turns}
+    return out
