@@ -234,7 +234,35 @@ def test_text_frame_lists_groups_and_columns():
     text = format_frame(m.frame(now=T0 + 1 + 65))
     assert "demo/ (1 ended)" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("demo/a"))
-    assert line.split() == ["demo/a", "echo", "ended", "1m05s", "3", "killed", "the", "answer"]
+    assert line.split() == [
+        "demo/a", "echo", "ended", "1m05s", "3", "-", "killed", "the", "answer"
+    ]  # fmt: skip
+
+
+def test_tokens_come_from_the_snapshot_and_each_turn_end_and_total_in_the_header():
+    """Usage (issue 25): TOKENS per row, from the snapshot's usage and then the tokens
+    each agent.status event carries for the turns that ended with it; the header sums them."""
+    m = FleetModel()
+    m.load_snapshot(
+        snapshot(
+            0,
+            agent("a", "demo/a", status="working", usage={"tokens": 12_000}),
+            agent("b", "demo/b", status="idle"),  # no usage reported: '-'
+        )
+    )
+    assert m.rows["a"].tokens == 12_000 and m.rows["b"].tokens is None
+    assert m.header()["tokens"] == 12_000
+    m.apply(status(1, "a", "demo/a", "working", "idle", turn_status="completed", tokens=500))
+    m.apply(status(2, "b", "demo/b", "idle", "working"))
+    m.apply(status(3, "b", "demo/b", "working", "idle", turn_status="completed", tokens=7))
+    assert (m.rows["a"].tokens, m.rows["b"].tokens, m.header()["tokens"]) == (12_500, 7, 12_507)
+    text = format_frame(m.frame(now=T0 + 5))
+    assert "tokens 12.5k" in text.splitlines()[0]
+    assert "TOKENS" in text
+    assert next(ln for ln in text.splitlines() if ln.startswith("demo/a")).split()[5] == "12.5k"
+    # a duplicate (a replayed event) adds nothing
+    assert m.apply(status(3, "b", "demo/b", "working", "idle", tokens=7)) is False
+    assert m.rows["b"].tokens == 7
 
 
 def test_ended_rows_age_out_oldest_first():

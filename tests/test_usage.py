@@ -34,6 +34,16 @@ def test_echo_usage_per_turn_and_total_in_get_and_ls(live):
     assert [r["usage"]["tokens"] for r in rows if r["path"] == "u/a"] == [10]
     table = live.run("agent", "ls", check=True).stdout.splitlines()
     assert "TOKENS" in table[0] and " 10 " in table[1], table
+    # top: the turn end's event carries what its turns spent; the snapshot the totals
+    turn_ends = [
+        e["data"].get("tokens")
+        for e in live.events(a["uuid"])
+        if e["kind"] == "agent.status" and e["data"]["from"] == "working"
+    ]
+    assert turn_ends == [6, 4]
+    frame = json.loads(live.run("top", "--once", "--json", check=True).stdout)
+    (row,) = [r for g in frame["groups"] for r in g["agents"] if r["path"] == "u/a"]
+    assert row["tokens"] == 10 and frame["header"]["tokens"] == 10
 
 
 def test_a_provider_without_usage_shows_a_dash(live):

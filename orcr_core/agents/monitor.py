@@ -591,6 +591,8 @@ def _set(server, agent: Agent, to: str, turns_done: int | None = None, ended=(),
             if "turn_status" in data:  # the row says how the last turn ended
                 fields.update(turn_status=data["turn_status"], turn_error=data.get("turn_error"))
             lifecycle.update(current, None, **fields)
+        if turns_done is not None and turns_done > first:  # what those turns spent (top)
+            data["tokens"] = usage.tokens(ended[first:turns_done])
         lifecycle.transition(current, to, **data)
         if turns_done is not None and turns_done > first:
             faults.point("before_turn_usage")  # the turn's end and its usage: one commit

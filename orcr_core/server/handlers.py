@@ -508,7 +508,7 @@ def watch_open(server, conn, rid, params):
     pin = server.bus.pin(0)
     try:
         with db.atomic():  # one read transaction: rows and seq from the same instant
-            rows = _snapshot_rows(params)
+            rows = usage.attach(_snapshot_rows(params))  # top's TOKENS column
             snap_seq = events.last_seq()
         server.bus.move_pin(pin, snap_seq)
         conn.send({"id": rid, "result": {"snapshot_seq": snap_seq, "agents": rows}})

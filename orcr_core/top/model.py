@@ -183,6 +183,8 @@ class FleetModel:
                 row.parked = False  # no pane any more (or a new one, in its workspace)
             if "turn_status" in data:
                 row.turn_status = data["turn_status"]
+            if data.get("tokens") is not None:  # the turns that ended with this change
+                row.tokens = (row.tokens or 0) + int(data["tokens"])
             if prev == "working" and row.status in ("idle", "ended", "lost"):
                 row.answer_stale = True
             if row.status == "queued" and row.created is None:
@@ -268,6 +270,10 @@ class FleetModel:
             "stalled": stalled,
             "blocked": blocked,
             "parked": parked,
+            # what the agents in view spent (their ended turns; None when none reported)
+            "tokens": sum(spent)
+            if (spent := [r.tokens for r in self.rows.values() if r.tokens is not None])
+            else None,
             # why promotions wait (memory, multiplexer, a spent token budget), if they do
             "held_back": "; ".join(r for r in [s.get("held"), *_budget_reasons(s)] if r) or None,
             "drift": s.get("drift"),

@@ -73,6 +73,7 @@ class Row:
     blocked: str | None = None  # the agent's TUI asks a person this (at start or mid-turn)
     parked: bool = False  # its pane is in the parking area (agents/parking.py)
     worktree: str | None = None  # its own checkout's state (orcr_core/workspaces)
+    tokens: int | None = None  # what its ended turns spent (None: no usage reported)
 
     @property
     def flag(self) -> str:
@@ -98,6 +99,7 @@ class Row:
             self.status,
             self.since,
             self.turn,
+            self.tokens,
             self.stalled,
             self.exit_reason,
             self.answer,
@@ -135,6 +137,7 @@ class Row:
             blocked=a.get("blocked") if status in ("starting", "working") else None,
             parked=bool(a.get("parked")),
             worktree=(a.get("worktree") or {}).get("state"),
+            tokens=(a.get("usage") or {}).get("tokens"),
             # an agent that has finished a turn has an answer worth reading
             answer_stale=status in ("idle", "ended", "lost") and (a.get("turn") or 0) > 0,
         )
@@ -155,7 +158,15 @@ class Row:
             "blocked": self.blocked,
             "parked": self.parked,
             "worktree": self.worktree,
+            "tokens": self.tokens,
         }
+
+
+def tokens_text(n: int | None) -> str:
+    """A token count for the TOKENS column: ``12.3k``; ``-`` without usage."""
+    if n is None:
+        return "-"
+    return str(n) if n < 10_000 else f"{n / 1000:.1f}k" if n < 1_000_000 else f"{n / 1e6:.1f}M"
 
 
 def flag(blocked, stalled: bool, parked: bool, worktree: str | None = None) -> str:

@@ -18,7 +18,7 @@ from textual.strip import Strip
 
 from orcr_core.top.loops import loop_info, loop_summary
 from orcr_core.top.model import Group
-from orcr_core.top.rows import STATUSES, Row, duration
+from orcr_core.top.rows import STATUSES, Row, duration, tokens_text
 
 STATUS_STYLE = {
     "working": Style(color="green", bold=True),
@@ -42,6 +42,7 @@ COLUMNS = [
     ("STATUS", 9),
     ("TIME", 7),
     ("TURN", 5),
+    ("TOKENS", 7),
     ("STALLED", 8),
     ("EXIT", 9),
     ("ANSWER", 0),
@@ -165,6 +166,7 @@ class FleetTable(ScrollView, can_focus=True):
             (row.status, STATUS_STYLE.get(row.status)),
             (duration(age), None),
             (str(row.turn), None),
+            (tokens_text(row.tokens), None),
             (row.flag, PARKED_STYLE if row.flag == "parked" else STALLED_STYLE),
             (row.exit_reason or "", None),
             (row.blocked or row.answer or "", None),

@@ -4,9 +4,9 @@ screen shares with it."""
 from __future__ import annotations
 
 from orcr_core.top.loops import loop_summary
-from orcr_core.top.rows import STATUSES, duration, flag
+from orcr_core.top.rows import STATUSES, duration, flag, tokens_text
 
-COLUMNS = ("PATH", "PROVIDER", "STATUS", "TIME", "TURN", "STALLED", "EXIT", "ANSWER")
+COLUMNS = ("PATH", "PROVIDER", "STATUS", "TIME", "TURN", "TOKENS", "STALLED", "EXIT", "ANSWER")
 
 
 def header_line(h: dict) -> str:
@@ -24,6 +24,8 @@ def header_line(h: dict) -> str:
         parts.append(f"blocked {h['blocked']}")
     if h.get("parked"):
         parts.append(f"parked {h['parked']}")
+    if h.get("tokens") is not None:  # the fleet's spend: the agents in view (docs/usage.md)
+        parts.append(f"tokens {tokens_text(h['tokens'])}")
     return "  ".join(parts)
 
 
@@ -75,6 +77,7 @@ def cells(a: dict) -> tuple[str, ...]:
         a["status"],
         duration(a["in_status"]),
         str(a["turn"]),
+        tokens_text(a.get("tokens")),
         flag(a.get("blocked"), a["stalled"], a.get("parked", False), a.get("worktree")),
         a["exit_reason"] or "",
         # a blocked agent shows what it waits for where its answer will be

@@ -39,6 +39,12 @@ def record(agent: Agent, turns: Sequence[Turn], first: int, now: float | None = 
     return TurnUsage.insert_many(rows).on_conflict_ignore().execute() or 0
 
 
+def tokens(turns: Sequence[Turn]) -> int | None:
+    """What ``turns`` spent in all (None when none reported usage)."""
+    spent = [sum(getattr(t.usage, f) for f in FIELDS) for t in turns if t.usage is not None]
+    return sum(spent) if spent else None
+
+
 def of_agents(uuids: Sequence[str]) -> dict[str, dict]:
     """Each agent's totals: ``{uuid: {input, output, cache_read, cache_write, tokens,
     turns, model}}`` (one grouped query per 500 agents); agents with no usage are absent."""
