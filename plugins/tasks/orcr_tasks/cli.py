@@ -9,14 +9,17 @@ from pathlib import Path
 
 import click
 
+from orcr_tasks.backend import init_queue, is_url, open_queue
 from orcr_tasks.lock import LockBusy
-from orcr_tasks.queue import MARKER, STATES, Queue, QueueError
+from orcr_tasks.queue import MARKER, STATES, QueueError
 from orcr_tasks.taskfile import TaskFileError
 
 ENV = "ORCR_TASKS_DIR"
 #: ``tasks work --timeout``: a hung model under a live worker must not hold its task forever
 DEFAULT_TIMEOUT = "60m"
-DIR_HELP = f"DIR is the queue directory; it may be left out when ${ENV} names it."
+DIR_HELP = (
+    f"DIR is the queue directory or a postgresql:// URL; it may be left out when ${ENV} names it."
+)
 
 
 def _duration(ctx, param, value):
@@ -33,19 +36,19 @@ def _duration(ctx, param, value):
     return seconds
 
 
-def _open(path: str | None) -> Queue:
+def _open(path: str | None):
     if not path:
         raise click.UsageError(f"give the queue directory (DIR) first, or set {ENV}")
     try:
-        return Queue.open(path)
+        return open_queue(path)
     except QueueError as exc:
         raise click.ClickException(str(exc)) from None
 
 
-def _split(args: tuple[str, ...], what: str) -> tuple[Queue, list[str]]:
+def _split(args: tuple[str, ...], what: str) -> tuple[object, list[str]]:
     """``[DIR] REST...``: the first argument is the queue when it is one, else $ORCR_TASKS_DIR."""
     args = list(args)
-    if args and (Path(args[0]).expanduser() / MARKER).exists():
+    if args and (is_url(args[0]) or (Path(args[0]).expanduser() / MARKER).exists()):
         return _open(args[0]), args[1:]
     if os.environ.get(ENV):
         return _open(os.environ[ENV]), args
@@ -90,9 +93,9 @@ def tasks():
 @click.argument("queue_dir", metavar="DIR")
 @_errors
 def tasks_init(queue_dir):
-    """Create a queue at DIR (an absolute path outside every worktree and sync folder)."""
-    q = Queue.init(queue_dir)
-    click.echo(str(q.root))
+    """Create a queue at DIR (an absolute path outside every worktree and sync folder),
+    or in PostgreSQL: postgresql://[USER@]HOST[:PORT]/DB?queue=NAME (docs/tasks.md)."""
+    click.echo(init_queue(queue_dir).label)
 
 
 @tasks.command(name="add", context_settings={"ignore_unknown_options": False})
@@ -185,7 +188,9 @@ def tasks_show(args, json_):
     task = q.read(state, rest[0])
     spent = usage.of_task(q, task.id)  # its agents' tokens, per attempt (None: no server)
     if json_:
-        result = q.root / "results" / f"{task.id}.md"
+        report = q.results(task.id)
+        root = q.local_root
+        result = None if root is None or report is None else root / "results" / f"{task.id}.md"
         click.echo(
             jsonlib.dumps(
                 {
@@ -193,7 +198,8 @@ def tasks_show(args, json_):
                     "state": state,
                     "meta": task.meta,
                     "body": task.body,
-                    "results": str(result) if result.exists() else None,
+                    "results": str(result) if result else None,
+                    "results_text": report,
                     "usage": spent,
                 },
             )
@@ -202,7 +208,7 @@ def tasks_show(args, json_):
     click.echo(f"{task.id} is in {state}/", err=True)
     for line in usage.task_lines(spent):
         click.echo(line, err=True)
-    click.echo(q.file(state, task.id).read_text(), nl=False)
+    click.echo(q.text(state, task.id), nl=False)
 
 
 @tasks.command(name="path")
@@ -213,6 +219,10 @@ def tasks_path(args):
     q, rest = _split(args, "the task id")
     if len(rest) != 1:
         raise click.UsageError("give one task id")
+    if q.local_root is None:
+        raise click.ClickException(
+            f"{q.label} keeps its tasks in rows, not files: `orcr tasks show` prints one"
+        )
     click.echo(str(q.file(q.locate(rest[0]), rest[0])))
 
 

@@ -15,18 +15,15 @@ import shutil
 import time
 
 from orcr_tasks import announce
-from orcr_tasks.files import now_iso, write_atomic
+from orcr_tasks.backend import Backend, QueueError
+from orcr_tasks.files import now_iso
 from orcr_tasks.lock import owner_alive, read_owner
 from orcr_tasks.taskfile import Task, TaskFileError
 
 MAX_ATTEMPTS = 3
 
 
-class QueueError(Exception):
-    """Bad input or a queue in a state that refuses the request; the message says which."""
-
-
-class Moves:
+class Moves(Backend):
     def _held(self, task_id: str, state: str, token: str | None) -> None:
         if token is not None and not self.holds(task_id, state, token):
             raise QueueError(f"task {task_id} is no longer claimed by this worker (reaped?)")
@@ -36,8 +33,8 @@ class Moves:
         branch: str | None = None,
     ):  # fmt: skip
         """Built: to review/. ``results`` (the builder's report) becomes ``results/T.md``
-        under the lock, after the claim is checked: one writer. It is written and
-        synced to a private temp file first, so the lock is held for a rename only."""
+        under the lock, after the claim is checked: one writer (the backend stages it
+        first, so the lock is held for a rename or one statement only)."""
 
         def edit(t: Task):
             t.meta["revision"] = revision
@@ -46,21 +43,18 @@ class Moves:
             t.meta["built_by"] = provider
             t.meta["passes"] = []
 
-        tmp = None
-        if results is not None:
-            tmp = self.root / "results" / f".{task_id}.md.{secrets.token_hex(4)}.tmp"
-            write_atomic(tmp, results)
+        staged = None if results is None else self.stage_results(task_id, results)
         try:
             with self.locked():
                 self._held(task_id, "doing", token)
-                if tmp is not None:
-                    os.replace(tmp, self.root / "results" / f"{task_id}.md")
-                    tmp = None
+                if staged is not None:
+                    self.commit_results(task_id, token, staged)
+                    staged = None
                 self.move(task_id, "doing", "review", edit)
                 self.drop_heartbeat(task_id)
         finally:
-            if tmp is not None:
-                tmp.unlink(missing_ok=True)
+            if staged is not None:
+                self.discard_results(staged)
 
     def fail_build(self, task_id: str, token: str | None, reason: str) -> str:
         with self.locked():
@@ -77,14 +71,14 @@ class Moves:
             t.meta["passes"] = []
             t.append(f"{heading} {attempts} ({now_iso()})", reason)
 
-        self.move(task_id, src, dst, edit, announce.prepare(self.root, task_id, src, dst, reason))
+        self.move(task_id, src, dst, edit, announce.prepare(self.label, task_id, src, dst, reason))
         self.drop_heartbeat(task_id)
         return dst
 
     def park(self, task_id: str, token: str | None, question: str) -> None:
         with self.locked():
             self._held(task_id, "doing", token)
-            notice = announce.prepare(self.root, task_id, "doing", "inbox", question)
+            notice = announce.prepare(self.label, task_id, "doing", "inbox", question)
             self.move(
                 task_id,
                 "doing",
@@ -130,7 +124,7 @@ class Moves:
     def unclaim(self, task_id: str, token: str | None) -> str:
         """Give a claim back untouched (orcr would not start its agent): not an attempt."""
         with self.locked():
-            state = "doing" if self.file("doing", task_id).exists() else "verifying"
+            state = "doing" if self.is_in("doing", task_id) else "verifying"
             self._held(task_id, state, token)
             dst = "todo" if state == "doing" else "review"
             self.move(task_id, state, dst)
@@ -152,7 +146,7 @@ class Moves:
     def _release(self) -> list[str]:
         released = []
         for task, _st, tid in self.tasks("backlog"):
-            if task is not None and all(self.file("done", d).exists() for d in task.depends_on):
+            if task is not None and all(self.is_in("done", d) for d in task.depends_on):
                 self.move(tid, "backlog", "todo")
                 released.append(tid)
         return released

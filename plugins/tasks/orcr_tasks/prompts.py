@@ -35,7 +35,7 @@ def builder_prompt(queue, task: Task) -> str:
     return (
         f"{task.body.strip()}\n\n"
         f"----\n"
-        f"This is task {task.id} of the task queue {queue.root}. It is done when: "
+        f"This is task {task.id} of the task queue {queue.label}. It is done when: "
         f"{task.meta.get('done_when', '')}\n"
         "Do the work, then answer with a short report. Write the revision a verifier should "
         "check on a line of its own that starts with the word REVISION and a colon. If only "

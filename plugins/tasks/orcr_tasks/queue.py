@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -38,7 +39,7 @@ from orcr_core import faults
 from orcr_tasks import announce
 from orcr_tasks.files import fsync_dir, now_iso, rename_noreplace, write_atomic
 from orcr_tasks.location import queue_segment, unsafe_location
-from orcr_tasks.lock import DirLock, LockBusy
+from orcr_tasks.lock import DirLock, LockBusy, owner_alive, read_owner
 from orcr_tasks.moves import Moves, QueueError
 from orcr_tasks.taskfile import Task, TaskFileError, check_id, load
 
@@ -99,6 +100,14 @@ class Queue(Moves):
         """This queue's segment in its agents' paths (docs/tasks.md)."""
         return queue_segment(self.root)
 
+    @property
+    def label(self) -> str:
+        return str(self.root)
+
+    @property
+    def local_root(self) -> Path:
+        return self.root
+
     def file(self, state: str, task_id: str) -> Path:
         return self.root / state / f"{task_id}.md"
 
@@ -124,6 +133,18 @@ class Queue(Moves):
         if not found:
             raise QueueError(f"no task {task_id!r} in {self.root}")
         return found[0]
+
+    def is_in(self, state: str, task_id: str) -> bool:
+        return self.file(state, task_id).exists()
+
+    def text(self, state: str, task_id: str) -> str:
+        return self.file(state, task_id).read_text()
+
+    def results(self, task_id: str) -> str | None:
+        try:
+            return (self.root / "results" / f"{task_id}.md").read_text()
+        except FileNotFoundError:
+            return None
 
     def read(self, state: str, task_id: str) -> Task:
         """The task in ``state``; TaskFileError when its file is not a readable task."""
@@ -163,6 +184,25 @@ class Queue(Moves):
         if self.noticed:
             self.noticed = False
             announce.poke()
+
+    def lock_status(self) -> dict | None:
+        if not self.lock.path.exists():
+            return None
+        owner = read_owner(self.lock.path)
+        return {"owner": owner, "alive": owner_alive(owner)}
+
+    def stage_results(self, task_id: str, text: str) -> Path:
+        """The builder's report, written and synced to a private temp file before the
+        lock is taken (so the lock is held for a rename only)."""
+        tmp = self.root / "results" / f".{task_id}.md.{secrets.token_hex(4)}.tmp"
+        write_atomic(tmp, text)
+        return tmp
+
+    def commit_results(self, task_id: str, token: str | None, staged: Path) -> None:
+        os.replace(staged, self.root / "results" / f"{task_id}.md")
+
+    def discard_results(self, staged: Path) -> None:
+        staged.unlink(missing_ok=True)
 
     def recover(self, lock_path: Path) -> str | None:
         """Finish the move a dead lock holder journaled (see the module docstring)."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from orcr_tasks.lock import owner_alive, read_owner
-from orcr_tasks.queue import QUARANTINE, STATES, Queue
+from orcr_tasks.queue import QUARANTINE, STATES
 
 
 def _ts(value) -> float | None:
@@ -16,7 +15,7 @@ def _ts(value) -> float | None:
         return None
 
 
-def compute(queue: Queue, stale: float, now: float | None = None) -> dict:
+def compute(queue, stale: float, now: float | None = None) -> dict:
     now = time.time() if now is None else now
     counts = {s: 0 for s in STATES}
     oldest: dict[str, dict] = {}
@@ -70,18 +69,15 @@ def compute(queue: Queue, stale: float, now: float | None = None) -> dict:
     for c in clusters.values():
         verdicts = c["rejects"] + c["passes"]
         c["reject_rate"] = round(c["rejects"] / verdicts, 3) if verdicts else None
-    owner = read_owner(queue.lock.path) if queue.lock.path.exists() else None
     return {
-        "queue": str(queue.root),
+        "queue": queue.label,
         "counts": counts,
         "oldest": oldest,
         "clusters": clusters,
         "attempts": attempts,
         "stale": stale_rows,
         "done_last_hour": done_last_hour,
-        "lock": None
-        if not queue.lock.path.exists()
-        else {"owner": owner, "alive": owner_alive(owner)},
+        "lock": queue.lock_status(),
         "unreadable": unreadable,
         "quarantined": quarantined,
         "stuck": stuck(queue, backlog),
@@ -89,7 +85,7 @@ def compute(queue: Queue, stale: float, now: float | None = None) -> dict:
     }
 
 
-def stuck(queue: Queue, backlog: dict[str, list[str]]) -> list[dict]:
+def stuck(queue, backlog: dict[str, list[str]]) -> list[dict]:
     """Backlog tasks that can never leave backlog/ by themselves, and why: a
     dependency in no folder (missing), in failed/ (failed dependency), a cycle,
     or a dependency that is itself stuck."""

@@ -126,10 +126,15 @@ class Worker:
         print(f"orcr tasks [{self.role}] {msg}", file=self.log or sys.stderr, flush=True)
 
     def run(self) -> None:
-        if self.role == "verifier" and inside(Path(self.cwd or os.getcwd()), self.queue.root):
+        root = self.queue.local_root
+        if (
+            self.role == "verifier"
+            and root is not None
+            and inside(Path(self.cwd or os.getcwd()), root)
+        ):
             raise QueueError(
                 f"the verifiers' working directory {Path(self.cwd or os.getcwd()).resolve()} "
-                f"is inside the queue {self.queue.root}, where the builder's report lives: "
+                f"is inside the queue {root}, where the builder's report lives: "
                 "run from (or give --cwd) the checkout to verify"
             )
         threads = [

@@ -1,5 +1,7 @@
 """A process killed in the middle of every move leaves every task in exactly one state
-folder, and whoever clears its lock finishes the move exactly once.
+folder, and whoever clears its lock finishes the move exactly once. On PostgreSQL a
+move is a transaction: a process killed inside it leaves the task where it was (the
+transaction rolled back), killed after its commit leaves it moved; nothing to clear.
 
 The kill is real: ``ORCR_FAULT`` makes the process SIGKILL itself at a point
 (docs/internals.md), so nothing after it runs, no ``finally`` included.
@@ -11,17 +13,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from orcr_tasks.queue import STATES, Queue
+from orcr_tasks.testing import age_claim, is_pg, spec
 
 from orcr_core.testing import until
 
 OP = """
 import sys
-from orcr_tasks.queue import Queue
-q = Queue(sys.argv[1])
+from orcr_tasks.backend import open_queue
+q = open_queue(sys.argv[1])
 op = sys.argv[2]
 if op == "claim":
     q.claim("builder", token="c")
@@ -40,15 +42,23 @@ elif op == "add":
 """
 
 
-def run_op(q: Queue, op: str, fault: str | None) -> int:
+def run_op(q, op: str, fault: str | None) -> int:
     env = dict(os.environ)
     env.pop("ORCR_FAULT", None)
     if fault:
         env["ORCR_FAULT"] = fault
-    return subprocess.run([sys.executable, "-c", OP, str(q.root), op], env=env).returncode
+    return subprocess.run([sys.executable, "-c", OP, spec(q), op], env=env).returncode
 
 
-def one_state_each(q: Queue) -> dict[str, str]:
+def unlock(q) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "orcr_core.cli", "tasks", "unlock", spec(q)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def one_state_each(q) -> dict[str, str]:
     seen: dict[str, list[str]] = {}
     for s in STATES:
         for tid in q.ids(s):
@@ -57,7 +67,7 @@ def one_state_each(q: Queue) -> dict[str, str]:
     return {tid: v[0] for tid, v in seen.items()}
 
 
-def setup(q: Queue, op: str) -> None:
+def setup(q, op: str) -> None:
     """Task ``a`` where ``op`` takes it from; ``z`` a bystander; ``d`` waits on ``a``."""
     q.add("the task", "x", task_id="a")
     q.add("after a", "x", task_id="d", depends_on=["a"])
@@ -66,8 +76,7 @@ def setup(q: Queue, op: str) -> None:
     assert q.claim("builder", token="b") == "a"
     q.add("bystander", "x", task_id="z")
     if op == "reap":
-        past = time.time() - 3600
-        os.utime(q.hb("a"), (past, past))
+        age_claim(q, "a", 3600)
         return
     if op == "answer":
         q.park("a", "b", "which port?")
@@ -103,11 +112,7 @@ def test_a_crash_in_every_step_of_every_move(short_tmp, op, point):
     assert states["a"] in (SOURCE[op], EXPECT[op][0])
     assert q.lock.path.exists()  # the dead holder's lock is left behind
 
-    r = subprocess.run(
-        [sys.executable, "-m", "orcr_core.cli", "tasks", "unlock", str(q.root)],
-        capture_output=True,
-        text=True,
-    )
+    r = unlock(q)
     assert r.returncode == 0, r.stderr
     states = one_state_each(q)
     if point == "tasks.lock.acquired":  # nothing was journaled: the move never began
@@ -123,29 +128,63 @@ def test_a_crash_in_every_step_of_every_move(short_tmp, op, point):
     assert states["d"] == ("todo" if dst == "done" else "backlog")
 
 
-def test_a_crash_in_the_dependency_release_after_a_pass(short_tmp):
-    q = Queue.init(short_tmp / "q")
+#: a PostgreSQL move's steps: its transaction begun, the row changed (uncommitted), committed
+PG_POINTS = ["tasks.pg.begun", "tasks.pg.moved", "tasks.pg.committed"]
+
+
+@pytest.mark.parametrize("point", PG_POINTS)
+@pytest.mark.parametrize("op", sorted(EXPECT))
+def test_a_crash_in_every_step_of_every_move_on_postgresql(pg_url, op, point):
+    from orcr_tasks.pg import PgQueue
+
+    q = PgQueue.init(pg_url)
+    setup(q, op)
+    before = one_state_each(q)
+    assert run_op(q, op, point) == -signal.SIGKILL
+    states = one_state_each(q)
+    assert set(states) == set(before)  # none lost, none doubled
+    dst, check = EXPECT[op]
+    committed = point == "tasks.pg.committed"
+    assert states["a"] == (dst if committed else SOURCE[op])  # all or nothing
+    r = unlock(q)
+    assert r.returncode == 0 and "no lock" in r.stdout, r.stderr
+    if not committed:  # rolled back: the move can simply be done again
+        assert run_op(q, op, None) == 0
+    q.reap(stale=3600)
+    states = one_state_each(q)
+    assert states["a"] == dst and check(q.read(dst, "a"))  # applied exactly once
+    assert states["z"] == "todo"
+    assert states["d"] == ("todo" if dst == "done" else "backlog")
+
+
+def test_a_crash_in_the_dependency_release_after_a_pass(q):
     setup(q, "pass")
-    assert run_op(q, "pass", "tasks.move.edited:2") == -signal.SIGKILL  # the second move
+    point = "tasks.pg.moved:2" if is_pg(q) else "tasks.move.edited:2"  # the second move
+    assert run_op(q, "pass", point) == -signal.SIGKILL
+    if is_pg(q):  # one transaction: the pass and the release together, or neither
+        assert one_state_each(q)["a"] == "verifying"
+        assert run_op(q, "pass", None) == 0
     assert one_state_each(q)["a"] == "done"
     q.reap(stale=3600)  # the next locked operation takes the dead lock over
-    assert one_state_each(q)["d"] == "todo" and not q.lock.path.exists()
+    assert one_state_each(q)["d"] == "todo" and q.lock_status() is None
 
 
-def test_a_crash_between_a_claims_rename_and_its_heartbeat(short_tmp):
-    q = Queue.init(short_tmp / "q")
+def test_a_crash_between_a_claims_rename_and_its_heartbeat(q):
     setup(q, "claim")
-    assert run_op(q, "claim", "tasks.claim.renamed") == -signal.SIGKILL
-    assert one_state_each(q)["a"] == "doing" and not q.hb("a").exists()
+    point = "tasks.pg.claimed" if is_pg(q) else "tasks.claim.renamed"
+    assert run_op(q, "claim", point) == -signal.SIGKILL
+    assert one_state_each(q)["a"] == "doing"
+    # a file claim's heartbeat comes after the rename; a row's with the claim itself
+    assert (q.read_heartbeat("a") is not None) == is_pg(q)
     assert q.reap(stale=60) == []  # the claim itself is the sign of life
     until(lambda: q.age("doing", "a") > 0.05, what="the claim to age")
     assert q.reap(stale=0.05) == [("a", "doing", "todo")]
     assert q.read("todo", "a").attempts == 1
 
 
-def test_a_crash_while_adding(short_tmp):
-    q = Queue.init(short_tmp / "q")
-    assert run_op(q, "add", "tasks.lock.acquired") == -signal.SIGKILL
+def test_a_crash_while_adding(q):
+    point = "tasks.pg.begun" if is_pg(q) else "tasks.lock.acquired"
+    assert run_op(q, "add", point) == -signal.SIGKILL
     assert one_state_each(q) == {}
     assert run_op(q, "add", None) == 0  # takes the dead lock over
     assert one_state_each(q) == {"n": "todo"}
@@ -160,10 +199,6 @@ def test_recovery_leaves_a_task_claimed_back_since(short_tmp):
     assert one_state_each(q)["a"] == "todo"
     assert q.claim("builder", token="other") == "z"
     assert q.claim("builder", token="live") == "a"  # claims take no lock
-    r = subprocess.run(
-        [sys.executable, "-m", "orcr_core.cli", "tasks", "unlock", str(q.root)],
-        capture_output=True,
-        text=True,
-    )
+    r = unlock(q)
     assert r.returncode == 0 and "finished the move" not in r.stdout
     assert one_state_each(q)["a"] == "doing" and q.holds("a", "doing", "live")

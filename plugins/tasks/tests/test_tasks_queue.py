@@ -1,4 +1,5 @@
-"""The queue's file rules, with real processes racing on a real filesystem."""
+"""The queue's rules, with real processes racing on a real filesystem and on a real
+PostgreSQL: ``q`` is each backend in turn (conftest.py); ``fq`` the file queue only."""
 
 from __future__ import annotations
 
@@ -7,30 +8,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from orcr_tasks.queue import STATES, Queue, QueueError
+from orcr_tasks.queue import STATES, QueueError
 from orcr_tasks.status import compute
 from orcr_tasks.taskfile import parse
+from orcr_tasks.testing import age_claim, heartbeats, move_by_hand, spec, states_of
 from orcr_tasks.worker import builder_prompt, last_line, pick_verifier_provider, verifier_prompt
 
 from orcr_core.testing import until
-
-
-@pytest.fixture
-def q(short_tmp) -> Queue:
-    return Queue.init(short_tmp / "queue")
-
-
-def states_of(q: Queue) -> dict[str, list[str]]:
-    """Every task id -> the state folders holding it (counted from the files)."""
-    seen: dict[str, list[str]] = {}
-    for s in STATES:
-        for tid in q.ids(s):
-            seen.setdefault(tid, []).append(s)
-    return seen
 
 
 def cli(*args, env=None, input=None) -> subprocess.CompletedProcess:
@@ -87,7 +74,7 @@ def test_init_makes_every_folder_and_is_idempotent(short_tmp):
 def test_add_writes_a_task_file_with_front_matter(q):
     r = cli(
         "add",
-        str(q.root),
+        spec(q),
         "--id",
         "T12",
         "--done-when",
@@ -103,7 +90,7 @@ def test_add_writes_a_task_file_with_front_matter(q):
         "billing",
     )
     assert r.stdout == "T12 todo\n", r.stderr
-    t = parse(q.file("todo", "T12").read_text())
+    t = parse(q.text("todo", "T12"))
     assert t.meta["done_when"] == "pytest passes" and t.meta["attempts"] == 0
     assert (t.meta["cluster"], t.meta["provider"], t.verifiers) == ("billing", "echo", 2)
     assert t.text == "Port billing" and t.depends_on == []
@@ -113,15 +100,15 @@ def test_add_writes_a_task_file_with_front_matter(q):
         (["--id", "a/b"], "not allowed"),
         (["--depends-on", "nope"], "names no task"),
     ]:
-        r = cli("add", str(q.root), *args, "--done-when", "x", "--", "text")
+        r = cli("add", spec(q), *args, "--done-when", "x", "--", "text")
         assert r.returncode == 1 and says in r.stderr, r.stderr
-    r = cli("add", str(q.root), "--done-when", "x", "-", input="from stdin\n")
+    r = cli("add", spec(q), "--done-when", "x", "-", input="from stdin\n")
     assert r.stdout == "T2 todo\n" and q.read("todo", "T2").text == "from stdin"
     assert sorted(states_of(q)) == ["T12", "T2"]
 
 
 def test_every_verb_reads_the_queue_from_the_environment(q):
-    env = {"ORCR_TASKS_DIR": str(q.root)}
+    env = {"ORCR_TASKS_DIR": spec(q)}
     assert cli("add", "--id", "a", "--done-when", "x", "--", "do", env=env).stdout == "a todo\n"
     assert cli("show", "a", env=env).stdout.startswith('---\nid: "a"')
     assert "todo" in cli("ls", env=env).stdout
@@ -134,8 +121,8 @@ def test_every_verb_reads_the_queue_from_the_environment(q):
 
 RACER = """
 import json, os, sys
-from orcr_tasks.queue import Queue
-q = Queue(sys.argv[1])
+from orcr_tasks.backend import open_queue
+q = open_queue(sys.argv[1])
 out = open(sys.argv[2], "w")
 while True:
     tid = q.claim("builder", token=str(os.getpid()))
@@ -150,20 +137,20 @@ def test_sixteen_processes_race_for_two_hundred_tasks(q, short_tmp):
     for n in range(200):
         q.add(f"task {n}", "x", task_id=f"t{n:03d}")
     logs = [short_tmp / f"claims{i}.txt" for i in range(16)]
-    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(q.root), str(log)]) for log in logs]
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, spec(q), str(log)]) for log in logs]
     assert [p.wait(120) for p in procs] == [0] * 16
     claims = [ln for log in logs for ln in log.read_text().split()]
     assert len(claims) == 200 and len(set(claims)) == 200  # none twice, none lost
     assert sum(1 for log in logs if log.read_text()) > 1  # it was a race
     assert q.ids("todo") == [] and len(q.ids("doing")) == 200
     assert all(v == ["doing"] for v in states_of(q).values())
-    hb = {json.loads(p.read_text())["token"] for p in (q.root / "hb").iterdir()}
+    hb = {h["token"] for h in heartbeats(q).values()}
     assert len(hb) > 1
 
 
 WORKER = """
 import sys
-from orcr_tasks.queue import Queue
+from orcr_tasks.backend import open_queue
 from orcr_tasks.worker import Worker
 
 class Agentless:  # the SDK's shape; answers at once, so the race is all in the files
@@ -180,7 +167,7 @@ class Agentless:  # the SDK's shape; answers at once, so the race is all in the 
     def close(self):
         pass
 
-Worker(Queue(sys.argv[1]), "builder", slots=2, drain=True, sdk_factory=Agentless).run()
+Worker(open_queue(sys.argv[1]), "builder", slots=2, drain=True, sdk_factory=Agentless).run()
 """
 
 
@@ -193,7 +180,7 @@ def test_sixteen_worker_processes_build_two_hundred_tasks_once_each(q, short_tmp
     procs = []
     for log in logs:
         with open(log, "w") as fh:
-            procs.append(subprocess.Popen([sys.executable, "-c", WORKER, str(q.root)], stderr=fh))
+            procs.append(subprocess.Popen([sys.executable, "-c", WORKER, spec(q)], stderr=fh))
     assert [p.wait(300) for p in procs] == [0] * 16
     built = [
         ln.split()[3].rstrip(":")
@@ -204,17 +191,16 @@ def test_sixteen_worker_processes_build_two_hundred_tasks_once_each(q, short_tmp
     assert len(built) == 200 and len(set(built)) == 200, [log.read_text() for log in logs][:2]
     assert sum(1 for log in logs if "built" in log.read_text()) > 1
     assert all(v == ["review"] for v in states_of(q).values()) and len(states_of(q)) == 200
-    assert len(list((q.root / "results").iterdir())) == 200
-    assert list((q.root / "hb").iterdir()) == [] and not q.lock.path.exists()
+    assert all(q.results(tid) == "built\nREVISION: r1\n" for tid in states_of(q))
+    assert heartbeats(q) == {} and q.lock_status() is None
 
 
 # -- the reaper, attempts and the cap ------------------------------------------------------
 
 
-def _age(q: Queue, state: str, tid: str, seconds: float) -> None:
-    """Make a claim look ``seconds`` old (heartbeat mtime; the claim's ctime cannot be set)."""
-    past = time.time() - seconds
-    os.utime(q.hb(tid), (past, past))
+def _age(q, state: str, tid: str, seconds: float) -> None:
+    """Make a claim look ``seconds`` old (a file's heartbeat mtime; a row's hb_at)."""
+    age_claim(q, tid, seconds)
 
 
 def test_reaper_returns_stale_builds_with_an_attempt_and_caps_at_three(q):
@@ -227,7 +213,7 @@ def test_reaper_returns_stale_builds_with_an_attempt_and_caps_at_three(q):
         state = q.where("a")
         assert state == (["failed"] if attempt == 3 else ["todo"])
         assert q.read(state[0], "a").attempts == attempt
-        assert not q.hb("a").exists()
+        assert heartbeats(q) == {}
     assert q.read("failed", "a").sections("Attempt failed") == 3
 
 
@@ -295,12 +281,12 @@ def test_park_and_answer(q):
     q.add("t", "x", task_id="a")
     q.claim("builder", token="w")
     q.park("a", "w", "which port?")
-    assert q.where("a") == ["inbox"] and not q.hb("a").exists()
-    r = cli("answer", str(q.root), "a", "use", "8080")
+    assert q.where("a") == ["inbox"] and heartbeats(q) == {}
+    r = cli("answer", spec(q), "a", "use", "8080")
     assert r.stdout == "a todo\n", r.stderr
     t = q.read("todo", "a")
     assert "which port?" in t.body and "use 8080" in t.body and t.attempts == 0
-    r = cli("answer", str(q.root), "a", "again")
+    r = cli("answer", spec(q), "a", "again")
     assert r.returncode == 1 and "not inbox/" in r.stderr
 
 
@@ -311,15 +297,15 @@ def test_verifier_prompt_has_the_condition_and_revision_not_the_builders_report(
     q.add("Say hello.", "VERDICT: pass", task_id="a")
     q.claim("builder", token="w")
     report = "I did it brilliantly. REASONING-SECRET"
-    (q.root / "results" / "a.md").write_text(report)
-    q.finish_build("a", "w", "abc123", "claude")
+    q.finish_build("a", "w", "abc123", "claude", results=report)
+    assert q.results("a") == report
     q.claim("verifier", token="v")
     t = q.read("verifying", "a")
     t.append("Answer (x)", "ANSWER-SECRET")  # sections after the task text are not shown
     p = verifier_prompt(t)
     assert p.startswith("VERDICT: pass\n") and "abc123" in p and "Say hello." in p
     assert "SECRET" not in p
-    assert str(q.root) not in p and q.root.name not in p  # never pointed at the queue
+    assert spec(q) not in p and q.name not in p  # never pointed at the queue
     assert builder_prompt(q, t).startswith("Say hello.") and "ANSWER-SECRET" in builder_prompt(q, t)
 
 
@@ -370,10 +356,10 @@ def test_status_is_computed_from_the_files(q):
     assert s["attempts"] == {"total": 1, "tasks_retried": 1, "max": 1}
     assert s["done_last_hour"] == 1 and s["oldest"]["done"]["id"] == "a"
     # a file moved by hand is counted where it is now: nothing is remembered
-    os.rename(q.file("done", "a"), q.file("failed", "a"))
+    move_by_hand(q, "a", "done", "failed")
     s = compute(q, stale=600)
     assert (s["counts"]["done"], s["counts"]["failed"], s["done_last_hour"]) == (0, 1, 0)
-    r = cli("status", str(q.root))
+    r = cli("status", spec(q))
     assert "cluster api: 2 task(s), 1 reject(s), 1 pass(es), reject rate 50%" in r.stdout
     assert "STALE doing/c" in r.stdout
 
@@ -390,7 +376,8 @@ time.sleep(120)
 """
 
 
-def test_a_stale_lock_is_cleared_only_when_its_owner_is_dead(q):
+def test_a_stale_lock_is_cleared_only_when_its_owner_is_dead(fq):
+    q = fq
     p = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(q.root)], stdout=subprocess.PIPE, text=True
     )
@@ -409,7 +396,8 @@ def test_a_stale_lock_is_cleared_only_when_its_owner_is_dead(q):
     assert cli("unlock", str(q.root)).stdout == "the queue is not locked\n"
 
 
-def test_a_dead_owners_lock_is_taken_over_by_the_next_waiter(q):
+def test_a_dead_owners_lock_is_taken_over_by_the_next_waiter(fq):
+    q = fq
     p = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(q.root)], stdout=subprocess.PIPE, text=True
     )
@@ -420,7 +408,8 @@ def test_a_dead_owners_lock_is_taken_over_by_the_next_waiter(q):
     assert not q.lock.path.exists()
 
 
-def test_an_owner_on_another_host_needs_force(q):
+def test_an_owner_on_another_host_needs_force(fq):
+    q = fq
     q.lock.path.mkdir()
     (q.lock.path / "owner").write_text(json.dumps({"pid": 1, "host": "elsewhere", "started": 0}))
     r = cli("unlock", str(q.root))
@@ -494,7 +483,7 @@ def test_a_reaped_builder_writes_no_results_and_moves_nothing(q):
     w = Worker(q, "builder")
     with pytest.raises(QueueError, match="no longer claimed"):
         w.build(fake, "a", "old")
-    assert not (q.root / "results" / "a.md").exists()  # one writer: the holder of the claim
+    assert q.results("a") is None  # one writer: the holder of the claim
     assert q.where("a") == ["doing"] and q.holds("a", "doing", "new")
     assert fake.killed == ["u1"]
 
@@ -506,14 +495,14 @@ def test_worker_builds_and_verifies_with_the_agents_answers(q):
     assert q.claim("builder", token="b") == "a"
     Worker(q, "builder").build(FakeOrcr("did it\nREVISION: r9"), "a", "b")
     assert q.read("review", "a").meta["built_by"] == "claude"
-    assert (q.root / "results" / "a.md").read_text() == "did it\nREVISION: r9\n"
+    assert q.results("a") == "did it\nREVISION: r9\n"
     assert q.claim("verifier", token="v") == "a"
     fake = FakeOrcr("ran it\nVERDICT: pass")
     Worker(q, "verifier", providers=["claude", "codex"]).verify(fake, "a", "v")
     t = q.read("done", "a")
     assert t.meta["passes"] == ["codex"]  # not the builder's provider
     assert "r9" in fake.prompts[0] and "did it" not in fake.prompts[0]
-    assert str(q.root) not in fake.prompts[0]
+    assert spec(q) not in fake.prompts[0]
 
 
 def test_a_slot_survives_an_unexpected_error_and_leaves_the_claim_to_the_reaper(q):
@@ -556,4 +545,4 @@ def test_a_refused_agent_gives_the_task_back_and_stops_the_worker(q):
     for tid in ("a", "b"):
         t = q.read("todo", tid)
         assert t.attempts == 0 and t.sections("Attempt failed") == 0
-    assert list((q.root / "hb").iterdir()) == []
+    assert heartbeats(q) == {}

@@ -1,0 +1,93 @@
+"""The two backends of ``orcr tasks`` and how a queue's name picks one.
+
+A queue is named by a directory (the file backend, :class:`orcr_tasks.queue.Queue`:
+a task's state is the folder its file is in) or by a ``postgresql://`` URL (the
+PostgreSQL backend, :class:`orcr_tasks.pg.PgQueue`: a task's state is a column of
+its row). Both implement :class:`Backend` and share the rules of a task's life
+(:class:`orcr_tasks.moves.Moves`: attempts, verdicts, parking, releases), so every
+verb, the worker loop and ``status`` work the same on either (docs/tasks.md).
+
+The PostgreSQL backend is imported only when a URL is given: its driver never
+loads for a file queue nor on the CLI's client path.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+
+#: how a queue named by a URL is recognised (libpq's URI schemes)
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+class QueueError(Exception):
+    """Bad input or a queue in a state that refuses the request; the message says which."""
+
+
+def is_url(spec) -> bool:
+    return isinstance(spec, str) and spec.startswith(URL_SCHEMES)
+
+
+def open_queue(spec):
+    """The queue ``spec`` names: a directory or a ``postgresql://`` URL."""
+    if is_url(spec):
+        from orcr_tasks.pg import PgQueue
+
+        return PgQueue.open(spec)
+    from orcr_tasks.queue import Queue
+
+    return Queue.open(spec)
+
+
+def init_queue(spec):
+    """Create the queue ``spec`` names (idempotent)."""
+    if is_url(spec):
+        from orcr_tasks.pg import PgQueue
+
+        return PgQueue.init(spec)
+    from orcr_tasks.queue import Queue
+
+    return Queue.init(spec)
+
+
+class Backend:
+    """What a backend provides; the task's life (:class:`orcr_tasks.moves.Moves`) is
+    written against it. ``state`` is one of ``orcr_tasks.queue.STATES``."""
+
+    #: how this queue is shown to people and in events: a path, or a URL without
+    #: its password
+    label: str
+    #: this queue's segment in its agents' paths (docs/tasks.md, "Agent paths")
+    name: str
+    #: the directory holding the queue, or None when it has none (a database)
+    local_root = None
+
+    # reading
+    def ids(self, state: str) -> list[str]: ...
+    def where(self, task_id: str) -> list[str]: ...
+    def is_in(self, state: str, task_id: str) -> bool: ...
+    def read(self, state: str, task_id: str): ...
+    def text(self, state: str, task_id: str) -> str:
+        """The task as its Markdown file reads (``tasks show``)."""
+
+    def results(self, task_id: str) -> str | None:
+        """The builder's report, or None."""
+
+    def entries(self, state: str) -> list: ...
+
+    # one change at a time: the file lock, or a transaction
+    def locked(self, timeout: float | None = None) -> AbstractContextManager: ...
+    def move(self, task_id: str, src: str, dst: str, edit=None): ...
+    def stage_results(self, task_id: str, text: str): ...
+    def commit_results(self, task_id: str, token: str | None, staged) -> None: ...
+    def discard_results(self, staged) -> None: ...
+    def lock_status(self) -> dict | None:
+        """The queue lock's owner when it is held, for ``status``; None when free."""
+
+    # claims and heartbeats
+    def claim(self, role: str, token=None, info=None, on_unreadable=None) -> str | None: ...
+    def write_heartbeat(self, task_id: str, info: dict) -> None: ...
+    def touch(self, task_id: str) -> None: ...
+    def read_heartbeat(self, task_id: str) -> dict | None: ...
+    def holds(self, task_id: str, state: str, token: str) -> bool: ...
+    def drop_heartbeat(self, task_id: str) -> None: ...
+    def age(self, state: str, task_id: str, now: float | None = None) -> float: ...

@@ -1,0 +1,368 @@
+"""The PostgreSQL backend: a task's state is a column of its row.
+
+The same rules as the file queue (:mod:`orcr_tasks.queue`), mapped one to one:
+
+* a **claim** is one statement (:data:`orcr_tasks.pg.schema.CLAIM`, ``UPDATE ...
+  WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING``): of any
+  number of claimers on any number of hosts exactly one wins a row, and the
+  claim records its token, its claimer and its first heartbeat in that one
+  statement;
+* a **locked move** is a transaction (:meth:`PgQueue.locked`) holding the task's
+  row (``SELECT ... FOR UPDATE``) after the holder's token is checked: a process
+  killed half way leaves no trace, as PostgreSQL rolls its transaction back,
+  so there is no lock to clear and no journal to finish;
+* dependencies are released under a per-queue advisory lock, taken after the
+  dependency's own row changed, so two dependencies passing at once cannot
+  both miss the release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+from orcr_core import faults
+from orcr_tasks.backend import QueueError
+from orcr_tasks.files import now_iso
+from orcr_tasks.location import readable
+from orcr_tasks.moves import Moves
+from orcr_tasks.pg import schema
+from orcr_tasks.pg.url import parse, scrub
+from orcr_tasks.taskfile import Task, check_id
+
+STATES = ("backlog", "todo", "doing", "review", "verifying", "done", "failed", "inbox")
+CLAIMS = {"builder": ("todo", "doing"), "verifier": ("review", "verifying")}
+DRIVER_HINT = "the PostgreSQL backend needs the psycopg driver: pip install 'orcr[postgresql]'"
+
+
+def _database(conninfo: str):
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise QueueError(DRIVER_HINT) from None
+    from peewee import PostgresqlDatabase
+
+    return PostgresqlDatabase(conninfo, prefer_psycopg3=True, autoconnect=True)
+
+
+class PgQueue(Moves):
+    lock_wait = 30.0  # read by the worker; rows are locked for one short transaction
+    local_root = None
+
+    def __init__(self, url: str):
+        self.target = parse(url)
+        self.queue = self.target.queue
+        self.label = self.target.label
+        self.db = _database(self.target.conninfo)
+
+    # -- talking to the database ---------------------------------------------
+
+    def _run(self, sql: str, params=None):
+        import peewee
+
+        try:
+            return self.db.execute_sql(sql, params)
+        except (peewee.OperationalError, peewee.InterfaceError) as exc:
+            raise QueueError(
+                f"the PostgreSQL queue {self.label}: {scrub(str(exc).strip(), self.target)}"
+            ) from None
+
+    def _rows(self, sql: str, params=None) -> list[tuple]:
+        return list(self._run(sql, params).fetchall())
+
+    def _p(self, **kw) -> dict:
+        return dict(kw, queue=self.queue)
+
+    # -- opening ---------------------------------------------------------------
+
+    @classmethod
+    def init(cls, url: str) -> PgQueue:
+        q = cls(url)
+        with q.db.atomic():
+            q._run("SELECT pg_advisory_xact_lock(hashtext('orcr_tasks:schema'))")
+            for ddl in schema.DDL:
+                q._run(ddl)
+            q._run(
+                "INSERT INTO orcr_task_queues (name) VALUES (%s) ON CONFLICT DO NOTHING",
+                [q.queue],
+            )
+        return q
+
+    @classmethod
+    def open(cls, url: str) -> PgQueue:
+        q = cls(url)
+        found = q._rows("SELECT to_regclass('orcr_task_queues') IS NOT NULL")[0][0] and q._rows(
+            "SELECT 1 FROM orcr_task_queues WHERE name = %s", [q.queue]
+        )
+        if not found:
+            raise QueueError(
+                f"{q.label} is not a task queue; create one with `orcr tasks init {q.label}`"
+            )
+        return q
+
+    @property
+    def name(self) -> str:
+        """This queue's segment in its agents' paths: its name and a hash of its label."""
+        digest = hashlib.sha256(self.label.encode()).hexdigest()[:8]
+        return f"{readable(self.queue, 55) or 'q'}_{digest}"
+
+    # -- reading ------------------------------------------------------------------
+
+    def ids(self, state: str) -> list[str]:
+        return [r[0] for r in self._rows(
+            "SELECT id FROM orcr_tasks WHERE queue = %(queue)s AND state = %(state)s ORDER BY id",
+            self._p(state=state),
+        )]  # fmt: skip
+
+    def where(self, task_id: str) -> list[str]:
+        rows = self._rows(
+            "SELECT state FROM orcr_tasks WHERE queue = %(queue)s AND id = %(id)s",
+            self._p(id=task_id),
+        )
+        return [r[0] for r in rows]
+
+    def is_in(self, state: str, task_id: str) -> bool:
+        return self.where(task_id) == [state]
+
+    def locate(self, task_id: str) -> str:
+        check_id(task_id)
+        found = self.where(task_id)
+        if not found:
+            raise QueueError(f"no task {task_id!r} in {self.label}")
+        return found[0]
+
+    def read(self, state: str, task_id: str) -> Task:
+        rows = self._rows(
+            "SELECT meta, body FROM orcr_tasks WHERE queue = %(queue)s AND id = %(id)s "
+            "AND state = %(state)s",
+            self._p(id=task_id, state=state),
+        )
+        if not rows:
+            raise FileNotFoundError(f"no task {task_id} in {state}/ of {self.label}")
+        return Task(dict(rows[0][0]), rows[0][1])
+
+    def text(self, state: str, task_id: str) -> str:
+        return self.read(state, task_id).render()
+
+    def results(self, task_id: str) -> str | None:
+        rows = self._rows(
+            "SELECT text FROM orcr_task_results WHERE queue = %(queue)s AND id = %(id)s",
+            self._p(id=task_id),
+        )
+        return rows[0][0] if rows else None
+
+    def entries(self, state: str) -> list[tuple]:
+        """``(task, stat-like, id, None)``: a row is always a readable task, and its
+        ``st_ctime`` is when it entered its state."""
+        if state not in STATES:
+            return []  # quarantine/: rows are never unreadable
+        rows = self._rows(
+            "SELECT id, meta, body, extract(epoch FROM moved_at)::float8 FROM orcr_tasks "
+            "WHERE queue = %(queue)s AND state = %(state)s ORDER BY id",
+            self._p(state=state),
+        )
+        return [(Task(dict(m), b), SimpleNamespace(st_ctime=t), i, None) for i, m, b, t in rows]
+
+    def tasks(self, state: str) -> list[tuple]:
+        return [(task, st, tid) for task, st, tid, _why in self.entries(state)]
+
+    # -- transactions in place of the lock -------------------------------------------
+
+    @contextmanager
+    def locked(self, timeout: float | None = None):
+        with self.db.atomic():
+            faults.point("tasks.pg.begun")
+            yield
+        faults.point("tasks.pg.committed")
+
+    def lock_status(self) -> None:
+        return None  # no lock: a dead holder's transaction is rolled back by PostgreSQL
+
+    def quarantine(self, state: str, task_id: str, why: str, force: bool = False) -> None:
+        return None  # a row is always a readable task
+
+    def move(self, task_id: str, src: str, dst: str, edit=None) -> Task:
+        """Change a task and move it from ``src`` to ``dst`` (ending its claim); the
+        caller is in :meth:`locked`."""
+        rows = self._rows(
+            "SELECT meta, body, fence FROM orcr_tasks WHERE queue = %(queue)s AND id = %(id)s "
+            "AND state = %(src)s FOR UPDATE",
+            self._p(id=task_id, src=src),
+        )
+        if not rows:
+            raise QueueError(f"task {task_id} is not in {src}/ any more")
+        task = Task(dict(rows[0][0]), rows[0][1])
+        if edit is not None:
+            edit(task)
+        self._run(
+            "UPDATE orcr_tasks SET state = %(dst)s, meta = %(meta)s::jsonb, body = %(body)s, "
+            "moved_at = clock_timestamp(), token = NULL, claim = NULL, hb_at = NULL "
+            "WHERE queue = %(queue)s AND id = %(id)s AND fence = %(fence)s",
+            self._p(id=task_id, dst=dst, meta=json.dumps(task.meta), body=task.body,
+                    fence=rows[0][2]),
+        )  # fmt: skip
+        faults.point("tasks.pg.moved")
+        return task
+
+    def stage_results(self, task_id: str, text: str) -> str:
+        return text
+
+    def commit_results(self, task_id: str, token: str | None, staged: str) -> None:
+        if token is None:  # a coordinator's script finishing a task by hand
+            token = (self.read_heartbeat(task_id) or {}).get("token")
+        rows = self._rows(schema.RESULTS, self._p(id=task_id, token=token, text=staged))
+        if not rows:
+            raise QueueError(f"task {task_id} is no longer claimed by this worker (reaped?)")
+
+    def discard_results(self, staged) -> None:
+        pass
+
+    # -- adding -------------------------------------------------------------------------
+
+    def _serialise(self) -> None:
+        """Adds and releases of one queue, one at a time (a transaction-long lock)."""
+        self._run("SELECT pg_advisory_xact_lock(hashtext('orcr_tasks:' || %s))", [self.queue])
+
+    def add(
+        self, text: str, done_when: str, task_id: str | None = None, depends_on=(),
+        cluster: str | None = None, provider: str | None = None, verifiers: int = 1,
+    ) -> tuple[str, str]:  # fmt: skip
+        if not text.strip():
+            raise QueueError("the task text is empty; give it after -- (or - to read stdin)")
+        if not done_when.strip():
+            raise QueueError("--done-when is empty: say what would fail if the change were wrong")
+        if verifiers < 1:
+            raise QueueError(f"--verifiers {verifiers}: a task needs at least 1 verifier")
+        if task_id is not None:
+            check_id(task_id)
+        for dep in depends_on:
+            check_id(dep)
+        with self.locked():
+            self._serialise()
+            if task_id is None:
+                n = (
+                    1
+                    + self._rows("SELECT count(*) FROM orcr_tasks WHERE queue = %s", [self.queue])[
+                        0
+                    ][0]
+                )
+                while self.where(f"T{n}"):
+                    n += 1
+                task_id = f"T{n}"
+            if task_id in depends_on:
+                raise QueueError(f"task {task_id} cannot depend on itself")
+            found = self.where(task_id)
+            if found:
+                raise QueueError(f"task {task_id} already exists (in {found[0]}/)")
+            states = {d: self.where(d) for d in depends_on}
+            unknown = [d for d, s in states.items() if not s]
+            if unknown:
+                raise QueueError(f"--depends-on names no task in this queue: {', '.join(unknown)}")
+            meta = {
+                "id": task_id, "depends_on": list(depends_on), "done_when": done_when.strip(),
+                "attempts": 0, "cluster": cluster, "provider": provider,
+                "verifiers": verifiers, "created": now_iso(),
+            }  # fmt: skip
+            meta = {k: v for k, v in meta.items() if v is not None}
+            state = "todo" if all(s == ["done"] for s in states.values()) else "backlog"
+            self._run(
+                "INSERT INTO orcr_tasks (queue, id, state, meta, body) "
+                "VALUES (%(queue)s, %(id)s, %(state)s, %(meta)s::jsonb, %(body)s)",
+                self._p(id=task_id, state=state, meta=json.dumps(meta), body=text.strip() + "\n"),
+            )
+        return task_id, state
+
+    def _release(self) -> list[str]:
+        self._serialise()
+        return super()._release()
+
+    # -- claiming and heartbeats --------------------------------------------------------------
+
+    def claim(self, role: str, token=None, info=None, on_unreadable=None) -> str | None:
+        """Claim the oldest claimable task for ``role`` in one statement; None when none
+        is left. A verifier never claims a task a worker of its own identity built."""
+        src, dst = CLAIMS[role]
+        info = dict(info or {})
+        who = f"{info.get('host') or socket.gethostname()}/{info['pid']}" if "pid" in info else None
+        claim = dict(info, token=token, role=role, at=now_iso())
+        rows = self._rows(
+            schema.CLAIM,
+            self._p(src=src, dst=dst, token=token, claim=json.dumps(claim), who=who),
+        )
+        if not rows:
+            return None
+        faults.point("tasks.pg.claimed")
+        return rows[0][0]
+
+    def write_heartbeat(self, task_id: str, info: dict) -> None:
+        self._run(
+            "UPDATE orcr_tasks SET claim = coalesce(claim, '{}'::jsonb) || %(info)s::jsonb, "
+            "hb_at = now() WHERE queue = %(queue)s AND id = %(id)s "
+            "AND state IN ('doing', 'verifying') AND token IS NOT DISTINCT FROM %(token)s",
+            self._p(id=task_id, info=json.dumps(info), token=info.get("token")),
+        )
+
+    def touch(self, task_id: str) -> None:
+        self._run(
+            "UPDATE orcr_tasks SET hb_at = now() WHERE queue = %(queue)s AND id = %(id)s "
+            "AND state IN ('doing', 'verifying')",
+            self._p(id=task_id),
+        )
+
+    def read_heartbeat(self, task_id: str) -> dict | None:
+        rows = self._rows(
+            "SELECT claim FROM orcr_tasks WHERE queue = %(queue)s AND id = %(id)s "
+            "AND state IN ('doing', 'verifying')",
+            self._p(id=task_id),
+        )
+        return dict(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def holds(self, task_id: str, state: str, token: str) -> bool:
+        """Whether ``token`` holds the claim; in a transaction, the row stays held."""
+        rows = self._rows(
+            "SELECT 1 FROM orcr_tasks WHERE queue = %(queue)s AND id = %(id)s "
+            "AND state = %(state)s AND token = %(token)s FOR UPDATE",
+            self._p(id=task_id, state=state, token=token),
+        )
+        return bool(rows)
+
+    def drop_heartbeat(self, task_id: str) -> None:
+        pass  # the move that ended the claim cleared it
+
+    def age(self, state: str, task_id: str, now: float | None = None) -> float:
+        """Seconds since the last heartbeat, on the database's clock."""
+        rows = self._rows(
+            "SELECT extract(epoch FROM now() - hb_at)::float8 FROM orcr_tasks "
+            "WHERE queue = %(queue)s AND id = %(id)s AND state = %(state)s",
+            self._p(id=task_id, state=state),
+        )
+        return float(rows[0][0]) if rows and rows[0][0] is not None else 0.0
+
+    def reap(self, stale: float, on_reap=None) -> list[tuple[str, str, str]]:
+        """Return claims whose heartbeat is older than ``stale`` seconds (never on age
+        alone): builds to todo/ (attempts + 1, failed/ at the cap), verifications to
+        review/ (not an attempt); claims a live transaction holds are skipped."""
+        reaped, ended = [], []
+        with self.locked():
+            for tid, state, hb, age in self._rows(schema.STALE, self._p(stale=float(stale))):
+                if state == "doing":
+                    why = f"reaped: no heartbeat for {age:.0f}s"
+                    dst = self._fail(tid, "doing", "Attempt failed", why)
+                else:
+                    self.move(tid, "verifying", "review")
+                    dst = "review"
+                reaped.append((tid, state, dst))
+                ended.append((tid, dict(hb or {})))
+            self._release()
+        for tid, hb in ended if on_reap is not None else ():
+            on_reap(tid, hb)
+        return reaped
+
+    def unlock(self, force: bool = False) -> str:
+        return (
+            "a PostgreSQL queue has no lock to clear: a move is a transaction, rolled back "
+            "by PostgreSQL when its process dies"
+        )

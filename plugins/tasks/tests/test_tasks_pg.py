@@ -1,0 +1,122 @@
+"""What only the PostgreSQL backend has: its URL, its password, the claimer's identity,
+the fencing token and the database's clock (the shared rules run on both backends in
+the other files of this folder)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from orcr_tasks.backend import QueueError
+from orcr_tasks.testing import age_claim
+
+
+def cli(*args, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "orcr_core.cli", "tasks", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **(env or {})),
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def pq(pg_url):
+    from orcr_tasks.pg import PgQueue
+
+    q = PgQueue.init(pg_url)
+    yield q
+    q.db.close()
+
+
+def test_init_is_idempotent_and_open_names_what_is_wrong(pg_url):
+    r = cli("init", pg_url)
+    assert r.returncode == 0 and r.stdout.strip() == pg_url, r.stderr
+    assert cli("init", pg_url).returncode == 0
+    other = pg_url.replace("queue=q", "queue=other")
+    r = cli("ls", other)
+    assert r.returncode == 1 and "is not a task queue" in r.stderr and "tasks init" in r.stderr
+    r = cli("ls", pg_url.replace("&queue=q", ""))
+    assert r.returncode == 1 and "names no queue" in r.stderr
+    r = cli("init", pg_url.replace("queue=q", "queue=a/b"))
+    assert r.returncode == 1 and "not allowed" in r.stderr
+    r = cli("path", pg_url, "x")
+    assert r.returncode == 1 and "rows, not files" in r.stderr
+
+
+def test_the_password_is_never_printed(pg_url, short_tmp):
+    secret = "s3cret-Pw"
+    url = pg_url.replace("postgresql://orcr@", f"postgresql://orcr:{secret}@")  # trust auth
+    outs = [cli("init", url), cli("add", url, "--done-when", "x", "--", "t"), cli("ls", url)]
+    outs += [cli("status", url), cli("status", url, "--json"), cli("show", url, "T1")]
+    outs.append(cli("ls", url.replace("/t", "/nosuchdb_t", 1)))  # an error from libpq
+    for r in outs:
+        assert secret not in r.stdout + r.stderr, r
+    assert outs[-1].returncode == 1 and "nosuchdb" in outs[-1].stderr
+    status = json.loads(outs[4].stdout)
+    assert status["queue"].startswith("postgresql://orcr@/") and "queue=q" in status["queue"]
+    # a password file others can read is refused; 0600 is used
+    pw = short_tmp / "pgpass"
+    pw.write_text(f"*:*:*:orcr:{secret}\n")
+    pw.chmod(0o644)
+    r = cli("ls", pg_url, env={"PGPASSFILE": str(pw)})
+    assert r.returncode == 1 and "chmod 600" in r.stderr and secret not in r.stderr
+    pw.chmod(0o600)
+    assert cli("ls", pg_url, env={"PGPASSFILE": str(pw)}).returncode == 0
+
+
+def test_a_verifier_never_claims_what_its_own_worker_built(pq):
+    pq.add("t", "x", task_id="a")
+    me = {"pid": 4242, "host": "h1", "slot": 0}
+    assert pq.claim("builder", token="b", info=me) == "a"
+    pq.finish_build("a", "b", "r1", "echo")
+    assert pq.claim("verifier", token="v", info=me) is None  # same host and worker
+    assert pq.claim("verifier", token="v", info=dict(me, pid=4243)) == "a"
+
+
+def test_every_write_after_the_claim_is_fenced(pq):
+    pq.add("t", "x", task_id="a")
+    assert pq.claim("builder", token="old") == "a"
+    age_claim(pq, "a", 3600)
+    assert pq.reap(stale=60) == [("a", "doing", "todo")]
+    assert pq.claim("builder", token="new") == "a"
+    # the zombie first attempt: its heartbeat, results and finish all miss
+    pq.write_heartbeat("a", {"token": "old", "agent": "zombie"})
+    assert pq.read_heartbeat("a")["token"] == "new" and "agent" not in pq.read_heartbeat("a")
+    with pytest.raises(QueueError, match="no longer claimed"):
+        pq.finish_build("a", "old", "r-old", "echo", results="zombie report")
+    assert pq.results("a") is None and pq.where("a") == ["doing"]
+    pq.finish_build("a", "new", "r-new", "echo", results="second attempt")
+    rows = pq._rows("SELECT fence, text FROM orcr_task_results WHERE queue = %s", [pq.queue])
+    assert rows == [(2, "second attempt")]  # the claim's fence: the second claim
+    assert pq.read("review", "a").meta["revision"] == "r-new"
+
+
+def test_a_claim_is_reaped_on_a_stale_heartbeat_only(pq):
+    pq.add("t", "x", task_id="a")
+    pq.claim("builder", token="w")
+    pq._run(  # claimed an hour ago, heartbeat fresh
+        "UPDATE orcr_tasks SET moved_at = now() - interval '1 hour' WHERE queue = %s", [pq.queue]
+    )
+    assert pq.reap(stale=60) == []
+    age_claim(pq, "a", 120)
+    assert pq.reap(stale=60) == [("a", "doing", "todo")]
+
+
+def test_the_cli_loads_no_database_driver_for_a_file_queue(short_tmp):
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['orcr', 'tasks', 'ls', sys.argv[1]]\n"
+        "try:\n    runpy.run_module('orcr_core.cli', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'peewee', 'psycopg'}))\n"
+    )
+    assert cli("init", str(short_tmp / "fq")).returncode == 0
+    r = subprocess.run(
+        [sys.executable, "-c", probe, str(short_tmp / "fq")], capture_output=True, text=True
+    )
+    assert r.stdout.strip().endswith("[]"), r
