@@ -120,3 +120,36 @@ def test_the_cli_loads_no_database_driver_for_a_file_queue(short_tmp):
         [sys.executable, "-c", probe, str(short_tmp / "fq")], capture_output=True, text=True
     )
     assert r.stdout.strip().endswith("[]"), r
+
+
+PARK = """
+import sys
+from orcr_tasks.backend import open_queue
+q = open_queue(sys.argv[1])
+if sys.argv[2] == "park":
+    q.park("a", "w", "which port?")
+else:
+    q.reap(3600)
+"""
+
+
+def test_a_parked_task_is_noticed_once_even_when_its_mover_dies_after_the_commit(pq, orcr_home):
+    """The notice of a move to inbox/ is in the move's transaction; a mover killed
+    after the commit leaves it to the next reap, which writes it under the same id."""
+    notices = orcr_home.path / "notices"
+
+    def run(op: str, fault: str | None = None) -> int:
+        env = dict(orcr_home.env, **({"ORCR_FAULT": fault} if fault else {}))
+        return subprocess.run([sys.executable, "-c", PARK, pq.label, op], env=env).returncode
+
+    pq.add("t", "x", task_id="a")
+    assert pq.claim("builder", token="w") == "a"
+    assert run("park", "tasks.pg.committed") == -9
+    assert pq.where("a") == ["inbox"]  # committed
+    assert not notices.exists() or not list(notices.iterdir())  # its notice not written yet
+    assert run("reap") == 0
+    written = [json.loads(p.read_text()) for p in notices.glob("*.json")]
+    assert len(written) == 1 and written[0]["data"]["to"] == "inbox"
+    assert written[0]["data"]["queue"] == pq.label and written[0]["data"]["task"] == "a"
+    assert run("reap") == 0
+    assert len(list(notices.glob("*.json"))) == 1  # once

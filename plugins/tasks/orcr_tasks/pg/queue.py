@@ -21,10 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
+import threading
 from contextlib import contextmanager
 from types import SimpleNamespace
 
 from orcr_core import faults
+from orcr_tasks import announce
 from orcr_tasks.backend import QueueError
 from orcr_tasks.files import now_iso
 from orcr_tasks.location import readable
@@ -57,6 +59,7 @@ class PgQueue(Moves):
         self.queue = self.target.queue
         self.label = self.target.label
         self.db = _database(self.target.conninfo)
+        self._noticed: dict[int, bool] = {}  # thread -> a move of it carried a notice
 
     # -- talking to the database ---------------------------------------------
 
@@ -177,6 +180,31 @@ class PgQueue(Moves):
             faults.point("tasks.pg.begun")
             yield
         faults.point("tasks.pg.committed")
+        if self._noticed.pop(threading.get_ident(), False):
+            self.flush_notices()
+
+    def flush_notices(self) -> int:
+        """Write the notices of committed moves (this process's, or a dead mover's) to
+        orcr's notices, each under its own id, then clear them; poke the server."""
+        written = 0
+        with self.db.atomic():
+            rows = self._rows(
+                "SELECT id, notice FROM orcr_tasks WHERE queue = %(queue)s "
+                "AND notice IS NOT NULL FOR UPDATE SKIP LOCKED",
+                self._p(),
+            )
+            for tid, notice in rows:
+                from orcr_core.notify.notices import notices_dir
+
+                announce.record(dict(notice, dir=str(notices_dir())))  # this host's data dir
+                self._run(
+                    "UPDATE orcr_tasks SET notice = NULL WHERE queue = %(queue)s AND id = %(id)s",
+                    self._p(id=tid),
+                )
+                written += 1
+        if written:
+            announce.poke()
+        return written
 
     def lock_status(self) -> None:
         return None  # no lock: a dead holder's transaction is rolled back by PostgreSQL
@@ -184,9 +212,10 @@ class PgQueue(Moves):
     def quarantine(self, state: str, task_id: str, why: str, force: bool = False) -> None:
         return None  # a row is always a readable task
 
-    def move(self, task_id: str, src: str, dst: str, edit=None) -> Task:
-        """Change a task and move it from ``src`` to ``dst`` (ending its claim); the
-        caller is in :meth:`locked`."""
+    def move(self, task_id: str, src: str, dst: str, edit=None, notice=None) -> Task:
+        """Change a task and move it from ``src`` to ``dst`` (ending its claim), with its
+        ``notice`` (written once committed: :meth:`flush_notices`); the caller is in
+        :meth:`locked`."""
         rows = self._rows(
             "SELECT meta, body, fence FROM orcr_tasks WHERE queue = %(queue)s AND id = %(id)s "
             "AND state = %(src)s FOR UPDATE",
@@ -199,11 +228,14 @@ class PgQueue(Moves):
             edit(task)
         self._run(
             "UPDATE orcr_tasks SET state = %(dst)s, meta = %(meta)s::jsonb, body = %(body)s, "
-            "moved_at = clock_timestamp(), token = NULL, claim = NULL, hb_at = NULL "
+            "moved_at = clock_timestamp(), token = NULL, claim = NULL, hb_at = NULL, "
+            "notice = coalesce(%(notice)s::jsonb, notice) "
             "WHERE queue = %(queue)s AND id = %(id)s AND fence = %(fence)s",
             self._p(id=task_id, dst=dst, meta=json.dumps(task.meta), body=task.body,
-                    fence=rows[0][2]),
+                    fence=rows[0][2], notice=json.dumps(notice) if notice else None),
         )  # fmt: skip
+        if notice:
+            self._noticed[threading.get_ident()] = True
         faults.point("tasks.pg.moved")
         return task
 
@@ -357,11 +389,13 @@ class PgQueue(Moves):
                 reaped.append((tid, state, dst))
                 ended.append((tid, dict(hb or {})))
             self._release()
+        self.flush_notices()  # a mover killed between its commit and its notice left one
         for tid, hb in ended if on_reap is not None else ():
             on_reap(tid, hb)
         return reaped
 
     def unlock(self, force: bool = False) -> str:
+        self.flush_notices()
         return (
             "a PostgreSQL queue has no lock to clear: a move is a transaction, rolled back "
             "by PostgreSQL when its process dies"

@@ -9,7 +9,10 @@ attempt cannot overwrite the second. ``hb_at`` is the heartbeat, on the
 database's clock (hosts' clocks never compared). ``builder`` is the identity
 (host/pid) of the worker whose claim built the task: a verifier claiming with the
 same identity never gets it (a claim without one, a coordinator's script, is not
-checked).
+checked). ``notice`` holds the notification of a move to inbox/ or failed/
+(:mod:`orcr_tasks.announce`), set in the move's transaction and cleared once it is
+written to orcr's notices; one a mover killed after its commit left is written by
+the next reap, under the same id.
 
 The least privileges a worker's role needs: ``SELECT, INSERT, UPDATE`` on
 ``orcr_tasks`` and ``orcr_task_results``, ``SELECT`` on ``orcr_task_queues``,
@@ -40,8 +43,11 @@ DDL = [
         claim jsonb,
         hb_at timestamptz,
         builder text,
+        notice jsonb,
         PRIMARY KEY (queue, id)
     )""",
+    "ALTER TABLE orcr_tasks ADD COLUMN IF NOT EXISTS notice jsonb",
+    "CREATE INDEX IF NOT EXISTS orcr_tasks_notices ON orcr_tasks (queue) WHERE notice IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS orcr_tasks_by_state ON orcr_tasks (queue, state, moved_at, seq)",
     """CREATE TABLE IF NOT EXISTS orcr_task_results (
         queue text NOT NULL,
