@@ -129,19 +129,22 @@ class AnthropicHandler(Handler):
                 ):
                     name = next((n for n in SUBAGENT_TOOLS if n in tools), part.name)
                     parts[i] = Tool(name, part.input, part.text)
-            self.answer(body, model, parts, step)
+            req.usage = self.answer(body, model, parts, step)
 
-    def answer(self, body: dict, model: str, parts: list, step) -> None:
+    def answer(self, body: dict, model: str, parts: list, step) -> dict | None:
         """Stream ``parts`` as one message (or send it whole when ``stream`` is false);
         a :class:`StreamError` step fails the stream after its text."""
         wire = self.server.script.wire
         mid = wire.id("msg", next(_ids))
+        # known numbers, one per field, so a sum that mixes fields up shows (issue 25)
         usage = (
             {"input_tokens": 100, "output_tokens": 10}
             if wire.lean
-            else {"input_tokens": 100, "output_tokens": 10, "cache_creation_input_tokens": 0,
-                  "cache_read_input_tokens": 0, "service_tier": "standard"}
+            else {"input_tokens": 100, "output_tokens": 10, "cache_creation_input_tokens": 20,
+                  "cache_read_input_tokens": 3000, "service_tier": "standard"}
         )  # fmt: skip
+        reported = {"input": 100, "output": 10, "cache_read": 0 if wire.lean else 3000,
+                    "cache_write": 0 if wire.lean else 20}  # fmt: skip
         blocks = [_block(p, wire) for p in parts]
         if isinstance(step, StreamError):
             blocks = [_block(Text(step.text), wire)]
@@ -161,7 +164,7 @@ class AnthropicHandler(Handler):
                    "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}  # fmt: skip
         if not body.get("stream"):
             self.send_json(200, message)
-            return
+            return reported
         self.start_sse()
         self.sse("message_start", {"type": "message_start",
                                    "message": dict(message, content=[], stop_reason=None)})  # fmt: skip
@@ -199,12 +202,13 @@ class AnthropicHandler(Handler):
                 )
             if isinstance(step, StreamError):
                 self.sse("error", _error(step.type, step.message))  # and the stream ends
-                return
+                return None
             self.sse("content_block_stop", {"type": "content_block_stop", "index": i})
         self.sse("message_delta", {"type": "message_delta",
                                    "delta": {"stop_reason": stop, "stop_sequence": None},
                                    "usage": {"output_tokens": 10}})  # fmt: skip
         self.sse("message_stop", {"type": "message_stop"})
+        return reported
 
     def ping(self) -> None:
         if self.server.script.wire.ping:

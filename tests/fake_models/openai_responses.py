@@ -140,9 +140,9 @@ class ResponsesHandler(Handler):
                 if isinstance(part, Tool) and part.name == "Bash":
                     name, args = shell_call(tools, part.input["command"])
                     parts[i] = Tool(name, args)
-            self.answer(body, parts, step)
+            req.usage = self.answer(body, parts, step)
 
-    def answer(self, body: dict, parts: list, step) -> None:
+    def answer(self, body: dict, parts: list, step) -> dict | None:
         """Stream ``parts`` as one response: thinking as reasoning items, texts as
         ``output_text`` parts of a message (one message each when ``separate``), tools as
         function calls; a :class:`StreamError` step fails it after its text."""
@@ -180,28 +180,32 @@ class ResponsesHandler(Handler):
         if isinstance(step, StreamError) and step.event == "error":
             self.sse("error", {"type": "error", "code": "server_error", "message": step.message,
                                "param": None, "sequence_number": 1})  # fmt: skip
-            return
+            return None
         if isinstance(step, StreamError):
             failed = dict(response, status="failed", output=output,
                           error={"code": "server_error", "message": step.message})  # fmt: skip
             self.sse("response.failed", {"type": "response.failed", "response": failed})
-            return
+            return None
         if message is not None:
             self._item_done(output, message)
+        # known numbers (input counts the cached tokens, as OpenAI's does), issue 25
         usage = (
             {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}
             if wire.lean
-            else {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
+            else {"input_tokens": 3100, "input_tokens_details": {"cached_tokens": 3000},
                   "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
-                  "total_tokens": 110}
+                  "total_tokens": 3110}
         )  # fmt: skip
+        reported = {"input": 100, "output": 10, "cache_read": 0 if wire.lean else 3000,
+                    "cache_write": 0}  # fmt: skip
         if isinstance(step, Reply) and step.truncated:
             done = dict(response, status="incomplete", output=output, usage=usage,
                         incomplete_details={"reason": "max_output_tokens"})  # fmt: skip
             self.sse("response.incomplete", {"type": "response.incomplete", "response": done})
-            return
+            return reported
         done = dict(response, status="completed", output=output, usage=usage)
         self.sse("response.completed", {"type": "response.completed", "response": done})
+        return reported
 
     def _item_added(self, output: list[dict], item: dict) -> None:
         self.sse("response.output_item.added",

@@ -24,6 +24,9 @@ class Request:
     #: each earlier prompt, then this turn's; a CLI's own reminders left out)
     user_texts: list[str] = field(default_factory=list)
     index: int = 0  # the step of its turn this request asks for (0: the turn's first)
+    #: the usage the answer reported, as orcr counts it: {input (uncached), output,
+    #: cache_read, cache_write}; None when the answer carried none (an error)
+    usage: dict | None = None
 
 
 class FakeServer(ThreadingHTTPServer):
@@ -62,6 +65,15 @@ class FakeServer(ThreadingHTTPServer):
     def conversation(self) -> list[Request]:
         with self.lock:
             return [r for r in self.requests if r.prompt is not None and r.answer != "side"]
+
+    def reported(self) -> dict:
+        """The usage the conversation's answers reported, summed (side requests, such as
+        a title, are not in the transcript): what orcr's sums must equal (issue 25)."""
+        total = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+        for r in self.conversation():
+            for k, v in (r.usage or {}).items():
+                total[k] += v
+        return total
 
     # -- what the model was sent: the exactly-once record -----------------------------
 

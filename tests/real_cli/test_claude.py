@@ -34,6 +34,13 @@ def test_first_prompt_and_follow_ups(real):
     a = real.get("c/talk")
     assert (a["status"], a["turn"], a["agent_session"]["value"]) == ("idle", 3, uuid)
     assert real.model.prompts() == ["first question", "second question", "third question"]
+    # usage (issue 25): what orcr read from the transcript is what the fake API reported
+    reported = real.model.reported()
+    assert reported["cache_read"] == 3 * 3000  # each turn's one answer, known numbers
+    assert {k: a["usage"][k] for k in reported} == reported, a["usage_turns"]
+    assert [t["turn"] for t in a["usage_turns"]] == [1, 2, 3]
+    total = json.loads(real.orcr("usage", "c", "--json").stdout)["total"]
+    assert {k: total[k] for k in reported} == reported
 
 
 @BOTH

@@ -38,6 +38,13 @@ def test_first_prompt_and_follow_ups(real):
     assert (a["status"], a["turn"]) == ("idle", 3)
     assert a["agent_session"]["kind"] == "id"
     assert real.model.prompts() == ["first question", "second question", "third question"]
+    # usage (issue 25): what orcr read from the rollout is what the fake API reported
+    reported = real.model.reported()
+    assert reported["cache_read"] == 3 * 3000  # each turn's one answer, known numbers
+    assert {k: a["usage"][k] for k in reported} == reported, a["usage_turns"]
+    assert [t["turn"] for t in a["usage_turns"]] == [1, 2, 3]
+    total = json.loads(real.orcr("usage", "x", "--json").stdout)["total"]
+    assert {k: total[k] for k in reported} == reported
 
 
 def _first_turn(real, path: str) -> None:
