@@ -11,7 +11,8 @@ first violating history excerpt. The invariants:
   provider queued earlier (lower ``queue_seq``) that is still queued;
 - ``pane``: no agent with two panes at once, no pane with two agents;
 - ``status``: every agent's history is a path of the documented state machine
-  (``orcr_core.agents.lifecycle.TRANSITIONS``), starting from ``agent.queued``;
+  (``orcr_core.agents.lifecycle.TRANSITIONS``), starting from ``agent.queued``; an end
+  by idle GC only from ``idle``, by a turn's timeout only from ``working``;
 - ``applied``: every ``*_requested`` has its ``*_applied`` (or the failure event of the
   pair) or a repair event afterwards; a turn's ``prompt.applied`` settles its paste and
   Enter steps (a delivery resumed after a multiplexer error decides from the pane and
@@ -73,6 +74,9 @@ PAIRS = {
 START_INTENTS = ("pane.start_requested", "prompt.requested", "prompt.paste_requested",
                  "prompt.enter_requested")  # fmt: skip
 START_FAILED = ("failed", "canceled")
+#: ends a state decides: idle GC ends an idle agent, a turn's timeout a working one (a
+#: decision taken on a stale read, e.g. GC racing an ``agent send``, ends the wrong one)
+END_FROM = {"gc": ("idle",), "timeout": ("working",)}
 #: a task builder's agent path (plugins/tasks worker.py): tasks/<queue>/<task>/build_<token>
 BUILDER = re.compile(r"^tasks/([^/]+/[^/]+)/build_[^/]+$")
 #: a section that uses up an attempt (plugins/tasks moves.py): its number is the new count
@@ -222,6 +226,9 @@ class _Checker:
             to == "queued" and d.get("resume") is True and frm in ("lost", "ended")
         ):
             self.bad("status", e, f"{path}: {frm} -> {to} is not a legal transition")
+        why = d.get("exit_reason")
+        if to == "ended" and why in END_FROM and frm not in END_FROM[why]:
+            self.bad("status", e, f"{path}: ended {why} while {frm} (only from {END_FROM[why]})")
         self.provider.setdefault(a, d.get("provider", "?"))
         if to == "queued":  # resumed: the same row, queued again (its new queue_seq)
             self.queued[a] = (self.provider[a], d.get("queue_seq", e["seq"]))
@@ -310,8 +317,8 @@ class _Checker:
         for intent, settles in PAIRS.items():
             if kind in settles:
                 self.open.pop((owner, intent), None)
-        if kind == "prompt.applied":
-            # the delivery's own verdict on its turn (``confirmed`` or not): a step
+        if kind in ("prompt.applied", "prompt.failed"):
+            # the delivery's own verdict on its turn (``confirmed`` or not, or failed): a step
             # whose applied a multiplexer error or a restart cut off was resumed from
             # what the pane and the transcript showed (agents/delivery.py), and its
             # Enter pressed again as ``prompt.resubmit`` if needed; the once rule

@@ -371,3 +371,19 @@ def test_a_task_cut_by_a_full_disk_or_lost_is_caught(tmp_path):
     found = soak_check.check_tasks(tmp_path, ["T1", "T2", "T3"])
     assert sorted(v.message.split()[1] for v in found) == ["T2", "T3"], found
     assert "cut or empty" in found[-1].message or "cut or empty" in found[0].message
+
+
+def test_gc_of_a_working_agent_is_caught():
+    """The 1-hour soak (seed 2701): GC decided on an idle read while ``agent send`` made
+    the agent working, then ended it ``gc`` from working mid-delivery."""
+    h = History()
+    h.admit("a1")
+    h.move("a1", "queued", "starting")
+    h.move("a1", "starting", "idle", reason="no prompt")
+    h.move("a1", "idle", "working")
+    h.move("a1", "working", "ended", exit_reason="gc")
+    assert rules(h) == ["status"]
+    h.events[-1]["data"]["exit_reason"] = "killed"
+    assert rules(h) == []
+    h.move("a1", "ended", "ended", exit_reason="timeout")  # and a timeout only from working
+    assert "status" in rules(h)
