@@ -153,3 +153,12 @@ def test_a_parked_task_is_noticed_once_even_when_its_mover_dies_after_the_commit
     assert written[0]["data"]["queue"] == pq.label and written[0]["data"]["task"] == "a"
     assert run("reap") == 0
     assert len(list(notices.glob("*.json"))) == 1  # once
+
+
+def test_one_claim_takes_one_task(pq):
+    """The claim's inner SELECT runs once (``id = (SELECT …)``): as ``id IN (SELECT …)``
+    PostgreSQL ran it again for each row the UPDATE scanned, and one claim took them all."""
+    for n in range(5):
+        pq.add("t", "x", task_id=f"a{n}")
+    assert pq.claim("builder", token="w") == "a0"
+    assert pq.ids("doing") == ["a0"] and len(pq.ids("todo")) == 4
