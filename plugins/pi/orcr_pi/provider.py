@@ -1,9 +1,10 @@
 """The pi coding agent provider adapter (``@mariozechner/pi-coding-agent``).
 
-Pinned to ``>=0.73.0,<0.74``: 0.73.1 ran the whole real_cli tier (docs/providers/pi.md,
-"Versions checked"); the session format (version 3 of pi's session header) and the
-``stopReason`` values the reader relies on are those of that release's source
-(``core/session-manager.js``, ``core/agent-session.js``).
+Pinned to ``>=0.72.1,<0.74``: 0.73.1 ran the whole real_cli tier and 0.72.1 all of it
+but the unit fixtures' capture (docs/providers/pi.md, "Versions checked"); the session
+format (version 3 of pi's session header) and the ``stopReason`` values the reader
+relies on are those of 0.73.1's source (``core/session-manager.js``,
+``core/agent-session.js``); its changelog names no session change since 0.71.
 
 orcr fixes the session file up front: ``pi --session <agent data dir>/pi-session.jsonl``
 writes the agent's session there (a path that does not exist yet starts a new
@@ -62,7 +63,7 @@ class PiProvider(JsonlAdapter):
     name = "pi"
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
     run_options = ("model", "args")
-    supported_versions = ">=0.73.0,<0.74"
+    supported_versions = ">=0.72.1,<0.74"
     has_transcript = True
 
     def session_path(self, spec: LaunchSpec) -> str:
