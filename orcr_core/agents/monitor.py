@@ -491,12 +491,16 @@ def _agent(server, agent: Agent, now: float) -> None:
     if agent.status == "working" and agent.timeout and agent.turn_started_at:
         if agent.turn_started_at + agent.timeout < now:
             pipeline.end(
-                server, agent, "timeout", error=f"turn ran past its timeout of {agent.timeout:g}s"
+                server,
+                agent,
+                "timeout",
+                error=f"turn ran past its timeout of {agent.timeout:g}s",
+                decided_on=("status", "turn_started_at"),
             )
             return
     if agent.status == "idle" and agent.idle_since:
         if agent.idle_since + cfg.duration("timings.gc_after") < now:
-            pipeline.end(server, agent, "gc")
+            pipeline.end(server, agent, "gc", decided_on=("status", "idle_since"))
             return
         park_at = parking.due_at(server, agent)
         if park_at is not None and park_at <= now:

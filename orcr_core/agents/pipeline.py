@@ -290,13 +290,22 @@ def _fail(server, agent: Agent, error: str) -> None:
                 lifecycle.transition(agent, "ended", "failed", error=error)
 
 
-def end(server, agent: Agent, reason: str, error: str | None = None) -> bool:
+def end(
+    server, agent: Agent, reason: str, error: str | None = None, decided_on: tuple = ()
+) -> bool:
     """End a live agent: close its pane (intent/applied), then the row. False if the
-    multiplexer could not be reached (the intent stays; the monitor retries)."""
+    multiplexer could not be reached (the intent stays; the monitor retries).
+
+    ``decided_on`` names the fields of ``agent`` the decision was taken on (idle GC:
+    ``status`` and ``idle_since``): if the row has moved past them since it was read
+    (``agent send`` made the agent working), nothing is ended."""
+    seen = {f: getattr(agent, f) for f in decided_on}
     with _one_ending(agent.uuid):
         agent = _fresh(agent)
         if agent.status == "ended":
             return True  # ended meanwhile (a kill and the monitor): its pane is closed
+        if any(getattr(agent, f) != v for f, v in seen.items()):
+            return True  # decided on a read the row has moved past: not to be ended now
         return _end(server, agent, reason, error)
 
 
