@@ -79,7 +79,7 @@ class PgCluster:
             raise RuntimeError(f"initdb failed: {r.stderr.strip() or r.stdout.strip()}")
         opts = (
             f"-k {self.dir} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-            "-c full_page_writes=off -c max_connections=300"
+            "-c full_page_writes=off -c max_connections=200 -c shared_buffers=16MB"
         )
         r = subprocess.run(
             self._as_owner([self.pg_ctl, "-D", str(self.data), "-o", opts,
