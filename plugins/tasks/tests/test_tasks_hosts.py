@@ -157,7 +157,7 @@ def test_three_hosts_share_one_queue_and_survive_losing_one(pg_url, short_tmp):
         final = ("done", "failed")
         until(
             lambda: len(q.ids("done")) >= n // 4 and q.ids("doing"),
-            timeout=240,
+            timeout=120 + 4 * n,
             what="a quarter of the tasks done, with builds in flight",
         )
         hosts[0].kill()

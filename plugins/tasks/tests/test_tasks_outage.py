@@ -9,10 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from orcr_tasks.queue import STATES, Queue, QueueError
+from orcr_tasks.testing import age_claim
 from orcr_tasks.worker import Worker
 
 from orcr_core.client import ServerError
@@ -63,9 +63,7 @@ class Outage:
         self.closed += 1
 
 
-@pytest.fixture
-def q(short_tmp) -> Queue:
-    return Queue.init(short_tmp / "queue")
+# ``q``: each backend in turn (conftest.py): riding an outage is the worker's, not the queue's
 
 
 def test_a_builder_rides_an_outage_and_charges_no_attempt(q):
@@ -75,7 +73,7 @@ def test_a_builder_rides_an_outage_and_charges_no_attempt(q):
     Worker(q, "builder", heartbeat=0.05, log=log).build(fake, "a", "w")
     t = q.read("review", "a")
     assert t.attempts == 0 and t.sections("Attempt failed") == 0 and t.meta["revision"] == "r1"
-    assert (q.root / "results" / "a.md").read_text() == "built it\nREVISION: r1\n"
+    assert q.results("a") == "built it\nREVISION: r1\n"
     assert fake.closed >= 6 and fake.runs == 1  # a fresh connection for every retry
     said = log.getvalue()
     assert said.count("the orcr server is away while its agent works") == 1, said
@@ -99,8 +97,7 @@ def test_the_heartbeat_stays_fresh_while_the_server_is_away(q):
     class Watching(Outage):
         def wait(self, uuid, until, timeout):
             if self.fail["wait"] == 4:  # the outage begins: the last sign of life ages
-                past = time.time() - 3600
-                os.utime(q.hb("a"), (past, past))
+                age_claim(q, "a", 3600)
             if self.fail["wait"] == 1:  # still away: the loop kept touching it meanwhile
                 ages.append(q.age("doing", "a"))
             super().wait(uuid, until, timeout)
