@@ -22,7 +22,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from fake_models import Script, anthropic_server, responses_server
+from fake_models import Script, anthropic_server, chat_server, responses_server
 from real_cli.scenarios import procs_under
 from real_cli.tier import availability
 
@@ -61,6 +61,8 @@ class Real:
         self.cli_home = tmp / "cli-home"
         self.cli_home.mkdir()
         self.timings: dict[str, str] = {}
+        #: seconds ``wait_idle`` waits by default (a CLI slow to start raises it)
+        self.idle_wait = 60
 
     # ---------------------------------------------------------------- setup
     def _start(self, provider: str, provider_toml: str, env: dict[str, str], extra: str) -> Real:
@@ -155,6 +157,38 @@ class Real:
         toml = f'argv = ["{self.bin / "pi"}"]\nhome = "{agent}"\nallow_unpinned = true\n'
         return self._start("pi", toml, env, extra)
 
+    def opencode(self, script: Script | None = None, extra: str = "", config: dict | None = None):
+        """OpenCode with the fake as a custom OpenAI-compatible provider (an opencode.json
+        given as ``[providers.opencode] config``), the models.dev fetch off; its data,
+        config and cache under the test's HOME. ``config`` adds top-level keys
+        (``{"permission": {"bash": "ask"}}``)."""
+        self.model = self.stack.enter_context(chat_server(script))
+        cfg = {
+            "provider": {
+                "fake": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Fake",
+                    "options": {
+                        "baseURL": f"{self.model.url}/v1",
+                        "apiKey": "{env:FAKE_MODEL_API_KEY}",
+                    },
+                    "models": {"fake-chat": {"name": "Fake chat"}},
+                }
+            },
+            "model": "fake/fake-chat",
+            "autoupdate": False,
+            "share": "disabled",
+            **(config or {}),
+        }
+        path = self.cli_home / "opencode.json"
+        path.write_text(json.dumps(cfg))
+        env = {"FAKE_MODEL_API_KEY": self.model.api_key, "OPENCODE_DISABLE_MODELS_FETCH": "1"}
+        # OpenCode 1.18 draws nothing for 20-70 s at load 10-35 on 2 cores (a few s idle)
+        self.timings.setdefault("max_starting", "5m")
+        self.idle_wait = 240
+        toml = f'argv = ["{self.bin / "opencode"}"]\nconfig = "{path}"\nallow_unpinned = true\n'
+        return self._start("opencode", toml, env, extra)
+
     # ---------------------------------------------------------------- orcr
     def orcr(self, *args, check: bool = True, timeout: float = 60):
         return self.home.run(*args, check=check, timeout=timeout)
@@ -169,7 +203,8 @@ class Real:
     def get(self, path: str) -> dict:
         return json.loads(self.orcr("agent", "get", path, "--json").stdout)
 
-    def wait_idle(self, path: str, timeout: int = 60) -> None:
+    def wait_idle(self, path: str, timeout: int | None = None) -> None:
+        timeout = timeout or self.idle_wait
         r = self.orcr("agent", "wait", path, "--timeout", f"{timeout}s", check=False,
                       timeout=timeout + 30)  # fmt: skip
         assert (r.returncode, r.stdout.strip()) == (0, f"{path} idle"), self.why(path, r.stderr)
@@ -274,6 +309,11 @@ class Real:
                 f"{p}:\n{p.read_text()[-3000:]}" for p in self.home.path.glob("agents/*/pi-*.jsonl")
             ]
         )
+        if self.provider == "opencode":  # its session store: one database per agent
+            from orcr_opencode import summarize
+
+            for db in sorted(self.home.path.rglob("opencode.db")):
+                transcripts.append(f"{db}:\n{json.dumps(summarize(str(db)))[-3000:]}")
         return (
             f"{extra}\n--- screen\n{screen}\n--- model requests\n{reqs}\n--- server log\n"
             f"{self.home.server_log()}\n--- transcripts\n" + "\n".join(transcripts)
@@ -294,7 +334,7 @@ class Real:
 @pytest.fixture
 def real(live, short_tmp, provider_bin, monkeypatch):
     """orcr on a real multiplexer (``live``: tmux, or the herdr emulator), ready for
-    ``.claude(script)`` or ``.codex(script)``. Choose the multiplexer with
+    ``.claude(script)``, ``.codex(script)`` or ``.opencode(script)``. Choose the multiplexer with
     ``@pytest.mark.parametrize("live", ["tmux"], indirect=True)``."""
     with ExitStack() as stack:
         r = Real(live, live.mux, provider_bin, short_tmp, stack, monkeypatch)

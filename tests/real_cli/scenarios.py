@@ -36,10 +36,11 @@ def kill_a_working_agent(real, hold: Hold) -> None:
     until(lambda: "k/one" not in real.mux.labels(), 30, "the pane closed")
 
 
-def turn_timeout(real, hold: Hold) -> None:
-    """A turn longer than ``--timeout`` ends the agent ``timeout`` and the CLI with it."""
+def turn_timeout(real, hold: Hold, timeout: str = "2s") -> None:
+    """A turn longer than ``--timeout`` ends the agent ``timeout`` and the CLI with it
+    (``timeout``: long enough for the CLI to send its request first)."""
     start(real, "t/one")
-    real.orcr("agent", "send", "t/one", "a long one", "--timeout", "2s")
+    real.orcr("agent", "send", "t/one", "a long one", "--timeout", timeout)
     assert hold.started.wait(60), real.why("t/one")
     real.until_status("t/one", "ended", timeout=60)
     assert real.get("t/one")["exit_reason"] == "timeout"
@@ -64,7 +65,7 @@ def resume_an_exited_agent(real, first_prompt: str, history_has) -> None:
     assert real.get("r/one")["exit_reason"] == "exited"
     r = real.orcr("agent", "resume", "r/one")
     assert r.stdout.split() == ["r/one", uuid]
-    real.until_status("r/one", "idle", timeout=90)
+    real.until_status("r/one", "idle", timeout=max(90, real.idle_wait))
     before = len(real.model.conversation())
     real.orcr("agent", "send", "r/one", "after the resume")
     real.wait_idle("r/one")
