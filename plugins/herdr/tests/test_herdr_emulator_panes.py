@@ -230,3 +230,23 @@ def test_server_stop_answers_then_stops(emulator):
     assert ok(emulator, "server.stop") == {"type": "ok"}
     assert emulator.stop_requested.wait(5)
     until(lambda: emulator.stopped.is_set())
+
+
+def test_a_private_sgr_sequence_leaves_the_pane_alive(emulator):
+    """Gemini CLI sends xterm's modifyOtherKeys (``CSI > 4 ; 2 m``) at start: pyte
+    passed it to the screen's rendition handler, which raised and ended the pane's
+    reader (the pane read as exited before orcr typed). It is ignored now."""
+    ok(emulator, "workspace.create", {"cwd": "/tmp"})
+    code = (
+        "import sys, time\n"
+        "sys.stdout.write('\\x1b[>4;2mstill \\x1b[1mhere\\x1b[0m\\n'); sys.stdout.flush()\n"
+        "time.sleep(30)"
+    )
+    params = {"workspace_id": "w1", "tab_label": "a", "focus": False,
+              "root": {"type": "pane", "label": "p", "cwd": "/tmp",
+                       "command": [sys.executable, "-c", code]}}  # fmt: skip
+    pane = ok(emulator, "layout.apply", params)["layout"]["root"]["pane_id"]
+    until(lambda: "still here" in screen(emulator, pane))
+    time.sleep(0.3)
+    assert not ok(emulator, "pane.get", {"pane_id": pane})["pane"].get("dead", False)
+    assert "still here" in screen(emulator, pane)

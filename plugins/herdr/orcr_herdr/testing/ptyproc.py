@@ -37,6 +37,13 @@ class _Screen(pyte.HistoryScreen):
     def write_process_input(self, data: str) -> None:
         self._reply(data.encode())
 
+    def select_graphic_rendition(self, *attrs, private=False):
+        """A private SGR (``CSI > 4 ; 2 m``, xterm's modifyOtherKeys, which Gemini CLI
+        sends at start) sets no rendition: ignored. pyte passes ``private`` and its own
+        handler takes none, so the pane's reader thread died on it."""
+        if not private:
+            super().select_graphic_rendition(*attrs)
+
 
 class PaneProcess:
     """One running argv on its own PTY. ``returncode`` is None while it runs."""
