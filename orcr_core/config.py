@@ -398,6 +398,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "providers.*.trust_cwd": _bool,
     "providers.*.autoupdate": _bool,
     "providers.*.config": _string,
+    "providers.*.settings_dir": _string,
 }
 
 

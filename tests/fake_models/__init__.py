@@ -1,7 +1,7 @@
 """Fake model APIs for driving the real provider CLIs: scriptable, local, recorded.
 
-Three servers speak just enough of the real wire protocols for Claude Code,
-Codex and the OpenAI-compatible CLIs to run a conversation against them,
+Four servers speak just enough of the real wire protocols for Claude Code,
+Codex, Gemini CLI and the OpenAI-compatible CLIs to run a conversation against them,
 with streaming (SSE):
 
 - :func:`anthropic_server` — the Anthropic Messages API (``POST /v1/messages``,
@@ -11,7 +11,9 @@ with streaming (SSE):
   ``stream: true``), plus ``/v1/models``;
 - :func:`chat_server` — the OpenAI Chat Completions API (``POST
   /v1/chat/completions``, streamed ``data:`` chunks), for OpenAI-compatible
-  providers with a base URL (OpenCode, pi), plus ``/v1/models``.
+  providers with a base URL (OpenCode, pi), plus ``/v1/models``;
+- :func:`gemini_server` — the Gemini API (``POST /v1beta/models/<model>:streamGenerateContent``,
+  ``alt=sse``), for Gemini CLI (``GOOGLE_GEMINI_BASE_URL``).
 
 All run in-process on 127.0.0.1 with an ephemeral port, answer from a
 :class:`Script` and record every request::
@@ -42,6 +44,7 @@ message of thinking/text/tool parts, a stream that fails) and how it says it
 """
 
 from fake_models.anthropic import anthropic_server
+from fake_models.gemini import gemini_server
 from fake_models.openai_chat import chat_server
 from fake_models.openai_responses import responses_server
 from fake_models.script import (
@@ -71,6 +74,7 @@ __all__ = [
     "Tool",
     "Wire",
     "anthropic_server",
+    "gemini_server",
     "chat_server",
     "responses_server",
 ]

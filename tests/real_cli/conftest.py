@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
+import shutil
 import signal
 import subprocess
+import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from fake_models import Script, anthropic_server, chat_server, responses_server
+from fake_models import Script, anthropic_server, chat_server, gemini_server, responses_server
 from real_cli.scenarios import procs_under
 from real_cli.tier import availability
 
@@ -71,7 +74,8 @@ class Real:
         env = dict(env, HOME=str(self.tmp / "user"))
         (self.tmp / "user").mkdir(exist_ok=True)
         for key in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME",
-                    "PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR"):  # fmt: skip
+                    "PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR", "GEMINI_CLI_HOME",
+                    "GEMINI_CLI_SYSTEM_SETTINGS_PATH", "GOOGLE_API_KEY"):  # fmt: skip
             self.monkeypatch.delenv(key, raising=False)
             self.home.env.pop(key, None)
         # herdr's panes inherit the test process's environment, tmux's the server's
@@ -189,6 +193,36 @@ class Real:
         toml = f'argv = ["{self.bin / "opencode"}"]\nconfig = "{path}"\nallow_unpinned = true\n'
         return self._start("opencode", toml, env, extra)
 
+    def gemini(self, script: Script | None = None, extra: str = "", trusted: bool = True,
+               settings: dict | None = None):  # fmt: skip
+        """Gemini CLI with a private GEMINI_CLI_HOME: the API key as its auth method, the
+        project folder trusted (``trusted``), no update check or usage statistics, two
+        attempts per model request. orcr's settings file for the agent (its turn-end
+        hook) goes in a folder Gemini CLI loads it from: not under /tmp (writable by
+        others), so under the user's own home."""
+        self.model = self.stack.enter_context(gemini_server(script))
+        dot = self.cli_home / ".gemini"
+        dot.mkdir()
+        base = {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False,
+                        "maxAttempts": 2},
+            "privacy": {"usageStatisticsEnabled": False},
+        }  # fmt: skip
+        (dot / "settings.json").write_text(json.dumps(settings or base))
+        if trusted:
+            (dot / "trustedFolders.json").write_text(json.dumps({str(self.cwd): "TRUST_FOLDER"}))
+        owner = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "orcr-real-cli"
+        owner.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private = Path(tempfile.mkdtemp(prefix="gemini-", dir=owner))
+        self.stack.callback(shutil.rmtree, private, True)
+        env = {"GEMINI_API_KEY": self.model.api_key, "GOOGLE_GEMINI_BASE_URL": self.model.url}
+        toml = (
+            f'argv = ["{self.bin / "gemini"}"]\nhome = "{self.cli_home}"\n'
+            f'settings_dir = "{private}"\nallow_unpinned = true\n'
+        )
+        return self._start("gemini", toml, env, extra)
+
     # ---------------------------------------------------------------- orcr
     def orcr(self, *args, check: bool = True, timeout: float = 60):
         return self.home.run(*args, check=check, timeout=timeout)
@@ -303,7 +337,7 @@ class Real:
             sorted(
                 str(p.relative_to(self.cli_home)) + ":\n" + p.read_text()[-3000:]
                 for p in self.cli_home.rglob("*.jsonl")
-                if "projects" in p.parts or "sessions" in p.parts
+                if "projects" in p.parts or "sessions" in p.parts or "chats" in p.parts
             )
             + [  # pi's session is in the agent's own data folder
                 f"{p}:\n{p.read_text()[-3000:]}" for p in self.home.path.glob("agents/*/pi-*.jsonl")

@@ -216,15 +216,16 @@ def permission_blocked(real, start_cli, question: str) -> None:
     assert real.get("x/ask")["blocked"] is None
 
 
-def errored_turn(real, start_cli) -> None:
-    """The model API fails past the CLI's retries: the turn ends ``errored`` (``agent
-    wait`` exit 7) and the next prompt is answered."""
+def errored_turn(real, start_cli, error=None) -> None:
+    """The model API fails past the CLI's retries (``error``, a 500 by default): the turn
+    ends ``errored`` (``agent wait`` exit 7) and the next prompt is answered."""
     from fake_models import Error, Script
 
-    start_cli(Script({"broken": Error(500, "fake server error", times=50), "next": "fine again"}))
+    error = error or Error(500, "fake server error", times=50)
+    start_cli(Script({"broken": error, "next": "fine again"}))
     start(real, "x/err")
     real.orcr("agent", "send", "x/err", "broken please")
-    r = real.orcr("agent", "wait", "x/err", "--timeout", "120s", check=False, timeout=150)
+    r = real.orcr("agent", "wait", "x/err", "--timeout", "90s", check=False, timeout=120)
     assert r.returncode == 7 and "errored" in (r.stdout + r.stderr), real.why("x/err", r.stderr)
     real.orcr("agent", "send", "x/err", "next please")
     real.wait_idle("x/err")

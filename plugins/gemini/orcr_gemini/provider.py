@@ -1,0 +1,173 @@
+"""The Gemini CLI provider adapter.
+
+Pinned to ``>=0.61,<0.62``: Gemini CLI 0.61.0 is the release the real_cli tier runs
+and whose source (the npm package's bundle) docs/providers/gemini.md was written
+from: its JSONL session records (``chats/session-*.jsonl``; earlier releases wrote
+one JSON file rewritten whole, which this reader cannot follow), ``--session-id``
+and ``--resume <id>``, the ``AfterAgent`` hook and ``GEMINI_CLI_SYSTEM_SETTINGS_PATH``.
+Other releases need ``allow_unpinned`` until the tier has passed against them.
+
+Gemini CLI's records carry no version, so the version checked is the installed
+package's (the ``package.json`` its ``gemini`` bin links into, else ``gemini
+--version``), found when orcr locates the session file.
+
+orcr chooses the session id up front (``--session-id <agent uuid>``); the session
+file is ``<GEMINI_CLI_HOME or ~>/.gemini/tmp/<project>/chats/session-<time>-<first 8
+of the id>.jsonl``, created when Gemini CLI starts. ``<project>`` is a short name
+Gemini CLI keeps in ``projects.json``, so orcr finds the file by a glob over every
+project and the ``sessionId`` of its first line.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from orcr_core.adapter_helpers import JsonlAdapter, base_argv, str_list
+from orcr_core.contracts import LaunchSpec, ProviderError, ScreenState, SessionPointer
+from orcr_core.jsonl_tail import JsonlTurnReader
+from orcr_gemini import screen, settings
+from orcr_gemini.turns import GeminiTurns
+
+
+def _session_of(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            first = json.loads(fh.readline())
+        return first.get("sessionId") if isinstance(first, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def gemini_home(options: dict[str, Any]) -> Path:
+    """The folder holding ``.gemini``: ``[providers.gemini] home``, else
+    ``$GEMINI_CLI_HOME``, else the user's home."""
+    root = options.get("home") or os.environ.get("GEMINI_CLI_HOME") or "~"
+    return Path(os.path.expanduser(str(root)))
+
+
+class SessionReader:
+    """A :class:`JsonlTurnReader` that follows its session into a new file: Gemini CLI
+    restarts itself after the folder-trust question, deletes the file its first start
+    made (no prompt in it) and starts the same session id in a file named by the new
+    minute. When the file is gone, the newest ``session-*-<id8>.jsonl`` beside it whose
+    first line names the same session is read from the start."""
+
+    def __init__(self, path: str, make_parser, clocks: dict):
+        self.path = path
+        self._make = make_parser
+        self._clocks = clocks
+        self._reader = JsonlTurnReader(path, make_parser, **clocks)
+        self._session = _session_of(path)
+
+    def poll(self):
+        if self._session and not os.path.exists(self.path):
+            chats = os.path.dirname(self.path)
+            pattern = os.path.join(
+                glob.escape(chats), f"session-*-{glob.escape(self._session[:8])}.jsonl"
+            )
+            found = [p for p in glob.glob(pattern) if _session_of(p) == self._session]
+            if found:
+                self.path = max(found, key=os.path.getmtime)
+                self._reader = JsonlTurnReader(self.path, self._make, **self._clocks)
+        return self._reader.poll()
+
+
+class GeminiProvider(JsonlAdapter):
+    name = "gemini"
+    #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
+    run_options = ("model", "args")
+    supported_versions = ">=0.61,<0.62"
+    has_transcript = True
+
+    def __init__(self) -> None:
+        #: what locate_transcript learnt for a session file: (version, hooked)
+        self._facts: dict[str, tuple[str | None, bool]] = {}
+
+    def _session(self, spec: LaunchSpec) -> str:
+        try:
+            return str(uuid.UUID(spec.uuid))
+        except ValueError:
+            raise ProviderError(
+                f"gemini --session-id needs a UUID, got {spec.uuid!r}", code="bad_session_id"
+            ) from None
+
+    def launch_argv(self, spec: LaunchSpec) -> list[str]:
+        """``argv`` + ``--session-id <uuid>`` + ``--model X`` + ``extra_args`` (no shell)."""
+        return base_argv(self.name, spec.options, "gemini", ["--session-id", self._session(spec)],
+                         "--model")  # fmt: skip
+
+    def resume_argv(self, spec: LaunchSpec, pointer: SessionPointer) -> list[str]:
+        """``argv`` + ``--resume <session id>`` + the rest: Gemini CLI loads that session
+        and appends to its file (``.jsonl``: the same file)."""
+        return base_argv(self.name, spec.options, "gemini", ["--resume", pointer.value], "--model")
+
+    def launch_session(self, spec: LaunchSpec) -> SessionPointer | None:
+        return SessionPointer(source="orcr", kind="id", value=self._session(spec))
+
+    def launch_env(self, spec: LaunchSpec) -> dict[str, str | None]:
+        """``GEMINI_CLI_HOME`` from ``home``; ``GEMINI_CLI_SYSTEM_SETTINGS_PATH`` naming the
+        agent's settings file with orcr's ``AfterAgent`` hook (:mod:`orcr_gemini.settings`),
+        unless ``stop_hook = false`` or the file would not be loaded there."""
+        env: dict[str, str | None] = {}
+        if spec.options.get("home"):
+            env["GEMINI_CLI_HOME"] = str(spec.options["home"])
+        if spec.options.get("settings_dir") is not None:
+            settings.refuse_unparsable(spec.options["settings_dir"], "settings_dir")
+        if spec.options.get("stop_hook", True):
+            path = settings.write(spec, {})
+            if path is not None:
+                env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = str(path)
+        return env
+
+    def locate_transcript(self, pointer: SessionPointer, spec: LaunchSpec) -> str | None:
+        """``<home>/.gemini/tmp/*/chats/session-*-<id8>.jsonl`` whose first line names
+        the session; None until it exists."""
+        if pointer.kind == "path":
+            found = pointer.value if os.path.isfile(pointer.value) else None
+        else:
+            found = self.find_file(gemini_home(spec.options), pointer.value)
+        if found is not None:
+            argv = str_list(spec.options.get("argv", ["gemini"]), "providers.gemini.argv")
+            self._facts[found] = (settings.installed_version(argv[0]), settings.hooked(spec))
+        return found
+
+    @staticmethod
+    def find_file(home: Path, session: str) -> str | None:
+        chats = Path(glob.escape(str(home / ".gemini" / "tmp"))) / "*" / "chats"
+        pattern = str(chats / f"session-*-{glob.escape(session[:8])}.jsonl")
+        found = [p for p in glob.glob(pattern) if _session_of(p) == session]
+        return max(found, key=os.path.getmtime) if found else None
+
+    def open_reader(self, path: str, *, settle: float = 3.0, blocked_after=None, **clocks):
+        """An incremental reader of the session file; turn ends by orcr's hook line when
+        the agent runs with it, else after ``settle`` quiet seconds on an answer."""
+        version, hooked = self._facts.get(path, (None, False))
+        return SessionReader(
+            path, lambda: GeminiTurns(settle=settle, hooked=hooked, version=version), clocks
+        )
+
+    def screen_state(self, text: str, spec: LaunchSpec) -> ScreenState:
+        """Ready at its input, or a question first (:mod:`orcr_gemini.screen`).
+
+        Gemini CLI draws its composer *before* it asks the folder-trust question (a
+        prompt typed then answers the question: its Enter picks "Trust folder"). So the
+        composer counts as ready only when Gemini CLI will not ask: the folder is
+        trusted, or distrusted, by its own files (:func:`settings.trust_known`); else
+        orcr waits for the question."""
+        state = screen.screen_state(text, spec)
+        if state.state == "ready" and not settings.trust_known(gemini_home(spec.options), spec.cwd):
+            return ScreenState("unknown")
+        return state
+
+    def turns(self, settle: float, blocked_after: float | None) -> GeminiTurns:
+        return GeminiTurns(settle=settle, hooked=False)
+
+
+def summarize(path: str) -> dict[str, Any]:
+    """One whole transcript as ``{"provider", "version", "state", "turns"}``."""
+    return GeminiProvider().summarize(path)

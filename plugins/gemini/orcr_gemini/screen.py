@@ -1,0 +1,114 @@
+"""Gemini CLI's screen: ready, or a question first (start-up or mid-turn).
+
+Recognised from real screens (plugins/gemini/tests/fixtures/screens, Gemini CLI
+0.61.0 in tmux):
+
+- ready: the composer's placeholder "Type your message or @path/to/file" (it shows
+  while Gemini CLI still initializes too: a prompt typed then is queued, and sent);
+- the folder-trust question "Do you trust the files in this folder?" (folder trust is
+  on and the folder is in no ``trustedFolders.json`` entry), answered by "Trust
+  folder" with ``trust_cwd = true``;
+- the sign-in question "How would you like to authenticate for this project?" (no
+  auth method chosen, or an invalid one);
+- a permission question mid-turn: a box with "Allow execution of [Shell]?" (or
+  "Apply this change?", "Allow execution of MCP tool ...?") over the menu
+  "● 1. Allow once / 2. Allow for this session / 3. No, suggest changes (esc)";
+  the tool and its command are the box's first line ("? Shell  touch x").
+
+Gemini CLI draws its menus inside boxes (``│ ● 1. Allow once │``): the borders are
+taken off before the menu is read.
+"""
+
+from __future__ import annotations
+
+import re
+
+from orcr_core.contracts import LaunchSpec, ScreenState
+from orcr_core.screens import choose, keys_hint, menu
+
+READY = "Type your message or @path/to/file"
+TRUST = ("Do you trust the files in this folder?", "Do you trust this folder?")
+TRUST_YES = ("Trust folder",)
+LOGIN = ("How would you like to authenticate",)
+PERMISSION = re.compile(r"(Allow execution of .*\?|Apply this change\?|Allow .*\?)\s*$")
+_BORDER_L = re.compile(r"^\s*[│┃]")
+_BORDER_R = re.compile(r"[│┃]\s*$")
+_NUMBER = re.compile(r"^\d+\.\s*")
+
+
+def unbox(line: str) -> str:
+    """A line without the box borders around it (one level)."""
+    return _BORDER_R.sub("", _BORDER_L.sub("", line)).rstrip()
+
+
+def _options(lines: list[str], last: bool = False) -> list[tuple[bool, str]]:
+    return [(hl, _NUMBER.sub("", t)) for hl, t in menu(lines, "●", last=last)]
+
+
+def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
+    lines = [unbox(ln) for ln in screen.splitlines()]
+    attach = f"orcr agent attach {spec.path}"
+    # a question answered stays drawn above what follows it ("Gemini CLI is restarting
+    # to apply the trust changes...", then a new banner and composer): only the part
+    # of the screen after the last composer counts for the start-up questions
+    ready_at = max((i for i, ln in enumerate(lines) if READY in ln), default=-1)
+    asked_at = max(
+        (i for i, ln in enumerate(lines) if any(s in ln for s in TRUST + LOGIN)), default=-1
+    )
+    if 0 <= asked_at < ready_at:
+        lines = lines[ready_at:]
+    text = "\n".join(lines)
+    if any(s in text for s in TRUST):
+        keys = choose(_options(lines), lambda t: t.startswith(TRUST_YES))
+        return ScreenState(
+            "dialog",
+            kind="trust",
+            reason=(
+                f"Gemini CLI asks whether to trust {spec.cwd} — answer it with `{attach}`, "
+                "or set providers.gemini.trust_cwd = true"
+            ),
+            answer_keys=keys,
+            answer_option="trust_cwd",
+        )
+    if any(s in text for s in LOGIN):
+        return ScreenState(
+            "dialog",
+            kind="login",
+            reason=(
+                f"Gemini CLI asks how to sign in — answer it with `{attach}`, or set "
+                "GEMINI_API_KEY and security.auth.selectedType in its settings"
+            ),
+        )
+    asked = _permission(lines, spec)
+    if asked is not None:
+        return asked
+    if any(READY in ln for ln in lines):
+        return ScreenState("ready")
+    return ScreenState("unknown")
+
+
+def _permission(lines: list[str], spec: LaunchSpec) -> ScreenState | None:
+    """A tool's permission question (fixture 0.61.0-permission.txt): a question line
+    over a numbered menu whose first option allows."""
+    options = _options(lines, last=True)
+    if not options or not any(t.startswith("Allow") for _, t in options):
+        return None
+    at = max(i for i, ln in enumerate(lines) if "●" in ln)
+    question = next(
+        (ln.strip() for ln in reversed(lines[:at]) if PERMISSION.search(ln.strip())), ""
+    )
+    if not question:
+        return None
+    start = max((i for i, ln in enumerate(lines[:at]) if ln.strip().startswith("? ")), default=-1)
+    what = lines[start].strip()[2:].strip() if start >= 0 else ""
+    what = re.sub(r"\s{2,}", ": ", what)
+    keys = choose(options, lambda t: t.startswith("Allow once"))
+    how = f", or `{keys_hint(spec.path, keys)}` for “Allow once”" if keys else ""
+    shown = f" (`{what[:80]}`)" if what else ""
+    return ScreenState(
+        "dialog",
+        kind="permission",
+        reason=f"Gemini CLI asks: {question}{shown} — answer it with "
+        f"`orcr agent attach {spec.path}`{how}",
+        answer_keys=keys,
+    )

@@ -1,0 +1,159 @@
+"""The Gemini CLI adapter's contract: argv, env, the session file, the pin."""
+
+import json
+import os
+import pwd
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+from orcr_gemini import GeminiProvider, settings
+
+from orcr_core.contracts import LaunchSpec, ProviderError, SessionPointer
+
+UUID = "4a7cfc47-4211-42bc-89b6-a577b17de7d8"
+
+
+def spec(tmp_path, **options):
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True, mode=0o700)
+    return LaunchSpec(UUID, "demo/g", str(tmp_path), str(data), options)
+
+
+def test_argv_gives_the_session_id_and_resume_takes_it(tmp_path):
+    p = GeminiProvider()
+    s = spec(tmp_path, model="gemini-2.5-pro", extra_args=["--debug"])
+    assert p.launch_argv(s) == ["gemini", "--session-id", UUID, "--model", "gemini-2.5-pro",
+                                "--debug"]  # fmt: skip
+    assert p.launch_session(s) == SessionPointer("orcr", "id", UUID)
+    assert p.resume_argv(s, SessionPointer("orcr", "id", UUID))[:3] == ["gemini", "--resume", UUID]
+    with pytest.raises(ProviderError, match="needs a UUID"):
+        p.launch_argv(LaunchSpec("nope", "a", "/", "/"))
+
+
+def test_the_version_pin_names_its_range():
+    p = GeminiProvider()
+    assert p.check_version("0.61.0", {}) is None
+    with pytest.raises(ProviderError, match=r">=0\.61,<0\.62") as err:
+        p.check_version("0.60.0", {})
+    assert err.value.code == "unsupported_provider_version"
+    assert "0.62.1" in p.check_version("0.62.1", {"allow_unpinned": True})
+
+
+@pytest.fixture
+def secure():
+    """A private folder under the user's home (Gemini CLI skips a settings file below
+    /tmp: writable by others)."""
+    base = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache"
+    base.mkdir(exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="orcr-gemini-test-", dir=base))
+    for parent in folder.parents:
+        if os.stat(parent).st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            pytest.skip(f"{parent} is writable by others: Gemini CLI would skip the file")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_env_points_at_a_settings_file_with_the_hook(tmp_path, monkeypatch, secure):
+    system = tmp_path / "system.json"
+    system.write_text(json.dumps({"general": {"maxAttempts": 3}}))
+    monkeypatch.setenv("GEMINI_CLI_SYSTEM_SETTINGS_PATH", str(system))
+    s = spec(tmp_path, home="/h", settings_dir=str(secure))
+    env = GeminiProvider().launch_env(s)
+    assert env["GEMINI_CLI_HOME"] == "/h"
+    # Gemini CLI restarts itself through its parent process after the trust question:
+    # with GEMINI_CLI_NO_RELAUNCH it would exit instead
+    assert "GEMINI_CLI_NO_RELAUNCH" not in env
+    written = json.loads((secure / settings.FILE).read_text())
+    (hook,) = written["hooks"]["AfterAgent"][0]["hooks"]
+    assert hook["command"].endswith("orcr_gemini/hook.py") and hook["type"] == "command"
+    assert written["general"] == {"maxAttempts": 3}  # the system settings in use, kept
+    assert settings.hooked(s)
+
+
+def test_no_hook_where_gemini_cli_would_not_load_it(tmp_path):
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    os.chmod(open_dir, 0o777)
+    s = spec(tmp_path, settings_dir=str(open_dir))
+    env = GeminiProvider().launch_env(s)
+    assert "GEMINI_CLI_SYSTEM_SETTINGS_PATH" not in env
+    assert not (open_dir / settings.FILE).exists() and not settings.hooked(s)
+    assert "GEMINI_CLI_SYSTEM_SETTINGS_PATH" not in GeminiProvider().launch_env(
+        spec(tmp_path, stop_hook=False)
+    )
+
+
+def test_the_session_file_is_found_by_its_first_line(tmp_path):
+    chats = tmp_path / ".gemini" / "tmp" / "shop" / "chats"
+    chats.mkdir(parents=True)
+    other = chats / f"session-2026-12-01T23-58-{UUID[:8]}.jsonl"
+    other.write_text(json.dumps({"sessionId": UUID[:8] + "-other", "projectHash": "x"}) + "\n")
+    p = GeminiProvider()
+    s = spec(tmp_path, home=str(tmp_path), argv=["/nonexistent/gemini"])
+    assert p.locate_transcript(SessionPointer("orcr", "id", UUID), s) is None
+    mine = chats / f"session-2026-12-01T23-59-{UUID[:8]}.jsonl"
+    mine.write_text(json.dumps({"sessionId": UUID, "projectHash": "x"}) + "\n")
+    assert p.locate_transcript(SessionPointer("orcr", "id", UUID), s) == str(mine)
+
+
+def test_the_installed_version_comes_from_the_package(tmp_path):
+    pkg = tmp_path / "node_modules" / "@google" / "gemini-cli"
+    (pkg / "bundle").mkdir(parents=True)
+    (pkg / "package.json").write_text(
+        json.dumps({"name": "@google/gemini-cli", "version": "0.61.0"})
+    )
+    js = pkg / "bundle" / "gemini.js"
+    js.write_text("#!/bin/sh\n")
+    js.chmod(0o755)
+    bin_dir = tmp_path / "node_modules" / ".bin"
+    bin_dir.mkdir()
+    (bin_dir / "gemini").symlink_to(js)
+    assert settings.installed_version(str(bin_dir / "gemini")) == "0.61.0"
+    assert settings.installed_version("/nonexistent/gemini") is None
+
+
+def test_the_composer_is_ready_only_where_gemini_cli_asks_no_trust_question(tmp_path):
+    """It draws its composer before the question: a prompt typed then answers it."""
+    from pathlib import Path as P
+
+    ready = (P(__file__).parent / "fixtures" / "screens" / "0.61.0-ready.txt").read_text()
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    cwd = tmp_path / "shop"
+    cwd.mkdir()
+    s = LaunchSpec(UUID, "demo/g", str(cwd), str(tmp_path), {"home": str(home)})
+    p = GeminiProvider()
+    assert p.screen_state(ready, s).state == "unknown"
+    (home / ".gemini" / "trustedFolders.json").write_text(
+        json.dumps({str(tmp_path): "TRUST_FOLDER"})
+    )
+    assert p.screen_state(ready, s).state == "ready"
+    assert settings.trust_known(home, str(cwd))
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(home): "TRUST_FOLDER"}))
+    assert not settings.trust_known(home, str(cwd))
+    (home / ".gemini" / "settings.json").write_text(
+        '{"security": {"folderTrust": {"enabled": false}}}'
+    )
+    assert settings.trust_known(home, str(cwd))
+
+
+def test_the_reader_follows_its_session_into_the_file_of_a_restart(tmp_path):
+    """After the trust question Gemini CLI restarts: the first file (no prompt) is
+    deleted and the session goes on in a file named by the new minute."""
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    first = chats / f"session-2026-12-02T00-37-{UUID[:8]}.jsonl"
+    meta = json.dumps({"sessionId": UUID, "projectHash": "x"}) + "\n"
+    first.write_text(meta)
+    reader = GeminiProvider().open_reader(str(first), settle=0.0)
+    assert reader.poll().state == "idle"
+    first.unlink()
+    second = chats / f"session-2026-12-02T00-38-{UUID[:8]}.jsonl"
+    lines = [{"id": "u1", "type": "user", "content": [{"text": "hello"}]},
+             {"id": "g1", "type": "gemini", "content": "Hi after trust"}, {"orcr": "turn_end"}]  # fmt: skip
+    second.write_text(meta + "".join(json.dumps(x) + "\n" for x in lines))
+    got = reader.poll()
+    assert [(t.status, t.final_text) for t in got.turns] == [("completed", "Hi after trust")]
