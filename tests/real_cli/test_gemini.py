@@ -74,6 +74,7 @@ def test_gc(real):
 
 
 @TMUX
+@pytest.mark.timeout(400)  # two Gemini CLI starts: 20-30 s each at load 45
 def test_resume_continues_the_session(real):
     """``gemini --resume <session id>``: the next request carries the first prompt, and
     the turns go on in the same session file."""

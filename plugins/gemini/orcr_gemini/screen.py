@@ -27,6 +27,8 @@ from orcr_core.contracts import LaunchSpec, ScreenState
 from orcr_core.screens import choose, keys_hint, menu
 
 READY = "Type your message or @path/to/file"
+#: what Gemini CLI prints under the trust question once it is answered (it restarts)
+RESTART = "is restarting to apply the trust changes"
 TRUST = ("Do you trust the files in this folder?", "Do you trust this folder?")
 TRUST_YES = ("Trust folder",)
 LOGIN = ("How would you like to authenticate",)
@@ -50,8 +52,8 @@ def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
     attach = f"orcr agent attach {spec.path}"
     # a question answered stays drawn above what follows it ("Gemini CLI is restarting
     # to apply the trust changes...", then a new banner and composer): only the part
-    # of the screen after the last composer counts for the start-up questions
-    ready_at = max((i for i, ln in enumerate(lines) if READY in ln), default=-1)
+    # of the screen after the last of those counts for the start-up questions
+    ready_at = max((i for i, ln in enumerate(lines) if READY in ln or RESTART in ln), default=-1)
     asked_at = max(
         (i for i, ln in enumerate(lines) if any(s in ln for s in TRUST + LOGIN)), default=-1
     )

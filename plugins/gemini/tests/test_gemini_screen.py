@@ -71,3 +71,15 @@ def test_a_trust_question_answered_above_a_new_composer_is_past():
         " >   Type your message or @path/to/file",
     ])  # fmt: skip
     assert screen_state(screen, SPEC).state == "ready"
+
+
+def test_a_trust_question_answered_is_no_question_while_the_cli_restarts():
+    """orcr pressed "Trust folder" (trust_cwd): the question stays drawn over the restart
+    line until the new process draws; it must not be answered again meanwhile."""
+    screen = "\n".join([
+        "│ Do you trust the files in this folder?       │",
+        "│ ● 1. Trust folder (shop)                     │",
+        "│   2. Don't trust                             │",
+        " Gemini CLI is restarting to apply the trust changes...",
+    ])  # fmt: skip
+    assert screen_state(screen, SPEC).state == "unknown"
