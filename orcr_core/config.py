@@ -30,6 +30,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "park_after": "30m",
         "stall_after": "10m",
         "blocked_after": "5s",
+        "provider_call": "30s",
     },
     "events": {"retention": 100_000},
     # ended rows of agents seen in the user's other herdr sessions (agents/unmanaged.py)
@@ -359,6 +360,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "timings.stop_grace": _duration_range(0, 3600),
     "timings.prompt_confirm": _duration_range(0.1, 60),
     "timings.poll_every": _duration_range(0.01, 3600),
+    "timings.provider_call": _duration_range(0.1, 3600),
     "timings.park_after": _duration_or_off(0.1, 30 * 86400),
     "timings.stall_after": _duration_or_off(1, 30 * 86400),
     "timings.blocked_after": _duration_range(0.5, 3600),

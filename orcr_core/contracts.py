@@ -33,6 +33,20 @@ class ProviderError(Exception):
         self.code = code
 
 
+class ProviderFault(ProviderError):
+    """A provider adapter broke its contract: a hook raised something other than
+    :class:`ProviderError`/``OSError``, returned the wrong shape, or never answered.
+
+    It costs the adapter's own agent (ended ``failed`` with this message, which
+    names the provider and the hook), never the server or another agent.
+    """
+
+    def __init__(self, provider: str, hook: str, what: str):
+        super().__init__(f"provider {provider!r} broke in {hook}: {what}", "provider_fault")
+        self.provider = provider
+        self.hook = hook
+
+
 @dataclass(frozen=True)
 class SessionPointer:
     """The provider's native session id, as the multiplexer or orcr knows it.

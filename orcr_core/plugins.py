@@ -18,6 +18,7 @@ from importlib import metadata
 import pluggy
 
 from orcr_core import hookspecs
+from orcr_core.provider_guard import DEFAULT_TIMEOUT, GuardedProvider
 
 ENTRY_POINT_GROUP = "orcr"
 
@@ -81,6 +82,8 @@ class Registry:
     providers: dict[str, object] = field(default_factory=dict)
     sinks: dict[str, object] = field(default_factory=dict)  # notification sinks
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: limits the guarded providers read on every call (the server sets them from config)
+    timeouts: dict[str, float] = field(default_factory=lambda: {"provider_call": DEFAULT_TIMEOUT})
 
 
 def _collect(pm: pluggy.PluginManager, hook_name: str, kind: str, into: dict, reg: Registry):
@@ -105,10 +108,14 @@ def _collect(pm: pluggy.PluginManager, hook_name: str, kind: str, into: dict, re
 
 
 def build_registry(pm: pluggy.PluginManager) -> Registry:
-    """Call the registration hooks and refuse duplicate names loudly."""
+    """Call the registration hooks and refuse duplicate names loudly.
+
+    Providers come back wrapped (:mod:`orcr_core.provider_guard`)."""
     reg = Registry()
     _collect(pm, "register_drivers", "driver", reg.drivers, reg)
     _collect(pm, "register_providers", "provider", reg.providers, reg)
+    # each provider held to its contract: a broken one costs only its own agents
+    reg.providers = {n: GuardedProvider(p, n, reg.timeouts) for n, p in reg.providers.items()}
     _collect(pm, "register_notify_sinks", "notify sink", reg.sinks, reg)
     return reg
 

@@ -43,7 +43,7 @@ from orcr_core.agents.launch import owned, pane_of
 from orcr_core.agents.timers import Timers
 from orcr_core.agents.transcripts import read_transcript
 from orcr_core.agents.witness import Witness
-from orcr_core.contracts import DriverError, ProviderError
+from orcr_core.contracts import DriverError, ProviderError, ProviderFault
 from orcr_core.store import drift
 from orcr_core.store.models import Agent, db
 from orcr_core.usage import record as usage
@@ -204,6 +204,9 @@ class Monitor:
                 continue
             try:
                 _agent(srv, agent, now)
+            except ProviderFault as exc:  # its adapter broke: it ends, the others go on
+                log.warning("agent %s: %s", agent.path, exc)
+                pipeline.end(srv, agent, "failed", error=str(exc))
             except (DriverError, ProviderError) as exc:
                 log.warning("agent %s: %s", agent.path, exc)
             self._watch(agent)

@@ -40,7 +40,7 @@ from orcr_core.workspaces.vcs import VcsError
 log = logging.getLogger("orcr.pipeline")
 
 #: driver error codes whose message is the whole story ("claude: command not found")
-PLAIN_ERRORS = ("command_not_found", "pane_dead")
+PLAIN_ERRORS = ("command_not_found", "pane_dead", "provider_fault")
 
 
 def _progress(agent: Agent, kind: str, **fields) -> None:
@@ -103,6 +103,9 @@ def _run(server, agent: Agent) -> None:
         agent = _check(agent)
         workspace_step.pre_trust(agent, provider, spec)  # a new checkout: no trust dialog
         argv, env = launch_command(provider, spec, agent, resume=resuming)
+        # chosen up front, and asked before the pane starts and outside the write
+        # transaction: an adapter that hangs or breaks here leaves no pane and no lock
+        pointer = None if resuming else provider.launch_session(spec)
         ref = _started_before(driver, agent)
         if ref is None:
             with db.atomic("IMMEDIATE"):
@@ -131,9 +134,7 @@ def _run(server, agent: Agent) -> None:
                 late = False
                 agent = current
                 _progress(agent, "pane.start_applied", tab_id=ref.tab_id, pane_id=ref.pane_id)
-                # a resumed agent keeps the session it continues
-                pointer = None if resuming else provider.launch_session(spec)
-                if pointer is not None:
+                if pointer is not None:  # a resumed agent keeps the session it continues
                     lifecycle.update(
                         agent,
                         "agent.session",

@@ -40,6 +40,7 @@ class Server:
     def __init__(self, cfg: config_mod.Config | None = None, registry: Registry | None = None):
         self.config = cfg or config_mod.load()
         self.registry = registry or build_registry(get_plugin_manager())
+        self.registry.timeouts["provider_call"] = self.config.duration("timings.provider_call")
         self.store_path = dirs.store_path()
         self.agents_dir = dirs.agents_dir()
         self.socket_path = dirs.socket_path()
@@ -235,6 +236,7 @@ class Server:
 
     def reload_config(self) -> None:
         self.config = config_mod.load()
+        self.registry.timeouts["provider_call"] = self.config.duration("timings.provider_call")
         self.reset_driver()
         if self.notifier is not None:
             self.notifier.reconfigure()
