@@ -25,33 +25,26 @@ import logging
 import threading
 import time
 
-from orcr_core import events, faults
+from orcr_core import events
 from orcr_core.agents import (
-    asking,
     lifecycle,
+    panes,
     parking,
     pipeline,
-    procs,
-    rematch,
-    resume,
-    sessions,
     stall,
     transcripts,
+    turns,
 )
 from orcr_core.agents.fswatch import TranscriptWatcher
-from orcr_core.agents.launch import owned, pane_of
+from orcr_core.agents.launch import pane_of
 from orcr_core.agents.timers import Timers
-from orcr_core.agents.transcripts import read_transcript
 from orcr_core.agents.witness import Witness
 from orcr_core.contracts import DriverError, ProviderError, ProviderFault
-from orcr_core.store import drift
 from orcr_core.store.models import Agent, db
-from orcr_core.usage import record as usage
 from orcr_core.workspaces import finish as workspace_finish
 
 log = logging.getLogger("orcr.monitor")
 
-LOST_CONFIRM = 1.0  # seconds: the least time between lost and ended (lost)
 #: seconds between re-checks of a blocked agent's screen (is the dialog answered?)
 DIALOG_RECHECK = 0.5
 MONITORED = ("starting", "working", "idle", "lost")
@@ -181,7 +174,7 @@ class Monitor:
             workspace_finish.sweep(srv)  # an agent that ended keeps or removes its checkout
         if self.agents and (panes_hint or (poll_due and self._snapshot_polling)):
             self.counters["snapshots"] += 1
-            _panes(srv, list(self.agents.values()))
+            panes.observe(srv, list(self.agents.values()))
             if self._snapshot_polling and self._witness_polling and not self.witness.pending():
                 self._classify()  # a turn end witnessed (or not) in time: polling may stop
         now = time.time()
@@ -330,142 +323,6 @@ class Monitor:
         self.pane_changed()
 
 
-def _panes(server, active: list[Agent]) -> None:
-    """Pane presence, lost/repaired, session pointers, from one snapshot."""
-    driver = server.driver
-    if driver is None:
-        return
-    try:
-        snap = driver.snapshot()
-    except DriverError:
-        return  # an outage never frees a name
-    # a row's pane is the one carrying this instance's id and the row's launch
-    # token, whatever its id or label (another instance may share the server)
-    mine = owned(snap)
-    running = []  # (agent, pane): their process trees are recorded below
-    for agent in active:
-        if agent.status == "starting" or not agent.pane_id:
-            if agent.status == "starting" and agent.pane_id:
-                pane = mine.get(agent.launch_token)
-                if pane is not None and not agent.pane_process:
-                    with db.atomic("IMMEDIATE"):
-                        rematch.record(agent, pane)  # who orcr started in the pane
-                if not agent.agent_session_value:
-                    _capture_session(agent, pane)
-            continue
-        pane = mine.get(agent.launch_token)
-        if pane is None:
-            if not agent.cancel_requested:  # a kill closing its pane is not a loss
-                _vanished(server, agent)
-            continue
-        if pane.dead:
-            pipeline.end(server, agent, "exited")
-            continue
-        if rematch.replaced(agent, pane):  # a shell restored in its place: not the agent
-            if not agent.cancel_requested:
-                rematch.lose(server, agent, pane)
-            continue
-        running.append((agent, pane))
-        monitor = getattr(server, "monitor", None)
-        if monitor is not None:
-            monitor.witness.observe(
-                agent.uuid, agent.status, pane.agent is not None, pane.completion_seq
-            )
-        if (
-            pane.pane_id != agent.pane_id
-            or agent.status == "lost"
-            or (not agent.agent_session_value and pane.agent_session is not None)
-            or (not agent.pane_process and not pane.dead and rematch.identity(pane) is not None)
-        ):
-            _pane_changed(server, agent, pane)  # else nothing changed: no write at all
-        if (
-            agent.provider in server.registry.providers
-            and not server.registry.providers[agent.provider].has_transcript
-        ):
-            agent._mux_status = pane.agent_status
-    procs.observe(server, running)
-
-
-def _pane_changed(server, agent: Agent, pane) -> None:
-    """Record what a snapshot shows differently: a rematch, a repair, a session."""
-    with db.atomic("IMMEDIATE"):
-        current = Agent.get_by_id(agent.id)
-        if current.status == "ended":
-            return
-        if pane.pane_id != current.pane_id:
-            lifecycle.update(
-                current,
-                "agent.rematched",
-                pane_id=pane.pane_id,
-                tab_id=pane.tab_id,
-                workspace_id=pane.workspace_id,
-            )
-        if current.status == "lost":
-            back = "idle" if current.idle_since else "working"
-            if lifecycle.transition(current, back, repair=True):
-                drift.bump("repaired")  # in the transaction of the repair it counts
-        rematch.record(current, pane)
-        if not current.agent_session_value:
-            _capture_session(current, pane)
-        agent.__data__.update(current.__data__)
-
-
-def _capture_session(agent: Agent, pane) -> None:
-    if pane is None or pane.agent_session is None:
-        return
-    s = pane.agent_session
-    with db.atomic("IMMEDIATE"):
-        fields = dict(
-            agent_session_source=s.source, agent_session_kind=s.kind, agent_session_value=s.value
-        )
-        if agent.status == "starting":
-            fields["last_progress_at"] = time.time()  # a progress marker
-        lifecycle.update(agent, "agent.session", **fields)
-
-
-def _vanished(server, agent: Agent) -> None:
-    exited = agent.pane_id in server.exited_panes
-    if agent.status == "lost" and not exited:
-        first_seen = server.lost_at.setdefault(agent.uuid, time.monotonic())
-        if time.monotonic() - first_seen < LOST_CONFIRM:
-            _confirm_later(server, first_seen)
-            return  # not yet: no write transaction
-    with db.atomic("IMMEDIATE"):
-        agent = Agent.get_by_id(agent.id)
-        if agent.cancel_requested:
-            return  # the kill that closed the pane ends the row itself
-        exited = agent.pane_id in server.exited_panes  # the multiplexer saw the process end
-        if agent.status in ("working", "idle"):
-            if exited:
-                lifecycle.transition(agent, "ended", "exited", pane_id=agent.pane_id)
-            else:
-                if lifecycle.transition(agent, "lost", pane_id=agent.pane_id):
-                    drift.bump("lost")
-                server.lost_at[agent.uuid] = time.monotonic()
-                _confirm_later(server, server.lost_at[agent.uuid])
-        elif agent.status == "lost":
-            # "one following poll", at least LOST_CONFIRM later: a multiplexer's
-            # pane_exited hint (paced by its event stream) has time to arrive
-            first_seen = server.lost_at.setdefault(agent.uuid, time.monotonic())
-            if not exited and time.monotonic() - first_seen < LOST_CONFIRM:
-                _confirm_later(server, first_seen)
-                return
-            server.lost_at.pop(agent.uuid, None)
-            if exited or not resume.auto_resume(server, agent):
-                lifecycle.transition(agent, "ended", "exited" if exited else "lost")
-    if agent.status == "ended":  # its pane is gone: what it started that outlived it
-        procs.stop(server, agent, procs.collect(server, agent, None))
-    server.notify()
-
-
-def _confirm_later(server, first_seen: float) -> None:
-    """A snapshot once LOST_CONFIRM has passed since the loss was first seen."""
-    monitor = getattr(server, "monitor", None)
-    if monitor is not None:
-        at = time.time() + max(0.0, first_seen + LOST_CONFIRM - time.monotonic()) + 0.01
-        monitor.timers.arm(at, "", "lost")
-
-
 def _agent(server, agent: Agent, now: float) -> None:
     cfg = server.config
     if agent.status == "starting":
@@ -508,7 +365,7 @@ def _agent(server, agent: Agent, now: float) -> None:
         park_at = parking.due_at(server, agent)
         if park_at is not None and park_at <= now:
             parking.request(server, agent)  # on the pipeline pool: a move is a driver call
-    _turns(server, agent)
+    turns.follow(server, agent)
 
 
 def _guard_expired(server, agent: Agent, guard: float, dialog: str | None = None) -> None:
@@ -529,79 +386,3 @@ def _guard_expired(server, agent: Agent, guard: float, dialog: str | None = None
         pipeline.close_pane(server, agent, pane_of(agent), "stuck-start guard")
     except DriverError:
         pass  # reconciliation closes the late pane by label
-
-
-def _turns(server, agent: Agent) -> None:
-    provider = server.registry.providers.get(agent.provider)
-    if provider is None:
-        return
-    if not provider.has_transcript:
-        status = getattr(agent, "_mux_status", None)
-        if status in ("idle", "done") and agent.status == "working":
-            _set(server, agent, "idle")
-        elif status == "working" and agent.status == "idle":
-            _set(server, agent, "working")
-        return
-    state = read_transcript(server, agent)
-    if state is None:
-        # no session, or one with no transcript (Codex: notify reports completed
-        # turns only, its title thread included): look for the one that got the prompt
-        if sessions.discover(server, agent):
-            state = read_transcript(server, agent)
-        if state is None:
-            return
-    stall.check(server, agent, time.time())  # growth clears it before the turn's end moves on
-    if state.version:
-        _check_version(server, agent, provider, state.version)  # once per version seen
-    if agent.status == "working" and state.state == "idle" and len(state.turns) >= agent.turn:
-        last = state.turns[-1] if state.turns else None
-        outcome = {"turn": agent.turn, "turn_status": last.status if last else None}
-        if last is not None and last.error:
-            outcome["turn_error"] = last.error
-        _set(server, agent, "idle", turns_done=len(state.turns), ended=state.turns, **outcome)
-        monitor = getattr(server, "monitor", None)
-        if monitor is not None:  # herdr's completion_seq as a second witness
-            monitor.witness.turn_ended(agent.uuid)
-            if monitor.witness.pending():
-                monitor._classify()  # poll snapshots until herdr's witness shows
-    elif (
-        agent.status == "idle"
-        and state.state in ("working", "blocked")
-        and len(state.turns) > agent.turns_done
-    ):
-        _set(server, agent, "working", reason="turn started in the pane")
-    elif agent.status == "working":  # quiet mid-turn: a question for a person?
-        asking.check(server, agent, state, provider, time.time())
-
-
-def _check_version(server, agent: Agent, provider, version: str) -> None:
-    if not transcripts.version_changed(server, agent.uuid, version):
-        return
-    try:
-        warning = provider.check_version(version, server.config.provider_options(agent.provider))
-    except ProviderError as exc:
-        pipeline.end(server, agent, "failed", error=str(exc))
-        return
-    if warning:
-        with db.atomic("IMMEDIATE"):
-            events.emit("agent.warning", agent.uuid, path=agent.path, message=warning)
-
-
-def _set(server, agent: Agent, to: str, turns_done: int | None = None, ended=(), **data) -> None:
-    with db.atomic("IMMEDIATE"):
-        current = Agent.get_by_id(agent.id)
-        if current.status != agent.status:
-            return
-        first = current.turns_done
-        if turns_done is not None:
-            fields = {"turns_done": turns_done}
-            if "turn_status" in data:  # the row says how the last turn ended
-                fields.update(turn_status=data["turn_status"], turn_error=data.get("turn_error"))
-            lifecycle.update(current, None, **fields)
-        if turns_done is not None and turns_done > first:  # what those turns spent (top)
-            data["tokens"] = usage.tokens(ended[first:turns_done])
-        lifecycle.transition(current, to, **data)
-        if turns_done is not None and turns_done > first:
-            faults.point("before_turn_usage")  # the turn's end and its usage: one commit
-            usage.record(current, ended[first:turns_done], first)
-    server.notify()

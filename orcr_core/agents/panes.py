@@ -1,0 +1,156 @@
+"""Pane presence from one multiplexer snapshot: rematches, losses, repairs.
+
+The monitor (:mod:`orcr_core.agents.monitor`) takes a snapshot when a pane may
+have changed and hands every active row to :func:`observe`. A row's pane is the
+one carrying this instance's id and the row's launch token; a pane gone is a
+loss confirmed by one following snapshot at least ``LOST_CONFIRM`` later, and a
+pane that comes back repairs the row.
+"""
+
+from __future__ import annotations
+
+import time
+
+from orcr_core.agents import lifecycle, pipeline, procs, rematch, resume
+from orcr_core.agents.launch import owned
+from orcr_core.contracts import DriverError
+from orcr_core.store import drift
+from orcr_core.store.models import Agent, db
+
+LOST_CONFIRM = 1.0  # seconds: the least time between lost and ended (lost)
+
+
+def observe(server, active: list[Agent]) -> None:
+    """Pane presence, lost/repaired, session pointers, from one snapshot."""
+    driver = server.driver
+    if driver is None:
+        return
+    try:
+        snap = driver.snapshot()
+    except DriverError:
+        return  # an outage never frees a name
+    # a row's pane is the one carrying this instance's id and the row's launch
+    # token, whatever its id or label (another instance may share the server)
+    mine = owned(snap)
+    running = []  # (agent, pane): their process trees are recorded below
+    for agent in active:
+        if agent.status == "starting" or not agent.pane_id:
+            if agent.status == "starting" and agent.pane_id:
+                pane = mine.get(agent.launch_token)
+                if pane is not None and not agent.pane_process:
+                    with db.atomic("IMMEDIATE"):
+                        rematch.record(agent, pane)  # who orcr started in the pane
+                if not agent.agent_session_value:
+                    _capture_session(agent, pane)
+            continue
+        pane = mine.get(agent.launch_token)
+        if pane is None:
+            if not agent.cancel_requested:  # a kill closing its pane is not a loss
+                _vanished(server, agent)
+            continue
+        if pane.dead:
+            pipeline.end(server, agent, "exited")
+            continue
+        if rematch.replaced(agent, pane):  # a shell restored in its place: not the agent
+            if not agent.cancel_requested:
+                rematch.lose(server, agent, pane)
+            continue
+        running.append((agent, pane))
+        monitor = getattr(server, "monitor", None)
+        if monitor is not None:
+            monitor.witness.observe(
+                agent.uuid, agent.status, pane.agent is not None, pane.completion_seq
+            )
+        if (
+            pane.pane_id != agent.pane_id
+            or agent.status == "lost"
+            or (not agent.agent_session_value and pane.agent_session is not None)
+            or (not agent.pane_process and not pane.dead and rematch.identity(pane) is not None)
+        ):
+            _pane_changed(server, agent, pane)  # else nothing changed: no write at all
+        if (
+            agent.provider in server.registry.providers
+            and not server.registry.providers[agent.provider].has_transcript
+        ):
+            agent._mux_status = pane.agent_status
+    procs.observe(server, running)
+
+
+def _pane_changed(server, agent: Agent, pane) -> None:
+    """Record what a snapshot shows differently: a rematch, a repair, a session."""
+    with db.atomic("IMMEDIATE"):
+        current = Agent.get_by_id(agent.id)
+        if current.status == "ended":
+            return
+        if pane.pane_id != current.pane_id:
+            lifecycle.update(
+                current,
+                "agent.rematched",
+                pane_id=pane.pane_id,
+                tab_id=pane.tab_id,
+                workspace_id=pane.workspace_id,
+            )
+        if current.status == "lost":
+            back = "idle" if current.idle_since else "working"
+            if lifecycle.transition(current, back, repair=True):
+                drift.bump("repaired")  # in the transaction of the repair it counts
+        rematch.record(current, pane)
+        if not current.agent_session_value:
+            _capture_session(current, pane)
+        agent.__data__.update(current.__data__)
+
+
+def _capture_session(agent: Agent, pane) -> None:
+    if pane is None or pane.agent_session is None:
+        return
+    s = pane.agent_session
+    with db.atomic("IMMEDIATE"):
+        fields = dict(
+            agent_session_source=s.source, agent_session_kind=s.kind, agent_session_value=s.value
+        )
+        if agent.status == "starting":
+            fields["last_progress_at"] = time.time()  # a progress marker
+        lifecycle.update(agent, "agent.session", **fields)
+
+
+def _vanished(server, agent: Agent) -> None:
+    exited = agent.pane_id in server.exited_panes
+    if agent.status == "lost" and not exited:
+        first_seen = server.lost_at.setdefault(agent.uuid, time.monotonic())
+        if time.monotonic() - first_seen < LOST_CONFIRM:
+            _confirm_later(server, first_seen)
+            return  # not yet: no write transaction
+    with db.atomic("IMMEDIATE"):
+        agent = Agent.get_by_id(agent.id)
+        if agent.cancel_requested:
+            return  # the kill that closed the pane ends the row itself
+        exited = agent.pane_id in server.exited_panes  # the multiplexer saw the process end
+        if agent.status in ("working", "idle"):
+            if exited:
+                lifecycle.transition(agent, "ended", "exited", pane_id=agent.pane_id)
+            else:
+                if lifecycle.transition(agent, "lost", pane_id=agent.pane_id):
+                    drift.bump("lost")
+                server.lost_at[agent.uuid] = time.monotonic()
+                _confirm_later(server, server.lost_at[agent.uuid])
+        elif agent.status == "lost":
+            # "one following poll", at least LOST_CONFIRM later: a multiplexer's
+            # pane_exited hint (paced by its event stream) has time to arrive
+            first_seen = server.lost_at.setdefault(agent.uuid, time.monotonic())
+            if not exited and time.monotonic() - first_seen < LOST_CONFIRM:
+                _confirm_later(server, first_seen)
+                return
+            server.lost_at.pop(agent.uuid, None)
+            if exited or not resume.auto_resume(server, agent):
+                lifecycle.transition(agent, "ended", "exited" if exited else "lost")
+    if agent.status == "ended":  # its pane is gone: what it started that outlived it
+        procs.stop(server, agent, procs.collect(server, agent, None))
+    server.notify()
+
+
+def _confirm_later(server, first_seen: float) -> None:
+    """A snapshot once LOST_CONFIRM has passed since the loss was first seen."""
+    monitor = getattr(server, "monitor", None)
+    if monitor is not None:
+        at = time.time() + max(0.0, first_seen + LOST_CONFIRM - time.monotonic()) + 0.01
+        monitor.timers.arm(at, "", "lost")
