@@ -384,7 +384,7 @@ class Server:
         self.monitor.events_live_changed()
 
     def status(self) -> dict:
-        from orcr_core.server.handlers import iso
+        from orcr_core.server.shapes import iso
         from orcr_core.store import drift
 
         drift_now = drift.snapshot()

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import select
-import socket
 import time
-from datetime import UTC, datetime
 
-from orcr_core import __version__, events, paths
+from orcr_core import __version__, paths
 from orcr_core.agents import lifecycle, queue, sessions
 from orcr_core.agents.launch import pane_of
 from orcr_core.contracts import SessionPointer
@@ -18,17 +14,19 @@ from orcr_core.loops.runs import admission_refusal
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.loop_handlers import LOOP_HANDLERS
 from orcr_core.server.notify_handlers import NOTIFY_HANDLERS
+from orcr_core.server.shapes import agent_dict, iso, param, session_dict
+from orcr_core.server.stream_handlers import STREAM_HANDLERS
 from orcr_core.server.usage_handlers import USAGE_HANDLERS
 from orcr_core.server.worktree_handlers import WORKTREE_HANDLERS
 from orcr_core.store.db import SCHEMA_VERSION
-from orcr_core.store.models import LIVE, Agent, Meta, db
+from orcr_core.store.models import Agent, db
 from orcr_core.usage import budgets
 from orcr_core.usage import record as usage
-from orcr_core.workspaces import plan as workspace_plan
 
 log = logging.getLogger("orcr.handlers")
-STREAMED = object()
-HANDLERS = dict(LOOP_HANDLERS, **NOTIFY_HANDLERS, **WORKTREE_HANDLERS, **USAGE_HANDLERS)
+HANDLERS = dict(
+    LOOP_HANDLERS, **NOTIFY_HANDLERS, **WORKTREE_HANDLERS, **USAGE_HANDLERS, **STREAM_HANDLERS
+)
 
 
 def method(name):
@@ -44,94 +42,6 @@ def dispatch(server, conn, rid, name, params):
     if fn is None:
         raise ProtocolError("unknown_method", f"unknown method {name!r}; known: {sorted(HANDLERS)}")
     return fn(server, conn, rid, params)
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def session_dict(row) -> dict | None:
-    """The agent session pointer of an Agent or UnmanagedAgent row, or None."""
-    if not row.agent_session_value:
-        return None
-    return {
-        "source": row.agent_session_source,
-        "kind": row.agent_session_kind,
-        "value": row.agent_session_value,
-    }
-
-
-def parked(a: Agent) -> bool:
-    """The agent's pane is in the parking area (only a live agent has a pane)."""
-    return a.parked_at is not None and a.status in LIVE
-
-
-def place(a: Agent) -> str | None:
-    """Where a live agent's pane is: ``parking`` (the parking area) or
-    ``workspace <level-1>`` (the names ``pane.moved`` events use); None without a pane."""
-    if a.status not in LIVE or not a.pane_id:
-        return None
-    return "parking" if parked(a) else f"workspace {a.path.split('/', 1)[0]}"
-
-
-def agent_dict(a: Agent) -> dict:
-    return {
-        "uuid": a.uuid,
-        "path": a.path,
-        "name": a.name,
-        "provider": a.provider,
-        "status": a.status,
-        "exit_reason": a.exit_reason,
-        "error": a.error,
-        "queue_seq": a.queue_seq,
-        "managed": a.managed,
-        "cwd": a.cwd,
-        "turn": a.turn,
-        "turn_status": a.turn_status,
-        "turn_error": a.turn_error,
-        "timeout": a.timeout,
-        # parked: the live agent's pane is in this instance's parking area
-        # (agents/parking.py); place says where the pane is
-        "parked": parked(a),
-        "parked_at": iso(a.parked_at) if parked(a) else None,
-        "place": place(a),
-        "move_state": a.move_state,
-        "cancel_requested": a.cancel_requested,
-        "blocked": a.blocked_reason,
-        "blocked_since": iso(a.blocked_at),
-        "workspace_id": a.workspace_id,
-        "tab_id": a.tab_id,
-        "pane_id": a.pane_id,
-        "agent_session": session_dict(a),
-        "created_at": iso(a.created_at),
-        "started_at": iso(a.started_at),
-        "ended_at": iso(a.ended_at),
-        "idle_since": iso(a.idle_since),
-        "turn_started_at": iso(a.turn_started_at),
-        # a flag, not a status: working, but its transcript has not grown for
-        # timings.stall_after since before stalled_at (agents/stall.py)
-        "stalled": a.stalled_at is not None and a.status == "working",
-        "stalled_at": iso(a.stalled_at) if a.status == "working" else None,
-        # its own checkout (orcr_core/workspaces), and per-run provider options
-        "worktree": workspace_plan.public(a),
-        "model": a.model,
-        "args": json.loads(a.run_args) if a.run_args else None,
-    }
-
-
-def _param(params: dict, key: str, kind, required: bool = True, default=None):
-    if key not in params or params[key] is None:
-        if required:
-            raise ProtocolError("invalid_params", f"missing parameter {key!r}")
-        return default
-    value = params[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ProtocolError(
-            "invalid_params", f"parameter {key!r} must be {getattr(kind, '__name__', kind)}"
-        )
-    return value
 
 
 def resolve(target: str) -> Agent:
@@ -182,20 +92,20 @@ def agent_run(server, conn, rid, params):
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
         raise ProtocolError("invalid_params", "timeout must be a number of seconds")
     spec = queue.RunSpec(
-        provider=_param(params, "provider", str, required=False)
+        provider=param(params, "provider", str, required=False)
         or server.config.get("agent.provider", "claude"),
-        cwd=_param(params, "cwd", str),
-        prompt=_param(params, "prompt", str, required=False),
-        path=_param(params, "path", str, required=False),
-        name=_param(params, "name", str, required=False),
-        scope=_param(params, "scope", str, required=False),
+        cwd=param(params, "cwd", str),
+        prompt=param(params, "prompt", str, required=False),
+        path=param(params, "path", str, required=False),
+        name=param(params, "name", str, required=False),
+        scope=param(params, "scope", str, required=False),
         timeout=timeout,
-        argv=_param(params, "argv", list, required=False),
-        worktree=_param(params, "worktree", bool, required=False, default=False),
-        branch=_param(params, "branch", str, required=False),
-        base=_param(params, "base", str, required=False),
-        model=_param(params, "model", str, required=False),
-        args=_param(params, "args", list, required=False),
+        argv=param(params, "argv", list, required=False),
+        worktree=param(params, "worktree", bool, required=False, default=False),
+        branch=param(params, "branch", str, required=False),
+        base=param(params, "base", str, required=False),
+        model=param(params, "model", str, required=False),
+        args=param(params, "args", list, required=False),
     )
     try:
         agent = queue.admit(
@@ -291,13 +201,13 @@ def unmanaged_list(server, conn, rid, params):
     """Agents herdr detects in the user's other sessions (listed, never acted on)."""
     from orcr_core.agents import unmanaged
 
-    everything = _param(params, "all", bool, required=False, default=False)
+    everything = param(params, "all", bool, required=False, default=False)
     return {"unmanaged": [unmanaged_dict(u) for u in unmanaged.rows(all=everything)]}
 
 
 @method("agent.get")
 def agent_get(server, conn, rid, params):
-    agent = usage.attach([agent_dict(resolve(_param(params, "target", str)))], per_turn=True)[0]
+    agent = usage.attach([agent_dict(resolve(param(params, "target", str)))], per_turn=True)[0]
     if agent["status"] == "queued" and server.held:
         agent["held"] = server.held  # why the queue is not moving (memory)
     budgets.mark_held(server, [agent])
@@ -310,7 +220,7 @@ def agent_resume(server, conn, rid, params):
     from orcr_core.agents import resume
 
     try:
-        agent = resume.resume(server, resolve(_param(params, "target", str)))
+        agent = resume.resume(server, resolve(param(params, "target", str)))
     except resume.ResumeError as exc:
         raise ProtocolError(exc.code, str(exc)) from None
     return {"agent": agent_dict(agent)}
@@ -320,11 +230,11 @@ def agent_resume(server, conn, rid, params):
 def agent_kill(server, conn, rid, params):
     from orcr_core.agents import pipeline
 
-    target = _param(params, "target", str)
+    target = param(params, "target", str)
     rows = resolve_many(target)
     if not rows and paths.is_glob(target):
         raise ProtocolError("not_found", f"no active agent matches {target!r}")
-    if _param(params, "dry_run", bool, required=False, default=False):
+    if param(params, "dry_run", bool, required=False, default=False):
         return {"matches": [{"path": a.path, "uuid": a.uuid, "status": a.status} for a in rows]}
     results = []
     for agent in rows:
@@ -339,8 +249,8 @@ def agent_kill(server, conn, rid, params):
 def agent_send(server, conn, rid, params):
     from orcr_core.agents import delivery
 
-    agent = resolve(_param(params, "target", str))
-    prompt = _param(params, "prompt", str)
+    agent = resolve(param(params, "target", str))
+    prompt = param(params, "prompt", str)
     timeout = params.get("timeout")
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
@@ -368,7 +278,7 @@ def agent_keys(server, conn, rid, params):
     """
     from orcr_core.contracts import DriverError
 
-    agent = resolve(_param(params, "target", str))
+    agent = resolve(param(params, "target", str))
     keys = params.get("keys")
     if (
         not isinstance(keys, list)
@@ -397,8 +307,8 @@ def agent_keys(server, conn, rid, params):
 def agent_read(server, conn, rid, params):
     from orcr_core.agents import transcripts
 
-    agent = resolve(_param(params, "target", str))
-    last = _param(params, "last", bool, required=False, default=False)
+    agent = resolve(param(params, "target", str))
+    last = param(params, "last", bool, required=False, default=False)
     provider = server.registry.providers.get(agent.provider)
     screen_only = provider is not None and not provider.has_transcript  # its turns: the screen
     if agent.status in ("queued", "starting") and not (last or (screen_only and agent.pane_id)):
@@ -444,11 +354,11 @@ def agent_report_session(server, conn, rid, params):
     in its environment. A session replaces the recorded one only when its
     transcript received the agent's prompt (:mod:`orcr_core.agents.sessions`).
     """
-    agent = Agent.get_or_none(Agent.uuid == _param(params, "uuid", str))
-    if agent is None or agent.launch_token != _param(params, "launch_token", str):
+    agent = Agent.get_or_none(Agent.uuid == param(params, "uuid", str))
+    if agent is None or agent.launch_token != param(params, "launch_token", str):
         raise ProtocolError("forbidden", "unknown agent or wrong launch token")
-    source, kind = _param(params, "source", str), _param(params, "kind", str)
-    value = _param(params, "value", str)
+    source, kind = param(params, "source", str), param(params, "kind", str)
+    value = param(params, "value", str)
     if kind not in ("id", "path") or not value or len(value) > 512:
         raise ProtocolError("invalid_params", "kind is id or path; value 1-512 characters")
     pointer = SessionPointer(source, kind, value)
@@ -493,89 +403,6 @@ def config_reload(server, conn, rid, params):
     return {"reloaded": True}
 
 
-def _snapshot_rows(params) -> list[dict]:
-    q = Agent.select().order_by(Agent.id)
-    if not params.get("all", True):
-        q = q.where(Agent.status != "ended")
-    if params.get("target"):
-        q = q.where((Agent.uuid == params["target"]) | (Agent.path == params["target"]))
-    return [agent_dict(a) for a in q]
-
-
-@method("watch.open")
-def watch_open(server, conn, rid, params):
-    """Snapshot + stream under one cursor pin: nothing missed, nothing doubled."""
-    pin = server.bus.pin(0)
-    try:
-        with db.atomic():  # one read transaction: rows and seq from the same instant
-            rows = usage.attach(_snapshot_rows(params))  # top's TOKENS column
-            snap_seq = events.last_seq()
-        server.bus.move_pin(pin, snap_seq)
-        conn.send({"id": rid, "result": {"snapshot_seq": snap_seq, "agents": rows}})
-        only = {r["uuid"] for r in rows} if params.get("target") else None
-        _stream(server, conn, rid, snap_seq, pin, only)
-    finally:
-        server.bus.unpin(pin)
-    return STREAMED
-
-
-def _floor() -> int:
-    row = Meta.get_or_none(Meta.key == "events_floor")
-    return int(row.value) if row else 0
-
-
-@method("events.subscribe")
-def events_subscribe(server, conn, rid, params):
-    since = _param(params, "since_seq", int, required=False, default=0)
-    if since < _floor():
-        raise ProtocolError(
-            "server_error",
-            f"cursor {since} is older than event retention (oldest kept: {_floor() + 1}); re-snapshot",
-            cause="cursor_expired",
-        )
-    conn.send({"id": rid, "result": {"since_seq": since, "last_seq": events.last_seq()}})
-    _stream(server, conn, rid, since, None)
-    return STREAMED
-
-
-def _stream(server, conn, rid, cursor: int, pin, only: set | None = None) -> None:
-    while not server.stopping.is_set():
-        gen = server.bus.generation()
-        rows = events.since(cursor, 500)
-        if pin is None and rows and rows[0]["seq"] > cursor + 1 and cursor < _floor():
-            conn.send(
-                {
-                    "id": rid,
-                    "error": {
-                        "code": "server_error",
-                        "message": "cursor expired",
-                        "cause": "cursor_expired",
-                    },
-                }
-            )
-            return
-        for ev in rows:
-            if only is None or ev["agent"] in only:
-                conn.send({"id": rid, "event": ev})
-            cursor = ev["seq"]
-        if pin is not None:
-            server.bus.move_pin(pin, cursor)
-        if not rows:
-            server.bus.wait(gen, timeout=1.0)
-            if _peer_gone(conn.sock):
-                return
-
-
-def _peer_gone(sock) -> bool:
-    r, _, _ = select.select([sock], [], [], 0)
-    if not r:
-        return False
-    try:
-        return sock.recv(1, socket.MSG_PEEK) == b""
-    except OSError:
-        return True
-
-
 @method("store.info")
 def store_info(server, conn, rid, params):
     return {"schema_version": SCHEMA_VERSION, "path": str(server.store_path), "now": time.time()}
@@ -586,7 +413,7 @@ def agent_attach(server, conn, rid, params):
     from orcr_core.agents import parking
     from orcr_core.contracts import DriverError
 
-    agent = resolve(_param(params, "target", str))
+    agent = resolve(param(params, "target", str))
     drv = server.driver
     if agent.pane_id is None or drv is None or agent.status == "ended":
         raise ProtocolError(

@@ -13,6 +13,7 @@ import threading
 from orcr_core import dirs
 from orcr_core.protocol import SUPPORTED, LineReader, ProtocolError, encode
 from orcr_core.server import handlers
+from orcr_core.server.stream_handlers import STREAMED
 from orcr_core.store import health
 from orcr_core.store.models import db
 
@@ -197,7 +198,7 @@ class Connection:
             log.exception("%s failed", method)
             self.error(rid, ProtocolError("server_error", f"{method} failed: {exc}"))
             return True
-        if result is handlers.STREAMED:
+        if result is STREAMED:
             return False
         self.send({"id": rid, "result": result})
         if method == "server.stop":

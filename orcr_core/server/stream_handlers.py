@@ -1,0 +1,108 @@
+"""The streaming socket methods: ``watch.open`` (a snapshot, then every later
+event under one cursor pin) and ``events.subscribe`` (events from a cursor)."""
+
+from __future__ import annotations
+
+import select
+import socket
+
+from orcr_core import events
+from orcr_core.protocol import ProtocolError
+from orcr_core.server.shapes import agent_dict, param
+from orcr_core.store.models import Agent, Meta, db
+from orcr_core.usage import record as usage
+
+#: what a streaming handler returns: it answered on the connection itself
+STREAMED = object()
+STREAM_HANDLERS = {}
+
+
+def method(name):
+    def deco(fn):
+        STREAM_HANDLERS[name] = fn
+        return fn
+
+    return deco
+
+
+def _snapshot_rows(params) -> list[dict]:
+    q = Agent.select().order_by(Agent.id)
+    if not params.get("all", True):
+        q = q.where(Agent.status != "ended")
+    if params.get("target"):
+        q = q.where((Agent.uuid == params["target"]) | (Agent.path == params["target"]))
+    return [agent_dict(a) for a in q]
+
+
+@method("watch.open")
+def watch_open(server, conn, rid, params):
+    """Snapshot + stream under one cursor pin: nothing missed, nothing doubled."""
+    pin = server.bus.pin(0)
+    try:
+        with db.atomic():  # one read transaction: rows and seq from the same instant
+            rows = usage.attach(_snapshot_rows(params))  # top's TOKENS column
+            snap_seq = events.last_seq()
+        server.bus.move_pin(pin, snap_seq)
+        conn.send({"id": rid, "result": {"snapshot_seq": snap_seq, "agents": rows}})
+        only = {r["uuid"] for r in rows} if params.get("target") else None
+        _stream(server, conn, rid, snap_seq, pin, only)
+    finally:
+        server.bus.unpin(pin)
+    return STREAMED
+
+
+def _floor() -> int:
+    row = Meta.get_or_none(Meta.key == "events_floor")
+    return int(row.value) if row else 0
+
+
+@method("events.subscribe")
+def events_subscribe(server, conn, rid, params):
+    since = param(params, "since_seq", int, required=False, default=0)
+    if since < _floor():
+        raise ProtocolError(
+            "server_error",
+            f"cursor {since} is older than event retention (oldest kept: {_floor() + 1}); re-snapshot",
+            cause="cursor_expired",
+        )
+    conn.send({"id": rid, "result": {"since_seq": since, "last_seq": events.last_seq()}})
+    _stream(server, conn, rid, since, None)
+    return STREAMED
+
+
+def _stream(server, conn, rid, cursor: int, pin, only: set | None = None) -> None:
+    while not server.stopping.is_set():
+        gen = server.bus.generation()
+        rows = events.since(cursor, 500)
+        if pin is None and rows and rows[0]["seq"] > cursor + 1 and cursor < _floor():
+            conn.send(
+                {
+                    "id": rid,
+                    "error": {
+                        "code": "server_error",
+                        "message": "cursor expired",
+                        "cause": "cursor_expired",
+                    },
+                }
+            )
+            return
+        for ev in rows:
+            if only is None or ev["agent"] in only:
+                conn.send({"id": rid, "event": ev})
+            cursor = ev["seq"]
+        if pin is not None:
+            server.bus.move_pin(pin, cursor)
+        if not rows:
+            server.bus.wait(gen, timeout=1.0)
+            if _peer_gone(conn.sock):
+                return
+
+
+def _peer_gone(sock) -> bool:
+    r, _, _ = select.select([sock], [], [], 0)
+    if not r:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
