@@ -14,6 +14,7 @@ from datetime import datetime
 
 import pytest
 
+from orcr_core.client import ServerError
 from orcr_core.config import ConfigError, load, split_key, validate
 from orcr_core.testing import until
 from orcr_core.usage import window
@@ -184,11 +185,20 @@ def test_sigkill_at_promotion_neither_promotes_past_a_budget_nor_loses_a_held_ro
     _spend(orcr_home, "b/earlier", 10)
     held = [_run(orcr_home, f"b/a{i}") for i in range(2)]
     orcr_home.stop_server()
-    # the next promotion (of c/z, outside the scope) is where the server dies
-    orcr_home.start_server(extra_env={"ORCR_FAULT": point})
-    orcr_home.run("agent", "run", "--provider", "testp", "--path", "c/z", "hi")
+    # the next promotion (of c/z, outside the scope) is where the server dies;
+    # before_promote fires on every pass of the queue worker with rows queued, so it
+    # may fire at the first pass, before c/z is admitted (a race: it did, under load)
+    orcr_home.start_server(extra_env={"ORCR_FAULT": point}, wait=False)
+    try:
+        orcr_home.wait_socket()
+        with orcr_home.sdk() as o:
+            o.run("hi", provider="testp", path="c/z", cwd="/")
+    except (RuntimeError, OSError, ServerError):
+        assert point == "before_promote"  # it died at its first pass
     assert orcr_home.proc.wait(30) == -signal.SIGKILL, orcr_home.server_log()
     orcr_home.start_server()
+    if orcr_home.run("agent", "get", "c/z").returncode != 0:
+        _run(orcr_home, "c/z")  # not admitted before the kill
     until(lambda: orcr_home.get("c/z")["status"] != "queued", what="c/z promoted")
     for i, uuid in enumerate(held):
         got = orcr_home.get(f"b/a{i}")
