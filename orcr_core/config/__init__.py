@@ -9,13 +9,41 @@ key, the value and what is allowed, before anything is written.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orcr_core import dirs, paths
+from orcr_core.config.values import (  # noqa: F401 (the config API: re-exported)
+    CALENDAR_WINDOWS,
+    GLOBAL_CONCURRENCY_KEYS,
+    MAX_BUDGET,
+    MAX_CAP,
+    MAX_RETENTION,
+    MEMORY_HELP,
+    NAME,
+    PRICE_FIELDS,
+    ConfigError,
+    _argv,
+    _bool,
+    _duration_or_off,
+    _duration_range,
+    _int_range,
+    _memory,
+    _name,
+    _nonempty,
+    _prices,
+    _rule,
+    _str_list,
+    _string,
+    _window,
+    join_key,
+    memory_floor,
+    off,
+    parse_duration,
+    split_key,
+)
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "concurrency": {"max": 25, "min_free_memory": "auto"},
@@ -53,284 +81,6 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # "" = <data dir>/worktrees: agents' own checkouts (orcr_core/workspaces)
     "worktrees": {"dir": ""},
 }
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-NAME = re.compile(r"[a-z0-9_]+")
-_BARE = re.compile(r"[A-Za-z0-9_-]+")
-_KEY_PART = re.compile(r"\s*(?:\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_-]+))\s*(\.|$)")
-
-
-def split_key(key: str) -> list[str]:
-    """A dotted key's parts, quoted parts as TOML reads them:
-    ``budget."nightly/review".tokens`` -> ``["budget", "nightly/review", "tokens"]``."""
-    parts, pos = [], 0
-    while pos < len(key):
-        m = _KEY_PART.match(key, pos)
-        if not m or m.end() == pos:
-            raise ConfigError(
-                f"{key!r} is not a dotted key; quote a part with / in it as TOML does: "
-                'budget."nightly/review".tokens'
-            )
-        parts.append(next(g for g in m.groups()[:3] if g is not None))
-        pos = m.end()
-        if m.group(4) == "." and pos == len(key):
-            raise ConfigError(f"{key!r} ends with a dot")
-    return parts
-
-
-def join_key(parts: list[str]) -> str:
-    """The dotted key of ``parts``, a part that is not a bare TOML key quoted."""
-    return ".".join(p if _BARE.fullmatch(p) else f'"{p}"' for p in parts)
-
-
-class ConfigError(ValueError):
-    """A bad key or value; the message names the key, the value and what is allowed."""
-
-
-def parse_duration(value: Any, key: str = "duration") -> float:
-    """``"2m"`` -> 120.0; ``"1h30m"``, ``"250ms"``, plain numbers (seconds) too."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{key} = {value!r} is not a duration; use e.g. 30s, 2m, 1h30m")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ConfigError(f"{key} = {value!r} is negative; use a duration >= 0")
-        return float(value)
-    text = str(value).strip()
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if not text or pos != len(text):
-        raise ConfigError(
-            f"{key} = {value!r} is not a duration; use a number of seconds or units "
-            "ms, s, m, h, d (e.g. 30s, 2m, 1h30m)"
-        )
-    return total
-
-
-#: ``[concurrency]`` keys that are not a provider's cap.
-GLOBAL_CONCURRENCY_KEYS = ("max", "min_free_memory")
-
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)")
-_SIZE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-_SIZE_UNITS.update(KB=10**3, MB=10**6, GB=10**9, TB=10**12)
-MEMORY_HELP = (
-    "use a size (2GiB, 512MiB), a share of RAM (10%), auto (the smaller of 10% of RAM "
-    "and 2 GiB) or 0 (off)"
-)
-
-
-def memory_floor(value: Any, total: int, key: str = "concurrency.min_free_memory") -> int:
-    """The free-memory floor in bytes for a machine with ``total`` bytes of RAM."""
-    if value is None or value == "auto":
-        return min(total // 10, 2 * 2**30)
-    if isinstance(value, bool):
-        raise ConfigError(f"{key} = {value!r} is not allowed; {MEMORY_HELP}")
-    if isinstance(value, int | float) and value >= 0:
-        return int(value)  # bytes; 0 turns the check off
-    text = str(value).strip()
-    if text == "0":
-        return 0
-    if text.endswith("%"):
-        try:
-            share = float(text[:-1])
-        except ValueError:
-            share = -1.0
-        if 0 <= share < 100:
-            return int(total * share / 100)
-    elif m := _SIZE.fullmatch(text):
-        return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
-    raise ConfigError(f"{key} = {value!r} is not allowed; {MEMORY_HELP}")
-
-
-def _memory(key: str, value: Any) -> Any:
-    memory_floor(value, 2**40, key)
-    return value
-
-
-#: the largest cap orcr accepts: far beyond what one machine can run
-MAX_CAP = 10_000
-MAX_RETENTION = 100_000_000
-
-
-def _int_range(lo: int, hi: int) -> Callable[[str, Any], int]:
-    def check(key: str, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise ConfigError(
-                f"{key} = {value!r} is not allowed; use a whole number from {lo:,} to {hi:,}"
-            )
-        return value
-
-    check.allowed = f"whole number {lo:,}..{hi:,}"  # type: ignore[attr-defined]
-    return check
-
-
-def _fmt_seconds(s: float) -> str:
-    if s == 0:
-        return "0s"
-    for unit in ("d", "h", "m", "s"):
-        if s >= _UNITS[unit] and s % _UNITS[unit] == 0:
-            return f"{s / _UNITS[unit]:g}{unit}"
-    return f"{s * 1000:g}ms"
-
-
-def _duration_range(lo: float, hi: float) -> Callable[[str, Any], Any]:
-    """A duration from ``lo`` to ``hi`` seconds."""
-
-    def check(key: str, value: Any) -> Any:
-        seconds = parse_duration(value, key)
-        if not lo <= seconds <= hi:
-            raise ConfigError(
-                f"{key} = {value!r} is out of range; use a duration from "
-                f"{_fmt_seconds(lo)} to {_fmt_seconds(hi)}"
-            )
-        return value
-
-    check.allowed = f"duration {_fmt_seconds(lo)}..{_fmt_seconds(hi)}"  # type: ignore[attr-defined]
-    return check
-
-
-def off(value: Any) -> bool:
-    """Whether a ``0 (off)`` duration key is off: ``0``, ``"0"`` or any zero duration."""
-    if value in (0, "0") and not isinstance(value, bool):
-        return True
-    try:
-        return parse_duration(value) == 0
-    except ConfigError:
-        return False
-
-
-def _duration_or_off(lo: float, hi: float) -> Callable[[str, Any], Any]:
-    """``0`` (off) or a duration from ``lo`` to ``hi`` seconds."""
-
-    def check(key: str, value: Any) -> Any:
-        if off(value):
-            return value
-        seconds = parse_duration(value, key)  # not a duration: says so
-        if not lo <= seconds <= hi:
-            raise ConfigError(
-                f"{key} = {value!r} is out of range; use 0 (off) or a duration from "
-                f"{_fmt_seconds(lo)} to {_fmt_seconds(hi)}"
-            )
-        return value
-
-    check.allowed = f"0 (off) or duration {_fmt_seconds(lo)}..{_fmt_seconds(hi)}"  # type: ignore[attr-defined]
-    return check
-
-
-def _string(key: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f"{key} = {value!r} is not allowed; use a string")
-    return value
-
-
-def _nonempty(key: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{key} = {value!r} is not allowed; use a non-empty string")
-    return value
-
-
-def _name(key: str, value: Any) -> str:
-    if not isinstance(value, str) or not NAME.fullmatch(value):
-        raise ConfigError(f"{key} = {value!r} is not allowed; use a name of [a-z0-9_]+")
-    return value
-
-
-def _bool(key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{key} = {value!r} is not allowed; use true or false")
-    return value
-
-
-def _argv(key: str, value: Any) -> list:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or not value:
-        raise ConfigError(f"{key} = {value!r} is not allowed; use a non-empty list of strings")
-    return value
-
-
-def _str_list(key: str, value: Any) -> list:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{key} = {value!r} is not allowed; use a list of strings")
-    return value
-
-
-_memory.allowed = "a size"  # type: ignore[attr-defined]
-_string.allowed = "string"  # type: ignore[attr-defined]
-_nonempty.allowed = "non-empty string"  # type: ignore[attr-defined]
-_name.allowed = "[a-z0-9_]+"  # type: ignore[attr-defined]
-_bool.allowed = "true/false"  # type: ignore[attr-defined]
-_argv.allowed = "non-empty list of strings"  # type: ignore[attr-defined]
-_str_list.allowed = "list of strings"  # type: ignore[attr-defined]
-
-
-PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
-
-
-def _prices(key: str, value: Any) -> list:
-    """``[[usage.prices]]``: ``model`` and its prices per million tokens (docs/usage.md)."""
-    ok = isinstance(value, list) and all(
-        isinstance(p, dict)
-        and isinstance(p.get("model"), str)
-        and set(p) <= {"model", *PRICE_FIELDS}
-        and all(
-            isinstance(p.get(f, 0), int | float)
-            and not isinstance(p.get(f, 0), bool)
-            and p.get(f, 0) >= 0
-            for f in PRICE_FIELDS
-        )
-        for p in value
-    )
-    if not ok:
-        raise ConfigError(
-            f"{key} = {value!r} is not allowed; use a list of tables with a model and "
-            f"prices >= 0 per million tokens for {', '.join(PRICE_FIELDS)}"
-        )
-    return value
-
-
-_prices.allowed = "list of {model, input, output, cache_read, cache_write} tables"  # type: ignore[attr-defined]
-
-
-#: a budget's window (``budget.<scope>.per``): a calendar period in the server's zone
-CALENDAR_WINDOWS = ("day", "week", "month")
-MAX_BUDGET = 10**15  # tokens: far beyond any quota
-
-
-def _window(key: str, value: Any) -> Any:
-    """``day``, ``week``, ``month`` (calendar, local zone) or a rolling duration 1m..366d."""
-    if value in CALENDAR_WINDOWS:
-        return value
-    try:
-        seconds = parse_duration(value, key)
-    except ConfigError:
-        seconds = -1.0
-    if isinstance(value, bool) or not 60 <= seconds <= 366 * 86400:
-        raise ConfigError(
-            f"{key} = {value!r} is not allowed; use day, week or month (calendar, in the "
-            "server's time zone) or a rolling duration from 1m to 366d (e.g. 1h, 1d, 7d)"
-        )
-    return value
-
-
-_window.allowed = "day, week, month or duration 1m..366d"  # type: ignore[attr-defined]
-
-
-def _rule(check: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
-    """A ``notify.rules.<rule>.<option>`` key: the rule must be one orcr knows."""
-
-    def wrapped(key: str, value: Any) -> Any:
-        from orcr_core.notify.rules import RULES
-
-        rule = key.split(".")[2]
-        if rule not in RULES:
-            raise ConfigError(f"{key}: no rule {rule!r}; the rules: {', '.join(RULES)}")
-        return check(key, value)
-
-    wrapped.allowed = check.allowed  # type: ignore[attr-defined]
-    return wrapped
 
 
 def _sink_option(key: str, value: Any) -> Any:
