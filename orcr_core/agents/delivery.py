@@ -30,7 +30,7 @@ import time
 from peewee import fn
 
 from orcr_core import events, faults
-from orcr_core.agents import lifecycle, parking, sessions, transcripts
+from orcr_core.agents import dialogs, lifecycle, parking, sessions, transcripts
 from orcr_core.agents.launch import pane_of
 from orcr_core.contracts import DriverError
 from orcr_core.store.models import Agent, Event, db
@@ -68,8 +68,13 @@ def _steps(agent: Agent) -> set[str]:
     return {e.kind for e in Event.select(Event.kind).where(where)}
 
 
-def _record(agent: Agent, turn: int, *kinds: str) -> None:
+def _record(agent: Agent, turn: int, *kinds: str, still=None) -> None:
+    """The step events, in one transaction. ``still(agent)`` (a first prompt: the row
+    is still starting) is asked inside it and raises to stop the delivery: an end
+    committed meanwhile (the stuck-start guard, a kill) is seen before a key is sent."""
     with db.atomic("IMMEDIATE"):
+        if still is not None:
+            still(agent)
         for kind in kinds:
             events.emit(kind, agent.uuid, path=agent.path, turn=turn)
 
@@ -79,11 +84,12 @@ def first_prompt(server, agent: Agent, prompt: str, ready) -> bool | None:
 
     ``ready()`` waits for the TUI's input before anything is typed; it returns False
     when a dialog asks a person first: then nothing is typed and this returns None
-    (the monitor runs the pipeline again)."""
-    return _deliver_once(server, agent, prompt, 0, ready)
+    (the monitor runs the pipeline again). Each step first checks the row is still
+    starting: one ended meanwhile raises :class:`~orcr_core.agents.dialogs.Canceled`."""
+    return _deliver_once(server, agent, prompt, 0, ready, still=dialogs.check)
 
 
-def _deliver_once(server, agent: Agent, prompt: str, before: int, ready) -> bool | None:
+def _deliver_once(server, agent: Agent, prompt: str, before: int, ready, still=None) -> bool | None:
     """Turn ``before + 1``'s prompt, exactly once, resumed from its recorded steps."""
     steps = _steps(agent)
     if _turns_since(server, agent, before):
@@ -94,24 +100,24 @@ def _deliver_once(server, agent: Agent, prompt: str, before: int, ready) -> bool
         if not ready():
             return None
         if "prompt.requested" not in steps:
-            _record(agent, before + 1, "prompt.requested")
+            _record(agent, before + 1, "prompt.requested", still=still)
         faults.point("before_prompt")
-        return _type(server, agent, prompt, before, paste=True)
+        return _type(server, agent, prompt, before, paste=True, still=still)
     if ENTER_REQUESTED in steps:
         # Enter may have landed: the text went to the model, or (still shown) it
         # is pressed again; the text itself is never typed twice
         log.info("agent %s: turn %d's Enter was requested before a restart", agent.path, before + 1)
         if _on_screen(server, agent, prompt):
-            return _type(server, agent, prompt, before, paste=False)
+            return _type(server, agent, prompt, before, paste=False, still=still)
         return confirm(server, agent, before, prompt)
     if PASTE_APPLIED in steps or _on_screen(server, agent, prompt, wait=PASTE_SETTLE):
         log.info("agent %s: turn %d's prompt already pasted: Enter only", agent.path, before + 1)
-        return _type(server, agent, prompt, before, paste=False)
+        return _type(server, agent, prompt, before, paste=False, still=still)
     log.info("agent %s: turn %d's paste never reached the pane: pasted", agent.path, before + 1)
-    return _type(server, agent, prompt, before, paste=True)
+    return _type(server, agent, prompt, before, paste=True, still=still)
 
 
-def _type(server, agent: Agent, prompt: str, before: int, paste: bool) -> bool:
+def _type(server, agent: Agent, prompt: str, before: int, paste: bool, still=None) -> bool:
     """The paste (unless ``paste`` is False) and the Enter, each between its intent
     and applied events; then the confirmation."""
     driver = server.driver
@@ -120,21 +126,21 @@ def _type(server, agent: Agent, prompt: str, before: int, paste: bool) -> bool:
     split = hasattr(driver, "paste_prompt") and hasattr(driver, "submit_prompt")
     if not split:  # a driver with send_prompt only: one step, recorded as both
         if paste:
-            _record(agent, turn, PASTE_REQUESTED, ENTER_REQUESTED)
+            _record(agent, turn, PASTE_REQUESTED, ENTER_REQUESTED, still=still)
             driver.send_prompt(pane, prompt)
             _record(agent, turn, PASTE_APPLIED, ENTER_APPLIED)
         else:
-            _record(agent, turn, ENTER_REQUESTED)
+            _record(agent, turn, ENTER_REQUESTED, still=still)
             driver.send_keys(pane, ["enter"])
             _record(agent, turn, ENTER_APPLIED)
         return confirm(server, agent, before, prompt)
     if paste:
-        _record(agent, turn, PASTE_REQUESTED)
+        _record(agent, turn, PASTE_REQUESTED, still=still)
         faults.point("before_paste")
         driver.paste_prompt(pane, prompt)
         faults.point("after_paste")
         _record(agent, turn, PASTE_APPLIED)
-    _record(agent, turn, ENTER_REQUESTED)
+    _record(agent, turn, ENTER_REQUESTED, still=still)
     faults.point("before_enter")
     driver.submit_prompt(pane)
     faults.point("after_enter")
