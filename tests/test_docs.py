@@ -132,7 +132,7 @@ def test_every_emitted_event_kind_is_documented():
         kinds |= {
             s
             for s in _string_constants(py)
-            if re.fullmatch(r"(agent|pane|prompt|loop|run|unmanaged)\.[a-z_]+", s)
+            if re.fullmatch(r"(agent|pane|prompt|loop|run|unmanaged|budget)\.[a-z_]+", s)
         }
     kinds -= {"agent.provider"}  # a config key, not an event
     assert {"agent.status", "agent.queued"} <= kinds

@@ -473,3 +473,33 @@ def test_slack_and_ntfy_bodies(orcr_home, receiver):
         what="the bad format reported",
     )
     assert r.returncode == 0
+
+
+def test_a_spent_budget_notifies_once_per_scope_and_window(orcr_home, receiver):
+    """``budget_reached`` (on by default): the first queued agent a spent budget holds
+    writes one ``budget.reached`` event for the scope and its window, however many
+    agents it holds and however often the server restarts."""
+    _configure(orcr_home, receiver.url, extra='[budget."b"]\ntokens = 10\n')
+    orcr_home.start_server()
+    conn = sqlite3.connect(orcr_home.path / "store.db", timeout=10)
+    with conn:  # a turn's usage, as the monitor writes it: the scope's budget is spent
+        conn.execute(
+            "INSERT INTO turn_usage (agent, turn, path, provider, model, ended_at, input, "
+            "output, cache_read, cache_write) VALUES ('x', 1, 'b/x', 'testp', 'm', ?, 10, 0, 0, 0)",
+            (time.time(),),
+        )
+    conn.close()
+    for i in range(3):
+        orcr_home.run("agent", "run", "--provider", "testp", "--path", f"b/a{i}", "hi", check=True)
+    until(lambda: receiver.posts, 30, what="the budget notification")
+    orcr_home.stop_server()
+    orcr_home.start_server()  # the held rows are looked at again: no second event
+    orcr_home.run("agent", "run", "--provider", "testp", "--path", "b/a3", "hi", check=True)
+    orcr_home.run("agent", "run", "--provider", "testp", "--path", "c/z", "hi", check=True)
+    until(lambda: orcr_home.get("c/z")["status"] != "queued", what="c/z promoted")
+    time.sleep(1.0)
+    reached = [e for e in orcr_home.events() if e["kind"] == "budget.reached"]
+    assert len(reached) == 1, reached
+    assert reached[0]["data"]["scope"] == "b" and reached[0]["data"]["spent"] == 10
+    (note,) = receiver.notes()
+    assert note["rule"] == "budget_reached" and "budget b: 10/10 tokens" in note["text"]

@@ -344,7 +344,9 @@ def promote(config: Config, limit: int = 64, budget=None, gate=None, providers=N
             if providers is not None and agent.provider not in providers:
                 full.add(agent.provider)  # held: its plugin is gone
                 continue
-            if gate and gate.holds(agent.provider, agent.path):
+            spend = gate.holds(agent.provider, agent.path) if gate else None
+            if spend is not None:
+                gate.announce(spend)  # budget.reached, once per scope and window
                 continue  # its scope's budget is spent: held, FIFO kept within the scope
             cap = config.cap(agent.provider)
             if cap is not None and counts.get(agent.provider, 0) >= cap:

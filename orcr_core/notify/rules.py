@@ -16,6 +16,7 @@ RULES: dict[str, tuple[bool, str]] = {
     "agent_failed": (True, "an agent ended failed or lost"),
     "loop_failed": (True, "a loop run ended failed or timeout"),
     "task_parked": (True, "a task moved to inbox/ (a question) or failed/ (out of attempts)"),
+    "budget_reached": (True, "a token budget is spent and holds its scope's queued agents"),
     "turn_ended": (False, "an agent's turn ended (for `match` paths, or turns `longer_than`)"),
     "loop_ok": (False, "a loop run ended ok"),
 }
@@ -52,6 +53,17 @@ def classify(ev: dict, facts: dict) -> tuple[str, str, dict] | None:
     """
     kind, data = ev["kind"], ev["data"]
     path = data.get("path")
+    if kind == "budget.reached":
+        scope = data.get("scope")
+        return (
+            "budget_reached",
+            scope,
+            {
+                "title": f"budget {scope} reached",
+                "text": f"agents in {scope} wait: {data.get('reason')}",
+                "action": f"orcr config set 'budget.\"{scope}\".tokens' N, or wait",
+            },
+        )
     if kind == "agent.blocked":
         what = (
             "asks a question mid-turn" if data.get("status") == "working" else "waits on a dialog"

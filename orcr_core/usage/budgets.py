@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from orcr_core import events
 from orcr_core.config import Config
 from orcr_core.store.models import db
 from orcr_core.usage import window
@@ -137,11 +138,40 @@ class Gate:
                 return spend
         return None
 
+    def announce(self, spend: Spend) -> None:
+        """``budget.reached``, once per scope and window: the first time this budget
+        holds a queued agent (the notification rule ``budget_reached``). Called in
+        the promotion's transaction; the event log itself says whether it was."""
+        key = (spend.scope.name, spend.start)
+        if key in _ANNOUNCED:
+            return
+        said = db.execute_sql(
+            "SELECT 1 FROM event WHERE kind = 'budget.reached' "
+            "AND json_extract(data, '$.scope') = ? AND json_extract(data, '$.start') = ? LIMIT 1",
+            key,
+        ).fetchone()
+        if not said:
+            s = spend.scope
+            events.emit(
+                "budget.reached",
+                scope=s.name,
+                tokens=s.tokens,
+                per=s.per,
+                spent=spend.spent,
+                start=spend.start,
+                until=spend.until,
+                reason=spend.reason(),
+            )
+        _ANNOUNCED.add(key)
+
     def wake_at(self) -> float | None:
         """When an exhausted budget frees (the queue worker looks again then)."""
         times = [s.until for s in self.spends if s.over and s.until is not None]
         return min(times) if times else None
 
+
+#: (scope, window start) pairs already announced by this server (the event log is the truth)
+_ANNOUNCED: set[tuple[str, float]] = set()
 
 #: seconds the first promotion pass after a start waits for the monitor's first
 #: read of the transcripts (a turn that ended while the server was down counts first)
