@@ -4,6 +4,7 @@ shows (ids, pids, ages and versions aside). A page that drifts from the code fai
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -96,6 +97,8 @@ def test_the_quick_start_prints_what_it_shows(orcr_home, short_tmp):
         for block in console_blocks(DOC.read_text()):
             for command, expected in block:
                 actual = _run(env, command)
+                if importlib.util.find_spec("orcr_pi") is None:  # plugins/pi, installed apart
+                    expected = [ln for ln in expected if ln.strip() != "pi: 0/-"]
                 assert _normal(actual) == _normal("\n".join(expected)), (
                     f"docs/quickstart.md shows other output for\n$ {command}\nit prints:\n{actual}"
                 )
