@@ -158,23 +158,25 @@ def _list(params) -> list[Agent]:
 @method("agent.list")
 def agent_list(server, conn, rid, params):
     agents = usage.attach([agent_dict(a) for a in _list(params)])
-    if server.held:  # why queued rows are not moving (memory, multiplexer)
-        for a in agents:
-            if a["status"] == "queued":
-                a["held"] = server.held
-    budgets.mark_held(server, agents)  # a spent token budget holds its scope's rows
-    for a in agents:
-        _unregistered(server, a)
+    _mark_held(server, agents)
     return {"agents": agents}
 
 
-def _unregistered(server, agent: dict) -> None:
-    """A queued row whose provider no plugin registers (uninstalled since it was
-    admitted) is held for that, whatever else holds the queue."""
-    if agent["status"] == "queued":
-        reason = queue.held_reason(agent["provider"], server.registry.providers)
+def _mark_held(server, agents: list[dict]) -> None:
+    """``held`` on the queued agents: why the queue is not moving (memory, the
+    multiplexer), else a spent token budget of their scope; and, whatever else
+    holds the queue, a provider no plugin registers (uninstalled since admission)."""
+    queued = [a for a in agents if a["status"] == "queued"]
+    if not queued:
+        return
+    if server.held:
+        for a in queued:
+            a["held"] = server.held
+    budgets.mark_held(server, queued)
+    for a in queued:
+        reason = queue.held_reason(a["provider"], server.registry.providers)
         if reason:
-            agent["held"] = reason
+            a["held"] = reason
 
 
 def unmanaged_dict(u) -> dict:
@@ -208,10 +210,7 @@ def unmanaged_list(server, conn, rid, params):
 @method("agent.get")
 def agent_get(server, conn, rid, params):
     agent = usage.attach([agent_dict(resolve(param(params, "target", str)))], per_turn=True)[0]
-    if agent["status"] == "queued" and server.held:
-        agent["held"] = server.held  # why the queue is not moving (memory)
-    budgets.mark_held(server, [agent])
-    _unregistered(server, agent)
+    _mark_held(server, [agent])
     return {"agent": agent}
 
 
