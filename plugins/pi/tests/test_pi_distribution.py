@@ -46,12 +46,19 @@ pytestmark = [
 ]
 
 
-def _isolation() -> list[str]:
+def _build_flags() -> list[str]:
+    """Build from what is installed when it can build orcr (its [build-system] wants
+    setuptools >= 69, and below 70.1 the wheel package too): offline, no isolation.
+    Otherwise pip builds in isolation and must reach an index for setuptools."""
     try:
-        import wheel  # noqa: F401  (setuptools < 70.1 builds wheels with it)
-    except ImportError:
-        return []  # build isolation: pip fetches setuptools (slower, needs an index)
-    return ["--no-build-isolation"]
+        from importlib.metadata import version
+
+        setuptools = tuple(int(p) for p in version("setuptools").split(".")[:2])
+        if setuptools < (70, 1):
+            import wheel  # noqa: F401
+    except (ImportError, ValueError):
+        return []
+    return ["--no-index", "--no-build-isolation"] if setuptools >= (69, 0) else []
 
 
 class Venv:
@@ -106,10 +113,10 @@ def venv():
         if not entry.name.startswith(LEFT_OUT) and entry.name != "__pycache__":
             (target / entry.name).symlink_to(entry)
     build = build_dir = tmp / "wheels"
-    v.pip("install", "--no-deps", "--no-index", *_isolation(), str(REPO))
+    v.pip("install", "--no-deps", *_build_flags(), str(REPO))
     source = tmp / "orcr-pi"  # built from a copy: the checkout gets no build/ folder
     shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "tests"))
-    v.pip("wheel", "--no-deps", "--no-index", *_isolation(), "-w", str(build), str(source))
+    v.pip("wheel", "--no-deps", *_build_flags(), "-w", str(build), str(source))
     v.wheel = next(build_dir.glob("orcr_pi-*.whl"))
     v.source = source
     v.setup_seconds = time.monotonic() - started
@@ -178,7 +185,7 @@ def test_installed_beside_orcr_listed_run_uninstalled_and_installed_again(venv):
         "install",
         str(venv.source),  # plugins/pi (a copy of it)
         env={"PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1", "PIP_NO_BUILD_ISOLATION": "0"}
-        if _isolation()
+        if _build_flags()
         else {},
     )
     assert f"  providers: pi ({RANGE})" in venv.orcr("plugins").stdout
