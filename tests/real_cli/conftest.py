@@ -71,7 +71,9 @@ class Real:
     def _start(self, provider: str, provider_toml: str, env: dict[str, str], extra: str) -> Real:
         """``extra``: more config; timings keys (``gc_after = "1s"``) go in ``self.timings``."""
         self.provider = provider
-        env = dict(env, HOME=str(self.tmp / "user"))
+        # CI=true as CI services set it (the project's own CI does): a CLI that turns
+        # headless on it (Gemini CLI does) must still run in its pane under orcr
+        env = dict(env, HOME=str(self.tmp / "user"), CI="true")
         (self.tmp / "user").mkdir(exist_ok=True)
         for key in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME",
                     "PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR", "GEMINI_CLI_HOME",

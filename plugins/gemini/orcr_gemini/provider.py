@@ -77,6 +77,10 @@ class SessionReader:
         return self._reader.poll()
 
 
+#: environment variables that make Gemini CLI headless (no TUI) when ``true``
+HEADLESS_IN = ("CI", "GITHUB_ACTIONS")
+
+
 class GeminiProvider(JsonlAdapter):
     name = "gemini"
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
@@ -112,8 +116,12 @@ class GeminiProvider(JsonlAdapter):
     def launch_env(self, spec: LaunchSpec) -> dict[str, str | None]:
         """``GEMINI_CLI_HOME`` from ``home``; ``GEMINI_CLI_SYSTEM_SETTINGS_PATH`` naming the
         agent's settings file with orcr's ``AfterAgent`` hook (:mod:`orcr_gemini.settings`),
-        unless ``stop_hook = false`` or the file would not be loaded there."""
-        env: dict[str, str | None] = {}
+        unless ``stop_hook = false`` or the file would not be loaded there.
+
+        ``CI`` and ``GITHUB_ACTIONS`` are removed: with either ``true`` Gemini CLI runs
+        headless whatever its terminal (``isHeadlessMode``), finds no prompt on stdin and
+        exits 42, so orcr run from a CI job could start no Gemini agent at all."""
+        env: dict[str, str | None] = dict.fromkeys(HEADLESS_IN)
         if spec.options.get("home"):
             env["GEMINI_CLI_HOME"] = str(spec.options["home"])
         if spec.options.get("settings_dir") is not None:

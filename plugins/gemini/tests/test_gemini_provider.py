@@ -63,6 +63,8 @@ def test_env_points_at_a_settings_file_with_the_hook(tmp_path, monkeypatch, secu
     s = spec(tmp_path, home="/h", settings_dir=str(secure))
     env = GeminiProvider().launch_env(s)
     assert env["GEMINI_CLI_HOME"] == "/h"
+    # removed from its environment: either one "true" makes Gemini CLI headless
+    assert env["CI"] is None and env["GITHUB_ACTIONS"] is None
     # Gemini CLI restarts itself through its parent process after the trust question:
     # with GEMINI_CLI_NO_RELAUNCH it would exit instead
     assert "GEMINI_CLI_NO_RELAUNCH" not in env
