@@ -4,60 +4,25 @@ from __future__ import annotations
 
 import json as jsonlib
 import os
-import re
 import sys
 import time
 
 import click
 
+from orcr_core.cli.agent_show import (
+    TURN_FAILURES,
+    agent_table,
+    printable,
+    turn_failure,
+    unmanaged_table,
+    usage_line,
+)
 from orcr_core.cli.errors import ExitCode, OrcrCliError
-from orcr_core.cli.output import echo_results, echo_table, sdk
+from orcr_core.cli.output import echo_results, sdk
+from orcr_core.cli.params import duration, stdin_prompt, turn_timeout
 
 #: back to the line's start and erase it (ECMA-48 EL): progress lines leave no residue
 CLEAR_LINE = "\r\x1b[K"
-
-
-def _stdin_prompt() -> str:
-    """A prompt from stdin, read as bytes: bytes that are not UTF-8 are kept (as
-    surrogates) so the check refuses them naming their offset, whatever the locale."""
-    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
-
-
-def _duration(ctx, param, value, limit: float | None = None):
-    """A --timeout: a duration over 0s (and at most ``limit``), else a usage error (exit 2)."""
-    if value is None:
-        return None
-    from orcr_core.config import ConfigError, parse_duration
-
-    allowed = "more than 0s" + (f" and at most {_human(limit)}" if limit else "")
-    try:
-        seconds = float(value) if _NUMBER.fullmatch(value) else parse_duration(value, param.name)
-    except ConfigError:
-        raise click.BadParameter(
-            f"{value!r} is not a duration: give a number with a unit (ms, s, m, h, d), "
-            f"e.g. 30s, 5m, 1h30m; {allowed}"
-        ) from None
-    if seconds <= 0:
-        raise click.BadParameter(f"{value!r} is too short: a timeout is {allowed}, e.g. 30s")
-    if limit is not None and seconds > limit:
-        raise click.BadParameter(f"{value!r} is over the limit: a turn timeout is {allowed}")
-    return seconds
-
-
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # a bare number is seconds
-
-
-def _turn_timeout(ctx, param, value):
-    from orcr_core.protocol import MAX_TURN_TIMEOUT
-
-    return _duration(ctx, param, value, limit=MAX_TURN_TIMEOUT)
-
-
-def _human(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
 
 
 @click.group()
@@ -78,7 +43,7 @@ def agent():
 @click.option("--cwd", type=click.Path(file_okay=False, exists=True), help="Working directory.")
 @click.option(
     "--timeout",
-    callback=_turn_timeout,
+    callback=turn_timeout,
     help="End the agent if a turn runs longer (30m, 2h; at most 7d).",
 )
 @click.option(
@@ -124,7 +89,7 @@ def agent_run(
             )
         prompt = args[0] if args else prompt_opt
         if prompt == "-":
-            prompt = _stdin_prompt()
+            prompt = stdin_prompt()
     from orcr_core.sdk import check_prompt
 
     check_prompt(prompt)  # before connecting: an oversized prompt is never sent
@@ -147,80 +112,6 @@ def agent_run(
         click.echo(jsonlib.dumps(res))
     else:
         click.echo(f"{res['path']} {res['uuid']}")
-
-
-def _age(iso: str | None) -> str:
-    if not iso:
-        return "-"
-    from datetime import datetime
-
-    secs = time.time() - datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= size:
-            return f"{int(secs // size)}{unit}"
-    return f"{int(secs)}s"
-
-
-def tokens_text(u: dict | None) -> str:
-    """A token count for a column: ``12.3k``; ``-`` when no usage was reported."""
-    if not u:
-        return "-"
-    n = u["tokens"]
-    return str(n) if n < 10_000 else f"{n / 1000:.1f}k" if n < 1_000_000 else f"{n / 1e6:.1f}M"
-
-
-def usage_line(u: dict | None) -> str:
-    if not u:
-        return "-"
-    parts = [f"{u['tokens']} tokens"]
-    parts.append(
-        f"in {u['input']} out {u['output']} cache-read {u['cache_read']} "
-        f"cache-write {u['cache_write']}"
-    )
-    if u.get("model"):
-        parts.append(u["model"])
-    return " · ".join(parts)
-
-
-def _table(rows: list[dict]) -> None:
-    cols = ("PATH", "STATUS", "PROVIDER", "TOKENS", "AGE", "UUID")
-    data = []
-    for a in rows:
-        status = a["status"] + (f" ({a['exit_reason']})" if a["exit_reason"] else "")
-        if a.get("stalled"):  # a flag beside the status, not a status of its own
-            status += " (stalled)"
-        if a.get("blocked"):
-            status += " (blocked)"
-        if a.get("held"):  # queued, and the queue waits: "memory" or "multiplexer"
-            status += f" (held: {a['held'].split(':', 1)[0]})"
-        if a.get("parked"):  # idle in the parking area: a prompt or an attach brings it back
-            status += " (parked)"
-        tokens = tokens_text(a.get("usage"))
-        data.append((a["path"], status, a["provider"], tokens, _age(a["created_at"]), a["uuid"]))
-    widths = [max([len(c)] + [len(r[i]) for r in data]) for i, c in enumerate(cols)]
-    for r in [cols, *data]:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
-    for a in rows:  # what it waits for, on a line of its own (a reason is long)
-        if a.get("blocked"):
-            click.echo(f"blocked {a['path']}: {a['blocked']}")
-
-
-def _unmanaged_table(rows: list[dict]) -> None:
-    cols = ("SESSION", "TERMINAL", "KIND", "STATUS", "PANE", "CWD", "LABEL", "AGE")
-    data = [
-        (
-            u["session"],
-            u["terminal_id"],
-            u["kind"],
-            u["status"],
-            u["pane_id"] or "-",
-            u["cwd"] or "-",
-            u["label"] or "-",
-            _age(u["discovered_at"]),
-        )
-        for u in rows
-    ]
-    echo_table(cols, data)
 
 
 @agent.command(name="ls")
@@ -251,9 +142,9 @@ def agent_ls(prefix, all_, unmanaged, json_):
     if json_:
         click.echo(jsonlib.dumps(rows))
     elif unmanaged:
-        _unmanaged_table(rows)
+        unmanaged_table(rows)
     else:
-        _table(rows)  # the header alone when there are none
+        agent_table(rows)  # the header alone when there are none
 
 
 @agent.command(name="get")
@@ -339,7 +230,7 @@ def agent_resume(target, json_):
 @agent.command(name="wait")
 @click.argument("target")
 @click.option("--until", type=click.Choice(["idle", "ended"]), default="idle", show_default=True)
-@click.option("--timeout", callback=_duration, help="Give up after this long (exit 4).")
+@click.option("--timeout", callback=duration, help="Give up after this long (exit 4).")
 @click.option("--json", "json_", is_flag=True)
 def agent_wait(target, until, timeout, json_):
     """Wait until the agent's turn ends (idle) or it ends.
@@ -382,21 +273,7 @@ def agent_wait(target, until, timeout, json_):
             + (f" (turn {a['turn']} {a['turn_status']})" if failed else "")
         )
     if failed:
-        raise OrcrCliError(_turn_failure(a["path"], a["turn"], a), ExitCode.TURN_FAILED)
-
-
-#: how a turn ends without an answer
-TURN_FAILURES = ("errored", "interrupted")
-
-
-def _turn_failure(path: str, turn, r: dict) -> str:
-    why = r.get("turn_error") or r.get("error")
-    words = (
-        f"agent {path}: turn {turn} {r['turn_status']}"
-        if turn
-        else f"agent {path}: the last turn {r['turn_status']}"
-    )
-    return words + (f": {why}" if why else "; it has no answer")
+        raise OrcrCliError(turn_failure(a["path"], a["turn"], a), ExitCode.TURN_FAILED)
 
 
 @agent.command(name="send")
@@ -404,7 +281,7 @@ def _turn_failure(path: str, turn, r: dict) -> str:
 @click.argument("prompt", required=False)
 @click.option(
     "--timeout",
-    callback=_turn_timeout,
+    callback=turn_timeout,
     help="End the agent if this turn runs longer (at most 7d).",
 )
 @click.option(
@@ -436,7 +313,7 @@ def agent_send(target, prompt, timeout, keys):
     if prompt is None:
         raise OrcrCliError("missing PROMPT (or --key KEY to press keys)", ExitCode.USAGE)
     if prompt == "-":
-        prompt = _stdin_prompt()
+        prompt = stdin_prompt()
     from orcr_core.sdk import check_prompt
 
     check_prompt(prompt)
@@ -468,7 +345,7 @@ def agent_read(target, last, json_):
     if r.get("text") is not None:
         click.echo(printable(r["text"]))
     elif failed:
-        raise OrcrCliError(_turn_failure(r["path"], r.get("turn"), r), ExitCode.TURN_FAILED)
+        raise OrcrCliError(turn_failure(r["path"], r.get("turn"), r), ExitCode.TURN_FAILED)
     elif r.get("screen") is not None:
         screen = printable(r["screen"]).splitlines()
         click.echo("\n".join(line.rstrip() for line in screen).rstrip("\n"))
@@ -476,19 +353,6 @@ def agent_read(target, last, json_):
         raise OrcrCliError(f"agent {r['path']}: turn {r.get('turn')} completed with no answer text")
     else:
         raise OrcrCliError(f"agent {r['path']} has no final answer yet (status {r['status']})")
-
-
-#: terminal escape sequences (CSI, OSC) and the C0/C1 controls other than \t and \n
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """Text an agent wrote, safe to print on a terminal: line ends as ``\\n``, no
-    escape sequences, no control characters but tab and newline (a BEL or ^C in an
-    answer is never meant for your terminal; ``--json`` keeps the text as it was)."""
-    text = text.replace("\r\n", "\n")
-    return _CONTROLS.sub("", _ESCAPES.sub("", text))
 
 
 @agent.command(name="attach")

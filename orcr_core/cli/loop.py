@@ -10,9 +10,10 @@ from pathlib import Path
 
 import click
 
-from orcr_core.cli.agent import _duration, tokens_text
+from orcr_core.cli.agent_show import tokens_text
 from orcr_core.cli.errors import OrcrCliError
 from orcr_core.cli.output import echo_results, echo_table, sdk
+from orcr_core.cli.params import duration
 
 
 def _local(iso: str | None, tz: str | None = None) -> str:
@@ -97,7 +98,7 @@ def _env_pairs(ctx, param, values):
     show_default=True,
     help="Concurrent runs of this loop.",
 )
-@click.option("--timeout", callback=_duration, help="Stop a run that runs longer (30m, 2h).")
+@click.option("--timeout", callback=duration, help="Stop a run that runs longer (30m, 2h).")
 @click.option(
     "--keep-agents",
     is_flag=True,

@@ -1,0 +1,114 @@
+"""How ``orcr agent`` prints agents: the ls tables, usage, a turn's failure, an answer.
+
+Import-light (the client path loads it).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import click
+
+from orcr_core.cli.output import echo_table
+
+
+def _age(iso: str | None) -> str:
+    if not iso:
+        return "-"
+    from datetime import datetime
+
+    secs = time.time() - datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{int(secs // size)}{unit}"
+    return f"{int(secs)}s"
+
+
+def tokens_text(u: dict | None) -> str:
+    """A token count for a column: ``12.3k``; ``-`` when no usage was reported."""
+    if not u:
+        return "-"
+    n = u["tokens"]
+    return str(n) if n < 10_000 else f"{n / 1000:.1f}k" if n < 1_000_000 else f"{n / 1e6:.1f}M"
+
+
+def usage_line(u: dict | None) -> str:
+    if not u:
+        return "-"
+    parts = [f"{u['tokens']} tokens"]
+    parts.append(
+        f"in {u['input']} out {u['output']} cache-read {u['cache_read']} "
+        f"cache-write {u['cache_write']}"
+    )
+    if u.get("model"):
+        parts.append(u["model"])
+    return " · ".join(parts)
+
+
+def agent_table(rows: list[dict]) -> None:
+    cols = ("PATH", "STATUS", "PROVIDER", "TOKENS", "AGE", "UUID")
+    data = []
+    for a in rows:
+        status = a["status"] + (f" ({a['exit_reason']})" if a["exit_reason"] else "")
+        if a.get("stalled"):  # a flag beside the status, not a status of its own
+            status += " (stalled)"
+        if a.get("blocked"):
+            status += " (blocked)"
+        if a.get("held"):  # queued, and the queue waits: "memory" or "multiplexer"
+            status += f" (held: {a['held'].split(':', 1)[0]})"
+        if a.get("parked"):  # idle in the parking area: a prompt or an attach brings it back
+            status += " (parked)"
+        tokens = tokens_text(a.get("usage"))
+        data.append((a["path"], status, a["provider"], tokens, _age(a["created_at"]), a["uuid"]))
+    widths = [max([len(c)] + [len(r[i]) for r in data]) for i, c in enumerate(cols)]
+    for r in [cols, *data]:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    for a in rows:  # what it waits for, on a line of its own (a reason is long)
+        if a.get("blocked"):
+            click.echo(f"blocked {a['path']}: {a['blocked']}")
+
+
+def unmanaged_table(rows: list[dict]) -> None:
+    cols = ("SESSION", "TERMINAL", "KIND", "STATUS", "PANE", "CWD", "LABEL", "AGE")
+    data = [
+        (
+            u["session"],
+            u["terminal_id"],
+            u["kind"],
+            u["status"],
+            u["pane_id"] or "-",
+            u["cwd"] or "-",
+            u["label"] or "-",
+            _age(u["discovered_at"]),
+        )
+        for u in rows
+    ]
+    echo_table(cols, data)
+
+
+#: how a turn ends without an answer
+TURN_FAILURES = ("errored", "interrupted")
+
+
+def turn_failure(path: str, turn, r: dict) -> str:
+    why = r.get("turn_error") or r.get("error")
+    words = (
+        f"agent {path}: turn {turn} {r['turn_status']}"
+        if turn
+        else f"agent {path}: the last turn {r['turn_status']}"
+    )
+    return words + (f": {why}" if why else "; it has no answer")
+
+
+#: terminal escape sequences (CSI, OSC) and the C0/C1 controls other than \t and \n
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text an agent wrote, safe to print on a terminal: line ends as ``\\n``, no
+    escape sequences, no control characters but tab and newline (a BEL or ^C in an
+    answer is never meant for your terminal; ``--json`` keeps the text as it was)."""
+    text = text.replace("\r\n", "\n")
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
