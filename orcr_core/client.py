@@ -1,7 +1,8 @@
 """The socket client shared by the CLI and the SDK.
 
 Import-light on purpose: this is the CLI's client path, so it imports neither
-peewee, pluggy nor croniter (tests/test_client_imports.py checks).
+peewee, pluggy nor croniter (tests/test_plugins.py::test_client_path_imports_no_heavy_modules
+checks).
 """
 
 from __future__ import annotations
@@ -196,10 +197,6 @@ class Client:
                     ) from None
                 time.sleep(0.02)
 
-        self.reader = LineReader(self.sock)
-        self.server_info = self.call("hello", protocol=PROTOCOL_VERSION)
-        return self
-
     def close(self) -> None:
         if self.sock is not None:
             self.sock.close()
@@ -293,6 +290,25 @@ class Client:
                     yield msg["event"]
 
         return first, events()
+
+
+def call_once(method: str, timeout: float, socket_path: Path | None = None, **params):
+    """One request to the server running now, without retries: it never starts a
+    server, never reads the lock to wait for one that is starting or stopping, and
+    waits at most ``timeout`` seconds for the connection and for each reply (hello,
+    then ``method``). Returns the result; raises OSError when no server accepts and
+    ServerError for anything else (an error reply, a closed connection, no answer)."""
+    client = Client(socket_path, autostart=False)
+    client.reply_timeout = timeout
+    client.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.sock.settimeout(timeout)
+        client.sock.connect(str(client.path))
+        client.reader = LineReader(client.sock)
+        client.server_info = client.call("hello", protocol=PROTOCOL_VERSION)
+        return client.call(method, **params)
+    finally:
+        client.close()
 
 
 def scope_from_env() -> str | None:

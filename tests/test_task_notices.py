@@ -226,3 +226,30 @@ def test_a_reap_that_fails_several_tasks_tells_the_server_once_after_the_lock(or
     finally:
         lsock.close()
         t.join(10)
+
+
+def test_a_poke_never_starts_a_server_nor_waits_for_one(orcr_home):
+    """``poke`` is one call to the server running now (client.call_once): with none it
+    says False at once and starts none; a server that holds the lock and is still
+    starting (no socket yet) is not waited for; a running one answers and drains."""
+    from orcr_core import lockfile
+    from orcr_core.notify.notices import poke
+
+    start = time.monotonic()
+    assert poke() is False
+    assert time.monotonic() - start < 1.0
+    assert lockfile.holder() is None and not orcr_home.socket.exists()  # none started
+
+    run = orcr_home.path / "run"
+    run.mkdir(mode=0o700, exist_ok=True)
+    fd = lockfile.acquire(run / "server.lock")  # "<pid>": a server starting (recovery)
+    try:
+        assert lockfile.holder() is not None
+        start = time.monotonic()
+        assert poke() is False
+        assert time.monotonic() - start < 1.0, "a poke waited for a starting server"
+    finally:
+        os.close(fd)
+
+    orcr_home.start_server()
+    assert poke() is True

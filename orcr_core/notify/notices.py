@@ -24,7 +24,6 @@ import logging
 import os
 import re
 import secrets
-import socket
 import threading
 import time
 from pathlib import Path
@@ -78,27 +77,13 @@ def poke(timeout: float = POKE_TIMEOUT) -> bool:
     """Ask a running server to drain the notices now; True when it answered. Never
     starts a server and never waits for one that is starting or stopping (it drains at
     start); a server that does not answer within ``timeout`` is left to its own timer."""
-    from orcr_core.protocol import PROTOCOL_VERSION, LineReader, encode
+    from orcr_core.client import call_once
 
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
     try:
-        s.connect(str(dirs.socket_path()))
-        hello = {"id": 1, "method": "hello", "params": {"protocol": PROTOCOL_VERSION}}
-        s.sendall(encode(hello) + encode({"id": 2, "method": "notices.drain", "params": {}}))
-        reader = LineReader(s)
-        for _ in range(2):
-            line = reader.readline()
-            if line is None:
-                return False
-            msg = json.loads(line)
-            if "error" in msg:
-                return False
+        call_once("notices.drain", timeout=timeout)
         return True
-    except Exception:  # a poke is never in the way (OSError, a bad reply)
+    except Exception:  # a poke is never in the way (OSError, an error or no reply)
         return False
-    finally:
-        s.close()
 
 
 # -- the server side -----------------------------------------------------------------------
