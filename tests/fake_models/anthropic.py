@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from fake_models.script import (
-    Error,
     Hold,
-    RateLimit,
     Refusal,
     Reply,
     Script,
@@ -76,50 +74,37 @@ def turn_of(body: dict) -> tuple[str | None, int]:
 
 
 class AnthropicHandler(Handler):
-    def do_GET(self) -> None:
-        self.server.record(Request("GET", self.path, dict(self.headers), None))
-        if self.path.split("?")[0].rstrip("/") == "/v1/models":
-            models = [{"type": "model", "id": m, "display_name": m} for m in _MODELS]
-            self.send_json(200, {"data": models, "has_more": False})
-        else:
-            self.send_json(404, _error("not_found_error", f"no {self.path} here"))
+    NOT_FOUND, RATE_LIMITED = "not_found_error", "rate_limit_error"
+
+    def models(self, path: str) -> dict | None:
+        if path != "/v1/models":
+            return None
+        models = [{"type": "model", "id": m, "display_name": m} for m in _MODELS]
+        return {"data": models, "has_more": False}
+
+    def error(self, status: int, kind: str, message: str) -> dict:
+        return _error(kind, message)
 
     def do_HEAD(self) -> None:
         self.send_response(200)
         self.send_header("content-length", "0")
         self.end_headers()
 
-    def do_POST(self) -> None:
-        body = self.read_body()
-        path = self.path.split("?")[0].rstrip("/")
-        req = Request("POST", self.path, dict(self.headers), body)
-        self.server.record(req)
+    def post(self, req: Request, body) -> None:
+        path = self.route()
         if path == "/v1/messages/count_tokens":
             self.send_json(200, {"input_tokens": 100})
             return
         if path != "/v1/messages" or not isinstance(body, dict):
-            self.send_json(404, _error("not_found_error", f"no {self.path} here"))
+            self.not_found()
             return
         prompt, index = turn_of(body)
-        req.prompt, req.index, req.user_texts = prompt, index, user_texts(body)
         tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
-        if prompt is None or not tools or prompt.startswith(SIDE_PROMPTS):
-            req.answer = "side"
-            step = Text(self.server.script.side)
-        else:
-            step = self.server.script.step(prompt, index)
-        req.answer = req.answer or type(step).__name__.lower()
+        side = prompt is None or not tools or prompt.startswith(SIDE_PROMPTS)
+        step = self.step(req, prompt, index, user_texts(body), side)
         wire = self.server.script.wire
         model = wire.model or body.get("model", "claude-fake")
-        if isinstance(step, RateLimit):
-            self.send_json(
-                429,
-                _error("rate_limit_error", step.message),
-                {"retry-after": str(step.retry_after)},
-            )
-        elif isinstance(step, Error):
-            self.send_json(step.status, _error(step.type, step.message))
-        else:
+        if not self.refused(step):
             parts = parts_of(step)
             for i, part in enumerate(parts):
                 if (

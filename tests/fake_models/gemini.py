@@ -23,9 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from fake_models.script import (
-    Error,
     Hold,
-    RateLimit,
     Refusal,
     Reply,
     Script,
@@ -110,49 +108,39 @@ def _call(part: Tool) -> dict:
 
 
 class GeminiHandler(Handler):
-    def do_GET(self) -> None:
-        self.server.record(Request("GET", self.path, dict(self.headers), None))
-        if self.path.split("?")[0].rstrip("/") in ("/v1beta/models", "/v1/models"):
-            models = [{"name": f"models/{m}", "displayName": m} for m in _MODELS]
-            self.send_json(200, {"models": models})
-        else:
-            self.send_json(404, _error(404, f"no {self.path} here"))
+    def models(self, path: str) -> dict | None:
+        if path not in ("/v1beta/models", "/v1/models"):
+            return None
+        return {"models": [{"name": f"models/{m}", "displayName": m} for m in _MODELS]}
 
-    def do_POST(self) -> None:
-        body = self.read_body()
-        req = Request("POST", self.path, dict(self.headers), body)
-        self.server.record(req)
+    def error(self, status: int, kind: str, message: str) -> dict:
+        return _error(status, message)
+
+    def post(self, req: Request, body) -> None:
         route = _ROUTE.match(self.path.split("?")[0])
         if not route or not isinstance(body, dict):
-            self.send_json(404, _error(404, f"no {self.path} here"))
+            self.not_found()
             return
         model, method = route.groups()
         if method == "countTokens":
             self.send_json(200, {"totalTokens": 100})
             return
         if method not in ("streamGenerateContent", "generateContent"):
-            self.send_json(404, _error(404, f"no {method} here"))
+            self.not_found(method)
             return
         prompt, index = turn_of(body)
-        req.prompt, req.index, req.user_texts = prompt, index, user_texts(body)
         config = body.get("generationConfig") or {}
-        if prompt is None or not _tools(body) or method == "generateContent":
-            req.answer = "side"
-            if config.get("responseMimeType") == "application/json" or config.get(
-                "responseJsonSchema"
-            ):
-                step = Text(json.dumps(_side_json(config)))
-            else:
-                step = Text(self.server.script.side)
-        else:
-            step = self.server.script.step(prompt, index)
-        req.answer = req.answer or type(step).__name__.lower()
+        side = prompt is None or not _tools(body) or method == "generateContent"
+        side_text = None
+        if side and (
+            config.get("responseMimeType") == "application/json" or config.get("responseJsonSchema")
+        ):
+            side_text = json.dumps(_side_json(config))
+        step = self.step(req, prompt, index, user_texts(body), side, side_text)
         model = self.server.script.wire.model or model
-        if isinstance(step, RateLimit):
-            self.send_json(429, _error(429, step.message), {"retry-after": str(step.retry_after)})
-        elif isinstance(step, Error):
-            self.send_json(step.status, _error(step.status, step.message))
-        elif method == "generateContent":
+        if self.refused(step):
+            return
+        if method == "generateContent":
             parts = [_whole(p) for p in parts_of(step)]
             self.send_json(200, _chunk(model, parts, _finish(step), final=True))
         else:

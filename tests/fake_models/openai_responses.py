@@ -18,9 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from fake_models.script import (
-    Error,
     Hold,
-    RateLimit,
     Refusal,
     Reply,
     Script,
@@ -97,44 +95,28 @@ def shell_call(tools: dict[str, dict], command: str) -> tuple[str, dict]:
 
 
 class ResponsesHandler(Handler):
-    def do_GET(self) -> None:
-        self.server.record(Request("GET", self.path, dict(self.headers), None))
-        if self.path.split("?")[0].rstrip("/").endswith("/models"):
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in _MODELS]
-            self.send_json(200, {"object": "list", "data": data, "models": []})
-        else:
-            self.send_json(404, _error("not_found", f"no {self.path} here"))
+    def models(self, path: str) -> dict | None:
+        if not path.endswith("/models"):
+            return None
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in _MODELS]
+        return {"object": "list", "data": data, "models": []}
 
-    def do_POST(self) -> None:
-        body = self.read_body()
-        path = self.path.split("?")[0].rstrip("/")
-        req = Request("POST", self.path, dict(self.headers), body)
-        self.server.record(req)
-        if not path.endswith("/responses") or not isinstance(body, dict):
-            self.send_json(404, _error("not_found", f"no {self.path} here"))
+    def error(self, status: int, kind: str, message: str) -> dict:
+        return _error(kind, message)
+
+    def post(self, req: Request, body) -> None:
+        if not self.route().endswith("/responses") or not isinstance(body, dict):
+            self.not_found()
             return
         prompt, index = turn_of(body)
-        req.prompt, req.index, req.user_texts = prompt, index, user_texts(body)
         tools = {
             t.get("name"): t
             for t in body.get("tools") or []
             if isinstance(t, dict) and t.get("name")
         }
-        if prompt is None or not tools or prompt.startswith(SIDE_PROMPTS):
-            req.answer = "side"
-            step = Text(self.server.script.side)
-        else:
-            step = self.server.script.step(prompt, index)
-            req.answer = type(step).__name__.lower()
-        if isinstance(step, RateLimit):
-            self.send_json(
-                429,
-                _error("rate_limit_exceeded", step.message),
-                {"retry-after": str(step.retry_after)},
-            )
-        elif isinstance(step, Error):
-            self.send_json(step.status, _error(step.type, step.message))
-        else:
+        side = prompt is None or not tools or prompt.startswith(SIDE_PROMPTS)
+        step = self.step(req, prompt, index, user_texts(body), side)
+        if not self.refused(step):
             parts = parts_of(step)
             for i, part in enumerate(parts):
                 if isinstance(part, Tool) and part.name == "Bash":

@@ -1,4 +1,6 @@
-"""The HTTP side shared by both fake model servers: a thread, a port, a request log."""
+"""The HTTP side every fake model server shares: a thread, a port, a request log, and
+the handler's common part (recording each request, the model list, 404s, error replies,
+taking a turn's step from the script)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fake_models.script import Error, RateLimit, Text
 
 
 @dataclass
@@ -117,11 +121,85 @@ class FakeServer(ThreadingHTTPServer):
 
 
 class Handler(BaseHTTPRequestHandler):
+    """One API's handler: it says which GET lists its models (``models``), how its
+    errors look (``error``, with ``NOT_FOUND`` and ``RATE_LIMITED`` its kinds) and
+    answers a POST (``post``); every request is recorded before it is answered."""
+
     protocol_version = "HTTP/1.1"
     server: FakeServer
+    NOT_FOUND = "not_found"  # the error kind of a 404
+    RATE_LIMITED = "rate_limit_exceeded"  # the error kind of a RateLimit step's 429
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib's name)
         pass
+
+    def models(self, path: str) -> dict | None:
+        """The model list a GET of ``path`` answers (None: no such list, a 404)."""
+        raise NotImplementedError
+
+    def error(self, status: int, kind: str, message: str) -> dict:
+        """The API's JSON error body."""
+        raise NotImplementedError
+
+    def post(self, req: Request, body: Any) -> None:
+        """Answer a POST (already recorded as ``req``)."""
+        raise NotImplementedError
+
+    def route(self) -> str:
+        """The request's path, without its query and a trailing slash."""
+        return self.path.split("?")[0].rstrip("/")
+
+    def do_GET(self) -> None:
+        self.server.record(Request("GET", self.path, dict(self.headers), None))
+        models = self.models(self.route())
+        if models is not None:
+            self.send_json(200, models)
+        else:
+            self.not_found()
+
+    def do_POST(self) -> None:
+        body = self.read_body()
+        req = Request("POST", self.path, dict(self.headers), body)
+        self.server.record(req)
+        self.post(req, body)
+
+    def not_found(self, what: str | None = None) -> None:
+        self.send_json(404, self.error(404, self.NOT_FOUND, f"no {what or self.path} here"))
+
+    def step(
+        self,
+        req: Request,
+        prompt: str | None,
+        index: int,
+        texts: list[str],
+        side: bool,
+        side_text: str | None = None,
+    ):
+        """The script's step for a conversation request, noted in ``req`` (its prompt,
+        its index in the turn, its user texts, what answered). A ``side`` request (no
+        turn: a title, a check) gets ``side_text``, else the script's side text."""
+        req.prompt, req.index, req.user_texts = prompt, index, texts
+        if side:
+            req.answer = "side"
+            return Text(self.server.script.side if side_text is None else side_text)
+        step = self.server.script.step(prompt, index)
+        req.answer = type(step).__name__.lower()
+        return step
+
+    def refused(self, step) -> bool:
+        """Send a :class:`RateLimit` (429, ``retry-after``) or an :class:`Error` step as
+        the API's error reply; False for any other step (it is an answer)."""
+        if isinstance(step, RateLimit):
+            self.send_json(
+                429,
+                self.error(429, self.RATE_LIMITED, step.message),
+                {"retry-after": str(step.retry_after)},
+            )
+        elif isinstance(step, Error):
+            self.send_json(step.status, self.error(step.status, step.type, step.message))
+        else:
+            return False
+        return True
 
     def read_body(self) -> Any:
         n = int(self.headers.get("content-length") or 0)
