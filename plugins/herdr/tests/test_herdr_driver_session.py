@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -50,6 +51,16 @@ def drivers():
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=5)
+
+
+def serving(sock) -> bool:
+    """The socket accepts a connection: its file appears at bind(), before listen()."""
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(str(sock))
+        except OSError:
+            return False
+    return True
 
 
 def violations(session: str = "orcr") -> list:
@@ -194,7 +205,7 @@ def test_program_computes_socket_like_herdr_and_persists(short_tmp):
     sock = short_tmp / "xdg" / "herdr" / "sessions" / "demo" / "herdr.sock"
     args = ["--session", "demo", "server"]
     with _emulator_program(args, {"HERDR_SOCKET_PATH": "/nope.sock"}) as proc:
-        until(lambda: sock.exists(), timeout=10)
+        until(lambda: serving(sock), timeout=10)
         ok(sock, "workspace.create", {"label": "x", "cwd": "/tmp"})
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
@@ -206,7 +217,7 @@ def test_program_computes_socket_like_herdr_and_persists(short_tmp):
 def test_program_honours_herdr_socket_path_without_session(short_tmp):
     sock = short_tmp / "custom.sock"
     with _emulator_program(["server"], {"HERDR_SOCKET_PATH": str(sock)}) as proc:
-        until(lambda: sock.exists(), timeout=10)
+        until(lambda: serving(sock), timeout=10)
         assert ok(sock, "server.stop") == {"type": "ok"}
         assert proc.wait(timeout=10) == 0
     assert (short_tmp / "xdg" / "herdr" / "session.json").exists()  # the default data dir

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+import signal
 import time
 
 from orcr_core.contracts import DriverError, PaneRef
@@ -120,27 +122,34 @@ class PromptMixin:
                     code="pane_dead",
                 )
 
-    def _dead_status(self, pane: PaneRef, within: float = 3.0) -> str:
+    def _dead_status(self, pane: PaneRef, longest: float = 15.0) -> str:
         """``status N`` for a pane tmux already calls dead, once tmux knows N.
 
-        tmux 3.3 marks a pane dead when its terminal reads EOF, which can come
-        a moment before it has reaped the program (``#{pane_dead_status}`` is
-        empty until then: seen in 14 of 40 panes polled right away). So wait
-        for the status, briefly. A program killed by a signal never gets one
-        (tmux 3.3 has no ``#{pane_dead_signal}``)."""
-        deadline = time.monotonic() + within
+        tmux 3.3 marks a pane dead when its terminal reads EOF, before it has
+        reaped the program (``#{pane_dead_status}`` is empty until then: seen in
+        14 of 40 panes polled right away). And a tmux built with libutempter (as
+        Debian's is) can miss the program's SIGCHLD altogether and leave it a
+        zombie until some other child exits (tmux issues 311, 4559; seen here for
+        15 s and more): while the program's process exists, orcr sends the tmux
+        server the SIGCHLD it missed and asks again. A program killed by a signal
+        never gets a status (tmux 3.3 has no ``#{pane_dead_signal}``): once tmux
+        has reaped it, its process is gone and the status still empty."""
+        start = time.monotonic()
         while True:
             try:
                 out = self.tmux.run(
-                    ["display-message", "-p", "-t", pane.pane_id, "#{pane_dead_status}"]
-                ).strip()
+                    ["display-message", "-p", "-t", pane.pane_id,
+                     "#{pane_dead_status}|#{pane_pid}|#{pid}"]
+                ).strip()  # fmt: skip
             except DriverError:
                 out = ""
-            if out:
-                return f"status {out}"
-            if time.monotonic() >= deadline:
+            status, program, server = (out.split("|") + ["", ""])[:3]
+            if status:
+                return f"status {status}"
+            if not _exists(program) or time.monotonic() - start >= longest:
                 return "killed by a signal, or its status is unknown"
-            time.sleep(0.02)
+            _nudge(server)
+            time.sleep(0.05)
 
     def _last_words(self, pane: PaneRef) -> str:
         """The dead program's last line of output (``env: 'x': No such file...``)."""
@@ -151,3 +160,22 @@ class PromptMixin:
         lines = [ln.strip() for ln in screen.splitlines() if ln.strip()]
         lines = [ln for ln in lines if not ln.startswith("Pane is dead")]
         return f": {tail_words(lines[-1])}" if lines else ""
+
+
+def _exists(pid: str) -> bool:
+    """A process (a zombie too) has this pid: tmux has not reaped it yet."""
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _nudge(server: str) -> None:
+    """Send the tmux server a SIGCHLD: it reaps whatever children have exited."""
+    try:
+        os.kill(int(server), signal.SIGCHLD)
+    except (ValueError, OSError):
+        pass

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import time
 
 import pytest
 
@@ -129,6 +131,58 @@ def test_enter_for_a_pane_that_died_after_the_paste_is_refused(h, sandbox, monke
     assert err.value.code == "pane_dead"
     assert "status 4" in str(err.value) and "before Enter" in str(err.value)
     assert _alive(h)
+
+
+def test_a_status_tmux_missed_is_fetched_by_sending_the_server_its_sigchld(h, monkeypatch):
+    """A tmux built with libutempter (Debian's) can miss a program's SIGCHLD and leave
+    it a zombie: the pane is dead, its status empty, for as long as no other child
+    exits (seen for 15 s). The driver sends the server a SIGCHLD and asks again. Here
+    a ``sleep`` stands for the unreaped program and a process that waits for SIGCHLD
+    for the server: tmux's real answer is held back until that process got one."""
+    pane = h.start([h.PY, "-c", "import sys; sys.exit(4)"])
+    status = ["display-message", "-p", "-t", pane.pane_id, "#{pane_dead_status}"]
+    h.wait_for(lambda: h.driver.tmux.run(status).strip() == "4", what="tmux to reap it")
+    unreaped = subprocess.Popen(["sleep", "30"])
+    wait_chld = (
+        "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD]);"
+        "print('ready', flush=True); signal.sigwait([signal.SIGCHLD])"
+    )
+    server = subprocess.Popen([h.PY, "-c", wait_chld], stdout=subprocess.PIPE, text=True)
+    assert server.stdout.readline() == "ready\n"
+    run = h.driver.tmux.run
+
+    def missed_until_nudged(*commands, **kw):
+        out = run(*commands, **kw)
+        if server.poll() is not None:
+            return out
+        if any(c[0] == "if-shell" for c in commands):
+            return out.replace(" 4", " ")  # the marker printed before the reap
+        if "#{pane_dead_status}" in commands[0][-1]:
+            return f"|{unreaped.pid}|{server.pid}\n"
+        return out
+
+    monkeypatch.setattr(h.driver.tmux, "run", missed_until_nudged)
+    try:
+        with pytest.raises(DriverError) as err:
+            h.driver.send_prompt(pane, "x")
+    finally:
+        for proc in (unreaped, server):
+            proc.kill()
+            proc.wait()
+    assert "(status 4) before its prompt was pasted" in str(err.value)
+
+
+def test_a_program_killed_by_a_signal_is_reported_without_the_long_wait(h, monkeypatch):
+    pane = h.start([h.PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    h.wait_for(
+        lambda: any(p.dead for p in h.driver.snapshot() if p.pane_id == pane.pane_id),
+        what="the program to die",
+    )
+    began = time.monotonic()
+    with pytest.raises(DriverError) as err:
+        h.driver.send_prompt(pane, "x")
+    assert "killed by a signal, or its status is unknown" in str(err.value)
+    assert time.monotonic() - began < 10  # reaped: no wait for a status that never comes
 
 
 def test_a_program_behind_env_prefixes_is_checked_before_the_window(h, driver, sandbox):
