@@ -69,7 +69,11 @@ class PgCluster:
         return ["su", "-s", "/bin/sh", self.user, "-c", " ".join(map(_quote, argv))]
 
     def start(self) -> PgCluster:
-        run = dict(capture_output=True, text=True, cwd="/", timeout=120)
+        # the cluster outlives the test that first asked for it: it must not carry that
+        # test's ORCR_HOME, or the test's teardown (which kills every process under its
+        # home) takes the session's PostgreSQL down with it
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ORCR_")}
+        run = dict(capture_output=True, text=True, cwd="/", timeout=120, env=env)
         r = subprocess.run(
             self._as_owner([self.initdb, "-D", str(self.data), "-U", SUPERUSER,
                             "--auth=trust", "-E", "UTF8", "--no-sync"]),
@@ -150,6 +154,22 @@ def age_claim(q, task_id: str, seconds: float) -> None:
         return
     past = time.time() - seconds
     os.utime(q.hb(task_id), (past, past))
+
+
+def last_beat(q, task_id: str) -> float:
+    """When the claim's heartbeat was last touched, in seconds since the epoch on the
+    backend's own clock: the heartbeat file's mtime, or the row's ``hb_at``."""
+    if is_pg(q):
+        rows = q._rows(
+            "SELECT extract(epoch FROM hb_at)::float8 FROM orcr_tasks "
+            "WHERE queue = %s AND id = %s AND hb_at IS NOT NULL",
+            [q.queue, task_id],
+        )
+        return float(rows[0][0]) if rows else 0.0
+    try:
+        return q.hb(task_id).stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
 
 
 def heartbeats(q) -> dict[str, dict]:

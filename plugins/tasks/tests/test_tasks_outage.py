@@ -12,7 +12,7 @@ import sys
 
 import pytest
 from orcr_tasks.queue import STATES, Queue, QueueError
-from orcr_tasks.testing import age_claim
+from orcr_tasks.testing import age_claim, spec
 from orcr_tasks.worker import Worker
 
 from orcr_core.client import ServerError
@@ -143,10 +143,9 @@ def where(q: Queue) -> dict[str, str]:
 
 @pytestmark_live
 @pytest.mark.parametrize("how", ["kill9", "stop"])
-def test_a_worker_rides_a_server_restart_mid_build(live, short_tmp, how):
+def test_a_worker_rides_a_server_restart_mid_build(live, q, short_tmp, how):
     live.start_server()
-    q = Queue.init(short_tmp / "q")
-    d = str(q.root)
+    d = spec(q)
     for tid in ("one", "two"):
         live.run("tasks", "add", d, "--id", tid, "--done-when", "x", "--",
                  f"[sleep 4] build {tid}\nREVISION: r-{tid}", check=True)  # fmt: skip

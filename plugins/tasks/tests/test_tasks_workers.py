@@ -15,8 +15,8 @@ import subprocess
 import sys
 
 import pytest
-from orcr_tasks.queue import STATES, Queue
-from orcr_tasks.testing import spec
+from orcr_tasks.queue import STATES
+from orcr_tasks.testing import last_beat, spec
 
 from orcr_core.testing import until
 
@@ -38,19 +38,15 @@ def where(q) -> dict[str, str]:
     return seen
 
 
-def test_build_review_verify_park_answer_and_release(live, fq):
-    """On the file queue only: on PostgreSQL it ran past the 180 s limit at load 50
-    (its usage checks query the server once more per verb); test_tasks_hosts.py covers
-    the worker loop on PostgreSQL end to end."""
+def test_build_review_verify_park_answer_and_release(live, q):
     live.start_server()
-    q = fq
     d = spec(q)
-    tasks(live, "add", d, "--id", "hello", "--done-when", "VERDICT: pass", "--cluster", "docs",
-          "--", "Say hello.\nREVISION: abc123")  # fmt: skip
-    tasks(live, "add", d, "--id", "after", "--depends-on", "hello", "--done-when",
-          "VERDICT: pass", "--", "Then wave.")  # fmt: skip
-    tasks(live, "add", d, "--id", "iso", "--done-when", "VERDICT: reject tests fail", "--cluster", "db",
-          "--", "Migrate.\nQUESTION: which database?")  # fmt: skip
+    # added in-process: `tasks add` is test_tasks_queue.py's; each CLI process costs ~0.3 s
+    # of CPU (~0.45 s on PostgreSQL: the driver's import), minutes at load 50
+    q.add("Say hello.\nREVISION: abc123", "VERDICT: pass", task_id="hello", cluster="docs")
+    q.add("Then wave.", "VERDICT: pass", task_id="after", depends_on=["hello"])
+    q.add("Migrate.\nQUESTION: which database?", "VERDICT: reject tests fail", task_id="iso",
+          cluster="db")  # fmt: skip
 
     r = tasks(live, "work", d, "--role", "builder", *FAST)
     assert where(q) == {"hello": "review", "after": "backlog", "iso": "inbox"}, r.stderr
@@ -124,10 +120,9 @@ def test_three_failed_attempts_and_a_turn_timeout_go_to_failed(live, q):
     assert q.results("broken") is None
 
 
-def test_a_sigkilled_worker_is_reaped_and_its_task_retried(live, short_tmp):
+def test_a_sigkilled_worker_is_reaped_and_its_task_retried(live, q):
     live.start_server()
-    q = Queue.init(short_tmp / "q")
-    d = str(q.root)
+    d = spec(q)
     tasks(live, "add", d, "--id", "slow", "--done-when", "x", "--", "[sleep 3] slow\nREVISION: r1")
     worker = subprocess.Popen(
         [sys.executable, "-m", "orcr_core.cli", "tasks", "work", d, "--role", "builder",
@@ -136,8 +131,8 @@ def test_a_sigkilled_worker_is_reaped_and_its_task_retried(live, short_tmp):
     )  # fmt: skip
     try:
         until(lambda: (q.read_heartbeat("slow") or {}).get("uuid"), what="the agent to start")
-        before = q.hb("slow").stat().st_mtime
-        until(lambda: q.hb("slow").stat().st_mtime > before, what="the loop to touch hb")
+        before = last_beat(q, "slow")
+        until(lambda: last_beat(q, "slow") > before, what="the loop to touch the heartbeat")
     finally:
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait()
