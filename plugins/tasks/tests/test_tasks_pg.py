@@ -162,3 +162,73 @@ def test_one_claim_takes_one_task(pq):
         pq.add("t", "x", task_id=f"a{n}")
     assert pq.claim("builder", token="w") == "a0"
     assert pq.ids("doing") == ["a0"] and len(pq.ids("todo")) == 4
+
+
+def test_two_dependencies_passing_at_once_release_their_dependant(pq, pg_url):
+    """The release race, interleaved by hand on two connections: A's and B's passes have
+    both changed their rows, neither committed, when each looks for tasks to release.
+    Each sees the other still in verifying (read committed), so without the per-queue
+    advisory lock both would commit and C would stay in backlog/ for ever. The lock makes
+    the second wait for the first's commit and then see both done."""
+    import threading
+
+    from orcr_tasks.pg import PgQueue
+
+    from orcr_core.testing import until
+
+    pq.add("a", "x", task_id="A")
+    pq.add("b", "x", task_id="B")
+    pq.add("c", "x", task_id="C", depends_on=["A", "B"])
+    for tid in ("A", "B"):
+        assert pq.claim("builder", f"b{tid}") == tid
+        pq.finish_build(tid, f"b{tid}", "r", "echo")
+    tokens = {pq.claim("verifier", "vA"): "vA"}
+    tokens[pq.claim("verifier", "vB")] = "vB"
+    assert sorted(tokens) == ["A", "B"]
+
+    moved = {t: threading.Event() for t in tokens}
+    checked = {t: threading.Event() for t in tokens}
+    pids, errors, results = {}, [], {}
+
+    def waiting_for_a_lock(tid: str) -> bool:
+        rows = pq._rows(
+            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
+            [pids[tid]],
+        )
+        return bool(rows)
+
+    def verdict(tid: str) -> None:
+        other = "B" if tid == "A" else "A"
+        q = PgQueue(pg_url)  # a connection of its own
+        pids[tid] = q._rows("SELECT pg_backend_pid()")[0][0]
+        inner = q._release
+
+        def release():  # called in the pass's transaction, after its row changed
+            moved[tid].set()
+            assert moved[other].wait(30), f"{other}'s pass never changed its row"
+            out = inner()
+            checked[tid].set()
+            # hold this commit until the other pass has looked too, or waits for our lock
+            until(
+                lambda: checked[other].is_set() or waiting_for_a_lock(other),
+                30,
+                what=f"{other} to look or wait",
+            )
+            return out
+
+        q._release = release
+        try:
+            results[tid] = q.verdict(tid, tokens[tid], True, "echo", "ok")
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            q.db.close()
+
+    threads = [threading.Thread(target=verdict, args=(t,)) for t in ("A", "B")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert not errors, errors
+    assert results == {"A": "done", "B": "done"}
+    assert pq.where("C") == ["todo"]
