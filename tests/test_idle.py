@@ -74,6 +74,9 @@ def _echo(live, path: str, prompt: str = "hi") -> str:
 
 
 def test_idle_echo_fleet_writes_nothing_and_takes_no_snapshot(live):
+    # no periodic pass (30 s by default, about this test's length under load): it
+    # takes a snapshot by design, and the window below must see none
+    live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\nreconcile_every = "1h"\n')
     live.start_server()
     for n in range(4):
         _echo(live, f"quiet/a{n}")
