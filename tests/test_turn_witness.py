@@ -39,9 +39,13 @@ def test_herdr_completion_witnesses_the_transcripts_turn_end(live):
     live.run("agent", "wait", "w/one", "--timeout", "30s", check=True)
     pane = live.get("w/one")["pane_id"]
     emu.set_agent(pane, "claude", "idle")  # herdr tracks an agent in the pane
-    live.run("agent", "send", "w/one", "[sleep 2] two", check=True)
-    emu.set_agent_status(pane, "working")
-    live.run("agent", "wait", "w/one", "--timeout", "30s", check=True)
+    # herdr's completion must follow the transcript's turn end within GRACE (5 s): the
+    # SDK's watch sees the end at once, where starting `orcr agent wait` under load
+    # took most of that (the agreement was once counted unwitnessed: a rerun)
+    with live.sdk() as o:
+        o.send("w/one", "[sleep 2] two")
+        emu.set_agent_status(pane, "working")
+        o.wait("w/one", timeout=30)
     emu.set_agent_status(pane, "idle")  # herdr: working -> idle, completion_seq set
     assert "completion_seq" in emu.views.agent(emu.pane(pane))
 
