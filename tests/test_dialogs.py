@@ -137,6 +137,27 @@ def test_claude_trust_cwd_answers_the_trust_dialog_itself(live, short_tmp):
     assert _kinds(live, uuid).count("prompt.requested") == 1
 
 
+def test_trust_cwd_types_only_into_the_tui_restarted_by_the_answer(live, short_tmp):
+    """A TUI may restart itself after orcr answered its question (Gemini CLI 0.61 does
+    after its trust question: 10-30 s on a busy machine), showing nothing the adapter
+    knows and losing the keys typed meanwhile. Past the 10 s wait for an unknown screen
+    orcr must not type into it: the prompt goes in once, at the restarted TUI's input."""
+    cwd = _cwd(short_tmp)
+    configure(
+        live,
+        short_tmp,
+        claude=["--fake-dialogs", "trust", "--fake-trust-restart", "13"],
+        claude_opts="trust_cwd = true\n",
+    )
+    live.start_server()
+    uuid = run_agent(live, "claude", "w/re", "after the restart", cwd=cwd)
+    wait_idle(live, "w/re", timeout=60)
+    assert _claude_prompts(short_tmp, cwd, uuid) == ["after the restart"]
+    kinds = _kinds(live, uuid)
+    assert kinds.count("agent.dialog_answered") == 1 and kinds.count("prompt.requested") == 1
+    assert "not recognised" not in live.server_log()
+
+
 def test_claude_first_run_setup_is_recognised(live, short_tmp):
     """Claude's first-run setup (theme, then security notes) blocks too; a person
     pressing Enter through it lets the prompt through once."""

@@ -10,10 +10,12 @@ from __future__ import annotations
 import logging
 import time
 
+from peewee import fn
+
 from orcr_core import events
 from orcr_core.agents import lifecycle
 from orcr_core.contracts import DriverError, PaneRef
-from orcr_core.store.models import Agent, db
+from orcr_core.store.models import Agent, Event, db
 
 log = logging.getLogger("orcr.pipeline")  # the start's log, as before the move
 
@@ -57,6 +59,15 @@ def await_input(server, agent: Agent, provider, spec, pane: PaneRef) -> bool:
     :data:`READY_WAIT` after its first draw is typed into as before (an adapter that
     does not know a new release's screens must not stall every start); a screen with
     nothing drawn yet is waited for under the stuck-start guard.
+
+    Once orcr has answered a dialog of this start (an ``agent.dialog_answered`` event
+    since its pane was started, so a re-run after a block or a server restart knows
+    too), an unrecognised screen is never typed into: the answer may restart the TUI
+    (Gemini CLI relaunches itself after its trust question, 10-30 s on a busy machine,
+    and keys typed meanwhile are lost while the row says the prompt went in). The
+    adapter demonstrably knows this TUI's screens, so orcr waits for its ready input
+    or a next dialog; the stuck-start guard (``timings.max_starting``, counted from the
+    answer) ends a TUI that never comes back.
     """
     driver = server.driver
     hook = getattr(provider, "screen_state", None)
@@ -67,6 +78,7 @@ def await_input(server, agent: Agent, provider, spec, pane: PaneRef) -> bool:
     recheck = time.monotonic() + 1.0
     presses: dict[str | None, int] = {}
     seen: set[str | None] = set()
+    answered = answered_since_start(agent)
     while True:
         try:
             screen = driver.read(pane)
@@ -124,6 +136,7 @@ def await_input(server, agent: Agent, provider, spec, pane: PaneRef) -> bool:
                             blocked_at=None,
                         )
                 presses[state.kind] = pressed + 1
+                answered = True
                 # one key at a time, each re-derived from the redrawn screen: a TUI
                 # drops keys that arrive before its menu takes input, or an Enter
                 # that follows an arrow too closely
@@ -135,9 +148,29 @@ def await_input(server, agent: Agent, provider, spec, pane: PaneRef) -> bool:
             _block(agent, state)
             return False
         if time.monotonic() >= deadline:
-            log.warning("agent %s: its screen is not recognised; typing the prompt", agent.path)
-            return True
+            if not answered:
+                log.warning("agent %s: its screen is not recognised; typing the prompt", agent.path)
+                return True
+            # after an answer: wait for the ready input (the TUI may be restarting);
+            # the stuck-start guard ends the row, seen here
+            if time.monotonic() >= recheck:
+                agent = check(agent)
+                recheck = time.monotonic() + 1.0
         time.sleep(0.05)
+
+
+def answered_since_start(agent: Agent) -> bool:
+    """Whether orcr answered a dialog of this agent since its pane was last started
+    (a resumed agent starts a new pane: an answer of an earlier start does not count)."""
+    started = (
+        Event.select(fn.MAX(Event.seq))
+        .where((Event.agent == agent.uuid) & (Event.kind == "pane.start_requested"))
+        .scalar()
+    )
+    where = (Event.agent == agent.uuid) & (Event.kind == "agent.dialog_answered")
+    if started is not None:
+        where &= Event.seq > started
+    return Event.select().where(where).exists()
 
 
 def _wait_changed(driver, pane: PaneRef, before: str) -> None:

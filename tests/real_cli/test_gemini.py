@@ -112,14 +112,20 @@ def test_untrusted_folder_is_a_dialog_until_answered(real):
     assert real.model.once_problems(["hello there"]) == []
 
 
-@TMUX
+@BOTH
 @pytest.mark.xfail(
-    reason="open: after orcr answers the trust question Gemini CLI 0.61 restarts; at load 40-50 "
-    "the prompt typed into the restarted CLI never reached the model (agent working, no "
-    "request, empty composer; 2026-12-02). Answered by a person (the test above) it works",
+    reason="open: orcr no longer types into Gemini CLI while it restarts after the trust "
+    "answer (the 10 s fallback did: tests/test_dialogs.py), and the test passed on herdr and "
+    "with Gemini CLI held to 15% of a core; on tmux at load 5-8 with another run beside it "
+    "the prompt typed at the restarted composer still never reached the model (2026-12-02)",
     strict=False,
 )
 def test_trust_cwd_answers_the_trust_question(real):
+    """orcr answers "Trust folder"; Gemini CLI restarts itself (a new process, 10-30 s
+    on a busy machine, showing only "Gemini CLI is restarting to apply the trust
+    changes..."; keys typed meanwhile are lost) and the prompt goes in once, at the
+    restarted CLI's composer (tests/test_dialogs.py has the general case)."""
+    real.timings["max_starting"] = "180s"
     real.gemini(Script({"hello": "Hi, trusted by orcr"}), trusted=False, extra="trust_cwd = true\n")
     real.run("x/auto", "hello there")
     real.wait_idle("x/auto", 90)
