@@ -1,4 +1,5 @@
-"""Helpers for a provider's ``screen_state`` hook: reading a TUI's selection menu.
+"""Helpers for a provider's ``screen_state`` hook: reading a TUI's selection menu, and
+the folder-trust question every CLI asks the same way.
 
 Both Claude Code and Codex ask their start-up questions as a vertical menu
 with one highlighted option marked by a pointer (``❯`` or ``›``). The keys
@@ -10,6 +11,8 @@ whichever option a menu opens on.
 from __future__ import annotations
 
 import re
+
+from orcr_core.contracts import LaunchSpec, ScreenState
 
 
 def menu(lines: list[str], pointer: str, last: bool = False) -> list[tuple[bool, str]]:
@@ -60,3 +63,19 @@ def choose(options: list[tuple[bool, str]], wanted) -> tuple[str, ...]:
 def keys_hint(path: str, keys: tuple[str, ...]) -> str:
     """``orcr agent send PATH --key down --key enter``, for a blocked reason."""
     return f"orcr agent send {path} " + " ".join(f"--key {k}" for k in keys)
+
+
+def trust_question(cli: str, provider: str, spec: LaunchSpec, keys: tuple[str, ...]) -> ScreenState:
+    """The CLI (``cli``, as people call it) asks whether to trust the agent's folder:
+    a dialog a person answers, or orcr with ``keys`` when ``providers.<provider>.trust_cwd``
+    is set."""
+    return ScreenState(
+        "dialog",
+        kind="trust",
+        reason=(
+            f"{cli} asks whether to trust {spec.cwd} — answer it with "
+            f"`orcr agent attach {spec.path}`, or set providers.{provider}.trust_cwd = true"
+        ),
+        answer_keys=keys,
+        answer_option="trust_cwd",
+    )

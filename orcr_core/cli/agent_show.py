@@ -61,9 +61,7 @@ def agent_table(rows: list[dict]) -> None:
             status += " (parked)"
         tokens = tokens_text(a.get("usage"))
         data.append((a["path"], status, a["provider"], tokens, _age(a["created_at"]), a["uuid"]))
-    widths = [max([len(c)] + [len(r[i]) for r in data]) for i, c in enumerate(cols)]
-    for r in [cols, *data]:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    echo_table(cols, data)
     for a in rows:  # what it waits for, on a line of its own (a reason is long)
         if a.get("blocked"):
             click.echo(f"blocked {a['path']}: {a['blocked']}")

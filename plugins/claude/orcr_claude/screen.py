@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from orcr_core.contracts import LaunchSpec, ScreenState
-from orcr_core.screens import choose, keys_hint, menu
+from orcr_core.screens import choose, keys_hint, menu, trust_question
 
 TRUST = (
     "Is this a project you created or one you trust",
@@ -68,16 +68,7 @@ def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
     attach = f"orcr agent attach {spec.path}"
     if any(s in text for s in TRUST):
         keys = choose(_options(lines), lambda t: t.startswith("Yes"))
-        return ScreenState(
-            "dialog",
-            kind="trust",
-            reason=(
-                f"Claude Code asks whether to trust {spec.cwd} — answer it with `{attach}`, "
-                "or set providers.claude.trust_cwd = true"
-            ),
-            answer_keys=keys,
-            answer_option="trust_cwd",
-        )
+        return trust_question("Claude Code", "claude", spec, keys)
     if any(s in text for s in API_KEY):
         keys = choose(_options(lines), lambda t: t == "Yes" or t.startswith("Yes"))
         how = f" (`{keys_hint(spec.path, keys)}` uses it)" if keys else ""

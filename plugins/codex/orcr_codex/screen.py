@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from orcr_core.contracts import LaunchSpec, ScreenState
-from orcr_core.screens import choose, keys_hint, menu
+from orcr_core.screens import choose, keys_hint, menu, trust_question
 
 TRUST = (
     "Trust this folder?",
@@ -43,16 +43,7 @@ def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
     if any(s in text for s in TRUST):
         options = [(hl, re.sub(r"^\d+\.\s*", "", t)) for hl, t in menu(lines, "›")]
         keys = choose(options, lambda t: t.startswith(TRUST_YES))
-        return ScreenState(
-            "dialog",
-            kind="trust",
-            reason=(
-                f"Codex asks whether to trust {spec.cwd} — answer it with `{attach}`, "
-                "or set providers.codex.trust_cwd = true"
-            ),
-            answer_keys=keys,
-            answer_option="trust_cwd",
-        )
+        return trust_question("Codex", "codex", spec, keys)
     if any(s in text for s in LOGIN):
         return ScreenState(
             "dialog",

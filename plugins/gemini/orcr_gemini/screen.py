@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 
 from orcr_core.contracts import LaunchSpec, ScreenState
-from orcr_core.screens import choose, keys_hint, menu
+from orcr_core.screens import choose, keys_hint, menu, trust_question
 
 READY = "Type your message or @path/to/file"
 #: what Gemini CLI prints under the trust question once it is answered (it restarts)
@@ -62,16 +62,7 @@ def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
     text = "\n".join(lines)
     if any(s in text for s in TRUST):
         keys = choose(_options(lines), lambda t: t.startswith(TRUST_YES))
-        return ScreenState(
-            "dialog",
-            kind="trust",
-            reason=(
-                f"Gemini CLI asks whether to trust {spec.cwd} — answer it with `{attach}`, "
-                "or set providers.gemini.trust_cwd = true"
-            ),
-            answer_keys=keys,
-            answer_option="trust_cwd",
-        )
+        return trust_question("Gemini CLI", "gemini", spec, keys)
     if any(s in text for s in LOGIN):
         return ScreenState(
             "dialog",

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
+from orcr_tasks.taskfile import check_id
+
 #: how a queue named by a URL is recognised (libpq's URI schemes)
 URL_SCHEMES = ("postgresql://", "postgres://")
 
@@ -64,6 +66,15 @@ class Backend:
     # reading
     def ids(self, state: str) -> list[str]: ...
     def where(self, task_id: str) -> list[str]: ...
+
+    def locate(self, task_id: str) -> str:
+        """The state ``task_id`` is in; QueueError when it is in none."""
+        check_id(task_id)
+        found = self.where(task_id)
+        if not found:
+            raise QueueError(f"no task {task_id!r} in {self.label}")
+        return found[0]
+
     def is_in(self, state: str, task_id: str) -> bool: ...
     def read(self, state: str, task_id: str): ...
     def text(self, state: str, task_id: str) -> str:

@@ -127,13 +127,6 @@ class Queue(Moves):
     def where(self, task_id: str) -> list[str]:
         return [s for s in STATES if self.file(s, task_id).exists()]
 
-    def locate(self, task_id: str) -> str:
-        check_id(task_id)
-        found = self.where(task_id)
-        if not found:
-            raise QueueError(f"no task {task_id!r} in {self.root}")
-        return found[0]
-
     def is_in(self, state: str, task_id: str) -> bool:
         return self.file(state, task_id).exists()
 

@@ -130,13 +130,6 @@ class PgQueue(Moves):
     def is_in(self, state: str, task_id: str) -> bool:
         return self.where(task_id) == [state]
 
-    def locate(self, task_id: str) -> str:
-        check_id(task_id)
-        found = self.where(task_id)
-        if not found:
-            raise QueueError(f"no task {task_id!r} in {self.label}")
-        return found[0]
-
     def read(self, state: str, task_id: str) -> Task:
         rows = self._rows(
             "SELECT meta, body FROM orcr_tasks WHERE queue = %(queue)s AND id = %(id)s "
