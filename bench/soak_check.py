@@ -30,7 +30,8 @@ first violating history excerpt. The invariants:
   arrives as one doubled text);
 - ``final``: nothing active, no pane and no process of the instance left at the end.
 
-Importable by tests (tests/test_soak_check.py feeds it synthetic histories).
+Importable by tests (tests/test_soak_check.py feeds it synthetic histories). The report's
+shape is in ``_soak_report``, the rules over files left at the end in ``_soak_files``.
 """
 
 from __future__ import annotations
@@ -39,9 +40,21 @@ import json
 import re
 import sqlite3
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+
+from _soak_files import TASK_STATES, check_tasks, check_transcripts
+from _soak_report import Report, Violation
+
+__all__ = [
+    "TASK_STATES",
+    "Report",
+    "Violation",
+    "check",
+    "check_tasks",
+    "check_transcripts",
+    "read_events",
+]
 
 TRANSITIONS = {
     "queued": ("starting", "ended"),
@@ -79,52 +92,10 @@ START_FAILED = ("failed", "canceled")
 END_FROM = {"gc": ("idle",), "timeout": ("working",)}
 #: a task builder's agent path (plugins/tasks worker.py): tasks/<queue>/<task>/build_<token>
 BUILDER = re.compile(r"^tasks/([^/]+/[^/]+)/build_[^/]+$")
-#: a section that uses up an attempt (plugins/tasks moves.py): its number is the new count
-ATTEMPT = re.compile(r"^## (?:Attempt failed|Reject \(verifier [^)]*\)) (\d+) ", re.M)
-TASK_STATES = ("backlog", "todo", "doing", "review", "verifying", "done", "failed", "inbox")
 REPAIRS = ("agent.repaired", "agent.rematched", "run.recovered", "run.dead")
 #: seconds a fire's event may be written after the server decided to fire it (the
 #: server stopped by a fault in between, a wait on the store's write lock)
 LATE_SLACK = 10.0
-
-
-@dataclass
-class Violation:
-    rule: str
-    seq: int
-    message: str
-    excerpt: list[dict] = field(default_factory=list)
-    after: float = 0.0  # seconds from the first event to the violating one
-
-
-@dataclass
-class Report:
-    violations: list[Violation]
-    counts: Counter
-
-    def summary(self) -> str:
-        c = self.counts
-        return (
-            f"checked {c['events']} events: {c['agents']} agents ({c['ended']} ended), "
-            f"{c['runs']} loop runs, {c['fires']} fires, {c['promotions']} promotions"
-        )
-
-    def excerpt(self) -> list[str]:
-        """The first violation and its history excerpt; a count of the others."""
-        if not self.violations:
-            return []
-        v = self.violations[0]
-        lines = [f"VIOLATION {v.rule} at seq {v.seq} ({v.after:.0f}s in): {v.message}"]
-        lines += ["  " + fmt(e) for e in v.excerpt]
-        lines += [f"  then {x.rule} at seq {x.seq}: {x.message}" for x in self.violations[1:20]]
-        rules = Counter(x.rule for x in self.violations)
-        lines.append(f"all violations by rule: {dict(sorted(rules.items()))}")
-        return lines
-
-
-def fmt(e: dict) -> str:
-    who = (e.get("agent") or e.get("run") or e.get("loop") or "-")[:8]
-    return f"{e['seq']:>7} {e['kind']:<24} {who} {json.dumps(e['data'], sort_keys=True)[:160]}"
 
 
 def when(value) -> float | None:
@@ -412,80 +383,6 @@ class _Checker:
         for what in ("active_agents", "active_runs", "panes", "processes", "mux_violations"):
             if final.get(what):
                 self.bad("final", last, f"{what} left at the end: {final[what][:10]}")
-
-
-def check_tasks(root: Path, added: list[str] | None = None) -> list[Violation]:
-    """A task queue's files at the end: each task added (``added``, when given) in
-    exactly one state folder, whole (its front matter names it: a write cut by a full
-    disk must never leave a task empty or half-written), and its ``attempts`` counted
-    exactly once per failed build or reject (the sections that used one up are
-    numbered 1, 2, ... attempts, none twice, none missing)."""
-    found: dict[str, list[str]] = defaultdict(list)
-    for state in TASK_STATES:
-        for f in sorted((root / state).glob("*.md")):
-            found[f.stem].append(state)
-    bad = []
-    for tid in added or ():
-        if tid not in found:
-            where = {"seq": 0, "ts": 0, "kind": "task", "agent": None, "data": {"task": tid}}
-            aside = sorted(p.name for p in root.glob(f"*/{tid}*") if p.parent.name != "hb")
-            msg = f"task {tid} was added but is in no state (found: {aside})"
-            bad.append(Violation("task", 0, msg, [where]))
-    for tid, states in sorted(found.items()):
-        where = {"seq": 0, "ts": 0, "kind": "task", "agent": None, "data": {"task": tid}}
-        if len(states) > 1:
-            bad.append(Violation("task", 0, f"task {tid} is in {states} at once", [where]))
-            continue
-        text = (root / states[0] / f"{tid}.md").read_text(errors="replace")
-        meta = text.split("\n---\n", 1)[0]
-        if not re.search(rf'^id: "?{re.escape(tid)}"?$', meta, re.M):
-            msg = f"task {tid} ({states[0]}): its file is cut or empty ({len(text)} characters)"
-            bad.append(Violation("task", 0, msg, [where]))
-            continue
-        counted = re.search(r"^attempts: (\d+)$", meta, re.M)
-        attempts = int(counted.group(1)) if counted else 0
-        numbers = [int(n) for n in ATTEMPT.findall(text)]
-        if numbers != list(range(1, attempts + 1)):
-            bad.append(
-                Violation(
-                    "task",
-                    0,
-                    f"task {tid} ({states[0]}): attempts {attempts}, but the attempts "
-                    f"used up are numbered {numbers}",
-                    [where],
-                )
-            )
-    return bad
-
-
-def check_transcripts(agents: Path) -> list[Violation]:
-    """Each echo agent received each prompt once (the ``once`` rule)."""
-    bad = []
-    for folder in sorted(agents.iterdir()) if agents.is_dir() else []:
-        try:
-            launch = json.loads((folder / "launch.json").read_text())
-            lines = (folder / "echo.jsonl").read_text().splitlines()
-        except (OSError, ValueError):
-            continue  # not an echo agent, or never started
-        prompts = []
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue  # a line cut by a kill or a full disk
-            if rec.get("type") == "prompt":
-                prompts.append(rec.get("text", ""))
-        where = {"seq": 0, "ts": 0, "kind": "transcript", "agent": launch.get("uuid"),
-                 "data": {"path": launch.get("path"), "prompts": prompts[:4]}}  # fmt: skip
-        twice = [t for t, n in Counter(prompts).items() if n > 1]
-        first = launch.get("prompt")
-        if twice:
-            msg = f"{launch.get('path')} received {twice[0][:60]!r} twice"
-            bad.append(Violation("once", 0, msg, [where]))
-        elif first and prompts and prompts[0].strip() != first.strip():
-            msg = f"{launch.get('path')}'s first turn is {prompts[0][:80]!r}, not its prompt"
-            bad.append(Violation("once", 0, msg, [where]))
-    return bad
 
 
 def check(events: list[dict], caps: dict, final: dict | None = None) -> Report:
