@@ -7,6 +7,7 @@ the thread then), for Claude Code at once.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -139,16 +140,18 @@ def crash_during_delivery(real, start, point: str) -> None:
     assert real.model.once_problems([prompt]) == [], real.model.user_texts()
 
 
-# -- scenarios written once for every CLI (Gemini CLI's tests run them; claude/codex
-# still carry their own copies of some, tests/real_cli/test_claude.py, test_codex.py)
+# -- scenarios written once for every CLI. Claude Code's slow, interrupted and
+# permission tests stay its own (tests/real_cli/test_claude.py): they run in the first
+# turn and check its screen, its stream aborted and the blocked reason's wording
 
 
-def first_prompt_and_follow_ups(real, start_cli) -> None:
-    """A first prompt and two follow-ups, each answer read back with ``agent read``."""
+def first_prompt_and_follow_ups(real, start_cli) -> str:
+    """A first prompt and two follow-ups, each answer read back with ``agent read``.
+    Returns the agent's uuid."""
     from fake_models import Script
 
     start_cli(Script({"first": "Answer one", "second": "Answer two", "third": "Answer three"}))
-    real.run("x/talk", "first question")
+    uuid = real.run("x/talk", "first question")
     real.wait_idle("x/talk")
     assert real.read("x/talk")["text"] == "Answer one", real.why("x/talk")
     for n, (word, answer) in enumerate((("second", "Answer two"), ("third", "Answer three")), 2):
@@ -160,6 +163,20 @@ def first_prompt_and_follow_ups(real, start_cli) -> None:
     assert (a["status"], a["turn"]) == ("idle", 3)
     assert real.model.prompts() == ["first question", "second question", "third question"]
     assert real.model.once_problems(["first question", "second question", "third question"]) == []
+    return uuid
+
+
+def usage_as_reported(real, path: str, turns: int) -> None:
+    """Usage (issue 25): what orcr read from the transcript is what the fake API
+    reported, for the agent, per turn and in ``orcr usage`` (each of the ``turns``
+    turns had one answer, with known numbers)."""
+    a = real.get(path)
+    reported = real.model.reported()
+    assert reported["cache_read"] == turns * 3000  # one per field: a mix-up shows
+    assert {k: a["usage"][k] for k in reported} == reported, a["usage_turns"]
+    assert [t["turn"] for t in a["usage_turns"]] == list(range(1, turns + 1))
+    total = json.loads(real.orcr("usage", path.split("/")[0], "--json").stdout)["total"]
+    assert {k: total[k] for k in reported} == reported
 
 
 def slow_turn(real, start_cli) -> None:

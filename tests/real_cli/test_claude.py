@@ -21,26 +21,12 @@ BOTH = pytest.mark.parametrize("live", ["tmux", "herdr"], indirect=True)
 
 @BOTH
 def test_first_prompt_and_follow_ups(real):
-    """A first prompt and two follow-ups, each answer read back with ``agent read``."""
-    real.claude(Script({"first": "Answer one", "second": "Answer two", "third": "Answer three"}))
-    uuid = real.run("c/talk", "first question")
-    real.wait_idle("c/talk")
-    assert real.read("c/talk")["text"] == "Answer one", real.why("c/talk")
-    for n, (word, answer) in enumerate((("second", "Answer two"), ("third", "Answer three")), 2):
-        r = real.orcr("agent", "send", "c/talk", f"{word} question")
-        assert f"working turn {n}" in r.stdout
-        real.wait_idle("c/talk")
-        assert real.read("c/talk")["text"] == answer, real.why("c/talk")
-    a = real.get("c/talk")
-    assert (a["status"], a["turn"], a["agent_session"]["value"]) == ("idle", 3, uuid)
-    assert real.model.prompts() == ["first question", "second question", "third question"]
-    # usage (issue 25): what orcr read from the transcript is what the fake API reported
-    reported = real.model.reported()
-    assert reported["cache_read"] == 3 * 3000  # each turn's one answer, known numbers
-    assert {k: a["usage"][k] for k in reported} == reported, a["usage_turns"]
-    assert [t["turn"] for t in a["usage_turns"]] == [1, 2, 3]
-    total = json.loads(real.orcr("usage", "c", "--json").stdout)["total"]
-    assert {k: total[k] for k in reported} == reported
+    """A first prompt and two follow-ups, each answer read back with ``agent read``;
+    the session orcr follows is the one it gave Claude Code (the agent's uuid), and
+    the usage read from the transcript is what the API reported."""
+    uuid = scenarios.first_prompt_and_follow_ups(real, real.claude)
+    assert real.get("x/talk")["agent_session"]["value"] == uuid
+    scenarios.usage_as_reported(real, "x/talk", turns=3)
 
 
 @BOTH

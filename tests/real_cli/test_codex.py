@@ -24,48 +24,18 @@ BOTH = pytest.mark.parametrize("live", ["tmux", "herdr"], indirect=True)
 @BOTH
 def test_first_prompt_and_follow_ups(real):
     """A first prompt and two follow-ups, each answer read back with ``agent read``;
-    orcr follows the thread the prompt went to (notify reports its id)."""
-    real.codex(Script({"first": "Answer one", "second": "Answer two", "third": "Answer three"}))
-    real.run("x/talk", "first question")
-    real.wait_idle("x/talk")
-    assert real.read("x/talk")["text"] == "Answer one", real.why("x/talk")
-    for n, (word, answer) in enumerate((("second", "Answer two"), ("third", "Answer three")), 2):
-        r = real.orcr("agent", "send", "x/talk", f"{word} question")
-        assert f"working turn {n}" in r.stdout
-        real.wait_idle("x/talk")
-        assert real.read("x/talk")["text"] == answer, real.why("x/talk")
-    a = real.get("x/talk")
-    assert (a["status"], a["turn"]) == ("idle", 3)
-    assert a["agent_session"]["kind"] == "id"
-    assert real.model.prompts() == ["first question", "second question", "third question"]
-    # usage (issue 25): what orcr read from the rollout is what the fake API reported
-    reported = real.model.reported()
-    assert reported["cache_read"] == 3 * 3000  # each turn's one answer, known numbers
-    assert {k: a["usage"][k] for k in reported} == reported, a["usage_turns"]
-    assert [t["turn"] for t in a["usage_turns"]] == [1, 2, 3]
-    total = json.loads(real.orcr("usage", "x", "--json").stdout)["total"]
-    assert {k: total[k] for k in reported} == reported
-
-
-def _first_turn(real, path: str) -> None:
-    """On tmux orcr learns Codex's thread from notify, which Codex runs after a
-    completed turn: until then the agent is ``starting``. The scenarios below run in
-    the second turn, once orcr follows the thread."""
-    real.run(path, "hello there")
-    real.wait_idle(path)
+    orcr follows the thread the prompt went to (notify reports its id), and the usage
+    read from the rollout is what the API reported."""
+    scenarios.first_prompt_and_follow_ups(real, real.codex)
+    assert real.get("x/talk")["agent_session"]["kind"] == "id"
+    scenarios.usage_as_reported(real, "x/talk", turns=3)
 
 
 @BOTH
 def test_slow_turn_is_working_then_idle(real):
-    hold = Hold("A slowly streamed answer")
-    real.codex(Script({"slow": hold}))
-    _first_turn(real, "x/slow")
-    real.orcr("agent", "send", "x/slow", "a slow one")
-    assert hold.started.wait(60), real.why("x/slow")
-    real.until_status("x/slow", "working")
-    hold.release()
-    real.wait_idle("x/slow")
-    assert real.read("x/slow")["text"] == "A slowly streamed answer"
+    """(In the second turn: on tmux orcr learns Codex's thread from notify, which Codex
+    runs after a completed turn; until then the agent is ``starting``.)"""
+    scenarios.slow_turn(real, real.codex)
 
 
 @BOTH
@@ -80,7 +50,7 @@ def test_permission_prompt_is_reported_blocked_and_answered_with_send_key(real):
          "justification": "the test needs this file"},
     )  # fmt: skip
     real.codex(Script({"make": [call, "made the file"]}), config='approval_policy = "on-request"\n')
-    _first_turn(real, "x/ask")
+    scenarios.start(real, "x/ask")  # a first turn: orcr follows the thread
     real.orcr("agent", "send", "x/ask", "make a file")
     real.until_screen("x/ask", "Would you like to run", timeout=60)
     a = real.until_blocked("x/ask", "Would you like to run the following command?")
@@ -95,19 +65,8 @@ def test_permission_prompt_is_reported_blocked_and_answered_with_send_key(real):
 
 @BOTH
 def test_interrupted_turn(real):
-    hold = Hold("never finished")
-    real.codex(Script({"long": hold, "again": "second answer"}))
-    _first_turn(real, "x/int")
-    real.orcr("agent", "send", "x/int", "a long one")
-    assert hold.started.wait(60), real.why("x/int")
-    real.until_status("x/int", "working")
-    real.keys("x/int", "Escape")
     # (Codex 0.104 keeps the interrupted stream open: only the transcript tells)
-    r = real.orcr("agent", "wait", "x/int", "--timeout", "60s", check=False, timeout=90)
-    assert r.returncode == 7 and "interrupted" in (r.stdout + r.stderr), real.why("x/int", r.stderr)
-    real.orcr("agent", "send", "x/int", "again please")
-    real.wait_idle("x/int")
-    assert real.read("x/int")["text"] == "second answer"
+    scenarios.interrupted_turn(real, real.codex)
 
 
 @TMUX
