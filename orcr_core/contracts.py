@@ -246,6 +246,12 @@ class Driver(Protocol):
     # process (the root of what the agent started), or None when unknown. orcr
     # ends that process tree when the agent ends; a driver without it leaves
     # orcr only the pids its snapshots carried (``PaneInfo.pid``).
+    # Optional, a multiplexer that restores agents itself (herdr 0.9,
+    # orcr_core/agents/native.py): ``reports_resume() -> bool``;
+    # ``report_resume(pane, agent, state, argv, env)``, the command that resumes the
+    # agent in its own session (a refusal is a non-retryable DriverError);
+    # ``foreground_pids(pane) -> list[int] | None``, the pane's foreground processes
+    # other than its shell (None: cannot say yet).
 
 
 @dataclass(frozen=True)

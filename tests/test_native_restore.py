@@ -1,45 +1,173 @@
-"""herdr's own restore of an agent and orcr's resume never bring one agent back twice
-(docs/concepts.md "Only orcr resumes its agents")."""
+"""herdr's own restore of an agent and orcr's resume never bring one agent back twice,
+nor lose it (docs/concepts.md "One agent comes back once"; issue 21 item 7).
+
+On herdr 0.9 orcr reports the agent's resume command (``resume_argv``); a herdr that
+restores natively types it into the restored pane, and orcr re-matches that pane to
+its row. A restore that did not happen, or one herdr did it its own way, ends as on
+0.8: the pane closed, the agent resumed by orcr, once."""
 
 from __future__ import annotations
+
+import signal
+import sys
 
 import pytest
 
 from orcr_core.testing import until
 
+RESUME = (
+    '[timings]\npoll_every = "50ms"\nreconcile_every = "300ms"\n[recovery]\nresume_lost = true\n'
+)
+
+
+def _kinds(live, uuid: str, kind: str) -> list[dict]:
+    return [e["data"] for e in live.events(uuid) if e["kind"] == kind]
+
 
 def _requeued(live, uuid: str) -> list[dict]:
     return [
-        e["data"]
-        for e in live.events(uuid)
-        if e["kind"] == "agent.status" and e["data"]["to"] == "queued" and e["data"].get("resume")
+        d for d in _kinds(live, uuid, "agent.status") if d["to"] == "queued" and d.get("resume")
     ]
 
 
-@pytest.mark.parametrize("live", ["herdr", "herdr08"], indirect=True)
-def test_a_native_restore_is_closed_before_orcr_resumes_once(live):
-    """A herdr that restores agents itself (``resume_agents_on_restore``, as a server
-    named by ``herdr.socket`` may) restores the agent's pane, marks included, before
-    its socket answers and types the resume command into it: orcr meets that pane
-    first, finds another process there, closes it and resumes its own agent once."""
-    live.config(
-        live.mux.config() + '[timings]\npoll_every = "50ms"\n[recovery]\nresume_lost = true\n'
-    )
-    live.start_server()
+def _native(live, uuid: str) -> list[dict]:
+    return [d for d in _kinds(live, uuid, "agent.rematched") if d.get("native_restore")]
+
+
+def _start(live, extra: str = "", env: dict | None = None) -> dict:
+    live.config(live.mux.config() + RESUME + extra)
+    live.start_server(extra_env=env)
     live.run("agent", "run", "-p", "echo", "--path", "n/one", "first", check=True)
     live.run("agent", "wait", "n/one", "--timeout", "30s", check=True)
-    a = live.get("n/one")
+    return live.get("n/one")
+
+
+def _second_turn(live) -> None:
+    """The agent answers a prompt in its one pane: turns are still read."""
+    live.run("agent", "send", "n/one", "second", check=True)
+    live.run("agent", "wait", "n/one", "--timeout", "30s", check=True)
+    assert live.run("agent", "read", "n/one", check=True).stdout == "second\n"
+    assert live.mux.labels() == ["n/one"]
+    assert live.status()["drift"]["orphan_agent_panes"] == 0
+
+
+def _reported(live, uuid: str) -> list[dict]:
+    return _kinds(live, uuid, "agent.resume_reported")
+
+
+@pytest.mark.parametrize("live", ["herdr", "herdr08"], indirect=True)
+def test_a_native_restore_keeps_the_agent_in_its_pane_on_09_only(live):
+    """0.9: orcr reports how to resume the agent, herdr types it into the restored pane
+    after a cold restart, orcr re-matches the pane (one pane, no resume of its own).
+    0.8: nothing is reported, the pane comes back as a shell, orcr closes it and
+    resumes the agent itself, once."""
+    a = _start(live)
     emu = live.mux.emulator
+    if live.mux.protocol == 22:
+        until(lambda: _reported(live, a["uuid"]), 15, what="the resume command reported")
+        argv = emu.pane(a["pane_id"]).resume_argv["argv"]
+        assert argv[0] == "env" and f"ORCR_ID={a['uuid']}" in argv and argv[-1] == "--resume"
+    else:
+        assert emu.pane(a["pane_id"]).resume_argv is None
+    emu.resume_agents = True
+    emu.restart()
+    if live.mux.protocol == 22:
+        until(lambda: _native(live, a["uuid"]), 30, what="the restored pane re-matched")
+        until(lambda: live.get("n/one")["status"] == "idle", 30)
+        assert _requeued(live, a["uuid"]) == []  # orcr started nothing itself
+        row = live.get("n/one")
+        assert row["pane_id"] == a["pane_id"] and row["uuid"] == a["uuid"]
+        # re-reported for the new process (herdr forgets a report across a restart)
+        until(lambda: len(_reported(live, a["uuid"])) == 2, 15, what="reported again")
+    else:
+        until(lambda: live.get("n/one")["status"] == "idle" and _requeued(live, a["uuid"]), 60)
+        assert len(_requeued(live, a["uuid"])) == 1 and _reported(live, a["uuid"]) == []
+    until(lambda: live.mux.labels() == ["n/one"], 15, what="one pane")
+    _second_turn(live)
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_a_restore_that_does_not_happen_is_resumed_by_orcr(live):
+    """Reported, but the restarted herdr does not restore agents (orcr's own server's
+    setting): the pane stays a shell; after the grace orcr closes it and resumes once."""
+    a = _start(live)
+    until(lambda: _reported(live, a["uuid"]), 15, what="the resume command reported")
+    emu = live.mux.emulator
+    emu.restart()
+    until(lambda: live.get("n/one")["status"] == "lost", 15, what="lost while it may be restored")
+    assert live.mux.labels() == ["n/one"]  # the pane is kept while the restore may come
+    until(lambda: _requeued(live, a["uuid"]), 40, what="resumed by orcr after the grace")
+    until(lambda: live.get("n/one")["status"] == "idle", 30)
+    assert len(_requeued(live, a["uuid"])) == 1 and _native(live, a["uuid"]) == []
+    until(lambda: live.mux.labels() == ["n/one"], 15, what="one pane")
+    _second_turn(live)
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_a_refused_report_is_logged_and_the_agent_resumed_by_orcr(live):
+    """herdr refuses a command with an apostrophe (``invalid_resume_argv``): the refusal
+    is an event and a log line, the agent works on; after a restart herdr's own
+    built-in resume (``claude --resume``, not the agent) is closed and orcr resumes it."""
+    prefix = [sys.executable, "-X", "note=it's", "-m", "orcr_providers.echo_agent"]
+    a = _start(live, "[providers.echo]\nargv = [" + ", ".join(f'"{p}"' for p in prefix) + "]\n")
+    refused = until(lambda: _kinds(live, a["uuid"], "agent.resume_refused"), 15, what="refused")
+    assert refused[0]["code"] == "invalid_resume_argv" and "apostrophe" in refused[0]["error"]
+    assert "refused its resume command" in live.server_log()
+    emu = live.mux.emulator
+    assert emu.pane(a["pane_id"]).resume_argv is None  # the report was not applied
+    _second_turn(live)
+    seen = live.status()["monitor"]["snapshots"]
+    until(lambda: live.status()["monitor"]["snapshots"] >= seen + 3, 15, what="more snapshots")
+    assert len(_kinds(live, a["uuid"], "agent.resume_refused")) == 1  # asked once a process
     emu.set_agent_session(a["pane_id"], "s-native", agent="claude")  # herdr can resume it
     emu.resume_agents = True
     emu.restart()
     until(lambda: live.get("n/one")["status"] == "idle" and _requeued(live, a["uuid"]), 60)
-    assert len(_requeued(live, a["uuid"])) == 1
-    # one pane for the agent: the natively restored one (old launch token) is gone
-    until(lambda: [p.label for p in emu.panes() if p.label] == ["n/one"], 15, what="one pane")
+    assert len(_requeued(live, a["uuid"])) == 1 and _native(live, a["uuid"]) == []
+    # the resumed process is asked (and refused) once more
+    until(lambda: len(_kinds(live, a["uuid"], "agent.resume_refused")) == 2, 15, what="again")
+    until(lambda: live.mux.labels() == ["n/one"], 15, what="one pane")
     assert not any(p.pending_resume for p in emu.panes())
-    live.run("agent", "send", "n/one", "second", check=True)
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_sigkill_between_the_report_and_its_record(live):
+    """Killed after herdr took the command, before the row says so: the next server
+    reports it again (herdr keeps one), and a restore after that is re-matched."""
+    live.config(live.mux.config() + RESUME)
+    live.start_server(extra_env={"ORCR_FAULT": "resume_reported"})
+    live.run("agent", "run", "-p", "echo", "--path", "n/one", "first")
+    assert live.proc.wait(30) == -signal.SIGKILL, live.server_log()
+    live.start_server()
     live.run("agent", "wait", "n/one", "--timeout", "30s", check=True)
-    assert live.run("agent", "read", "n/one", check=True).stdout == "second\n"
-    assert [p.label for p in emu.panes() if p.label] == ["n/one"]
-    assert live.status()["drift"]["orphan_agent_panes"] == 0
+    a = live.get("n/one")
+    until(lambda: _reported(live, a["uuid"]), 15, what="reported by the next server")
+    emu = live.mux.emulator
+    emu.resume_agents = True
+    emu.restart()
+    until(lambda: _native(live, a["uuid"]) and live.get("n/one")["status"] == "idle", 30)
+    assert _requeued(live, a["uuid"]) == []
+    _second_turn(live)
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+@pytest.mark.parametrize("server_up", [True, False], ids=["server_up", "server_down"])
+def test_sigkill_at_the_rematch_of_a_restored_pane(live, server_up):
+    """The server dies as it adopts a restored pane (herdr restarted while it ran, or
+    while it was down): the next server adopts the pane; nothing is resumed twice."""
+    a = _start(live, env={"ORCR_FAULT": "native_restore_seen"})
+    until(lambda: _reported(live, a["uuid"]), 15, what="the resume command reported")
+    emu = live.mux.emulator
+    emu.resume_agents = True
+    if server_up:
+        emu.restart()
+    else:
+        live.stop_server()
+        emu.restart()
+        live.start_server(extra_env={"ORCR_FAULT": "native_restore_seen"}, wait=False)
+    assert live.proc.wait(30) == -signal.SIGKILL, live.server_log()
+    live.start_server()
+    until(lambda: _native(live, a["uuid"]) and live.get("n/one")["status"] == "idle", 30)
+    assert _requeued(live, a["uuid"]) == [] and len(_native(live, a["uuid"])) == 1
+    until(lambda: live.mux.labels() == ["n/one"], 15, what="one pane")
+    _second_turn(live)

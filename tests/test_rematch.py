@@ -58,7 +58,10 @@ def test_a_pane_restored_as_a_shell_is_not_the_agent(live):
     assert ended["exit_reason"] == "lost", ended
     statuses = [e["data"] for e in live.events(gone["uuid"]) if e["kind"] == "agent.status"]
     lost = [d for d in statuses if d["to"] == "lost"]
-    assert lost and "another process" in lost[0]["why"], statuses
+    # herdr 0.9 was told how to resume it: lost while herdr may still restore it
+    # (agents/native.py), then closed as another process once the grace has passed
+    why = "may be restoring" if live.mux.protocol == 22 else "another process"
+    assert lost and why in lost[0]["why"], statuses
     # the shell left in its pane carried the row's marks: closed
     until(lambda: "r/gone" not in live.mux.labels(), 15, what="the leftover shell closed")
     # nothing is typed into a shell: the path is free for a new agent

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from orcr_core.agents import lifecycle, pipeline, procs, rematch, resume
+from orcr_core.agents import lifecycle, native, pipeline, procs, rematch, resume
 from orcr_core.agents.launch import owned
 from orcr_core.contracts import DriverError
 from orcr_core.store import drift
@@ -51,16 +51,24 @@ def observe(server, active: list[Agent]) -> None:
         if pane.dead:
             pipeline.end(server, agent, "exited")
             continue
-        if rematch.replaced(agent, pane):  # a shell restored in its place: not the agent
-            if not agent.cancel_requested:
-                rematch.lose(server, agent, pane)
-            continue
+        if rematch.replaced(agent, pane):
+            # another process: the agent restored by the multiplexer itself (herdr
+            # 0.9's resume_argv), a restore still under way, or a shell in its place
+            found = "other" if agent.cancel_requested else native.restored(server, agent, pane)
+            if found == "wait":
+                native.awaiting(agent, pane)
+                _confirm_later(server, time.monotonic())  # look again shortly
+                continue
+            if found != "agent" or not native.adopt(server, agent, pane):
+                if not agent.cancel_requested:
+                    rematch.lose(server, agent, pane)
+                continue
         running.append((agent, pane))
         monitor = getattr(server, "monitor", None)
         if monitor is not None:
-            monitor.witness.observe(
-                agent.uuid, agent.status, pane.agent is not None, pane.completion_seq
-            )
+            # herdr's status of a pane orcr's own report holds witnesses nothing
+            tracked = pane.agent is not None and not native.holds(agent)
+            monitor.witness.observe(agent.uuid, agent.status, tracked, pane.completion_seq)
         if (
             pane.pane_id != agent.pane_id
             or agent.status == "lost"
@@ -68,6 +76,7 @@ def observe(server, active: list[Agent]) -> None:
             or (not agent.pane_process and not pane.dead and rematch.identity(pane) is not None)
         ):
             _pane_changed(server, agent, pane)  # else nothing changed: no write at all
+        native.report(server, agent, pane)  # herdr 0.9: how to resume it (once per process)
         if (
             agent.provider in server.registry.providers
             and not server.registry.providers[agent.provider].has_transcript

@@ -56,6 +56,9 @@ def run(server, uuid: str) -> None:
         return
     try:
         _run(server, agent)
+        monitor = getattr(server, "monitor", None)
+        if monitor is not None:  # its program runs: a snapshot reports its resume command
+            monitor.pane_changed()  # (agents/native.py, herdr 0.9)
     except Canceled:
         finish_cancel(server, agent)
     except (DriverError, ProviderError, OSError, VcsError) as exc:

@@ -13,7 +13,7 @@ import logging
 import time
 
 from orcr_core import dirs, events
-from orcr_core.agents import lifecycle, parking, pipeline, rematch, resume, unmanaged
+from orcr_core.agents import lifecycle, native, parking, pipeline, rematch, resume, unmanaged
 from orcr_core.agents.launch import owned, ref_of
 from orcr_core.contracts import DriverError
 from orcr_core.store import drift
@@ -69,8 +69,14 @@ def recover(server) -> list[str]:
                     agent, "lost", repair=True, pane_id=agent.pane_id
                 ):
                     drift.bump("lost")
-        elif rematch.replaced(agent, pane):  # restored as a shell: the agent is gone
-            rematch.lose(server, agent, pane, repair=True)
+        elif rematch.replaced(agent, pane):  # another process: restored natively, or a shell
+            found = native.restored(server, agent, pane)
+            if found == "agent":
+                native.adopt(server, agent, pane, repair=True)
+            elif found == "other":
+                rematch.lose(server, agent, pane, repair=True)
+            else:  # a native restore may be under way: lost meanwhile, the monitor decides
+                native.awaiting(agent, pane, repair=True)
         elif pane.pane_id != agent.pane_id:
             with db.atomic("IMMEDIATE"):
                 lifecycle.place(agent, None, pane)

@@ -88,6 +88,7 @@ def resume(server, agent: Agent, auto: bool = False) -> Agent:
             tab_id=None,
             pane_id=None,
             pane_process=None,
+            resume_reported=None,
             parked_at=None,  # a new pane starts in its workspace
             unparked_at=None,
             move_state=None,

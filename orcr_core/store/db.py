@@ -191,6 +191,13 @@ def _notices(database) -> None:
     database.create_tables([models.Notice], safe=True)
 
 
+def _resume_reported(database) -> None:
+    # issue 21 item 7: the pane process herdr was told how to resume the agent for
+    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
+    if "resume_reported" not in have:
+        database.execute_sql("ALTER TABLE agent ADD COLUMN resume_reported TEXT")
+
+
 MIGRATIONS: list[tuple[str, callable]] = [
     ("0001_initial", _initial),
     ("0002_agent_status_seq_index", _status_seq_index),
@@ -210,6 +217,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("turn_usage", _turn_usage),
     ("agent_pending_prompt", _pending_prompt),
     ("notices", _notices),
+    ("agent_resume_reported", _resume_reported),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

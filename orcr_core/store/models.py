@@ -110,6 +110,9 @@ class Agent(BaseModel):
     pane_id = TextField(null=True)
     #: who runs in the pane (rematch.identity): herdr's terminal id, or pid@start time
     pane_process = TextField(null=True)
+    #: the pane process (``pane_process``) herdr 0.9 was given the agent's resume
+    #: command for (agents/native.py), ``refused:<process>`` when herdr refused it
+    resume_reported = TextField(null=True)
     resumes = IntegerField(null=True)  # times ``agent resume`` requeued this row (None: never)
     agent_session_source = TextField(null=True)
     agent_session_kind = TextField(null=True)

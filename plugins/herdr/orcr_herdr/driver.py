@@ -13,6 +13,7 @@ pane carrying them.
 
 Versions: herdr 0.8 (socket protocols 19, 20) and 0.9 (22); what differs is
 asked of :attr:`HerdrDriver.protocol` where it matters (:mod:`orcr_herdr.versions`).
+On 0.9 orcr tells herdr how to resume each agent (``resume_argv``, :mod:`orcr_herdr.native`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from orcr_herdr import discover as discovery
 from orcr_herdr import server
 from orcr_herdr.client import HerdrClient
 from orcr_herdr.marks import PARKING_PREFIX, parse_marks, pointer, tab_label
+from orcr_herdr.native import NativeResume
 from orcr_herdr.paths import session_socket
 from orcr_herdr.versions import REQUIRED_VERSION, SUPPORTED_PROTOCOLS, check_pong
 
@@ -69,7 +71,7 @@ def _first_pane_id(node: dict) -> str:
     return node["pane_id"]
 
 
-class HerdrDriver:
+class HerdrDriver(NativeResume):
     """:class:`orcr_core.contracts.Driver` over herdr's socket API."""
 
     name = "herdr"

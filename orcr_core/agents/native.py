@@ -1,0 +1,211 @@
+"""A multiplexer's own restore of an agent (herdr 0.9.2's ``resume_argv``, issue 21 item 7).
+
+**Report.** Once an agent's program runs (``idle`` or ``working``) with its session
+recorded, orcr gives a driver that takes it (``reports_resume()``: herdr 0.9) the
+command ``orcr agent resume`` would run: the provider's ``resume_argv`` with the
+agent's env, orcr's identity variables included. Once per pane process: the row's
+``resume_reported`` names the ``pane_process`` it was given for (``refused:<process>``
+when the multiplexer refused it: logged, the agent unaffected, not asked again).
+Only providers with a transcript: a report makes orcr the pane's lifecycle
+authority in herdr, replacing the status herdr detects, which a ``command``
+agent's turns are read from.
+
+**Re-match.** After a multiplexer restart the agent's pane (found by its marks)
+runs another process. If one of the pane's foreground processes carries the row's
+``ORCR_ID`` and ``ORCR_LAUNCH_TOKEN`` in its environment, the restore started this
+very agent in its own session: orcr adopts it (:func:`adopt`: new identity, row
+kept, ``agent.rematched`` with ``native_restore``). While only the shell runs there
+and the agent's command had been reported for the process that was lost, the
+restore may still be under way: orcr waits up to :data:`RESTORE_GRACE` seconds
+before it judges the agent lost (then closes the pane and resumes it as before).
+A restore that started anything else (herdr's built-in ``claude --resume``, a
+plain shell) is not the agent: lost, its pane closed, as before. orcr never
+resumes an agent whose pane is still there, so one agent never runs twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from orcr_core import events, faults
+from orcr_core.agents import lifecycle, procs, resume
+from orcr_core.agents.launch import launch_command, launch_spec, ref_of
+from orcr_core.agents.rematch import identity
+from orcr_core.contracts import DriverError, PaneInfo
+from orcr_core.store import drift
+from orcr_core.store.models import Agent, db
+
+log = logging.getLogger("orcr.native")
+
+try:
+    import psutil
+except ImportError:  # pragma: no cover - psutil is a dependency
+    psutil = None
+
+#: seconds a restored pane may show only its shell before orcr judges the agent lost
+RESTORE_GRACE = 10.0
+REFUSED = "refused:"
+#: (uuid, pane identity) -> when this server first saw a restored pane's process
+_first_seen: dict[tuple[str, str | None], float] = {}
+
+
+def _provider(server, agent: Agent):
+    driver = server.driver
+    takes = getattr(driver, "reports_resume", None)
+    if takes is None or not takes():
+        return None
+    provider = server.registry.providers.get(agent.provider)
+    if provider is None or not provider.has_transcript or not resume.supports_resume(provider):
+        return None
+    return provider
+
+
+def holds(agent: Agent) -> bool:
+    """orcr's report holds the agent's pane in the multiplexer (herdr's agent status
+    there is orcr's own report, not a witness of anything)."""
+    return bool(agent.pane_process) and agent.resume_reported == agent.pane_process
+
+
+def report(server, agent: Agent, pane: PaneInfo) -> None:
+    """Give the multiplexer the agent's resume command, once per pane process."""
+    ident = agent.pane_process
+    if agent.status not in ("idle", "working") or not ident or not agent.agent_session_value:
+        return
+    if agent.resume_reported in (ident, REFUSED + ident):
+        return
+    provider = _provider(server, agent)
+    if provider is None:
+        return
+    try:
+        argv, env = launch_command(provider, launch_spec(server, agent), agent, resume=True)
+        state = "working" if agent.status == "working" else "idle"
+        server.driver.report_resume(ref_of(pane), agent.provider, state, argv, env)
+        refused = None
+    except DriverError as exc:
+        if exc.retryable or exc.code in ("pane_not_found", "pane_dead"):
+            return  # asked again at the next snapshot
+        refused = exc
+    except Exception as exc:  # an adapter or a launch.json that breaks: never the agent's end
+        log.warning("agent %s: no resume command for the multiplexer: %s", agent.path, exc)
+        refused = DriverError(str(exc), code="resume_argv_unavailable")
+    faults.point("resume_reported")
+    with db.atomic("IMMEDIATE"):
+        current = Agent.get_by_id(agent.id)
+        if current.pane_process != ident or current.status not in ("idle", "working"):
+            return
+        mark = ident if refused is None else REFUSED + ident
+        lifecycle.update(current, None, resume_reported=mark)
+        if refused is None:
+            events.emit("agent.resume_reported", agent.uuid, path=agent.path, pane_id=pane.pane_id)
+        else:
+            log.warning(
+                "agent %s: the multiplexer refused its resume command (%s): %s; orcr "
+                "resumes it itself if it is lost",
+                agent.path,
+                refused.code,
+                refused,
+            )
+            events.emit(
+                "agent.resume_refused",
+                agent.uuid,
+                path=agent.path,
+                pane_id=pane.pane_id,
+                code=refused.code,
+                error=str(refused),
+            )
+        agent.__data__.update(current.__data__)
+
+
+def _runs_agent(pid: int, agent: Agent) -> bool:
+    if psutil is None:
+        return False
+    try:
+        env = psutil.Process(pid).environ()
+    except (psutil.Error, OSError):
+        return False
+    return env.get("ORCR_ID") == agent.uuid and env.get("ORCR_LAUNCH_TOKEN") == agent.launch_token
+
+
+def restored(server, agent: Agent, pane: PaneInfo) -> str:
+    """What runs in a pane whose process changed: ``"agent"`` (the restore started
+    this agent in its own session), ``"wait"`` (only the shell yet, and the agent's
+    command had been reported: the restore may be under way), else ``"other"``.
+    The grace counts from when this server first saw that process."""
+    if pane.restore_error or pane.dead:
+        return "other"
+    probe = getattr(server.driver, "foreground_pids", None)
+    if probe is None:
+        return "other"
+    try:
+        pids = probe(ref_of(pane))
+    except DriverError:
+        pids = None
+    if pids and any(_runs_agent(pid, agent) for pid in pids):
+        return "agent"
+    if holds(agent):
+        first = _first_seen.setdefault((agent.uuid, identity(pane)), time.monotonic())
+        if time.monotonic() - first < RESTORE_GRACE:
+            return "wait"
+    return "other"
+
+
+def awaiting(agent: Agent, pane: PaneInfo, repair: bool = False) -> None:
+    """A restore may be under way in the agent's pane: ``lost`` meanwhile, so no
+    prompt is typed into the shell that waits for the agent's command."""
+    with db.atomic("IMMEDIATE"):
+        current = Agent.get_by_id(agent.id)
+        if current.status in ("working", "idle") and current.launch_token == agent.launch_token:
+            why = "the multiplexer restarted and may be restoring the agent in its pane"
+            extra: dict = {"repair": True} if repair else {}
+            if lifecycle.transition(current, "lost", pane_id=pane.pane_id, why=why, **extra):
+                drift.bump("lost")
+        agent.__data__.update(current.__data__)
+
+
+def adopt(server, agent: Agent, pane: PaneInfo, repair: bool = False) -> bool:
+    """The restored pane runs the agent: record its new process and ids, keep the row.
+
+    A turn under way when the old process died is over: the row goes ``idle`` and
+    says how the turn ended, as after ``agent resume`` (:func:`resume.lost_turn`)."""
+    provider = server.registry.providers.get(agent.provider)
+    outcome = resume.lost_turn(server, agent, provider) if provider is not None else {}
+    faults.point("native_restore_seen")
+    now = identity(pane)
+    with db.atomic("IMMEDIATE"):
+        current = Agent.get_by_id(agent.id)
+        if current.launch_token != agent.launch_token or current.status not in (
+            "working",
+            "idle",
+            "lost",
+        ):
+            return False
+        was = current.pane_process
+        lifecycle.place(current, None, pane, pane_process=now)
+        events.emit(
+            "agent.rematched",
+            agent.uuid,
+            path=agent.path,
+            pane_id=pane.pane_id,
+            tab_id=pane.tab_id,
+            workspace_id=pane.workspace_id,
+            native_restore=True,
+            was=was,
+            now=now,
+            **({"repair": True} if repair else {}),
+        )
+        drift.bump("repaired")
+        if current.status != "idle":
+            if outcome:
+                lifecycle.update(
+                    current,
+                    None,
+                    turns_done=current.turn,
+                    turn_status=outcome["turn_status"],
+                    turn_error=outcome.get("turn_error"),
+                )
+            lifecycle.transition(current, "idle", reason="restored", repair=True, **outcome)
+        agent.__data__.update(current.__data__)
+    procs.forget(agent.uuid)  # its process tree has a new root
+    log.info("agent %s: the multiplexer restored it in its own session (%s)", agent.path, now)
+    return True

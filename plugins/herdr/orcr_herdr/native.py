@@ -1,0 +1,78 @@
+"""herdr 0.9.2's ``resume_argv``: orcr tells herdr how to resume an agent, and asks
+what runs in a pane herdr restored (HERDR-0.9.md §8.2, §9).
+
+On socket protocol 22 orcr reports, once an agent's program runs, the command that
+resumes it in its own session: ``pane.report_agent`` with ``source`` ``custom:orcr``,
+the provider's name as ``agent``, and ``resume_argv``. herdr keeps that command while
+``custom:orcr`` holds the pane and, after a cold restart with native resume on, types
+it into a fresh shell in the pane's saved directory. herdr 0.8 has no such field: the
+driver reports nothing there (:meth:`NativeResume.reports_resume`).
+
+The command starts with ``env`` (herdr wants a plain command name first, orcr's
+argvs start with a path) and carries the agent's orcr variables (``ORCR_ID``,
+``ORCR_LAUNCH_TOKEN``, ...): the process herdr's restore starts can then be told
+apart from anything else by its environment (:meth:`NativeResume.foreground_pids`
+gives the core its pids).
+"""
+
+from __future__ import annotations
+
+from orcr_core.contracts import DriverError, PaneRef
+from orcr_herdr.versions import HERDR_09
+
+#: the reporter orcr reports as (a custom source: herdr keeps its resume command
+#: only while this source and the reported agent hold the pane)
+SOURCE = "custom:orcr"
+#: herdr's codes for a report it refused (the report is not applied)
+REFUSED = ("invalid_resume_argv", "resume_not_accepted")
+
+
+def herdr_argv(argv: list[str], env: dict[str, str]) -> list[str]:
+    """``argv`` with ``env`` in front: herdr needs a plain command name first and
+    types the command into a shell that has none of the pane's variables."""
+    return ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
+
+
+class NativeResume:
+    """The driver's ``resume_argv`` methods (mixed into :class:`orcr_herdr.driver.HerdrDriver`)."""
+
+    protocol: int | None
+
+    def request(self, method: str, params: dict | None = None) -> dict:  # pragma: no cover
+        raise NotImplementedError
+
+    def reports_resume(self) -> bool:
+        """Whether herdr takes a ``resume_argv`` (0.9, socket protocol 22)."""
+        return self.protocol is not None and self.protocol >= HERDR_09
+
+    def report_resume(
+        self, pane: PaneRef, agent: str, state: str, argv: list[str], env: dict[str, str]
+    ) -> None:
+        """``pane.report_agent`` with ``resume_argv`` (:func:`herdr_argv` of ``argv``
+        and ``env``). herdr's refusal raises :class:`DriverError` with its code
+        (:data:`REFUSED`); on 0.8 nothing is sent."""
+        if not self.reports_resume():
+            return
+        params = {
+            "pane_id": pane.pane_id,
+            "source": SOURCE,
+            "agent": agent,
+            "state": state,
+            "resume_argv": herdr_argv(argv, env),
+        }
+        self.request("pane.report_agent", params)
+
+    def foreground_pids(self, pane: PaneRef) -> list[int] | None:
+        """The pids of the pane's foreground job other than its shell (what a native
+        restore typed and started), [] when only the shell runs, None when herdr
+        cannot say yet (a pane whose restore is still pending is not found)."""
+        try:
+            info = self.request("pane.process_info", {"pane_id": pane.pane_id})
+        except DriverError as exc:
+            if exc.code == "pane_not_found":
+                return None
+            raise
+        info = info.get("process_info", {})
+        shell = info.get("shell_pid")
+        pids = [p.get("pid") for p in info.get("foreground_processes", [])]
+        return [p for p in pids if isinstance(p, int) and p > 0 and p != shell]
