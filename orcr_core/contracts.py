@@ -248,8 +248,10 @@ class Driver(Protocol):
     # orcr only the pids its snapshots carried (``PaneInfo.pid``).
     # Optional, a multiplexer that restores agents itself (herdr 0.9,
     # orcr_core/agents/native.py): ``reports_resume() -> bool``;
-    # ``report_resume(pane, agent, state, argv, env)``, the command that resumes the
-    # agent in its own session (a refusal is a non-retryable DriverError);
+    # ``report_resume(pane, agent, state, argv, env, detected=None) -> bool``, the
+    # command that resumes the agent in its own session (``detected``: the agent the
+    # multiplexer detects in the pane; True when orcr's report now owns the pane's
+    # agent status; a refusal is a non-retryable DriverError);
     # ``foreground_pids(pane) -> list[int] | None``, the pane's foreground processes
     # other than its shell (None: cannot say yet).
 

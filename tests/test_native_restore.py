@@ -87,6 +87,31 @@ def test_a_native_restore_keeps_the_agent_in_its_pane_on_09_only(live):
 
 
 @pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_an_agent_herdr_detects_keeps_its_status_and_orcrs_command_wins(live, tmp_path):
+    """herdr detects an official agent (``claude``) in the pane: orcr attaches its
+    command under herdr's own pair, so herdr's detection keeps the pane's status (the
+    ``completion_seq`` witness keeps working), and after a restart the command wins
+    over herdr's built-in ``claude --resume``: the same agent, re-matched."""
+    script = tmp_path / "claude"  # the echo agent, under the name herdr detects
+    script.write_text(
+        'import runpy\nrunpy.run_module("orcr_providers.echo_agent", run_name="__main__")\n'
+    )
+    emu = live.mux.emulator
+    emu.detect_agents = True
+    a = _start(live, f'[providers.echo]\nargv = ["{sys.executable}", "{script}"]\n')
+    until(lambda: _reported(live, a["uuid"]), 15, what="the resume command reported")
+    pane = emu.pane(a["pane_id"])
+    assert pane.resume_argv["source"] == "herdr:claude" and pane.agent_authority == "detect"
+    emu.set_agent_session(a["pane_id"], "s-native", agent="claude")  # built-in would resume
+    emu.resume_agents = True
+    emu.restart()
+    until(lambda: _native(live, a["uuid"]) and live.get("n/one")["status"] == "idle", 30)
+    assert _requeued(live, a["uuid"]) == []
+    until(lambda: emu.pane(a["pane_id"]).agent == "claude", 15, what="detected again")
+    _second_turn(live)
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
 def test_a_restore_that_does_not_happen_is_resumed_by_orcr(live):
     """Reported, but the restarted herdr does not restore agents (orcr's own server's
     setting): the pane stays a shell; after the grace orcr closes it and resumes once."""

@@ -46,6 +46,7 @@ except ImportError:  # pragma: no cover - psutil is a dependency
 #: seconds a restored pane may show only its shell before orcr judges the agent lost
 RESTORE_GRACE = 10.0
 REFUSED = "refused:"
+OWNED = "status:"  # reported as orcr's own agent: herdr's status of the pane is orcr's report
 #: (uuid, pane identity) -> when this server first saw a restored pane's process
 _first_seen: dict[tuple[str, str | None], float] = {}
 
@@ -62,9 +63,16 @@ def _provider(server, agent: Agent):
 
 
 def holds(agent: Agent) -> bool:
-    """orcr's report holds the agent's pane in the multiplexer (herdr's agent status
-    there is orcr's own report, not a witness of anything)."""
-    return bool(agent.pane_process) and agent.resume_reported == agent.pane_process
+    """The multiplexer was given the agent's resume command for its pane process."""
+    ident = agent.pane_process
+    return bool(ident) and agent.resume_reported in (ident, OWNED + ident)
+
+
+def owns_status(agent: Agent, pane: PaneInfo) -> bool:
+    """herdr's agent status of the pane is orcr's own report (a witness of nothing):
+    reported as orcr's agent, and no other agent has taken the pane since."""
+    ident = agent.pane_process
+    return bool(ident) and agent.resume_reported == OWNED + ident and pane.agent == agent.provider
 
 
 def report(server, agent: Agent, pane: PaneInfo) -> None:
@@ -72,15 +80,18 @@ def report(server, agent: Agent, pane: PaneInfo) -> None:
     ident = agent.pane_process
     if agent.status not in ("idle", "working") or not ident or not agent.agent_session_value:
         return
-    if agent.resume_reported in (ident, REFUSED + ident):
+    if agent.resume_reported in (ident, OWNED + ident, REFUSED + ident):
         return
     provider = _provider(server, agent)
     if provider is None:
         return
+    owned = False
     try:
         argv, env = launch_command(provider, launch_spec(server, agent), agent, resume=True)
         state = "working" if agent.status == "working" else "idle"
-        server.driver.report_resume(ref_of(pane), agent.provider, state, argv, env)
+        owned = server.driver.report_resume(
+            ref_of(pane), agent.provider, state, argv, env, detected=pane.agent
+        )
         refused = None
     except DriverError as exc:
         if exc.retryable or exc.code in ("pane_not_found", "pane_dead"):
@@ -94,7 +105,7 @@ def report(server, agent: Agent, pane: PaneInfo) -> None:
         current = Agent.get_by_id(agent.id)
         if current.pane_process != ident or current.status not in ("idle", "working"):
             return
-        mark = ident if refused is None else REFUSED + ident
+        mark = REFUSED + ident if refused is not None else (OWNED if owned else "") + ident
         lifecycle.update(current, None, resume_reported=mark)
         if refused is None:
             events.emit("agent.resume_reported", agent.uuid, path=agent.path, pane_id=pane.pane_id)

@@ -67,7 +67,7 @@ def observe(server, active: list[Agent]) -> None:
         monitor = getattr(server, "monitor", None)
         if monitor is not None:
             # herdr's status of a pane orcr's own report holds witnesses nothing
-            tracked = pane.agent is not None and not native.holds(agent)
+            tracked = pane.agent is not None and not native.owns_status(agent, pane)
             monitor.witness.observe(agent.uuid, agent.status, tracked, pane.completion_seq)
         if (
             pane.pane_id != agent.pane_id

@@ -25,6 +25,17 @@ from orcr_herdr.versions import HERDR_09
 SOURCE = "custom:orcr"
 #: herdr's codes for a report it refused (the report is not applied)
 REFUSED = ("invalid_resume_argv", "resume_not_accepted")
+#: herdr's official integrations: agent -> the source its own hooks report as
+#: (``src/agent_resume.rs``' pairs, as the emulator models them). While herdr detects
+#: one of them in a pane, orcr attaches its command under that pair: herdr's own
+#: detection keeps the pane's status (and ``completion_seq``), and the command takes
+#: precedence over herdr's built-in resume of that agent.
+OFFICIAL = {
+    **{a: f"herdr:{a}" for a in ("claude", "codex", "pi", "omp", "copilot", "devin")},
+    **{a: f"herdr:{a}" for a in ("droid", "qodercli", "cursor", "grok", "opencode", "kimi")},
+    **{a: f"herdr:{a}" for a in ("kilo", "hermes", "mastracode")},
+    "agy": "herdr:antigravity_cli",
+}
 
 
 def herdr_argv(argv: list[str], env: dict[str, str]) -> list[str]:
@@ -46,21 +57,32 @@ class NativeResume:
         return self.protocol is not None and self.protocol >= HERDR_09
 
     def report_resume(
-        self, pane: PaneRef, agent: str, state: str, argv: list[str], env: dict[str, str]
-    ) -> None:
+        self,
+        pane: PaneRef,
+        agent: str,
+        state: str,
+        argv: list[str],
+        env: dict[str, str],
+        detected: str | None = None,
+    ) -> bool:
         """``pane.report_agent`` with ``resume_argv`` (:func:`herdr_argv` of ``argv``
-        and ``env``). herdr's refusal raises :class:`DriverError` with its code
-        (:data:`REFUSED`); on 0.8 nothing is sent."""
+        and ``env``): under herdr's own pair when it detects an official agent in the
+        pane (``detected``, the snapshot's ``agent``), else as ``custom:orcr`` with
+        ``agent``, which makes orcr's report the pane's status in herdr. True when it
+        does. herdr's refusal raises :class:`DriverError` with its code (:data:`REFUSED`);
+        on 0.8 nothing is sent (False)."""
         if not self.reports_resume():
-            return
+            return False
+        source = OFFICIAL.get(detected or "")
         params = {
             "pane_id": pane.pane_id,
-            "source": SOURCE,
-            "agent": agent,
+            "source": source or SOURCE,
+            "agent": detected if source else agent,
             "state": state,
             "resume_argv": herdr_argv(argv, env),
         }
         self.request("pane.report_agent", params)
+        return source is None
 
     def foreground_pids(self, pane: PaneRef) -> list[int] | None:
         """The pids of the pane's foreground job other than its shell (what a native
