@@ -51,6 +51,23 @@ def init_queue(spec):
     return Queue.init(spec)
 
 
+def check_new_task(
+    text: str, done_when: str, task_id: str | None, depends_on, verifiers: int
+) -> None:
+    """What ``tasks add`` refuses on either backend before it takes the queue's lock:
+    an empty text or --done-when, fewer than 1 verifier, an id that is not allowed."""
+    if not text.strip():
+        raise QueueError("the task text is empty; give it after -- (or - to read stdin)")
+    if not done_when.strip():
+        raise QueueError("--done-when is empty: say what would fail if the change were wrong")
+    if verifiers < 1:
+        raise QueueError(f"--verifiers {verifiers}: a task needs at least 1 verifier")
+    if task_id is not None:
+        check_id(task_id)  # '' included: only a missing --id picks T<n>
+    for dep in depends_on:
+        check_id(dep)
+
+
 class Backend:
     """What a backend provides; the task's life (:class:`orcr_tasks.moves.Moves`) is
     written against it. ``state`` is one of ``orcr_tasks.queue.STATES``."""

@@ -37,11 +37,12 @@ from pathlib import Path
 
 from orcr_core import faults
 from orcr_tasks import announce
+from orcr_tasks.backend import check_new_task
 from orcr_tasks.files import fsync_dir, now_iso, rename_noreplace, write_atomic
 from orcr_tasks.location import queue_segment, unsafe_location
 from orcr_tasks.lock import DirLock, LockBusy, owner_alive, read_owner
 from orcr_tasks.moves import Moves, QueueError
-from orcr_tasks.taskfile import Task, TaskFileError, check_id, load
+from orcr_tasks.taskfile import Task, TaskFileError, load
 
 STATES = ("backlog", "todo", "doing", "review", "verifying", "done", "failed", "inbox")
 #: where files that cannot be read as tasks are moved aside, untouched (not a state)
@@ -280,16 +281,7 @@ class Queue(Moves):
         verifiers: int = 1,
     ) -> tuple[str, str]:
         """Write one task file into todo/ (or backlog/ while a dependency is not done)."""
-        if not text.strip():
-            raise QueueError("the task text is empty; give it after -- (or - to read stdin)")
-        if not done_when.strip():
-            raise QueueError("--done-when is empty: say what would fail if the change were wrong")
-        if verifiers < 1:
-            raise QueueError(f"--verifiers {verifiers}: a task needs at least 1 verifier")
-        if task_id is not None:
-            check_id(task_id)  # '' included: only a missing --id picks T<n>
-        for dep in depends_on:
-            check_id(dep)
+        check_new_task(text, done_when, task_id, depends_on, verifiers)
         with self.locked():
             task_id = task_id if task_id is not None else self.new_id()
             if task_id in depends_on:

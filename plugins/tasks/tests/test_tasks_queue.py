@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from orcr_tasks.queue import STATES, QueueError
 from orcr_tasks.status import compute
-from orcr_tasks.taskfile import parse
+from orcr_tasks.taskfile import TaskFileError, parse
 from orcr_tasks.testing import age_claim, heartbeats, move_by_hand, spec, states_of
 from orcr_tasks.worker import builder_prompt, last_line, pick_verifier_provider, verifier_prompt
 
@@ -546,3 +546,24 @@ def test_a_refused_agent_gives_the_task_back_and_stops_the_worker(q):
         t = q.read("todo", tid)
         assert t.attempts == 0 and t.sections("Attempt failed") == 0
     assert heartbeats(q) == {}
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ({"text": "  "}, "the task text is empty"),
+        ({"done_when": ""}, "--done-when is empty"),
+        ({"verifiers": 0}, "--verifiers 0: a task needs at least 1 verifier"),
+        ({"task_id": "bad id!"}, "task id 'bad id!' is not allowed"),
+        ({"task_id": ""}, "task id '' is not allowed"),
+        ({"depends_on": ["../up"]}, "task id '../up' is not allowed"),
+    ],
+)
+def test_a_bad_add_is_refused_the_same_on_either_backend(q, args, said):
+    """``tasks add``'s own checks (backend.check_new_task, shared by both backends):
+    each names what was wrong, and no task is written."""
+    kwargs = {"text": "the task", "done_when": "the tests pass", **args}
+    with pytest.raises((QueueError, TaskFileError)) as exc:
+        q.add(kwargs.pop("text"), kwargs.pop("done_when"), **kwargs)
+    assert said in str(exc.value)
+    assert all(q.ids(s) == [] for s in STATES)

@@ -27,13 +27,13 @@ from types import SimpleNamespace
 
 from orcr_core import faults
 from orcr_tasks import announce
-from orcr_tasks.backend import QueueError
+from orcr_tasks.backend import QueueError, check_new_task
 from orcr_tasks.files import now_iso
 from orcr_tasks.location import readable
 from orcr_tasks.moves import Moves
 from orcr_tasks.pg import schema
 from orcr_tasks.pg.url import parse, scrub
-from orcr_tasks.taskfile import Task, check_id
+from orcr_tasks.taskfile import Task
 
 STATES = ("backlog", "todo", "doing", "review", "verifying", "done", "failed", "inbox")
 CLAIMS = {"builder": ("todo", "doing"), "verifier": ("review", "verifying")}
@@ -255,16 +255,7 @@ class PgQueue(Moves):
         self, text: str, done_when: str, task_id: str | None = None, depends_on=(),
         cluster: str | None = None, provider: str | None = None, verifiers: int = 1,
     ) -> tuple[str, str]:  # fmt: skip
-        if not text.strip():
-            raise QueueError("the task text is empty; give it after -- (or - to read stdin)")
-        if not done_when.strip():
-            raise QueueError("--done-when is empty: say what would fail if the change were wrong")
-        if verifiers < 1:
-            raise QueueError(f"--verifiers {verifiers}: a task needs at least 1 verifier")
-        if task_id is not None:
-            check_id(task_id)
-        for dep in depends_on:
-            check_id(dep)
+        check_new_task(text, done_when, task_id, depends_on, verifiers)
         with self.locked():
             self._serialise()
             if task_id is None:
