@@ -2,7 +2,8 @@
 
 ``q`` is a fresh queue on each backend in turn: a directory, and a PostgreSQL
 queue in a database of its own on a throwaway cluster (one per test session,
-so one per pytest-xdist worker; orcr_tasks.testing.PgCluster). Where PostgreSQL
+so one per pytest-xdist worker; orcr_tasks.testing.PgCluster), started once the
+tests are collected rather than in the first test's setup. Where PostgreSQL
 cannot be found the PostgreSQL half is skipped with a one-line reason, unless
 ``ORCR_TASKS_PG=required`` (set by .ci/run), which makes that an error.
 """
@@ -18,15 +19,38 @@ from orcr_tasks.testing import NOT_FOUND, PgCluster, find_bin
 BACKENDS = ["file", "postgresql"]
 
 
+_started: dict = {}  # the cluster started once collection is done (or why it did not start)
+
+
+def pytest_collection_finish(session):
+    """Start this process's cluster once the tests are collected, when any collected test
+    needs it: initdb and the start (~1.5 s of CPU, a minute and more at load 50) then
+    count against no test's timeout, as they would in the first test's setup."""
+    if not any("pg_cluster" in getattr(i, "fixturenames", ()) for i in session.items):
+        return
+    if find_bin("initdb") and find_bin("pg_ctl"):
+        try:
+            _started["cluster"] = PgCluster().start()
+        except Exception as exc:  # reported by the fixture, to the tests that need it
+            _started["error"] = exc
+
+
+def pytest_sessionfinish(session):
+    if "cluster" in _started:
+        _started.pop("cluster").stop()
+
+
 @pytest.fixture(scope="session")
 def pg_cluster():
     if not (find_bin("initdb") and find_bin("pg_ctl")):
         if os.environ.get("ORCR_TASKS_PG") == "required":
             pytest.fail(f"ORCR_TASKS_PG=required: {NOT_FOUND}")
         pytest.skip(NOT_FOUND)
-    cluster = PgCluster().start()
-    yield cluster
-    cluster.stop()
+    if "error" in _started:
+        raise _started["error"]
+    if "cluster" not in _started:  # collected without the hook (a plugin reordered items)
+        _started["cluster"] = PgCluster().start()
+    return _started["cluster"]
 
 
 @pytest.fixture
