@@ -229,10 +229,11 @@ class Real:
     def orcr(self, *args, check: bool = True, timeout: float = 60):
         return self.home.run(*args, check=check, timeout=timeout)
 
-    def run(self, path: str, prompt: str, *opts: str) -> str:
+    def run(self, path: str, prompt: str, *opts: str, cwd: Path | None = None) -> str:
+        """``agent run`` in the project folder (or ``cwd``): the agent's uuid."""
         r = self.orcr(
             "agent", "run", "--provider", self.provider, "--path", path,
-            "--cwd", str(self.cwd), *opts, prompt,
+            "--cwd", str(cwd or self.cwd), *opts, prompt,
         )  # fmt: skip
         return r.stdout.split()[1]
 
@@ -308,12 +309,16 @@ class Real:
         self.mux.emulator.pane(self.pane(path)).proc.write(b"".join(raw[k] for k in keys))
 
     def until_blocked(self, path: str, text: str, timeout: float = 30) -> dict:
-        """The agent's row once its ``blocked`` reason holds ``text``."""
-        return until(
-            lambda: (a := self.get(path))["blocked"] and text in a["blocked"] and a,
-            timeout,
-            f"{path} blocked on {text!r}",
-        )
+        """The agent's row once its ``blocked`` reason holds ``text`` (else what the
+        agent and its pane show)."""
+        try:
+            return until(
+                lambda: (a := self.get(path))["blocked"] and text in a["blocked"] and a,
+                timeout,
+                f"{path} blocked on {text!r}",
+            )
+        except AssertionError as exc:
+            raise AssertionError(self.why(path, f"{exc}; agent: {self.get(path)}")) from None
 
     def until_screen(self, path: str, text: str, timeout: float = 30) -> str:
         def shown():

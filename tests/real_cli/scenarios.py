@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 from fake_models import Hold
@@ -86,6 +87,39 @@ def _alive(pid: int) -> bool:
             return f.read().split(") ", 1)[1][0] != "Z"
     except OSError:
         return False
+
+
+def fresh_folder(real, git: bool = False) -> Path:
+    """A folder no CLI has been told to trust (a new worktree, the usual case; the
+    ``real`` fixture trusts its project folder up front), a git repository with ``git``."""
+    cwd = real.tmp / "fresh-worktree"
+    cwd.mkdir()
+    if git:
+        subprocess.run(["git", "init", "-q", str(cwd)], check=True)
+    return cwd
+
+
+def turn(real, path: str, prompt: str) -> dict:
+    """Send ``prompt`` to an idle agent and wait for the turn to end; ``agent read``'s answer."""
+    real.orcr("agent", "send", path, prompt)
+    real.until_status(path, "idle")
+    return answer(real, path)
+
+
+def answer(real, path: str) -> dict:
+    """``agent read --json`` of the last turn, answered (exit 0) or failed (exit 7)."""
+    r = real.orcr("agent", "read", path, "--json", check=False)
+    assert r.returncode in (0, 7), real.why(path, r.stderr)
+    return json.loads(r.stdout)
+
+
+def idles(real, uuid: str) -> int:
+    """How many times the agent became ``idle`` (once per turn, never twice)."""
+    return sum(
+        1
+        for e in real.home.events(uuid)
+        if e["kind"] == "agent.status" and e["data"]["to"] == "idle"
+    )
 
 
 def procs_under(folder: Path) -> list[int]:

@@ -8,40 +8,13 @@ the real folder-trust question shows before the input.
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 from fake_models import Script
+from real_cli import scenarios
 
 TMUX = pytest.mark.parametrize("live", ["tmux"], indirect=True)
 BOTH = pytest.mark.parametrize("live", ["tmux", "herdr"], indirect=True)
-
-
-def _fresh(real, git: bool = False):
-    cwd = real.tmp / "fresh-worktree"
-    cwd.mkdir()
-    if git:
-        subprocess.run(["git", "init", "-q", str(cwd)], check=True)
-    return cwd
-
-
-def _run(real, path: str, cwd, prompt: str) -> str:
-    r = real.orcr("agent", "run", "--provider", real.provider, "--path", path,
-                  "--cwd", str(cwd), prompt)  # fmt: skip
-    return r.stdout.split()[1]
-
-
-def _blocked(real, path: str, what: str) -> dict:
-    from orcr_core.testing import until
-
-    try:
-        return until(
-            lambda: (a := real.get(path))["blocked"] and what in a["blocked"] and a,
-            90,
-            f"{path} blocked on {what!r}",
-        )
-    except AssertionError as exc:
-        raise AssertionError(real.why(path, f"{exc}; agent: {real.get(path)}")) from None
 
 
 @BOTH
@@ -50,9 +23,9 @@ def test_claude_untrusted_folder_blocks_then_answered_prompt_goes_once(real):
     "No, exit"); answered with ``agent send --key``, the prompt reaches the model once."""
     real.timings["max_starting"] = "5s"  # the guard must not end it while it asks
     real.claude(Script({"hello": "Hi from a fresh folder"}))
-    cwd = _fresh(real)
-    _run(real, "c/fresh", cwd, "hello there")
-    a = _blocked(real, "c/fresh", f"Claude Code asks whether to trust {cwd}")
+    cwd = scenarios.fresh_folder(real)
+    real.run("c/fresh", "hello there", cwd=cwd)
+    a = real.until_blocked("c/fresh", f"Claude Code asks whether to trust {cwd}", timeout=90)
     assert a["status"] == "starting", real.why("c/fresh")
     screen = real.screen("c/fresh")
     assert real.model.prompts() == []
@@ -72,8 +45,8 @@ def test_claude_untrusted_folder_blocks_then_answered_prompt_goes_once(real):
 @BOTH
 def test_claude_trust_cwd_answers_the_trust_question(real):
     real.claude(Script({"hello": "Hi, trusted by orcr"}), extra="trust_cwd = true\n")
-    cwd = _fresh(real)
-    uuid = _run(real, "c/auto", cwd, "hello again")
+    cwd = scenarios.fresh_folder(real)
+    uuid = real.run("c/auto", "hello again", cwd=cwd)
     real.wait_idle("c/auto", timeout=90)
     assert real.read("c/auto")["text"] == "Hi, trusted by orcr", real.why("c/auto")
     assert real.model.prompts() == ["hello again"]

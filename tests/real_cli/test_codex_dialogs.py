@@ -7,36 +7,11 @@ the real folder-trust question shows before the input.
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 from fake_models import Script
+from real_cli import scenarios
 
 BOTH = pytest.mark.parametrize("live", ["tmux", "herdr"], indirect=True)
-
-
-def _fresh(real, git: bool = False):
-    cwd = real.tmp / "fresh-worktree"
-    cwd.mkdir()
-    if git:
-        subprocess.run(["git", "init", "-q", str(cwd)], check=True)
-    return cwd
-
-
-def _run(real, path: str, cwd, prompt: str) -> str:
-    r = real.orcr("agent", "run", "--provider", real.provider, "--path", path,
-                  "--cwd", str(cwd), prompt)  # fmt: skip
-    return r.stdout.split()[1]
-
-
-def _blocked(real, path: str, what: str) -> dict:
-    from orcr_core.testing import until
-
-    return until(
-        lambda: (a := real.get(path))["blocked"] and what in a["blocked"] and a,
-        90,
-        f"{path} blocked on {what!r}",
-    )
 
 
 @BOTH
@@ -44,9 +19,9 @@ def test_codex_trust_prompt_in_a_git_repository(real):
     """Codex asks about an unknown git repository after its composer is first drawn;
     orcr waits for it, then the prompt goes once."""
     real.codex(Script({"codex hello": "Hi from Codex"}))
-    cwd = _fresh(real, git=True)
-    _run(real, "x/fresh", cwd, "codex hello")
-    a = _blocked(real, "x/fresh", f"Codex asks whether to trust {cwd}")
+    cwd = scenarios.fresh_folder(real, git=True)
+    real.run("x/fresh", "codex hello", cwd=cwd)
+    a = real.until_blocked("x/fresh", f"Codex asks whether to trust {cwd}", timeout=90)
     assert a["status"] == "starting"
     assert real.model.prompts() == []
     real.orcr("agent", "send", "x/fresh", "--key", "enter")
@@ -58,8 +33,8 @@ def test_codex_trust_prompt_in_a_git_repository(real):
 @BOTH
 def test_codex_trust_cwd_answers_it(real):
     real.codex(Script({"trusted": "Codex trusted it"}), extra="trust_cwd = true\n")
-    cwd = _fresh(real, git=True)
-    _run(real, "x/auto", cwd, "trusted run")
+    cwd = scenarios.fresh_folder(real, git=True)
+    real.run("x/auto", "trusted run", cwd=cwd)
     real.wait_idle("x/auto", timeout=90)
     assert real.read("x/auto")["text"] == "Codex trusted it", real.why("x/auto")
     assert real.model.prompts() == ["trusted run"]

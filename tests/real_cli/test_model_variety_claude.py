@@ -11,34 +11,11 @@ failed turn reported as failed, with the agent usable afterwards.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from fake_models import Error, Refusal, Reply, Script, StreamError, Thinking, Tool, Wire
+from real_cli.scenarios import answer, idles, turn
 
 TMUX = pytest.mark.parametrize("live", ["tmux"], indirect=True)
-
-
-def turn(real, path: str, prompt: str) -> dict:
-    """Send ``prompt`` to an idle agent and wait for the turn to end; ``agent read``'s answer."""
-    real.orcr("agent", "send", path, prompt)
-    real.until_status(path, "idle")
-    return read(real, path)
-
-
-def read(real, path: str) -> dict:
-    r = real.orcr("agent", "read", path, "--json", check=False)
-    assert r.returncode in (0, 7), real.why(path, r.stderr)
-    return json.loads(r.stdout)
-
-
-def idles(real, uuid: str) -> int:
-    """How many times the agent became ``idle`` (once per turn, never twice)."""
-    return sum(
-        1
-        for e in real.home.events(uuid)
-        if e["kind"] == "agent.status" and e["data"]["to"] == "idle"
-    )
 
 
 @TMUX
@@ -67,7 +44,7 @@ def test_answers_in_many_shapes(real):
     )
     uuid = real.run("v/shapes", "think about it")
     real.wait_idle("v/shapes")
-    r = read(real, "v/shapes")
+    r = answer(real, "v/shapes")
     assert (r["turn_status"], r["text"]) == ("completed", "The answer after thinking"), real.why(
         "v/shapes"
     )
@@ -126,7 +103,7 @@ def test_overloaded_and_failed_streams(real, monkeypatch):
     )
     uuid = real.run("v/errors", "busy now?")
     real.wait_idle("v/errors")
-    r = read(real, "v/errors")
+    r = answer(real, "v/errors")
     assert (r["turn_status"], r["text"]) == ("completed", "after the overload"), real.why(
         "v/errors"
     )
