@@ -196,3 +196,27 @@ def test_sigkill_at_the_rematch_of_a_restored_pane(live, server_up):
     assert _requeued(live, a["uuid"]) == [] and len(_native(live, a["uuid"])) == 1
     until(lambda: live.mux.labels() == ["n/one"], 15, what="one pane")
     _second_turn(live)
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_a_turn_under_way_at_the_restore_is_interrupted_and_the_next_one_works(live):
+    """herdr restarts mid-turn: the process running turn 2 is gone, herdr restores the
+    agent in its session; orcr re-matches it `idle` with turn 2 `interrupted` (as after
+    its own resume), and turn 3 is read as usual."""
+    a = _start(live)
+    until(lambda: _reported(live, a["uuid"]), 15, what="the resume command reported")
+    live.run("agent", "send", "n/one", "[sleep 120] second", check=True)
+    until(lambda: live.get("n/one")["status"] == "working", 30, what="turn 2 under way")
+    emu = live.mux.emulator
+    emu.resume_agents = True
+    emu.restart()
+    until(lambda: _native(live, a["uuid"]) and live.get("n/one")["status"] == "idle", 30)
+    got = live.get("n/one")
+    assert (got["turn"], got["turn_status"]) == (2, "interrupted"), got
+    w = live.run("agent", "wait", "n/one", "--timeout", "10s")
+    assert w.returncode == 7 and "turn 2 interrupted" in w.stderr, (w.stdout, w.stderr)
+    assert _requeued(live, a["uuid"]) == []
+    live.run("agent", "send", "n/one", "third", check=True)
+    live.run("agent", "wait", "n/one", "--timeout", "30s", check=True)
+    assert live.run("agent", "read", "n/one", check=True).stdout == "third\n"
+    assert live.mux.labels() == ["n/one"]

@@ -38,6 +38,9 @@ def test_herdr_completion_witnesses_the_transcripts_turn_end(live):
     live.run("agent", "run", "-p", "echo", "--path", "w/one", "hi", check=True)
     live.run("agent", "wait", "w/one", "--timeout", "30s", check=True)
     pane = live.get("w/one")["pane_id"]
+    # orcr reports the agent's resume command to herdr 0.9 as its own (agents/native.py)
+    # once it runs: after that report herdr's detection takes the pane over
+    until(lambda: any(e["kind"] == "agent.resume_reported" for e in live.events()), 15)
     emu.set_agent(pane, "claude", "idle")  # herdr tracks an agent in the pane
     # herdr's completion must follow the transcript's turn end within GRACE (5 s): the
     # SDK's watch sees the end at once, where starting `orcr agent wait` under load

@@ -33,6 +33,7 @@ METHODS = {
     "pane.move": "pane_move",
     "pane.focus": "pane_info",
     "pane.process_info": "pane_process_info",
+    "pane.report_agent": "ok",  # herdr 0.9: resume_argv (orcr_herdr/native.py)
     "events.subscribe": "subscription_started",
     "notification.show": None,
 }
@@ -65,7 +66,7 @@ RECORDS = {
     "WorkspaceInfo": ("workspace_id", "label"),
     "AgentInfo": ("terminal_id", "name", "completion_seq", "state_change_seq"),
     "SessionSnapshot": ("workspaces", "tabs", "panes", "agents", "version", "protocol"),
-    "PaneProcessInfo": ("shell_pid",),
+    "PaneProcessInfo": ("shell_pid", "foreground_processes"),
     "PaneMoveResult": ("changed", "reason", "pane"),
     "ServerCapabilities": (),
 }

@@ -69,10 +69,18 @@ class NativeResume:
         and ``env``): under herdr's own pair when it detects an official agent in the
         pane (``detected``, the snapshot's ``agent``), else as ``custom:orcr`` with
         ``agent``, which makes orcr's report the pane's status in herdr. True when it
-        does. herdr's refusal raises :class:`DriverError` with its code (:data:`REFUSED`);
+        does. An official ``agent`` herdr has not detected yet is not reported (a
+        retryable ``agent_not_detected``: asked again at the next snapshot). herdr's refusal raises :class:`DriverError` with its code (:data:`REFUSED`);
         on 0.8 nothing is sent (False)."""
         if not self.reports_resume():
             return False
+        if agent in OFFICIAL and detected != agent:
+            # reported as orcr's own, it would shut herdr's detection of it out for good
+            raise DriverError(
+                f"herdr has not detected {agent} in pane {pane.pane_id} yet",
+                code="agent_not_detected",
+                retryable=True,
+            )
         source = OFFICIAL.get(detected or "")
         params = {
             "pane_id": pane.pane_id,
