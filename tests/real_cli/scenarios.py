@@ -99,10 +99,11 @@ def fresh_folder(real, git: bool = False) -> Path:
     return cwd
 
 
-def turn(real, path: str, prompt: str) -> dict:
-    """Send ``prompt`` to an idle agent and wait for the turn to end; ``agent read``'s answer."""
+def turn(real, path: str, prompt: str, timeout: float = 60) -> dict:
+    """Send ``prompt`` to an idle agent and wait (up to ``timeout`` s) for the turn to end;
+    ``agent read``'s answer."""
     real.orcr("agent", "send", path, prompt)
-    real.until_status(path, "idle")
+    real.until_status(path, "idle", timeout=timeout)
     return answer(real, path)
 
 

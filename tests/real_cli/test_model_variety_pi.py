@@ -6,30 +6,13 @@ agent usable afterwards."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from fake_models import Error, Refusal, Reply, Script, StreamError, Thinking, Wire
+from real_cli.scenarios import idles, turn
 
 pytest.importorskip("orcr_pi", reason="orcr-pi not installed: pip install ./plugins/pi")
 
 TMUX = pytest.mark.parametrize("live", ["tmux"], indirect=True)
-
-
-def turn(real, path: str, prompt: str) -> dict:
-    real.orcr("agent", "send", path, prompt)
-    real.until_status(path, "idle", timeout=90)
-    r = real.orcr("agent", "read", path, "--json", check=False)
-    assert r.returncode in (0, 7), real.why(path, r.stderr)
-    return json.loads(r.stdout)
-
-
-def idles(real, uuid: str) -> int:
-    return sum(
-        1
-        for e in real.home.events(uuid)
-        if e["kind"] == "agent.status" and e["data"]["to"] == "idle"
-    )
 
 
 @TMUX
@@ -62,7 +45,7 @@ def test_answers_in_many_shapes(real):
         ("say nothing", ("completed", None)),
         ("after that", ("completed", "Still here.")),
     ):
-        r = turn(real, "v/shapes", prompt)
+        r = turn(real, "v/shapes", prompt, timeout=90)
         shapes.append((prompt, want))
         got.append((prompt, (r["turn_status"], r["text"])))
     assert got == shapes, real.why("v/shapes")
@@ -89,10 +72,10 @@ def test_overloaded_and_failed_streams(real):
     assert (r["turn_status"], r["text"]) == ("completed", "after the overload"), real.why(
         "v/errors"
     )
-    r = turn(real, "v/errors", "cut it")
+    r = turn(real, "v/errors", "cut it", timeout=90)
     assert (r["turn_status"], r["text"]) == ("completed", "after the broken stream"), real.why(
         "v/errors"
     )
-    r = turn(real, "v/errors", "again please")
+    r = turn(real, "v/errors", "again please", timeout=90)
     assert (r["turn_status"], r["text"]) == ("completed", "working again"), real.why("v/errors")
     assert idles(real, uuid) == 3, real.why("v/errors")
