@@ -8,6 +8,7 @@ the real folder-trust question shows before the input.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from fake_models import Script
@@ -21,11 +22,15 @@ BOTH = pytest.mark.parametrize("live", ["tmux", "herdr"], indirect=True)
 def test_claude_untrusted_folder_blocks_then_answered_prompt_goes_once(real):
     """The agent waits in ``starting`` with the reason (it used to die choosing
     "No, exit"); answered with ``agent send --key``, the prompt reaches the model once."""
-    real.timings["max_starting"] = "5s"  # the guard must not end it while it asks
+    # the guard must not end it while it asks: 15 s, above a first draw under load (5 s
+    # ended it before Claude Code drew at load 18), and waited out once it asks
+    real.timings["max_starting"] = "15s"
     real.claude(Script({"hello": "Hi from a fresh folder"}))
     cwd = scenarios.fresh_folder(real)
     real.run("c/fresh", "hello there", cwd=cwd)
-    a = real.until_blocked("c/fresh", f"Claude Code asks whether to trust {cwd}", timeout=90)
+    real.until_blocked("c/fresh", f"Claude Code asks whether to trust {cwd}", timeout=90)
+    time.sleep(16)  # an observation window: longer than the guard
+    a = real.until_blocked("c/fresh", f"Claude Code asks whether to trust {cwd}", timeout=1)
     assert a["status"] == "starting", real.why("c/fresh")
     screen = real.screen("c/fresh")
     assert real.model.prompts() == []
