@@ -20,9 +20,11 @@ project and the ``sessionId`` of its first line.
 
 from __future__ import annotations
 
+import datetime
 import glob
 import json
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,18 @@ def _session_of(path: str) -> str | None:
             first = json.loads(fh.readline())
         return first.get("sessionId") if isinstance(first, dict) else None
     except (OSError, ValueError):
+        return None
+
+
+def _started(path: str | None) -> float | None:
+    """The ``startTime`` of a session file's first line (the process that opened it),
+    as a Unix time; None without one."""
+    try:
+        with open(path or "", encoding="utf-8", errors="replace") as fh:
+            first = json.loads(fh.readline())
+        stamp = first["startTime"].replace("Z", "+00:00")
+        return datetime.datetime.fromisoformat(stamp).timestamp()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -91,6 +105,9 @@ class GeminiProvider(JsonlAdapter):
     def __init__(self) -> None:
         #: what locate_transcript learnt for a session file: (version, hooked)
         self._facts: dict[str, tuple[str | None, bool]] = {}
+        #: agent uuid -> when its restart line was first seen after its trust question
+        #: showed (None: not yet)
+        self._asked_trust: dict[str, float | None] = {}
 
     def _session(self, spec: LaunchSpec) -> str:
         try:
@@ -166,10 +183,32 @@ class GeminiProvider(JsonlAdapter):
         prompt typed then answers the question: its Enter picks "Trust folder"). So the
         composer counts as ready only when Gemini CLI will not ask: the folder is
         trusted, or distrusted, by its own files (:func:`settings.trust_known`); else
-        orcr waits for the question."""
+        orcr waits for the question.
+
+        After the question was answered "Trust folder" the process that asked redraws its
+        composer without the question for a moment (tmux, fixture
+        0.61.0-trust-answered-old-composer.txt) before it prints "Gemini CLI is restarting
+        to apply the trust changes..." and relaunches (it flips between the two for a
+        second or two, and opens its session file meanwhile); a prompt typed there is
+        lost. So once this agent's trust question was seen, a composer is ready only when
+        its session file was started after the restart line was first seen: by the
+        restarted process."""
         state = screen.screen_state(text, spec)
-        if state.state == "ready" and not settings.trust_known(gemini_home(spec.options), spec.cwd):
+        home = gemini_home(spec.options)
+        if state.kind == "trust":
+            self._asked_trust.setdefault(spec.uuid, None)
+        elif screen.RESTART in text and self._asked_trust.get(spec.uuid, 0) is None:
+            self._asked_trust[spec.uuid] = time.time()
+        if state.state != "ready":
+            return state
+        if not settings.trust_known(home, spec.cwd):
             return ScreenState("unknown")
+        if spec.uuid in self._asked_trust:
+            since = self._asked_trust[spec.uuid]
+            started = _started(self.find_file(home, spec.uuid))
+            if since is None or started is None or started <= since:
+                return ScreenState("unknown")  # still the process that asked
+            del self._asked_trust[spec.uuid]
         return state
 
     def turns(self, settle: float, blocked_after: float | None) -> GeminiTurns:

@@ -1,11 +1,13 @@
 """The Gemini CLI adapter's contract: argv, env, the session file, the pin."""
 
+import datetime
 import json
 import os
 import pwd
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -140,6 +142,51 @@ def test_the_composer_is_ready_only_where_gemini_cli_asks_no_trust_question(tmp_
         '{"security": {"folderTrust": {"enabled": false}}}'
     )
     assert settings.trust_known(home, str(cwd))
+
+
+def test_a_composer_is_ready_only_after_the_restart_its_trust_answer_caused(tmp_path):
+    """After "Trust folder" the asking process redraws its composer for a moment (also
+    after its restart line), then restarts: only the composer of the process that
+    opened its session file after the restart line showed takes the prompt (tmux, 0.61.0)."""
+    from pathlib import Path as P
+
+    screens = P(__file__).parent / "fixtures" / "screens"
+    ready = (screens / "0.61.0-ready.txt").read_text()
+    old = (screens / "0.61.0-trust-answered-old-composer.txt").read_text()
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    cwd = tmp_path / "shop"
+    cwd.mkdir()
+    s = LaunchSpec(UUID, "demo/g", str(cwd), str(tmp_path), {"home": str(home)})
+    other = LaunchSpec(UUID[:-1] + "0", "demo/h", str(cwd), str(tmp_path), {"home": str(home)})
+    p = GeminiProvider()
+    question = "\n".join([
+        "│ Do you trust the files in this folder?       │",
+        "│ ● 1. Trust folder (shop)                     │",
+        "│   2. Don't trust                             │",
+    ])  # fmt: skip
+    chats = home / ".gemini" / "tmp" / "shop" / "chats"
+    chats.mkdir(parents=True)
+    first = chats / f"session-2026-12-02T00-37-{UUID[:8]}.jsonl"
+
+    def opened(at: float) -> None:
+        stamp = datetime.datetime.fromtimestamp(at, datetime.UTC).isoformat()
+        first.write_text(json.dumps({"sessionId": UUID, "startTime": stamp}) + "\n")
+
+    assert p.screen_state(question, s).kind == "trust"
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(cwd): "TRUST_FOLDER"}))
+    opened(time.time())  # the asking process opens its file once answered
+    assert p.screen_state(old, s).state == "unknown"
+    assert p.screen_state(old, other).state == "ready"  # an agent that was never asked
+    restarting = question + "\n Gemini CLI is restarting to apply the trust changes...\n"
+    assert p.screen_state(restarting, s).state == "unknown"
+    assert p.screen_state(old, s).state == "unknown"  # it flips back for a moment
+    assert p.screen_state(restarting + ready, s).state == "unknown"  # no new file yet
+    first.unlink()
+    assert p.screen_state(restarting + ready, s).state == "unknown"
+    opened(time.time() + 1)  # the restarted process, same minute
+    assert p.screen_state(restarting + ready, s).state == "ready"
+    assert p.screen_state(ready, s).state == "ready"
 
 
 def test_the_reader_follows_its_session_into_the_file_of_a_restart(tmp_path):
