@@ -380,13 +380,7 @@ class HerdrDriver(NativeResume):
         """The pane's shell process (``pane.process_info`` ``shell_pid``), the root of
         what the agent started. herdr's snapshot carries no pid, so orcr asks this
         once per agent and walks the tree itself (psutil); None when herdr does not say."""
-        try:
-            info = self.request("pane.process_info", {"pane_id": pane.pane_id})
-        except DriverError as exc:
-            if exc.code == "pane_not_found":
-                return None
-            raise
-        pid = info.get("process_info", {}).get("shell_pid")
+        pid = (self.process_info(pane) or {}).get("shell_pid")
         return pid if isinstance(pid, int) and pid > 0 else None
 
     def agent_status(self, pane: PaneRef) -> str | None:

@@ -92,17 +92,23 @@ class NativeResume:
         self.request("pane.report_agent", params)
         return source is None
 
-    def foreground_pids(self, pane: PaneRef) -> list[int] | None:
-        """The pids of the pane's foreground job other than its shell (what a native
-        restore typed and started), [] when only the shell runs, None when herdr
-        cannot say yet (a pane whose restore is still pending is not found)."""
+    def process_info(self, pane: PaneRef) -> dict | None:
+        """herdr's ``pane.process_info`` for the pane, None when the pane is not found."""
         try:
             info = self.request("pane.process_info", {"pane_id": pane.pane_id})
         except DriverError as exc:
             if exc.code == "pane_not_found":
                 return None
             raise
-        info = info.get("process_info", {})
+        return info.get("process_info", {})
+
+    def foreground_pids(self, pane: PaneRef) -> list[int] | None:
+        """The pids of the pane's foreground job other than its shell (what a native
+        restore typed and started), [] when only the shell runs, None when herdr
+        cannot say yet (a pane whose restore is still pending is not found)."""
+        info = self.process_info(pane)
+        if info is None:
+            return None
         shell = info.get("shell_pid")
         pids = [p.get("pid") for p in info.get("foreground_processes", [])]
         return [p for p in pids if isinstance(p, int) and p > 0 and p != shell]
