@@ -397,6 +397,10 @@ class Provider(Protocol):
     # shows anything (docs/plugins/index.md). The same hook reads a working
     # agent's screen once its transcript goes quiet: a ``dialog`` there (a
     # permission prompt) shows the agent blocked mid-turn (agents/asking.py).
+    # Optional: ``cli: tuple[str, str]``: the command it runs by default and how to
+    # install it (``("gemini", "npm install -g @google/gemini-cli")``): ``orcr
+    # doctor`` finds that command (or ``[providers.NAME] argv``'s), asks its
+    # ``--version`` and checks it against ``supported_versions``.
     # Optional: ``needs_argv: bool``: the provider runs an argv the user gives
     # (``command``); admission refuses a run with none given and none configured.
 

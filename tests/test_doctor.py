@@ -98,6 +98,30 @@ def test_no_multiplexer_at_all_fails(doc):
 
 
 @needs_tmux
+@needs_tmux
+def test_every_provider_with_a_cli_gets_its_row(doc):
+    """Rows come from each adapter's ``cli`` (its command and install line), not a list in
+    the core: Gemini CLI and OpenCode are checked like claude; echo, with no CLI, is not."""
+    doc.tmux()
+    doc.tool("gemini", "0.61.0")
+    doc.tool("opencode", "1.17.2")
+    rc, rows = doc.run()
+    assert rc == 0
+    gemini = rows["gemini cli"]
+    assert gemini["level"] == "ok" and "gemini 0.61.0" in gemini["detail"], gemini
+    opencode = rows["opencode cli"]
+    assert opencode["level"] == "fail" and "==1.18.*" in opencode["detail"], opencode
+    assert "allow_unpinned" in opencode["fix"]
+    assert "echo cli" not in rows and "command cli" not in rows
+    doc.home.config('[agent]\nprovider = "gemini"\n')
+    (doc.bin / "gemini").unlink()
+    rc, rows = doc.run()
+    assert rows["gemini cli"]["level"] == "warn"
+    assert "npm install -g @google/gemini-cli" in rows["gemini cli"]["fix"]
+    default = rows["default provider"]
+    assert default["level"] == "warn" and "npm install -g @google/gemini-cli" in default["fix"]
+
+
 def test_claude_outside_pinned_range_is_flagged(doc):
     doc.tmux()
     doc.tool("claude", "2.3.0 (Claude Code)")

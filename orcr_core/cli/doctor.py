@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import click
 
 from orcr_core.cli.doctor_mux import MultiplexerChecks
-from orcr_core.cli.doctor_providers import CLI_PROVIDERS, INTEGRATIONS, ProviderChecks
+from orcr_core.cli.doctor_providers import INTEGRATIONS, ProviderChecks
 
 SOCKET_TIMEOUT = 3.0
 
@@ -67,7 +67,7 @@ class Doctor(MultiplexerChecks, ProviderChecks):
         self.check_driver()
         self.check_herdr()
         self.check_tmux()
-        for name in CLI_PROVIDERS:
+        for name in self.cli_providers():
             self.check_provider(name)
         self.check_default_provider()
         for name in INTEGRATIONS:

@@ -10,11 +10,6 @@ from pathlib import Path
 from orcr_core.cli.doctor_mux import HERDR_INSTALL
 from orcr_core.cli.doctor_probe import parse_version, run_version, which
 
-#: provider adapters that drive a CLI found on PATH: name -> (default argv[0], how to install)
-CLI_PROVIDERS = {
-    "claude": ("claude", "npm install -g @anthropic-ai/claude-code"),
-    "codex": ("codex", "npm install -g @openai/codex"),
-}
 #: where ``herdr integration install <name>`` puts its hook (reference ORCR-NOTES.md section 13)
 INTEGRATIONS = {
     "claude": ("CLAUDE_CONFIG_DIR", "~/.claude", "hooks/herdr-agent-state.sh"),
@@ -27,13 +22,25 @@ class ProviderChecks:
     ``driver_name``, ``cli_found`` and ``add``)."""
 
     # -- providers -----------------------------------------------------------------------
+    def cli_providers(self) -> list[str]:
+        """The installed providers that drive a CLI of their own (their ``cli``)."""
+        return [n for n in sorted(self.registry.providers) if self._cli(n)]
+
+    def _cli(self, name: str) -> tuple[str, str] | None:
+        """``(the command run by default, how to install it)``, or None."""
+        provider = self.registry.providers.get(name)
+        cli = getattr(provider, "cli", None) if provider is not None else None
+        if isinstance(cli, tuple) and len(cli) == 2 and all(isinstance(c, str) for c in cli):
+            return cli
+        return None
+
     def check_provider(self, name: str) -> None:
         from orcr_core.versions import matches
 
         provider = self.registry.providers.get(name)
         if provider is None:
             return  # not installed as an adapter: nothing to run
-        default, install = CLI_PROVIDERS[name]
+        default, install = self._cli(name) or (name, f"install the {name} CLI")
         argv = self.config.provider_options(name).get("argv") or [default]
         program = argv[0] if isinstance(argv, list) else str(argv)
         found = which(program)
@@ -92,17 +99,14 @@ class ProviderChecks:
                 "without --provider is refused",
                 f"orcr config set agent.provider NAME (installed: {known})",
             )
-        elif name in CLI_PROVIDERS and not self.cli_found.get(name):
-            program = (self.config.provider_options(name).get("argv") or [CLI_PROVIDERS[name][0]])[
-                0
-            ]
+        elif (cli := self._cli(name)) and not self.cli_found.get(name):
+            program = (self.config.provider_options(name).get("argv") or [cli[0]])[0]
             self.add(
                 check,
                 "warn",
                 f"{name} (agent.provider) needs the {program!r} CLI, which is not found: "
                 f"orcr agent run without --provider starts agents that end failed",
-                f"{CLI_PROVIDERS[name][1]}, or choose another default: "
-                "orcr config set agent.provider NAME",
+                f"{cli[1]}, or choose another default: orcr config set agent.provider NAME",
             )
         else:
             self.add(check, "ok", f"{name} (agent.provider)")

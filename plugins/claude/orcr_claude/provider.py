@@ -61,6 +61,8 @@ class ClaudeProvider(JsonlAdapter):
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
     run_options = ("model", "args")
     supported_versions = ">=2.0,<2.1.200 || >=2.1.276,<2.2"
+    #: the command run by default, and how to install it (``orcr doctor``)
+    cli = ("claude", "npm install -g @anthropic-ai/claude-code")
     has_transcript = True
 
     def launch_argv(self, spec: LaunchSpec) -> list[str]:

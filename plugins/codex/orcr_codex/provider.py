@@ -56,6 +56,8 @@ class CodexProvider(JsonlAdapter):
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
     run_options = ("model", "args")
     supported_versions = ">=0.104,<0.172"
+    #: the command run by default, and how to install it (``orcr doctor``)
+    cli = ("codex", "npm install -g @openai/codex")
     has_transcript = True
 
     def launch_argv(self, spec: LaunchSpec) -> list[str]:

@@ -100,6 +100,8 @@ class GeminiProvider(JsonlAdapter):
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
     run_options = ("model", "args")
     supported_versions = ">=0.61,<0.62"
+    #: the command run by default, and how to install it (``orcr doctor``)
+    cli = ("gemini", "npm install -g @google/gemini-cli")
     has_transcript = True
 
     def __init__(self) -> None:

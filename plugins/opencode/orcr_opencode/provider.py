@@ -33,6 +33,8 @@ class OpenCodeProvider:
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
     run_options = ("model", "args")
     supported_versions = "==1.18.*"
+    #: the command run by default, and how to install it (``orcr doctor``)
+    cli = ("opencode", "npm install -g opencode-ai")
     has_transcript = True
 
     def db(self, spec: LaunchSpec) -> str:

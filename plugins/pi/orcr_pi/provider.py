@@ -64,6 +64,8 @@ class PiProvider(JsonlAdapter):
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
     run_options = ("model", "args")
     supported_versions = ">=0.72.1,<0.74"
+    #: the command run by default, and how to install it (``orcr doctor``)
+    cli = ("pi", "npm install -g @mariozechner/pi-coding-agent")
     has_transcript = True
 
     def session_path(self, spec: LaunchSpec) -> str:

@@ -93,6 +93,12 @@ class Venv:
         return self.run("python", "-m", "pip", "-q", *args, timeout=300, env=env)
 
 
+def _doctor(venv) -> dict:
+    """``orcr doctor --json``'s rows by check (its exit status is not the point here)."""
+    out = venv.orcr("doctor", "--json", check=False).stdout
+    return {r["check"]: r for r in json.loads(out)["checks"]}
+
+
 @pytest.fixture(scope="module")
 def venv():
     tmp = Path(tempfile.mkdtemp(prefix="orcr-dist-", dir="/tmp"))
@@ -141,6 +147,7 @@ def test_installed_beside_orcr_listed_run_uninstalled_and_installed_again(venv):
         "python", "-c", "import orcr_core; print(orcr_core.__file__)"
     ).stdout.startswith(str(venv.path))
     assert "orcr-pi" not in venv.orcr("plugins").stdout
+    assert "pi cli" not in _doctor(venv)
     r = venv.orcr("agent", "run", "--provider", "pi", "--path", "p/none", "hi", check=False)
     assert r.returncode != 0 and "unknown provider 'pi'" in r.stderr
     venv.orcr("server", "stop", check=False)
@@ -150,6 +157,9 @@ def test_installed_beside_orcr_listed_run_uninstalled_and_installed_again(venv):
     rows = {r["name"]: r for r in json.loads(venv.orcr("plugins", "--json").stdout)}
     assert (rows["pi"]["distribution"], rows["pi"]["providers"]) == ("orcr-pi", ["pi"])
     assert f"  providers: pi ({RANGE})" in venv.orcr("plugins").stdout
+    # orcr doctor checks its CLI too, from the adapter's own ``cli`` (no core change)
+    row = _doctor(venv)["pi cli"]
+    assert row["check"] == "pi cli" and (row["level"] == "ok" or "pi" in row["detail"]), row
 
     # an agent of it runs: prompt, answer, a second turn
     venv.orcr("agent", "run", "--provider", "pi", "--path", "p/one", "hello from orcr")
