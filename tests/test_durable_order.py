@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
 from orcr_core.client import ServerError  # noqa: E402
+from orcr_core.store.db import SCHEMA_VERSION  # noqa: E402
 from orcr_core.testing import until  # noqa: E402
 
 
@@ -91,38 +92,74 @@ def _life(home, path: str) -> bool:
         return False
 
 
-def _fresh_store(home) -> None:
-    """Back to a blank data dir (the config stays): each run counts commits from 1."""
+def _fresh_store(home, template: Path | None = None) -> None:
+    """Back to a blank data dir (the config stays), or to ``template``'s store: each run
+    counts commits from 1."""
     for name in ("store.db", "store.db-wal", "store.db-shm", "testdriver.json"):
         (home.path / name).unlink(missing_ok=True)
     shutil.rmtree(home.path / "agents", ignore_errors=True)
+    if template is not None:
+        for f in template.iterdir():
+            shutil.copy2(f, home.path / f.name)
 
 
-def test_sigkill_after_every_commit_keeps_state_and_its_evidence_together(orcr_home):
+def _schema(home) -> tuple[int, int]:
+    """The store's recorded schema version and how many migrations it recorded."""
+    conn = sqlite3.connect(home.path / "store.db")
+    try:
+        meta = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        done = conn.execute("SELECT COUNT(*) FROM _orcr_migrations").fetchone()[0]
+    finally:
+        conn.close()
+    return int(meta[0]), done
+
+
+def _crash_at_each_commit(home, template: Path | None, life: bool) -> int:
+    """SIGKILL after commit 1, 2, ... until a run survives; checks the store after each
+    crash and after the recovery from it. Returns how many crashes there were."""
     crashes = 0
-    for n in range(1, 40):
-        _fresh_store(orcr_home)
-        orcr_home.start_server(extra_env={"ORCR_FAULT": f"after_commit:{n}"}, wait=False)
+    for n in range(1, 200):
+        _fresh_store(home, template)
+        home.start_server(extra_env={"ORCR_FAULT": f"after_commit:{n}"}, wait=False)
         try:
-            orcr_home.wait_socket()
-            survived = _life(orcr_home, "d/a")
+            home.wait_socket()
+            survived = _life(home, "d/a") if life else home.proc.poll() is None
         except RuntimeError:  # died while starting: a commit of startup itself
             survived = False
         if survived:
-            orcr_home.stop_server()
-            break
-        assert orcr_home.proc.wait(10) == -9, orcr_home.server_log()
+            home.stop_server()
+            return crashes
+        assert home.proc.wait(10) == -9, home.server_log()
         crashes += 1
-        assert check_durable_together(orcr_home) == [], f"crash after commit {n}"
+        assert check_durable_together(home) == [], f"crash after commit {n}"
         # recovery from that crash keeps it so
-        orcr_home.start_server()
-        with orcr_home.sdk() as o:
+        home.start_server()
+        with home.sdk() as o:
             until(lambda: all(a["status"] not in ("queued", "starting") for a in o.list()), 30)
-        orcr_home.stop_server()
-        assert check_durable_together(orcr_home) == [], f"recovery from commit {n}"
-    else:
-        raise AssertionError("the agent's life never ran to the end without a crash")
-    assert crashes >= 8  # startup, admission, promotion, workspace, pane, prompt, idle, ended
+        home.stop_server()
+        assert check_durable_together(home) == [], f"recovery from commit {n}"
+        assert _schema(home) == (SCHEMA_VERSION, SCHEMA_VERSION), f"recovery from commit {n}"
+    raise AssertionError("the run never reached its end without a crash")
+
+
+def test_sigkill_after_each_migration_commit_leaves_a_store_that_migrates(orcr_home):
+    """A new store's start: one commit per migration, each its own transaction."""
+    crashes = _crash_at_each_commit(orcr_home, None, life=False)
+    assert crashes >= SCHEMA_VERSION
+
+
+def test_sigkill_after_every_commit_keeps_state_and_its_evidence_together(orcr_home, tmp_path):
+    """One agent's life on a migrated store (the migrations are the test above's)."""
+    _fresh_store(orcr_home)
+    orcr_home.start_server()
+    orcr_home.stop_server()
+    template = tmp_path / "store"
+    template.mkdir()
+    for name in ("store.db", "store.db-wal", "store.db-shm"):
+        if (orcr_home.path / name).exists():
+            shutil.copy2(orcr_home.path / name, template / name)
+    crashes = _crash_at_each_commit(orcr_home, template, life=True)
+    assert crashes >= 8  # admission, promotion, workspace, pane, prompt, idle, ended
 
 
 def test_the_check_catches_a_row_without_launch_json_or_an_event(orcr_home):
