@@ -97,6 +97,8 @@ class EchoPty:
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None and time.monotonic() < deadline:
             self.pump()
+        # what it wrote just before it exited may still wait in the terminal (read to EIO)
+        self.pump(0.2)
         return self.proc.wait(timeout=0.1)
 
     def close(self) -> None:
