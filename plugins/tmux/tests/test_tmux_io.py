@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import time
 
@@ -80,6 +82,20 @@ def test_read_shows_the_screen(h):
     assert "marker: $HOME é" in screen.splitlines()[0]
 
 
+def _wait_reaped(h, pane, code: str) -> None:
+    """Until tmux has reaped the pane's program and shows its exit status ``code``; a
+    tmux that missed the SIGCHLD (see the driver's ``_dead_status``) is sent one."""
+    fmt = ["display-message", "-p", "-t", pane.pane_id, "#{pane_dead_status}|#{pid}"]
+
+    def reaped() -> bool:
+        status, _, server = h.driver.tmux.run(fmt).strip().partition("|")
+        if status != code:
+            os.kill(int(server), signal.SIGCHLD)
+        return status == code
+
+    h.wait_for(reaped, what="tmux to reap it")
+
+
 def _alive(h) -> bool:
     return h.sandbox.tmux(h.driver.tmux.socket_flags, "list-sessions").returncode == 0
 
@@ -140,8 +156,7 @@ def test_a_status_tmux_missed_is_fetched_by_sending_the_server_its_sigchld(h, mo
     a ``sleep`` stands for the unreaped program and a process that waits for SIGCHLD
     for the server: tmux's real answer is held back until that process got one."""
     pane = h.start([h.PY, "-c", "import sys; sys.exit(4)"])
-    status = ["display-message", "-p", "-t", pane.pane_id, "#{pane_dead_status}"]
-    h.wait_for(lambda: h.driver.tmux.run(status).strip() == "4", what="tmux to reap it")
+    _wait_reaped(h, pane, "4")
     unreaped = subprocess.Popen(["sleep", "30"])
     wait_chld = (
         "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD]);"
@@ -204,8 +219,7 @@ def test_a_dead_panes_status_is_waited_for_when_tmux_has_not_reaped_it_yet(h, mo
         lambda: any(p.dead for p in h.driver.snapshot() if p.pane_id == pane.pane_id),
         what="the program to exit",
     )
-    status = ["display-message", "-p", "-t", pane.pane_id, "#{pane_dead_status}"]
-    h.wait_for(lambda: h.driver.tmux.run(status).strip() == "5", what="tmux to reap it")
+    _wait_reaped(h, pane, "5")
     run = h.driver.tmux.run
 
     def not_reaped_yet(*commands, **kw):  # the marker as tmux prints it before the reap
