@@ -207,15 +207,7 @@ def adopt(server, agent: Agent, pane: PaneInfo, repair: bool = False) -> bool:
         )
         drift.bump("repaired")
         if current.status != "idle":
-            if outcome:
-                lifecycle.update(
-                    current,
-                    None,
-                    turns_done=current.turn,
-                    turn_status=outcome["turn_status"],
-                    turn_error=outcome.get("turn_error"),
-                )
-            lifecycle.transition(current, "idle", reason="restored", repair=True, **outcome)
+            resume.idle_after_loss(current, outcome, "restored", repair=True)
         agent.__data__.update(current.__data__)
     procs.forget(agent.uuid)  # its process tree has a new root
     log.info("agent %s: the multiplexer restored it in its own session (%s)", agent.path, now)

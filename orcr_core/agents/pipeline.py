@@ -162,15 +162,7 @@ def _run(server, agent: Agent) -> None:
         outcome = resume.lost_turn(server, _fresh(agent), provider)
         with db.atomic("IMMEDIATE"):
             agent = _check(agent)
-            if outcome:  # the row says how the turn under way when it was lost ended
-                lifecycle.update(
-                    agent,
-                    None,
-                    turns_done=agent.turn,
-                    turn_status=outcome["turn_status"],
-                    turn_error=outcome.get("turn_error"),
-                )
-            lifecycle.transition(agent, "idle", reason="resumed", **outcome)
+            resume.idle_after_loss(agent, outcome, "resumed")
     elif prompt:
         if agent.turn == 0:
 

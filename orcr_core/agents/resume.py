@@ -20,7 +20,7 @@ import time
 from peewee import IntegrityError
 
 from orcr_core import events
-from orcr_core.agents import transcripts
+from orcr_core.agents import lifecycle, transcripts
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.resume")
@@ -206,3 +206,17 @@ def lost_turn(server, agent: Agent, provider) -> dict:
             outcome["turn_error"] = turn.error
         return outcome
     return {"turn": agent.turn, "turn_status": "interrupted", "turn_error": LOST_MID_TURN}
+
+
+def idle_after_loss(agent: Agent, outcome: dict, reason: str, **extra) -> None:
+    """In the caller's transaction: record how the lost turn ended (``outcome``, from
+    :func:`lost_turn`) and make the agent ``idle`` (resumed, or restored by herdr)."""
+    if outcome:
+        lifecycle.update(
+            agent,
+            None,
+            turns_done=agent.turn,
+            turn_status=outcome["turn_status"],
+            turn_error=outcome.get("turn_error"),
+        )
+    lifecycle.transition(agent, "idle", reason=reason, **extra, **outcome)
