@@ -77,3 +77,46 @@ def test_gc_still_ends_an_agent_idle_past_gc_after(store):
     monitor._agent(server, Agent.get(Agent.uuid == "u1"), now=1000.0)
     row = Agent.get(Agent.uuid == "u1")
     assert (row.status, row.exit_reason, server.closed) == ("ended", "gc", ["%1"])
+
+
+def test_a_send_during_gcs_close_waits_for_it_and_is_refused(store):
+    """The window the first test leaves: GC re-read the row idle and began closing the
+    pane; a send arriving then must not move the agent to working under the close
+    (the CI soak's seed 1046942382 saw ``ended gc while working``). It waits for the
+    agent's lock and finds the agent ended."""
+    import threading
+
+    from orcr_core.agents import delivery
+    from orcr_core.store.models import Event
+
+    _row(status="idle", idle_since=100.0)
+    server = _server(store)
+    closing, release = threading.Event(), threading.Event()
+
+    def slow_close(pane):
+        closing.set()
+        assert release.wait(10)
+        server.closed.append(pane.pane_id)
+
+    server.driver.close = slow_close
+    server.start_pipeline = lambda *a, **kw: None
+    gc = threading.Thread(
+        target=monitor._agent, args=(server, Agent.get(Agent.uuid == "u1"), 1000.0)
+    )
+    gc.start()
+    assert closing.wait(10)
+    sent: list[bool] = []
+    send = threading.Thread(
+        target=lambda: sent.append(
+            delivery.send_prompt(server, Agent.get(Agent.uuid == "u1"), "hi", None)
+        )
+    )
+    send.start()
+    send.join(0.5)
+    assert send.is_alive(), "the send did not wait for GC's close"
+    release.set()
+    gc.join(10)
+    send.join(10)
+    row = Agent.get(Agent.uuid == "u1")
+    assert (row.status, row.exit_reason, row.turn, sent) == ("ended", "gc", 0, [False])
+    assert not Event.select().where(Event.kind == "prompt.requested").exists()

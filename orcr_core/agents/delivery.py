@@ -31,6 +31,7 @@ from peewee import fn
 
 from orcr_core import events, faults
 from orcr_core.agents import dialogs, lifecycle, parking, sessions, transcripts
+from orcr_core.agents.exclusive import agent_lock
 from orcr_core.agents.launch import pane_of
 from orcr_core.contracts import DriverError
 from orcr_core.store.models import Agent, Event, db
@@ -216,14 +217,18 @@ def confirm(server, agent: Agent, turns_before: int, text: str | None = None) ->
     return False
 
 
-def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> None:
-    """``agent send``: idle -> working now, deliver in the background.
+def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> bool:
+    """``agent send``: idle -> working now, deliver in the background. False, with
+    nothing written, when the agent is not idle by the time its lock is held (an
+    idle GC or a kill ended it meanwhile: :mod:`orcr_core.agents.exclusive`).
 
     The text is written to the row (``pending_prompt``) in the transaction that
     records ``prompt.requested``, before anything is typed: a restart after a crash
     resumes the delivery from it (:func:`resume_sends`)."""
-    with db.atomic("IMMEDIATE"):
+    with agent_lock(agent.uuid), db.atomic("IMMEDIATE"):
         agent = Agent.get_by_id(agent.id)
+        if agent.status != "idle":
+            return False
         fields = {"turn": agent.turn + 1, "pending_prompt": prompt}
         if timeout is not None:
             fields["timeout"] = float(timeout)
@@ -231,6 +236,7 @@ def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> Non
         events.emit("prompt.requested", agent.uuid, path=agent.path, turn=agent.turn)
         lifecycle.transition(agent, "working")
     server.start_pipeline(agent.uuid, send_job, queue_behind=True)
+    return True
 
 
 def resume_sends(server) -> None:

@@ -10,11 +10,9 @@ twice, and a prompt the transcript already shows is never typed twice.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import sqlite3
-import threading
 import time
 
 from peewee import PeeweeException
@@ -24,6 +22,7 @@ from orcr_core.agents import delivery, dialogs, lifecycle, procs, resume
 from orcr_core.agents.dialogs import Canceled
 from orcr_core.agents.dialogs import check as _check
 from orcr_core.agents.dialogs import fresh as _fresh
+from orcr_core.agents.exclusive import agent_lock
 from orcr_core.agents.launch import (
     launch_command,
     launch_info,
@@ -221,31 +220,9 @@ def close_pane(server, agent: Agent, pane: PaneRef | None, why: str) -> None:
     procs.stop(server, agent, started)
 
 
-_ENDING_LOCK = threading.Lock()
-_ending: dict[str, list] = {}  # agent uuid -> [its lock, how many callers hold or wait]
-
-
-@contextlib.contextmanager
-def _one_ending(uuid: str):
-    """One ending of an agent at a time: a kill ends a live agent itself while the
-    monitor, seeing ``cancel_requested`` meanwhile, ends it too; each re-reads the
-    row once it holds this, so the second finds it ended and closes nothing twice."""
-    with _ENDING_LOCK:
-        entry = _ending.setdefault(uuid, [threading.Lock(), 0])
-        entry[1] += 1
-    try:
-        with entry[0]:
-            yield
-    finally:
-        with _ENDING_LOCK:
-            entry[1] -= 1
-            if not entry[1]:
-                _ending.pop(uuid, None)
-
-
 def finish_cancel(server, agent: Agent) -> None:
     """A canceled start: close its pane if one exists, end the row ``canceled``."""
-    with _one_ending(agent.uuid):
+    with agent_lock(agent.uuid):
         _finish_cancel(server, agent)
 
 
@@ -265,7 +242,7 @@ def _finish_cancel(server, agent: Agent) -> None:
 
 
 def fail(server, agent: Agent, error: str) -> None:
-    with _one_ending(agent.uuid):
+    with agent_lock(agent.uuid):
         _fail(server, agent, error)
 
 
@@ -296,7 +273,7 @@ def end(
     ``status`` and ``idle_since``): if the row has moved past them since it was read
     (``agent send`` made the agent working), nothing is ended."""
     seen = {f: getattr(agent, f) for f in decided_on}
-    with _one_ending(agent.uuid):
+    with agent_lock(agent.uuid):
         agent = _fresh(agent)
         if agent.status == "ended":
             return True  # ended meanwhile (a kill and the monitor): its pane is closed

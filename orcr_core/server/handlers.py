@@ -259,11 +259,10 @@ def agent_send(server, conn, rid, params):
         prompt = queue.clean_prompt(prompt)
     except queue.AdmissionError as exc:
         raise ProtocolError(exc.code, str(exc)) from None
-    if agent.status != "idle":
+    if agent.status != "idle" or not delivery.send_prompt(server, agent, prompt, timeout):
         from orcr_core.agents.resume import send_refusal
 
-        raise ProtocolError("not_idle", send_refusal(agent))
-    delivery.send_prompt(server, agent, prompt, timeout)
+        raise ProtocolError("not_idle", send_refusal(Agent.get_by_id(agent.id)))
     return {"agent": agent_dict(Agent.get_by_id(agent.id))}
 
 
