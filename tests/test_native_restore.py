@@ -8,6 +8,7 @@ its row. A restore that did not happen, or one herdr did it its own way, ends as
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 
@@ -198,6 +199,13 @@ def test_sigkill_at_the_rematch_of_a_restored_pane(live, server_up):
     _second_turn(live)
 
 
+def _prompts(live, uuid: str) -> int:
+    """How many prompts the echo agent took (its transcript's ``prompt`` records)."""
+    p = live.path / "agents" / uuid / "echo.jsonl"
+    lines = p.read_text().splitlines() if p.exists() else []
+    return sum(1 for ln in lines if json.loads(ln).get("type") == "prompt")
+
+
 @pytest.mark.parametrize("live", ["herdr"], indirect=True)
 def test_a_turn_under_way_at_the_restore_is_interrupted_and_the_next_one_works(live):
     """herdr restarts mid-turn: the process running turn 2 is gone, herdr restores the
@@ -206,7 +214,7 @@ def test_a_turn_under_way_at_the_restore_is_interrupted_and_the_next_one_works(l
     a = _start(live)
     until(lambda: _reported(live, a["uuid"]), 15, what="the resume command reported")
     live.run("agent", "send", "n/one", "[sleep 120] second", check=True)
-    until(lambda: live.get("n/one")["status"] == "working", 30, what="turn 2 under way")
+    until(lambda: _prompts(live, a["uuid"]) == 2, 30, what="turn 2 under way in the agent")
     emu = live.mux.emulator
     emu.resume_agents = True
     emu.restart()
@@ -220,3 +228,40 @@ def test_a_turn_under_way_at_the_restore_is_interrupted_and_the_next_one_works(l
     live.run("agent", "wait", "n/one", "--timeout", "30s", check=True)
     assert live.run("agent", "read", "n/one", check=True).stdout == "third\n"
     assert live.mux.labels() == ["n/one"]
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_a_prompt_lost_before_it_reached_the_agent_sets_the_turn_back(live):
+    """herdr restarts while turn 2's prompt is pasted but not yet submitted (herdr
+    swallows its Enter): the restored session has one turn. The row goes back to it,
+    turn 2's prompt reported as never reached, and the next prompt is turn 2 and is
+    read (before, the row stayed a turn ahead of the transcript: every later turn
+    waited for a turn that never came, `working` for good)."""
+    a = _start(live)
+    until(lambda: _reported(live, a["uuid"]), 15, what="the resume command reported")
+    emu = live.mux.emulator
+    emu.enter_too_early, emu.enter_window = True, 3600.0  # every Enter after text is lost
+    live.run("agent", "send", "n/one", "second", check=True)
+    until(
+        lambda: _kinds(live, a["uuid"], "prompt.enter_applied")[1:],
+        30,
+        what="turn 2's Enter pressed (and swallowed)",
+    )
+    assert _prompts(live, a["uuid"]) == 1
+    emu.enter_too_early = False
+    emu.resume_agents = True
+    emu.restart()
+    until(lambda: _native(live, a["uuid"]) and live.get("n/one")["status"] == "idle", 30)
+    got = live.get("n/one")
+    assert (got["turn"], got["turn_status"]) == (1, "interrupted"), got
+    assert "turn 2 never reached the agent" in got["turn_error"], got
+    w = live.run("agent", "wait", "n/one", "--timeout", "10s")
+    assert w.returncode == 7 and "never reached" in w.stderr, (w.stdout, w.stderr)
+    r = live.run("agent", "send", "n/one", "third", check=True)
+    assert r.stdout.split()[2:] == ["turn", "2"], r.stdout
+    live.run("agent", "wait", "n/one", "--timeout", "30s", check=True)
+    assert live.run("agent", "read", "n/one", check=True).stdout == "third\n"
+    assert (live.get("n/one")["turn"], _prompts(live, a["uuid"])) == (2, 2)
+    # the lost turn's delivery stopped at the loss: no Enter for it in the new session
+    seqs = {e["kind"]: e["seq"] for e in live.events(a["uuid"])}  # the last of each kind
+    assert seqs.get("prompt.resubmit", 0) < seqs["agent.rematched"], live.events(a["uuid"])

@@ -55,15 +55,20 @@ ENTER_REQUESTED = "prompt.enter_requested"
 ENTER_APPLIED = "prompt.enter_applied"
 
 
-def _steps(agent: Agent) -> set[str]:
-    """The delivery steps recorded for this agent's latest prompt: the ``prompt.*``
-    events from its last ``prompt.requested`` on (all of them before the first)."""
-    where = (Event.agent == agent.uuid) & Event.kind.startswith("prompt.")
-    last = (
+def _last_request(agent: Agent) -> int | None:
+    """The seq of the agent's latest ``prompt.requested``: which prompt is current."""
+    return (
         Event.select(fn.MAX(Event.seq))
         .where((Event.agent == agent.uuid) & (Event.kind == "prompt.requested"))
         .scalar()
     )
+
+
+def _steps(agent: Agent) -> set[str]:
+    """The delivery steps recorded for this agent's latest prompt: the ``prompt.*``
+    events from its last ``prompt.requested`` on (all of them before the first)."""
+    where = (Event.agent == agent.uuid) & Event.kind.startswith("prompt.")
+    last = _last_request(agent)
     if last is not None:
         where &= Event.seq >= last
     return {e.kind for e in Event.select(Event.kind).where(where)}
@@ -201,6 +206,7 @@ def confirm(server, agent: Agent, turns_before: int, text: str | None = None) ->
     driver = server.driver
     pane = pane_of(agent)
     wait = server.config.duration("timings.prompt_confirm")
+    request = _last_request(agent)
     for attempt in range(DELIVERY_ATTEMPTS):
         deadline = time.monotonic() + wait
         while True:
@@ -211,10 +217,22 @@ def confirm(server, agent: Agent, turns_before: int, text: str | None = None) ->
                 break
             time.sleep(0.05)
         if attempt < DELIVERY_ATTEMPTS - 1:
+            if _over(agent, turns_before, request):
+                return False  # the turn is over (lost, restored, set back): no more Enters
             with db.atomic("IMMEDIATE"):
                 events.emit("prompt.resubmit", agent.uuid, path=agent.path, attempt=attempt + 1)
             driver.send_keys(pane, ["enter"])
     return False
+
+
+def _over(agent: Agent, turns_before: int, request: int | None) -> bool:
+    """Whether the prompt being confirmed is no longer the agent's current one: the
+    agent left ``starting``/``working`` (lost, restored idle), its turn was set back,
+    or a later ``agent send`` requested another prompt."""
+    now = Agent.get_by_id(agent.id)
+    # a first prompt's row is counted at turn 1 once it is applied; a sent one at once
+    turn = {"starting": turns_before, "working": turns_before + 1}.get(now.status)
+    return now.turn != turn or _last_request(agent) != request
 
 
 def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> bool:
@@ -255,7 +273,7 @@ def send_job(server, uuid: str) -> None:
     """Deliver the row's pending prompt exactly once (resumed from its steps after a
     crash); then ``prompt.applied``, the pending prompt cleared."""
     a = Agent.get(Agent.uuid == uuid)
-    prompt, turn = a.pending_prompt, a.turn
+    prompt, turn, request = a.pending_prompt, a.turn, _last_request(a)
     if a.status != "working" or prompt is None:
         return  # delivered (or the agent moved on) meanwhile
     try:
@@ -277,7 +295,9 @@ def send_job(server, uuid: str) -> None:
     with db.atomic("IMMEDIATE"):
         a = Agent.get(Agent.uuid == uuid)
         events.emit("prompt.applied", uuid, path=a.path, turn=turn, confirmed=ok)
-        if a.turn == turn and a.pending_prompt is not None:
+        # only this prompt's: a turn set back after a loss reuses its number, and the
+        # next send's prompt may be pending by now (its job queued behind this one)
+        if a.pending_prompt is not None and _last_request(a) == request:
             lifecycle.update(a, None, pending_prompt=None)
 
 

@@ -185,6 +185,14 @@ LOST_MID_TURN = (
 )
 
 
+def _never_reached(turn: int) -> str:
+    return (
+        f"the prompt sent as turn {turn} never reached the agent: it was lost before the "
+        "prompt was submitted, and its session does not have it; send the prompt again "
+        "(orcr agent send)"
+    )
+
+
 def lost_turn(server, agent: Agent, provider) -> dict:
     """How the turn a resumed agent was working on when it was lost ended, as the
     ``turn``/``turn_status``/``turn_error`` of its ``idle`` transition; {} when no
@@ -194,11 +202,25 @@ def lost_turn(server, agent: Agent, provider) -> dict:
     The resumed TUI is not asked to finish it and no prompt is typed again: the
     process that ran the turn is gone. The transcript says how it ended if it got
     that far (a turn that completed just before the loss keeps its answer);
-    otherwise it was ``interrupted``."""
+    otherwise it was ``interrupted``.
+
+    A transcript without the turn at all means its prompt never reached the program
+    (lost before Enter, or before the program wrote it down): the resumed session
+    knows one turn fewer than the row. ``session_turns`` then carries the session's
+    count, and :func:`idle_after_loss` sets the row's turn back to it, as
+    :func:`orcr_core.agents.delivery.undelivered` does for a prompt that could not be
+    typed: otherwise every later turn would wait for a transcript turn that never comes."""
     if not provider.has_transcript or agent.turns_done >= agent.turn:
         return {}
     state = transcripts.read_transcript(server, agent)
     turns = state.turns if state is not None else ()
+    if state is not None and len(turns) < agent.turn:
+        return {
+            "turn": agent.turn,
+            "turn_status": "interrupted",
+            "turn_error": _never_reached(agent.turn),
+            "session_turns": len(turns),
+        }
     turn = turns[agent.turn - 1] if len(turns) >= agent.turn else None
     if turn is not None and turn.status in ("completed", "errored"):
         outcome = {"turn": agent.turn, "turn_status": turn.status}
@@ -211,11 +233,14 @@ def lost_turn(server, agent: Agent, provider) -> dict:
 def idle_after_loss(agent: Agent, outcome: dict, reason: str, **extra) -> None:
     """In the caller's transaction: record how the lost turn ended (``outcome``, from
     :func:`lost_turn`) and make the agent ``idle`` (resumed, or restored by herdr)."""
+    outcome = dict(outcome)
     if outcome:
+        turns = outcome.pop("session_turns", agent.turn)
         lifecycle.update(
             agent,
             None,
-            turns_done=agent.turn,
+            turn=turns,
+            turns_done=turns,
             turn_status=outcome["turn_status"],
             turn_error=outcome.get("turn_error"),
         )
