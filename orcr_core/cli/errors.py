@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import sys
 from enum import IntEnum
 
@@ -13,7 +14,7 @@ class ExitCode(IntEnum):
     """orcr's exit codes (documented in docs/cli.md)."""
 
     OK = 0
-    ERROR = 1  #: an expected failure: the message says what and how to fix it
+    ERROR = 1  #: an expected failure (a full disk too): the message says what and how to fix it
     USAGE = 2  #: bad invocation (click's own code)
     NOT_FOUND = 3  #: no such agent
     TIMEOUT = 4  #: ``agent wait --timeout`` elapsed
@@ -60,4 +61,14 @@ def handle_errors():
         click.echo(f"Error: {exc.message} [{exc.code}]", err=True)
         sys.exit(int(CODE_MAP.get(exc.code, ExitCode.ERROR)))
     except BrokenPipeError:  # our stdout's reader went away (orcr agent ls | head): quietly
+        sys.exit(ExitCode.ERROR)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f" writing {exc.filename}" if exc.filename else ""
+        click.echo(
+            f"Error: disk full{where} ({exc.strerror}): the command stopped there; "
+            "free some space and run it again",
+            err=True,
+        )
         sys.exit(ExitCode.ERROR)
