@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 
+from orcr_herdr.testing import droprule
 from orcr_herdr.testing.api_util import CONTROL as _CONTROL
 from orcr_herdr.testing.api_util import OK
 from orcr_herdr.testing.emulator import Emulator, Stream
@@ -116,6 +117,7 @@ def pane_report_agent(emu: Emulator, params: dict, rid: str) -> dict:
         pane.session_seq[source] = seq
     pane.agent_authority = source
     emu._set_agent(pane, agent, params["state"])
+    droprule.registered(emu, pane)  # 0.9.2: dropped if the pane's shell is in front
     if argv is not None:  # the report made this source the pane's holder
         _attach(emu, pane, source, agent, argv)
     return OK

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orcr_herdr.testing import persist
+from orcr_herdr.testing import droprule, persist
 from orcr_herdr.testing.dialect import dialect_for
 from orcr_herdr.testing.events import TICK, EventHub
 from orcr_herdr.testing.hooks import TestHooks
@@ -72,6 +72,9 @@ class Emulator(SessionState, TestHooks, Serving):
         violations_path: also append violations to this JSONL file (subprocess mode).
         request_timeout: how long a connection may take to send its request line (5 s).
         enter_window: the "too early" window after text for ``enter_too_early`` (0.3 s).
+        drop_self_reported: herdr 0.9.2's drop of a self-reported agent while the
+            pane's own shell is the foreground job (:mod:`orcr_herdr.testing.droprule`);
+            default: the dialect's (on for protocol 22 only).
 
     Test hooks (thread-safe): :meth:`pane`, :meth:`panes`, :meth:`screen`,
     :meth:`inputs`, :meth:`set_agent`, :meth:`set_agent_status`,
@@ -83,7 +86,8 @@ class Emulator(SessionState, TestHooks, Serving):
     :meth:`lose_events` (0.9);
     attributes ``violations``, ``requests``, ``enter_too_early``,
     ``drop_enter_probability``, ``protocol``, ``dialect``, ``stop_requested``,
-    ``events_lost_sent``.
+    ``events_lost_sent``, ``drop_self_reported``, ``drop_checks``,
+    ``self_report_drops``.
     """
 
     def __init__(
@@ -108,6 +112,7 @@ class Emulator(SessionState, TestHooks, Serving):
         violations_path: str | os.PathLike | None = None,
         request_timeout: float = REQUEST_TIMEOUT,
         enter_window: float = ENTER_TOO_EARLY_WINDOW,
+        drop_self_reported: bool | None = None,
     ):
         self.socket_path = str(socket_path)
         self.state_dir = Path(state_dir)
@@ -127,6 +132,11 @@ class Emulator(SessionState, TestHooks, Serving):
         self.violations_path = Path(violations_path) if violations_path else None
         self.request_timeout = request_timeout
         self.enter_window = enter_window
+        if drop_self_reported is None:
+            drop_self_reported = self.dialect.drop_self_reported
+        self.drop_self_reported = drop_self_reported
+        self.drop_checks = 0  # self-report drop checks made (droprule)
+        self.self_report_drops: list[dict] = []  # {pane_id, agent, status, at} per drop
         self.checker = None
         if strict:
             from orcr_herdr.testing.schema import checker_for
@@ -294,6 +304,7 @@ class Emulator(SessionState, TestHooks, Serving):
                 pane.title = title
                 pane.revision += 1
                 self._emit("pane_updated", {"pane": self.views.pane(pane)})
+            droprule.check(self, pane, now)
             if self.detect_agents and pane.agent_authority in (None, "detect"):
                 names = pane.proc.foreground_names()
                 detected = next((DETECTED[n] for n in names if n in DETECTED), None)

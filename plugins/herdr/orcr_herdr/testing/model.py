@@ -73,6 +73,9 @@ class Pane:
     #: 0.9.2: ``{source, agent, argv}`` a reporter attached (``resume_argv``); kept only
     #: while that source and agent hold the pane (:func:`resume_held`)
     resume_argv: dict | None = None
+    #: the root process is the pane's default shell, not a ``command`` (:mod:`droprule`)
+    own_shell: bool = False
+    drop_check_at: float | None = None  # the next self-report drop check (:mod:`droprule`)
     # input bookkeeping for the "Enter too early" failure mode
     last_text_at: float = -1e9
     text_pending: bool = False

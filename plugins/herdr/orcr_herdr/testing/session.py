@@ -111,6 +111,7 @@ class SessionState:
             )
         except OSError as exc:
             raise ApiError("layout_apply_failed", f"failed to start {argv!r}: {exc}") from None
+        pane.own_shell = not argv  # herdr's default shell: a self-report drop applies
 
     def new_workspace(self, cwd: str, label: str | None, env: dict | None, focus: bool):
         ws_id = f"w{encode_number(self.next_ws)}"
