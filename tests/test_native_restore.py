@@ -265,3 +265,40 @@ def test_a_prompt_lost_before_it_reached_the_agent_sets_the_turn_back(live):
     # the lost turn's delivery stopped at the loss: no Enter for it in the new session
     seqs = {e["kind"]: e["seq"] for e in live.events(a["uuid"])}  # the last of each kind
     assert seqs.get("prompt.resubmit", 0) < seqs["agent.rematched"], live.events(a["uuid"])
+
+
+def _drop_checks(emu, n: int) -> None:
+    """Wait until herdr 0.9.2's self-report check ran ``n`` more times, or dropped one."""
+    seen = emu.drop_checks
+    until(lambda: emu.drop_checks >= seen + n or emu.self_report_drops, 15, what="drop checks")
+
+
+def _held_by_orcr(emu, pane_id: str) -> bool:
+    from orcr_herdr.testing.model import resume_held
+
+    pane = emu.pane(pane_id)
+    return pane.agent_authority == "custom:orcr" and resume_held(pane) is not None
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_after_a_native_restore_orcr_reports_once_the_program_runs(live):
+    """herdr 0.9.2 drops a self-reported agent while the pane's own shell is the
+    foreground job (HERDR-0.9.md §7.2): the first report is kept (the pane's root is the
+    agent's command); the restored pane's shell takes 2 s to read its rc files before
+    it runs the typed command, and orcr reports again only once the agent runs there:
+    kept, its command held for the next restart."""
+    a = _start(live)
+    until(lambda: _reported(live, a["uuid"]), 15, what="the resume command reported")
+    emu = live.mux.emulator
+    assert emu.drop_self_reported
+    _drop_checks(emu, 2)
+    assert _held_by_orcr(emu, a["pane_id"])
+    emu.shell = ["/bin/sh", "-c", "sleep 2; exec /bin/sh"]  # a shell slow to its prompt
+    emu.resume_agents = True
+    emu.restart()
+    until(lambda: _native(live, a["uuid"]), 30, what="the restored pane re-matched")
+    until(lambda: len(_reported(live, a["uuid"])) == 2, 15, what="reported again")
+    _drop_checks(emu, 2)
+    assert emu.self_report_drops == [] and _held_by_orcr(emu, a["pane_id"])
+    assert _requeued(live, a["uuid"]) == []
+    _second_turn(live)
