@@ -25,9 +25,10 @@ from the row (:func:`resume_sends`); the column is cleared with ``prompt.applied
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 
-from peewee import fn
+from peewee import PeeweeException, fn
 
 from orcr_core import events, faults
 from orcr_core.agents import dialogs, lifecycle, parking, sessions, transcripts
@@ -257,6 +258,14 @@ def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> boo
     return True
 
 
+def resume_cut_off(server, agent: Agent) -> None:
+    """Monitor: a pending prompt with no job delivering it was cut off by a store
+    error (a full disk): deliver it again, from its steps."""
+    if agent.pending_prompt is not None and not server.pipeline_active(agent.uuid):
+        log.info("agent %s: resuming the delivery of its prompt", agent.path)
+        server.start_pipeline(agent.uuid, send_job, queue_behind=True)
+
+
 def resume_sends(server) -> None:
     """Server start: resume every ``agent send`` a crash left undelivered."""
     rows = list(
@@ -271,10 +280,16 @@ def resume_sends(server) -> None:
 
 def send_job(server, uuid: str) -> None:
     """Deliver the row's pending prompt exactly once (resumed from its steps after a
-    crash); then ``prompt.applied``, the pending prompt cleared."""
+    crash, or by the monitor after a store error cut this job off); then
+    ``prompt.applied``, the pending prompt cleared.
+
+    A store error (a full disk) is not a delivery failure: it is raised, the steps
+    recorded so far stay, and the monitor runs this again (:func:`resume_cut_off`). By
+    then the turn may have run and ended (``idle``): the steps and the transcript say
+    so and nothing is typed again."""
     a = Agent.get(Agent.uuid == uuid)
     prompt, turn, request = a.pending_prompt, a.turn, _last_request(a)
-    if a.status != "working" or prompt is None:
+    if a.status not in ("working", "idle") or prompt is None:
         return  # delivered (or the agent moved on) meanwhile
     try:
         a = parking.unpark(server, a, "prompt")  # a parked agent comes back first
@@ -284,6 +299,8 @@ def send_job(server, uuid: str) -> None:
     try:
         ok = _deliver_once(server, a, prompt, turn - 1, lambda: True)
         faults.point("after_prompt")
+    except (PeeweeException, sqlite3.Error):
+        raise  # the store, not the pane: resumed from its steps (see above)
     except Exception as exc:  # noqa: BLE001 - any failure to type ends the turn
         log.warning("agent %s: prompt not delivered: %s", a.path, exc)
         if not (isinstance(exc, DriverError) and exc.code == "pane_dead"):

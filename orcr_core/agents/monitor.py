@@ -27,6 +27,7 @@ import time
 
 from orcr_core import events
 from orcr_core.agents import (
+    delivery,
     lifecycle,
     panes,
     parking,
@@ -348,6 +349,7 @@ def _agent(server, agent: Agent, now: float) -> None:
     if agent.cancel_requested:
         pipeline.end(server, agent, "killed")
         return
+    delivery.resume_cut_off(server, agent)
     if agent.status == "working" and agent.timeout and agent.turn_started_at:
         if agent.turn_started_at + agent.timeout < now:
             pipeline.end(
