@@ -302,3 +302,58 @@ def test_after_a_native_restore_orcr_reports_once_the_program_runs(live):
     assert emu.self_report_drops == [] and _held_by_orcr(emu, a["pane_id"])
     assert _requeued(live, a["uuid"]) == []
     _second_turn(live)
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_an_agent_that_exits_in_its_restored_pane_ends(live):
+    """The restored pane runs a shell and the agent is a job in it: when the agent
+    exits, the pane stays at the shell's prompt. herdr drops orcr's report once the
+    shell is back in front; orcr sees the agent gone and ends it ``exited``, its pane
+    closed (before, the row stayed ``idle`` and the next prompt went to the shell)."""
+    import psutil
+
+    a = _start(live)
+    until(lambda: _reported(live, a["uuid"]), 15, what="the resume command reported")
+    emu = live.mux.emulator
+    emu.resume_agents = True
+    emu.restart()
+    until(lambda: _native(live, a["uuid"]) and live.get("n/one")["status"] == "idle", 30)
+    until(lambda: len(_reported(live, a["uuid"])) == 2, 15, what="reported again")
+    pane = emu.pane(a["pane_id"])
+    pgid = pane.proc.foreground_pgid()
+    assert pgid != pane.proc.pid  # the agent runs as a job of the restored shell
+    agent = psutil.Process(pgid)
+    assert agent.environ()["ORCR_ID"] == a["uuid"]
+    agent.kill()
+    until(lambda: emu.self_report_drops, 15, what="herdr drops orcr's report")
+    until(lambda: live.get("n/one")["status"] == "ended", 15, what="the agent ended")
+    got = live.get("n/one")
+    assert got["exit_reason"] == "exited", got
+    until(lambda: live.mux.labels() == [], 15, what="its pane closed")
+    assert _requeued(live, a["uuid"]) == []
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_a_report_dropped_while_the_agent_runs_ends_nothing(live):
+    """The other reading of the drop rule (docs/decisions.md): herdr takes the root
+    process of orcr's own pane, the agent's program, for the pane's shell and drops
+    orcr's report while the agent runs. The agent is still at the pane's root: orcr
+    keeps it and its turns."""
+    a = _start(live)
+    until(lambda: _reported(live, a["uuid"]), 15, what="the resume command reported")
+    emu = live.mux.emulator
+    with emu.lock:
+        emu.pane(a["pane_id"]).own_shell = True  # the other reading, for this pane
+    until(lambda: emu.self_report_drops, 15, what="herdr drops orcr's report")
+    seen = live.status()["monitor"]["snapshots"]
+
+    def later() -> bool:
+        return live.status()["monitor"]["snapshots"] >= seen + 3 or _ended(live)
+
+    until(later, 15, what="more snapshots")
+    assert live.get("n/one")["status"] == "idle"
+    _second_turn(live)
+
+
+def _ended(live) -> bool:
+    return live.get("n/one")["status"] == "ended"

@@ -138,6 +138,31 @@ def _runs_agent(pid: int, agent: Agent) -> bool:
     return env.get("ORCR_ID") == agent.uuid and env.get("ORCR_LAUNCH_TOKEN") == agent.launch_token
 
 
+def exited(server, agent: Agent, pane: PaneInfo) -> bool:
+    """The agent's program ended in a pane that outlives it: a pane a native restore
+    brought back runs a shell, and the agent is a job in it, so its end leaves the
+    pane open at the shell's prompt (a prompt typed there would run as a command).
+    herdr says so by clearing the agent label orcr reported for the pane: 0.9.2 drops a
+    self-reported agent once the pane's shell is back in front (HERDR-0.9.md §7.2),
+    and its detection clears its own agent when that exits. Only then orcr looks: no
+    process in the pane's foreground or at its root carries the row's ``ORCR_ID`` and
+    launch token (in a pane orcr started, the root is the agent's own program)."""
+    if not holds(agent) or pane.agent is not None or pane.dead or pane.restore_error:
+        return False
+    probe = getattr(server.driver, "foreground_pids", None)
+    root = getattr(server.driver, "pane_pid", None)
+    if probe is None or root is None:
+        return False
+    try:
+        pids = probe(ref_of(pane))
+        if pids is None:
+            return False
+        pid = root(ref_of(pane))
+    except DriverError:
+        return False
+    return not any(_runs_agent(p, agent) for p in [*pids, *([pid] if pid else [])])
+
+
 def restored(server, agent: Agent, pane: PaneInfo) -> str:
     """What runs in a pane whose process changed: ``"agent"`` (the restore started
     this agent in its own session), ``"wait"`` (only the shell yet, and the agent's

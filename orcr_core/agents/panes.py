@@ -63,6 +63,9 @@ def observe(server, active: list[Agent]) -> None:
                 if not agent.cancel_requested:
                     rematch.lose(server, agent, pane)
                 continue
+        if native.exited(server, agent, pane):  # a job in a restored pane's shell
+            pipeline.end(server, agent, "exited")
+            continue
         running.append((agent, pane))
         monitor = getattr(server, "monitor", None)
         if monitor is not None:
