@@ -103,11 +103,16 @@ def test_idle_agent_is_garbage_collected(live):
     live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\ngc_after = "1s"\n')
     live.start_server()
     live.run("agent", "run", "--provider", "echo", "--path", "g/x", "hi", check=True)
-    live.run("agent", "wait", "g/x", "--timeout", "30s", check=True)
+    # no `agent wait` for idle first: 1 s after the turn ends the agent is gone, and a
+    # CLI started on a loaded machine could miss the idle it waits for (a rerun)
     r = live.run(
         "agent", "wait", "g/x", "--until", "ended", "--timeout", "30s", "--json", check=True
     )
     assert json.loads(r.stdout)["exit_reason"] == "gc"
+    moves = [
+        (e["data"]["from"], e["data"]["to"]) for e in live.events() if e["kind"] == "agent.status"
+    ]
+    assert moves[-2:] == [("working", "idle"), ("idle", "ended")], moves  # its turn, then GC
     _until(lambda: live.mux.labels() == [], what="the pane to close")
 
 
