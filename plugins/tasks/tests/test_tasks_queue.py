@@ -122,8 +122,12 @@ def test_every_verb_reads_the_queue_from_the_environment(q):
 RACER = """
 import json, os, sys
 from orcr_tasks.backend import open_queue
+import time
 q = open_queue(sys.argv[1])
 out = open(sys.argv[2], "w")
+open(sys.argv[2] + ".ready", "w").close()
+while not os.path.exists(sys.argv[3]):  # the start gate: all 16 claim from the same moment
+    time.sleep(0.01)
 while True:
     tid = q.claim("builder", token=str(os.getpid()))
     if tid is None:
@@ -137,7 +141,14 @@ def test_sixteen_processes_race_for_two_hundred_tasks(q, short_tmp):
     for n in range(200):
         q.add(f"task {n}", "x", task_id=f"t{n:03d}")
     logs = [short_tmp / f"claims{i}.txt" for i in range(16)]
-    procs = [subprocess.Popen([sys.executable, "-c", RACER, spec(q), str(log)]) for log in logs]
+    go = short_tmp / "go"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", RACER, spec(q), str(log), str(go)]) for log in logs
+    ]
+    # opened, then held at the gate: the first to start cannot take all 200 before the
+    # last has imported (it did on PostgreSQL under load: a rerun)
+    until(lambda: all(Path(f"{log}.ready").exists() for log in logs), 120, what="16 racers")
+    go.touch()
     assert [p.wait(120) for p in procs] == [0] * 16
     claims = [ln for log in logs for ln in log.read_text().split()]
     assert len(claims) == 200 and len(set(claims)) == 200  # none twice, none lost
