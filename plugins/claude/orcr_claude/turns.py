@@ -121,6 +121,8 @@ class _Turn:
     error_tail: bool = False  # system/error or a given-up api_error after it
     error_text: str | None = None  # what that system line said
     background: int = 0  # background agents still running at its last turn_duration
+    launched: bool = False  # it started a background agent (an async Agent/Task result)
+    duration_seen: bool = False  # a turn_duration line after the last response
     settled: bool = False  # its answer was confirmed by a quiet period: growth alone keeps it
     spent: dict[str, Usage] = field(default_factory=dict)  # message id -> its usage
     extra: Usage | None = None  # subagents' usage reported in tool results / notifications
@@ -154,7 +156,17 @@ class _Turn:
 
     def activity(self) -> None:
         self.interrupted = self.end_marker = self.error_tail = self.settled = False
+        self.duration_seen = False
         self.error_text = None
+
+    @property
+    def marker_ends(self) -> bool:
+        """Whether its end-marker lines end it. A turn that started a background agent
+        ends at its ``turn_duration``, which says how many still run, not at the
+        ``stop_hook_summary`` written a moment before: read between the two, the turn
+        looked over and went idle, and the subagent's report later continued a turn
+        orcr had closed (CI, under load)."""
+        return self.end_marker and (self.duration_seen or not self.launched)
 
 
 def _text_of(content: Any) -> tuple[str, bool]:
@@ -231,6 +243,8 @@ class ClaudeTurns:
                 result = record.get("toolUseResult")
                 if isinstance(result, dict):  # a subagent run as a tool (2.x): its usage
                     turn.add(_usage(result.get("usage")))
+                    if result.get("isAsync") is True or result.get("status") == "async_launched":
+                        turn.launched = True
                 for block in content:
                     if isinstance(block, dict) and block.get("type") == "tool_result":
                         turn.pending.pop(block.get("tool_use_id"), None)
@@ -327,6 +341,7 @@ class ClaudeTurns:
         elif subtype in END_MARKERS:
             turn.end_marker = True
             if subtype == "turn_duration":
+                turn.duration_seen = True
                 pending = record.get("pendingBackgroundAgentCount")
                 turn.background = pending if isinstance(pending, int) and pending > 0 else 0
         elif subtype == "error":
@@ -367,7 +382,7 @@ class ClaudeTurns:
             ended = turn.end_marker or last.stop_reason in FINAL_STOP_REASONS
             return ("completed", None) if ended else ("open", None)
         confirmed = (
-            turn.end_marker
+            turn.marker_ends
             or turn.settled
             or quiet_for >= self.settle
             or (last.stop_reason == "end_turn" and quiet_for >= self.settle_end_turn)

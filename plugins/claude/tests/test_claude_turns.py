@@ -473,6 +473,27 @@ def test_a_turn_ended_with_background_agents_running_is_not_over(transcript, rea
     assert [(t.status, t.final_text) for t in state.turns] == [("completed", "after the helper")]
 
 
+def test_a_read_between_the_stop_hook_and_the_turn_duration_is_still_working(
+    transcript, read, clock
+):
+    """The turn that launched a background agent is not over at its stop_hook_summary:
+    the turn_duration written a moment later says whether agents still run. Read in
+    between (a loaded machine), the turn went idle and orcr closed it (CI: the real
+    Claude Code test failed 3 of 3)."""
+    records = _records()
+    cut = _until_first_turn_duration(records)
+    transcript.add(*records[: cut - 1])  # up to the stop_hook_summary
+    clock.advance(0.5)  # well inside the settle time
+    assert read().state == "working"
+    transcript.add(records[cut - 1])  # turn_duration: one agent still runs
+    clock.advance(600)
+    assert read().state == "working"
+    transcript.add(*records[cut:])
+    clock.advance(0.5)  # the last answer's own end lines end the turn at once
+    state = read()
+    assert (state.state, state.turns[-1].final_text) == ("idle", "after the helper")
+
+
 def test_two_background_agents_keep_the_turn_open_until_the_last_reports(transcript, read, clock):
     records = _records()
     cut = _until_first_turn_duration(records)
