@@ -19,15 +19,19 @@ from orcr_core.store.models import Event, Meta, db
 _INSERT = "INSERT INTO event (ts, kind, agent, loop, run, data) VALUES (?, ?, ?, ?, ?, ?)"
 
 
-def emit(kind: str, agent: str | None = None, **data) -> int:
+def emit(kind: str, agent: str | None = None, *, ts: float | None = None, **data) -> int:
     """Write one event row. Call inside the transaction of the change it describes.
+
+    ``ts``: the instant the change took, when the row beside it records that same
+    instant (a clock that starts there); otherwise now.
 
     Plain SQL: this runs in every state change, and peewee's query building
     would cost more than the insert itself.
     """
     loop, run = data.pop("loop", None), data.pop("run", None)
+    when = time.time() if ts is None else ts
     cur = db.execute_sql(
-        _INSERT, (time.time(), kind, agent, loop, run, json.dumps(data, separators=(",", ":")))
+        _INSERT, (when, kind, agent, loop, run, json.dumps(data, separators=(",", ":")))
     )
     return cur.lastrowid
 

@@ -102,6 +102,8 @@ def park(server, agent: Agent) -> bool:
     with _lock(agent.uuid):
         agent = Agent.get_by_id(agent.id)
         when = due_at(server, agent, backoff=False)
+        # a timer may wake up to 1 ms before its deadline: that is due, not a second
+        # wait behind _not_before
         if when is None or when > time.time() + 0.001:
             return False
         return _move(server, agent, "parking")
@@ -160,8 +162,8 @@ def _move(server, agent: Agent, state: str, why: str | None = None) -> bool:
 
 def _applied(agent: Agent, moved: PaneRef, parked: bool, to: str, **extra) -> None:
     with db.atomic("IMMEDIATE"):
-        # the clock starts once the write lock is ours: the pane.moved below says the same
-        # instant, however long another writer made this wait
+        # the clock starts once the write lock is ours, and the pane.moved below carries
+        # that very instant (not one a moment later), however long another writer made this wait
         now = time.time()
         current = Agent.get_by_id(agent.id)
         lifecycle.place(
@@ -180,6 +182,7 @@ def _applied(agent: Agent, moved: PaneRef, parked: bool, to: str, **extra) -> No
             pane_id=moved.pane_id,
             to=to,
             parked=parked,
+            ts=now,
             **extra,
         )
         agent.__data__.update(current.__data__)
