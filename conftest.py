@@ -154,7 +154,21 @@ def rerun_reason(report) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     why = crash.message if crash is not None else str(report.longrepr)
     lines = [line.strip() for line in why.splitlines() if line.strip()]
-    return " | ".join(lines[:8])[:2000]
+    text = " | ".join(lines[:8])[:2000]
+    entries = getattr(getattr(report.longrepr, "reprtraceback", None), "reprentries", None)
+    where = _test_line(entries or [], report.nodeid.split("::")[0])
+    return f"at {where}: {text}" if where else text
+
+
+def _test_line(entries, test_file: str) -> str:
+    """The test's own line the failure came through (an 8-line message can be all
+    screen dump, and which of a test's assertions failed is where to start)."""
+    for entry in reversed(entries):
+        loc = getattr(getattr(entry, "reprfileloc", None), "path", None)
+        line = getattr(getattr(entry, "reprfileloc", None), "lineno", None)
+        if loc and line and Path(loc).name == Path(test_file).name:
+            return f"{Path(loc).name}:{line}"
+    return ""
 
 
 def pytest_terminal_summary(terminalreporter, config):
