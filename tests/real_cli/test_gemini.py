@@ -122,7 +122,9 @@ def test_trust_cwd_answers_the_trust_question(real):
     real.timings["max_starting"] = "180s"
     real.gemini(Script({"hello": "Hi, trusted by orcr"}), trusted=False, extra="trust_cwd = true\n")
     real.run("x/auto", "hello there")
-    real.wait_idle("x/auto", 90)
+    # two starts of a node CLI on a loaded machine; past max_starting, so a start that
+    # hangs ends on orcr's own guard (failed, with its reason) before this wait gives up
+    real.wait_idle("x/auto", 200)
     assert real.read("x/auto")["text"] == "Hi, trusted by orcr", real.why("x/auto")
     assert real.model.once_problems(["hello there"]) == []
 

@@ -64,6 +64,11 @@ def gemini_home(options: dict[str, Any]) -> Path:
     return Path(os.path.expanduser(str(root)))
 
 
+#: seconds a composer must show without a break, after a trust question, to be taken
+#: as the restarted process's when its restart was not seen (:meth:`screen_state`)
+STEADY = 15.0
+
+
 class SessionReader:
     """A :class:`JsonlTurnReader` that follows its session into a new file: Gemini CLI
     restarts itself after the folder-trust question, deletes the file its first start
@@ -110,6 +115,8 @@ class GeminiProvider(JsonlAdapter):
         #: agent uuid -> when its restart line was first seen after its trust question
         #: showed (None: not yet)
         self._asked_trust: dict[str, float | None] = {}
+        #: agent uuid -> since when its asked-about composer has shown without a break
+        self._steady: dict[str, float] = {}
 
     def _session(self, spec: LaunchSpec) -> str:
         try:
@@ -194,7 +201,14 @@ class GeminiProvider(JsonlAdapter):
         second or two, and opens its session file meanwhile); a prompt typed there is
         lost. So once this agent's trust question was seen, a composer is ready only when
         its session file was started after the restart line was first seen: by the
-        restarted process."""
+        restarted process.
+
+        The restart line is read by polling, and can be missed (a restart quicker than
+        a poll, a screen cleared by the restarted process) or seen late (after the
+        restarted process opened its file). Waiting for it then hung the start until
+        ``max_starting``. So a composer that has shown for :data:`STEADY` seconds without
+        a break is taken as the restarted process's too: the asking process flips to
+        its restart line within a second or two."""
         state = screen.screen_state(text, spec)
         home = gemini_home(spec.options)
         if state.kind == "trust":
@@ -202,15 +216,19 @@ class GeminiProvider(JsonlAdapter):
         elif screen.RESTART in text and self._asked_trust.get(spec.uuid, 0) is None:
             self._asked_trust[spec.uuid] = time.time()
         if state.state != "ready":
+            self._steady.pop(spec.uuid, None)
             return state
         if not settings.trust_known(home, spec.cwd):
             return ScreenState("unknown")
         if spec.uuid in self._asked_trust:
             since = self._asked_trust[spec.uuid]
             started = _started(self.find_file(home, spec.uuid))
-            if since is None or started is None or started <= since:
+            steady = time.time() - self._steady.setdefault(spec.uuid, time.time())
+            restarted = since is not None and started is not None and started > since
+            if not restarted and steady < STEADY:
                 return ScreenState("unknown")  # still the process that asked
             del self._asked_trust[spec.uuid]
+            self._steady.pop(spec.uuid, None)
         return state
 
     def turns(self, settle: float, blocked_after: float | None) -> GeminiTurns:

@@ -189,6 +189,39 @@ def test_a_composer_is_ready_only_after_the_restart_its_trust_answer_caused(tmp_
     assert p.screen_state(ready, s).state == "ready"
 
 
+def test_a_restart_whose_line_was_never_seen_does_not_hang_the_start(tmp_path, monkeypatch):
+    """The restart line is polled for, and a poll can miss it (real_cli's trust test on
+    herdr stayed ``starting`` past 90 s): a composer steady for ``STEADY`` seconds after
+    the question is the restarted process's; one that flips back to a screen with no
+    composer starts the count again."""
+    from pathlib import Path as P
+
+    from orcr_gemini import provider
+
+    clock = [1000.0]
+    monkeypatch.setattr(provider.time, "time", lambda: clock[0])
+    screens = P(__file__).parent / "fixtures" / "screens"
+    ready = (screens / "0.61.0-ready.txt").read_text()
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    cwd = tmp_path / "shop"
+    cwd.mkdir()
+    s = LaunchSpec(UUID, "demo/g", str(cwd), str(tmp_path), {"home": str(home)})
+    p = GeminiProvider()
+    question = "│ Do you trust the files in this folder?  │\n│ ● 1. Trust folder (shop)  │"
+    assert p.screen_state(question, s).kind == "trust"
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(cwd): "TRUST_FOLDER"}))
+    assert p.screen_state(ready, s).state == "unknown"  # no restart seen, no file
+    clock[0] += provider.STEADY - 1
+    assert p.screen_state(ready, s).state == "unknown"
+    assert p.screen_state(" Gemini CLI is restarting", s).state != "ready"  # a break
+    clock[0] += 2
+    assert p.screen_state(ready, s).state == "unknown"  # counted from the break
+    clock[0] += provider.STEADY
+    assert p.screen_state(ready, s).state == "ready"
+    assert p.screen_state(ready, s).state == "ready"
+
+
 def test_the_reader_follows_its_session_into_the_file_of_a_restart(tmp_path):
     """After the trust question Gemini CLI restarts: the first file (no prompt) is
     deleted and the session goes on in a file named by the new minute."""
