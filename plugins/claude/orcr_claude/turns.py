@@ -34,7 +34,9 @@ position is). The rules, and why:
   ``tool_use`` line can follow within a few hundred ms): it is confirmed by a
   ``stop_hook_summary``/``turn_duration`` line after it, by ``settle`` seconds
   of quiet, or by ``settle_end_turn`` seconds of quiet when the version writes
-  ``stop_reason: "end_turn"``. A one-shot parse passes ``settle=0``. Once
+  ``stop_reason: "end_turn"``; a turn that launched a background agent only by its
+  ``turn_duration`` (or ``LAUNCHED_QUIET`` seconds of quiet): read before it, a
+  turn whose agents still run went idle. A one-shot parse passes ``settle=0``. Once
   confirmed, only turn activity (an assistant line, a tool result) reopens it:
   Claude Code 2.1.299+ compacts a conversation left idle (over
   ``CLAUDE_CODE_IDLE_COMPACT_MIN_TOKENS``, 200K, after 0.9 of the 1 h prompt-cache
@@ -90,6 +92,7 @@ EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 NO_PROMPT_MODES = frozenset({"bypassPermissions", "dontAsk"})
 END_MARKERS = frozenset({"stop_hook_summary", "turn_duration"})
 FINAL_STOP_REASONS = frozenset({"end_turn", "stop_sequence", "max_tokens"})
+LAUNCHED_QUIET = 60.0  # quiet that ends a turn that launched agents, with no turn_duration
 SUBAGENT_TOKENS = re.compile(r"<subagent_tokens>(\d+)</subagent_tokens>")
 
 
@@ -162,10 +165,8 @@ class _Turn:
     @property
     def marker_ends(self) -> bool:
         """Whether its end-marker lines end it. A turn that started a background agent
-        ends at its ``turn_duration``, which says how many still run, not at the
-        ``stop_hook_summary`` written a moment before: read between the two, the turn
-        looked over and went idle, and the subagent's report later continued a turn
-        orcr had closed (CI, under load)."""
+        ends at its ``turn_duration`` (how many still run), not at the
+        ``stop_hook_summary`` a moment before (docs/decisions.md)."""
         return self.end_marker and (self.duration_seen or not self.launched)
 
 
@@ -381,12 +382,14 @@ class ClaudeTurns:
         if not text:
             ended = turn.end_marker or last.stop_reason in FINAL_STOP_REASONS
             return ("completed", None) if ended else ("open", None)
-        confirmed = (
-            turn.marker_ends
-            or turn.settled
-            or quiet_for >= self.settle
-            or (last.stop_reason == "end_turn" and quiet_for >= self.settle_end_turn)
-        )
+        if turn.launched and not turn.duration_seen and self.settle:
+            # its turn_duration says if agents still run (its stop hook can be seconds late)
+            quiet = quiet_for >= max(self.settle, LAUNCHED_QUIET)
+        else:
+            quiet = quiet_for >= self.settle or (
+                last.stop_reason == "end_turn" and quiet_for >= self.settle_end_turn
+            )
+        confirmed = turn.marker_ends or turn.settled or quiet
         if confirmed:
             # Records that are no turn activity (an idle compaction's boundary, summary and
             # notice, last-prompt lines) make the file grow: they must not reopen it

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from orcr_claude import ClaudeProvider
 
+from orcr_core.testing import Transcript
+
 _ids = itertools.count()
 
 
@@ -492,6 +494,38 @@ def test_a_read_between_the_stop_hook_and_the_turn_duration_is_still_working(
     clock.advance(0.5)  # the last answer's own end lines end the turn at once
     state = read()
     assert (state.state, state.turns[-1].final_text) == ("idle", "after the helper")
+
+
+def test_a_quiet_answer_before_the_stop_hook_does_not_end_a_turn_that_launched_agents(
+    transcript, read, clock
+):
+    """Under load Claude Code's stop hook can come seconds after the answer (about 1 s
+    here, unloaded): the quiet that confirms an ordinary answer (``end_turn``: 0.5 s,
+    else 3 s) must not end a turn whose background agent may still run (CI: the real
+    Claude Code test read it ``idle`` while its helper ran). Its turn_duration decides,
+    or a long quiet (``LAUNCHED_QUIET``) when a release writes none."""
+    from orcr_claude.turns import LAUNCHED_QUIET
+
+    records = _records()
+    answer = _until_first_turn_duration(records) - 2  # before the stop_hook_summary
+    assert records[answer - 1]["type"] == "assistant"
+    transcript.add(*records[:answer])
+    clock.advance(5)
+    assert read().state == "working"
+    transcript.add(*records[answer : answer + 2])  # the stop hook, turn_duration: 1 runs
+    clock.advance(600)
+    assert read().state == "working"
+    transcript.add(*records[answer + 2 :])
+    clock.advance(0.5)
+    assert read().state == "idle"
+    fresh = Transcript(transcript.path.with_name("other.jsonl"))
+    fresh.add(*records[:answer])  # a release that writes no turn_duration: a long quiet
+    reader = ClaudeProvider().open_reader(str(fresh.path), clock=clock, wall=clock)
+    assert reader.poll().state == "working"
+    clock.advance(LAUNCHED_QUIET - 1)
+    assert reader.poll().state == "working"
+    clock.advance(2)
+    assert reader.poll().state == "idle"
 
 
 def test_two_background_agents_keep_the_turn_open_until_the_last_reports(transcript, read, clock):
