@@ -26,7 +26,7 @@ s.sendall((json.dumps({"id": "r", "method": "pane.report_agent", "params": p}) +
 s.recv(4096)' "$1"
 }
 report working
-sleep 1
+while [ ! -e "{go}" ]; do sleep 0.1; done  # until orcr has seen it working
 report idle
 while :; do sleep 0.2; done
 """
@@ -39,7 +39,8 @@ def _statuses(live, uuid: str) -> list[str]:
 @pytest.mark.parametrize("live", ["herdr"], indirect=True)
 def test_a_command_agent_written_in_sh_keeps_its_self_report(live, tmp_path):
     script = tmp_path / "shloop"
-    script.write_text(SCRIPT.replace("{python}", sys.executable))
+    go = tmp_path / "go"
+    script.write_text(SCRIPT.replace("{python}", sys.executable).replace("{go}", str(go)))
     script.chmod(0o755)
     live.start_server()
     emu = live.mux.emulator
@@ -47,8 +48,10 @@ def test_a_command_agent_written_in_sh_keeps_its_self_report(live, tmp_path):
     live.run("agent", "run", "-p", "command", "--path", "c/sh", "--", str(script), check=True)
     a = until(lambda: (lambda a: a if a["pane_id"] else None)(live.get("c/sh")), 30)
     until(lambda: emu.pane(a["pane_id"]).agent == "shloop", 15, what="the script's report")
+    # it stays working until orcr has seen it (a fixed 1 s was once too short under load)
+    until(lambda: "working" in _statuses(live, a["uuid"]), 30, what="working, as reported")
+    go.touch()
     until(lambda: "idle" in _statuses(live, a["uuid"]), 30, what="idle, as reported")
-    assert "working" in _statuses(live, a["uuid"])
     seen = emu.drop_checks
     until(lambda: emu.drop_checks >= seen + 2 or emu.self_report_drops, 15, what="checks")
     assert emu.self_report_drops == []

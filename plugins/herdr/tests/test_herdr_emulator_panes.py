@@ -250,3 +250,33 @@ def test_a_private_sgr_sequence_leaves_the_pane_alive(emulator):
     time.sleep(0.3)
     assert not ok(emulator, "pane.get", {"pane_id": pane})["pane"].get("dead", False)
     assert "still here" in screen(emulator, pane)
+
+
+def _mask(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        return int(next(ln for ln in fh if ln.startswith(field + ":")).split()[1], 16)
+
+
+def test_a_panes_program_gets_default_signals_whatever_the_emulator_inherited(tmp_path):
+    """Started in the background of a script, a process ignores SIGINT and SIGQUIT, and
+    its children inherit that (a droprule test's Ctrl+C never stopped ``cat``); a
+    blocked signal is inherited too. Like herdr (portable-pty) and tmux, the emulator
+    sets a pane's program back to the defaults."""
+    import signal
+
+    from orcr_herdr.testing.ptyproc import PaneProcess
+
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        proc = PaneProcess(["sleep", "30"], str(tmp_path), {"PATH": "/usr/bin:/bin"})
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    try:
+        bits = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGQUIT - 1))
+        assert _mask(proc.pid, "SigIgn") & bits == 0
+        assert _mask(proc.pid, "SigBlk") == 0
+    finally:
+        proc.kill_now()

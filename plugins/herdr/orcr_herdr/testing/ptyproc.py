@@ -25,8 +25,19 @@ import pyte
 BRACKETED_PASTE = 2004 << 5  # pyte stores DEC private modes shifted by 5
 
 
+#: what a multiplexer sets back to default in a pane's process (portable-pty's spawn,
+#: which herdr uses, like tmux): a server started in the background of a script ignores
+#: SIGINT and SIGQUIT, and a pane's program inherited that (Ctrl+C did nothing)
+_DEFAULT_SIGNALS = (
+    signal.SIGCHLD, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGALRM
+)  # fmt: skip
+
+
 def _take_controlling_tty() -> None:  # runs in the child after setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    for sig in _DEFAULT_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
 class _Screen(pyte.HistoryScreen):
