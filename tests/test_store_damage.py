@@ -58,15 +58,34 @@ def test_a_page_damaged_under_the_server_is_refused_at_once(server):
     import sqlite3
 
     server.run("agent", "run", "--provider", "testp", "--path", "d/a", "hi", check=True)
+    until(lambda: server.get("d/a")["status"] == "working", 30, what="d/a started")
     store = server.path / "store.db"
-    conn = sqlite3.connect(store)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the main file
-    page = conn.execute("PRAGMA page_size").fetchone()[0]
-    (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'agent'").fetchone()
-    conn.close()
-    with open(store, "r+b") as f:
-        f.seek((root - 1) * page)
-        f.write(b"\xff" * page)
+
+    def damaged() -> bool:
+        """Damage the agent table's page in the main file. A write after the checkpoint
+        puts a good copy of the page in the -wal, which readers take instead (under load
+        the agent's start wrote there, and the server answered from it): then again."""
+        conn = sqlite3.connect(store)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the main file
+            page = conn.execute("PRAGMA page_size").fetchone()[0]
+            sql = "SELECT rootpage FROM sqlite_master WHERE name = 'agent'"
+            (root,) = conn.execute(sql).fetchone()
+        finally:
+            conn.close()
+        with open(store, "r+b") as f:
+            f.seek((root - 1) * page)
+            f.write(b"\xff" * page)
+        probe = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+        try:
+            probe.execute("SELECT * FROM agent").fetchall()
+            return False
+        except sqlite3.DatabaseError:
+            return True
+        finally:
+            probe.close()
+
+    until(damaged, 20, what="the damaged page is the one a reader gets")
     t0 = time.monotonic()
     r = server.run("agent", "ls", timeout=30)
     assert r.returncode == 6 and "store_corrupted" in r.stderr, r

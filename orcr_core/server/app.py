@@ -342,6 +342,9 @@ class Server(MultiplexerMixin):
         lockfile.mark_stopping(self._lock_fd)  # before the socket goes: clients wait
         listener.close()
         if self.store_broken:  # no checkpoint into a damaged file, no thread's cleanup
+            from orcr_core.server.listener import ANSWERING
+
+            ANSWERING.drain(1.0)  # the request that found the damage says so
             logging.shutdown()
             os._exit(1)
         self.loops.close()

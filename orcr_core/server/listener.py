@@ -24,6 +24,33 @@ GROUP_MAX = 256
 _RUN = b'"method":"agent.run"'
 
 
+class _Answering:
+    """Requests being answered. A server that found its store damaged exits at once
+    (no checkpoint into the file), but first lets them send their answer: the
+    request that found the damage said ``store_corrupted``, not a closed connection."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.cond = threading.Condition()
+
+    def __enter__(self) -> None:
+        with self.cond:
+            self.count += 1
+
+    def __exit__(self, *exc) -> None:
+        with self.cond:
+            self.count -= 1
+            self.cond.notify_all()
+
+    def drain(self, timeout: float) -> None:
+        """Wait until none is being answered (a stream never is done), up to ``timeout``."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.count == 0, timeout)
+
+
+ANSWERING = _Answering()
+
+
 def _is_run(line: bytes | None) -> bool:
     """Is this frame an ``agent.run`` request? A cheap substring look first (the
     compact encoding orcr's client sends), then a real parse."""
@@ -79,11 +106,13 @@ class Connection:
                     return
                 if not line.strip():
                     continue
-                if self.negotiated and _is_run(line) and _is_run(self.reader.peek_line()):
-                    self.admit_group(line)
-                    continue
-                if not self.handle_line(line):
-                    return
+                with ANSWERING:
+                    if self.negotiated and _is_run(line) and _is_run(self.reader.peek_line()):
+                        self.admit_group(line)
+                        continue
+                    if not self.handle_line(line):
+                        return
+            self._refuse_if_store_broken()  # a request read as the server stopped
         except (BrokenPipeError, ConnectionResetError):
             pass
         except Exception as exc:
