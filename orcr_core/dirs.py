@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from pathlib import Path
 
 
@@ -104,7 +105,8 @@ def writable_problem(path: Path) -> str | None:
     try:
         if not probe.is_dir():
             raise NotADirectoryError(20, "Not a directory", str(probe))
-        name = probe / f".orcr-probe-{os.getpid()}"
+        # unique per thread too: a client's threads (a task worker's slots) probe at once
+        name = probe / f".orcr-probe-{os.getpid()}-{threading.get_ident()}"
         os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         os.unlink(name)
     except OSError as exc:
