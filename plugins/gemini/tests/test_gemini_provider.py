@@ -144,20 +144,25 @@ def test_the_composer_is_ready_only_where_gemini_cli_asks_no_trust_question(tmp_
     assert settings.trust_known(home, str(cwd))
 
 
-def test_a_composer_is_ready_only_after_the_restart_its_trust_answer_caused(tmp_path):
-    """After "Trust folder" the asking process redraws its composer for a moment (also
-    after its restart line), then restarts: only the composer of the process that
-    opened its session file after the restart line showed takes the prompt (tmux, 0.61.0)."""
-    from pathlib import Path as P
+SCREENS = Path(__file__).parent / "fixtures" / "screens"
 
-    screens = P(__file__).parent / "fixtures" / "screens"
-    ready = (screens / "0.61.0-ready.txt").read_text()
-    old = (screens / "0.61.0-trust-answered-old-composer.txt").read_text()
+
+def _asked_folder(tmp_path) -> tuple[Path, Path, LaunchSpec]:
+    """A Gemini home that trusts nothing, the folder ``shop`` it asks about, a spec there."""
     home = tmp_path / "home"
     (home / ".gemini").mkdir(parents=True)
     cwd = tmp_path / "shop"
     cwd.mkdir()
-    s = LaunchSpec(UUID, "demo/g", str(cwd), str(tmp_path), {"home": str(home)})
+    return home, cwd, LaunchSpec(UUID, "demo/g", str(cwd), str(tmp_path), {"home": str(home)})
+
+
+def test_a_composer_is_ready_only_after_the_restart_its_trust_answer_caused(tmp_path):
+    """After "Trust folder" the asking process redraws its composer for a moment (also
+    after its restart line), then restarts: only the composer of the process that
+    opened its session file after the restart line showed takes the prompt (tmux, 0.61.0)."""
+    ready = (SCREENS / "0.61.0-ready.txt").read_text()
+    old = (SCREENS / "0.61.0-trust-answered-old-composer.txt").read_text()
+    home, cwd, s = _asked_folder(tmp_path)
     other = LaunchSpec(UUID[:-1] + "0", "demo/h", str(cwd), str(tmp_path), {"home": str(home)})
     p = GeminiProvider()
     question = "\n".join([
@@ -194,19 +199,12 @@ def test_a_restart_whose_line_was_never_seen_does_not_hang_the_start(tmp_path, m
     herdr stayed ``starting`` past 90 s): a composer steady for ``STEADY`` seconds after
     the question is the restarted process's; one that flips back to a screen with no
     composer starts the count again."""
-    from pathlib import Path as P
-
     from orcr_gemini import provider
 
     clock = [1000.0]
     monkeypatch.setattr(provider.time, "time", lambda: clock[0])
-    screens = P(__file__).parent / "fixtures" / "screens"
-    ready = (screens / "0.61.0-ready.txt").read_text()
-    home = tmp_path / "home"
-    (home / ".gemini").mkdir(parents=True)
-    cwd = tmp_path / "shop"
-    cwd.mkdir()
-    s = LaunchSpec(UUID, "demo/g", str(cwd), str(tmp_path), {"home": str(home)})
+    ready = (SCREENS / "0.61.0-ready.txt").read_text()
+    home, cwd, s = _asked_folder(tmp_path)
     p = GeminiProvider()
     question = "│ Do you trust the files in this folder?  │\n│ ● 1. Trust folder (shop)  │"
     assert p.screen_state(question, s).kind == "trust"
