@@ -164,8 +164,8 @@ def _test_line(entries, test_file: str) -> str:
     """The test's own line the failure came through (an 8-line message can be all
     screen dump, and which of a test's assertions failed is where to start)."""
     for entry in reversed(entries):
-        loc = getattr(getattr(entry, "reprfileloc", None), "path", None)
-        line = getattr(getattr(entry, "reprfileloc", None), "lineno", None)
+        fileloc = getattr(entry, "reprfileloc", None)
+        loc, line = getattr(fileloc, "path", None), getattr(fileloc, "lineno", None)
         if loc and line and Path(loc).name == Path(test_file).name:
             return f"{Path(loc).name}:{line}"
     return ""

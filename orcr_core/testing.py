@@ -19,6 +19,17 @@ def until(fn, timeout: float = 30.0, what: str = "condition"):
     raise AssertionError(f"{what} not reached in {timeout}s")
 
 
+def in_threads(fn, n: int) -> None:
+    """Run ``fn`` in ``n`` threads at once and wait for all of them."""
+    import threading
+
+    threads = [threading.Thread(target=fn) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 CORPUS_HOW = (
     "set ORCR_SHARED to the shared/ folder that holds fixtures/transcripts "
     "(or put shared/ beside the repository)"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 
 from orcr_core import dirs
+from orcr_core.testing import in_threads
 
 
 def test_threads_probing_one_directory_at_once_all_find_it_writable(tmp_path):
@@ -21,10 +22,6 @@ def test_threads_probing_one_directory_at_once_all_find_it_writable(tmp_path):
             if why:
                 problems.append(why)
 
-    threads = [threading.Thread(target=probe) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(probe, 8)
     assert problems == []
     assert list(tmp_path.iterdir()) == []  # every probe file is gone again

@@ -128,3 +128,28 @@ def test_doctor_fails_a_store_the_server_cannot_write(orcr_home):
         assert "chattr -i" in r.stdout and "orcr cannot run agents" in r.stdout
     finally:
         subprocess.run(["chattr", "-i", str(store)])
+
+
+def test_the_exit_on_a_damaged_store_waits_for_answers_in_progress_but_not_for_ever():
+    """``ANSWERING.drain``, which ``serve`` calls before its exit on a damaged store: the
+    request that found the damage sends its ``store_corrupted`` first (under load the
+    client once got a closed connection instead); a stream, never done, holds it 1 s."""
+    from orcr_core.server.listener import _Answering
+
+    answering, answered = _Answering(), threading.Event()
+    inside = threading.Event()
+
+    def answer() -> None:
+        with answering:
+            inside.set()
+            time.sleep(0.3)
+            answered.set()
+
+    threading.Thread(target=answer).start()
+    inside.wait(5)
+    answering.drain(5.0)
+    assert answered.is_set() and answering.count == 0
+    with answering:  # a stream: drain gives up after its timeout
+        t0 = time.monotonic()
+        answering.drain(0.2)
+        assert 0.2 <= time.monotonic() - t0 < 2

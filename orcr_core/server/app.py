@@ -296,7 +296,7 @@ class Server(MultiplexerMixin):
     def serve(self) -> None:
         """Run until ``server.stop`` or a signal. Recovery runs before the socket opens."""
         from orcr_core.agents import reconcile
-        from orcr_core.server.listener import Listener
+        from orcr_core.server.listener import ANSWERING, Listener
 
         dirs.require_writable(dirs.data_dir())
         self.acquire_lock()
@@ -342,8 +342,6 @@ class Server(MultiplexerMixin):
         lockfile.mark_stopping(self._lock_fd)  # before the socket goes: clients wait
         listener.close()
         if self.store_broken:  # no checkpoint into a damaged file, no thread's cleanup
-            from orcr_core.server.listener import ANSWERING
-
             ANSWERING.drain(1.0)  # the request that found the damage says so
             logging.shutdown()
             os._exit(1)

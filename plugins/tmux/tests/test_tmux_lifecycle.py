@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 
 import orcr_tmux
 import pytest
 from orcr_tmux import TmuxDriver
 
 from orcr_core.contracts import Driver, DriverError, PaneRef
+from orcr_core.testing import in_threads
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 
@@ -81,11 +81,7 @@ def test_concurrent_ensure_workspace_creates_one_session(driver, socket_path, sa
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(worker, 6)
     assert errors == []
     assert results == ["orcr-gamma"] * 6
     assert [s.split()[1] for s in _sessions(sandbox, ["-S", socket_path])] == ["orcr-gamma"]
