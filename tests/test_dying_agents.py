@@ -42,6 +42,21 @@ def _mux_answers(home) -> bool:
     return mux.emulator.panes() is not None and home.get(ECHOES[0]) is not None
 
 
+def _until_idle(live, path: str) -> None:
+    """Wait up to 30 s for ``path`` to be idle; a failure names its row and its events."""
+    row: dict = {}
+
+    def idle() -> bool:
+        row.update(live.get(path))
+        return row["status"] == "idle"
+
+    try:
+        until(idle, 30, what=f"{path} to be idle")
+    except AssertionError as exc:
+        seen = [(e["ts"], e["kind"], e["data"]) for e in live.events(row["uuid"])]
+        raise AssertionError(f"{exc}: row {row}, events {seen}") from None
+
+
 def test_dying_programs_never_take_the_fleet_down(live):
     live.start_server(extra_env={"PATH": _path_without_agent_clis()})
     run = live.run
@@ -74,7 +89,7 @@ def test_dying_programs_never_take_the_fleet_down(live):
     a = live.ended("d/between")
     assert a["exit_reason"] in ("failed", "exited"), a
 
-    until(lambda: live.get("d/send")["status"] == "idle", 30, what="d/send to be idle")
+    _until_idle(live, "d/send")
     run("agent", "send", "d/send", "hello", check=True)
     assert live.ended("d/send")["exit_reason"] == "exited"
 

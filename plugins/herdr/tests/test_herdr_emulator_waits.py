@@ -34,9 +34,10 @@ def test_agent_wait_returns_on_status_and_fails_when_the_pane_goes(emulator):
     assert ok(emulator, "agent.wait", {"target": pane})["agent"]["pane_id"] == pane  # immediate
     reply = call(emulator, "agent.wait", {"target": pane, "until": ["blocked"], "timeout_ms": 200})
     assert reply["error"]["code"] == "timeout"
-    later(0.2, lambda: ok(emulator, "pane.close", {"pane_id": pane}))
+    closer = later(0.2, lambda: ok(emulator, "pane.close", {"pane_id": pane}))
     reply = call(emulator, "agent.wait", {"target": pane, "until": ["blocked"]})
     assert reply["error"]["code"] == "agent_not_running"
+    closer.join()  # its answer can come after the wait's: not after the emulator is gone
     assert call(emulator, "agent.wait", {"target": "w1:p1"})["error"]["code"] == "agent_not_found"
 
 
