@@ -355,9 +355,18 @@ class Real:
 
             for db in sorted(self.home.path.rglob("opencode.db")):
                 transcripts.append(f"{db}:\n{json.dumps(summarize(str(db)))[-3000:]}")
+        try:  # what orcr made of it: the agent's own events, as the store holds them
+            uuid = self.get(path)["uuid"]
+            events = "\n".join(
+                f"{e['ts']} {e['kind']} {json.dumps(e['data'])[:300]}"
+                for e in self.home.events(uuid)[-40:]
+            )
+        except Exception as exc:  # noqa: BLE001 (diagnostics only)
+            events = f"(no events: {exc})"
         return (
             f"{extra}\n--- screen\n{screen}\n--- model requests\n{reqs}\n--- server log\n"
-            f"{self.home.server_log()}\n--- transcripts\n" + "\n".join(transcripts)
+            f"{self.home.server_log()}\n--- orcr events\n{events}\n--- transcripts\n"
+            + "\n".join(transcripts)
         )
 
     # ---------------------------------------------------------------- teardown
