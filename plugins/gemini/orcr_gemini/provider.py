@@ -20,7 +20,6 @@ project and the ``sessionId`` of its first line.
 
 from __future__ import annotations
 
-import datetime
 import glob
 import json
 import os
@@ -33,7 +32,7 @@ from orcr_core.adapter_helpers import JsonlAdapter, base_argv, str_list
 from orcr_core.contracts import LaunchSpec, ProviderError, ScreenState, SessionPointer
 from orcr_core.jsonl_tail import JsonlTurnReader
 from orcr_gemini import screen, settings
-from orcr_gemini.turns import GeminiTurns
+from orcr_gemini.turns import GeminiTurns, history_loaded, iso_time
 
 
 def _session_of(path: str) -> str | None:
@@ -51,10 +50,26 @@ def _started(path: str | None) -> float | None:
     try:
         with open(path or "", encoding="utf-8", errors="replace") as fh:
             first = json.loads(fh.readline())
-        stamp = first["startTime"].replace("Z", "+00:00")
-        return datetime.datetime.fromisoformat(stamp).timestamp()
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError):
         return None
+    return iso_time(first.get("startTime")) if isinstance(first, dict) else None
+
+
+def _history_loaded(path: str | None, since: float) -> bool:
+    """Whether the session file shows a process started since ``since`` has loaded the
+    history it resumes (:func:`orcr_gemini.turns.history_loaded`)."""
+    try:
+        with open(path or "", encoding="utf-8", errors="replace") as fh:
+            lines = fh.readlines()
+    except OSError:
+        return False
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue  # a line still being written
+    return history_loaded(records, since)
 
 
 def gemini_home(options: dict[str, Any]) -> Path:
@@ -117,6 +132,9 @@ class GeminiProvider(JsonlAdapter):
         self._asked_trust: dict[str, float | None] = {}
         #: agent uuid -> since when its asked-about composer has shown without a break
         self._steady: dict[str, float] = {}
+        #: agent uuid -> when its ``--resume`` argv was made, until the resumed process
+        #: has loaded its history (:meth:`screen_state`)
+        self._resuming: dict[str, float] = {}
 
     def _session(self, spec: LaunchSpec) -> str:
         try:
@@ -134,6 +152,7 @@ class GeminiProvider(JsonlAdapter):
     def resume_argv(self, spec: LaunchSpec, pointer: SessionPointer) -> list[str]:
         """``argv`` + ``--resume <session id>`` + the rest: Gemini CLI loads that session
         and appends to its file (``.jsonl``: the same file)."""
+        self._resuming[spec.uuid] = time.time()
         return base_argv(self.name, spec.options, "gemini", ["--resume", pointer.value], "--model")
 
     def launch_session(self, spec: LaunchSpec) -> SessionPointer | None:
@@ -208,7 +227,13 @@ class GeminiProvider(JsonlAdapter):
         restarted process opened its file). Waiting for it then hung the start until
         ``max_starting``. So a composer that has shown for :data:`STEADY` seconds without
         a break is taken as the restarted process's too: the asking process flips to
-        its restart line within a second or two."""
+        its restart line within a second or two.
+
+        A resumed agent (``--resume``) draws its composer before it has loaded the
+        session it resumes, and a prompt typed then is lost: its composer is ready
+        once its session file shows the history loaded by a process started since
+        :meth:`resume_argv` (:func:`orcr_gemini.turns.history_loaded`). Until then the
+        screen is unknown, which orcr types into anyway after ``READY_WAIT``."""
         state = screen.screen_state(text, spec)
         home = gemini_home(spec.options)
         if state.kind == "trust":
@@ -229,6 +254,10 @@ class GeminiProvider(JsonlAdapter):
                 return ScreenState("unknown")  # still the process that asked
             del self._asked_trust[spec.uuid]
             self._steady.pop(spec.uuid, None)
+        if spec.uuid in self._resuming:
+            if not _history_loaded(self.find_file(home, spec.uuid), self._resuming[spec.uuid]):
+                return ScreenState("unknown")  # a prompt typed now would be lost
+            del self._resuming[spec.uuid]
         return state
 
     def turns(self, settle: float, blocked_after: float | None) -> GeminiTurns:

@@ -35,6 +35,7 @@ Blocked: a permission question writes nothing (the screen shows it:
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,3 +191,48 @@ class GeminiTurns:
                 turns.append(Turn("open", None, None, self._usage(turn)))
                 state = "working"
         return TurnState(state=state, turns=tuple(turns), version=self.version)
+
+
+def iso_time(value: Any) -> float | None:
+    """An ISO ``startTime`` (``2026-12-06T01:17:56.008Z``) as a Unix time, or None."""
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _prompts(messages: Any) -> bool:
+    return isinstance(messages, list) and any(
+        isinstance(m, dict) and m.get("type") == "user" and _prompt_text(m.get("content"))
+        for m in messages
+    )
+
+
+def history_loaded(records: list[Any], since: float) -> bool:
+    """Whether a Gemini CLI started (``--resume``) at or after ``since`` has loaded the
+    session it resumes, from the records of that session's file.
+
+    The resumed process appends a metadata line of its own (its ``startTime``), a
+    ``$set`` of ``messages`` with the context alone, and then, about 0.2 s later, a
+    ``$set`` of ``messages`` with the whole history. Its composer shows before that,
+    and a prompt typed in between is lost (real_cli, 0.61.0, tmux: the paste landed
+    70 ms before the history and the composer came back empty). With no prompt in the
+    file before that metadata line there is no history to wait for.
+    """
+    before = False
+    opened = False
+    for rec in records:
+        if not isinstance(rec, dict):
+            continue
+        if not opened:
+            if isinstance(rec.get("sessionId"), str) and "id" not in rec:
+                started = iso_time(rec.get("startTime"))
+                if started is not None and started >= since:
+                    opened = True
+                    if not before:
+                        return True
+            elif rec.get("type") == "user" and _prompt_text(rec.get("content")):
+                before = True
+        elif isinstance(rec.get("$set"), dict) and _prompts(rec["$set"].get("messages")):
+            return True
+    return False

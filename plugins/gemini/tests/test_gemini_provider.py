@@ -237,3 +237,48 @@ def test_the_reader_follows_its_session_into_the_file_of_a_restart(tmp_path):
     second.write_text(meta + "".join(json.dumps(x) + "\n" for x in lines))
     got = reader.poll()
     assert [(t.status, t.final_text) for t in got.turns] == [("completed", "Hi after trust")]
+
+
+def test_a_resumed_composer_is_ready_only_once_its_history_is_loaded(tmp_path):
+    """``gemini --resume`` draws its composer before it has loaded the session, and a
+    prompt typed then is lost (real_cli, 0.61.0 on tmux: pasted 70 ms before the
+    history's ``$set``, the composer came back empty; 3 of 6 runs). The records are
+    the ones the resumed process appended to its session file there."""
+    ready = (SCREENS / "0.61.0-ready.txt").read_text()
+    home, cwd, s = _asked_folder(tmp_path)
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(cwd): "TRUST_FOLDER"}))
+    chats = home / ".gemini" / "tmp" / "shop" / "chats"
+    chats.mkdir(parents=True)
+    file = chats / f"session-2026-12-06T01-15-{UUID[:8]}.jsonl"
+
+    def opened(at: float) -> dict:
+        stamp = datetime.datetime.fromtimestamp(at, datetime.UTC).isoformat()
+        return {"sessionId": UUID, "startTime": stamp.replace("+00:00", "Z"), "kind": "main"}
+
+    def append(*records: dict) -> None:
+        with open(file, "a") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in records)
+
+    context = {"id": "c1", "type": "user", "content": [{"text": "<session_context>\n…"}]}
+    prompt = {"id": "u1", "type": "user", "content": [{"text": "remember the word octopus"}]}
+    answer = {"id": "g1", "type": "gemini", "content": "ok"}
+    append(opened(time.time() - 60), {"$set": {"messages": [context]}}, prompt, answer,
+           {"orcr": "turn_end"})  # fmt: skip
+    p = GeminiProvider()
+    assert p.screen_state(ready, s).state == "ready"  # no resume: as before
+    p.resume_argv(s, SessionPointer("orcr", "id", UUID))
+    assert p.screen_state(ready, s).state == "unknown"  # the first process's records only
+    append(opened(time.time() + 0.1), {"$set": {"messages": [context]}})
+    assert p.screen_state(ready, s).state == "unknown"  # opened, history not loaded yet
+    append({"$set": {"sessionId": UUID}})
+    assert p.screen_state(ready, s).state == "unknown"
+    append({"$set": {"messages": [context, prompt, answer]}})
+    assert p.screen_state(ready, s).state == "ready"
+    assert p.screen_state(ready, s).state == "ready"  # and stays so: its start is over
+
+    # a session resumed before its first prompt has no history to wait for
+    file.write_text(json.dumps(opened(time.time() - 60)) + "\n")
+    p.resume_argv(s, SessionPointer("orcr", "id", UUID))
+    assert p.screen_state(ready, s).state == "unknown"
+    append(opened(time.time() + 0.1))
+    assert p.screen_state(ready, s).state == "ready"
