@@ -30,7 +30,7 @@ from typing import Any
 
 from orcr_core.adapter_helpers import JsonlAdapter, base_argv, str_list
 from orcr_core.contracts import LaunchSpec, ProviderError, ScreenState, SessionPointer
-from orcr_core.jsonl_tail import JsonlTurnReader
+from orcr_core.jsonl_tail import JsonlTail, JsonlTurnReader
 from orcr_gemini import screen, settings
 from orcr_gemini.turns import GeminiTurns, history_loaded, iso_time
 
@@ -58,18 +58,7 @@ def _started(path: str | None) -> float | None:
 def _history_loaded(path: str | None, since: float) -> bool:
     """Whether the session file shows a process started since ``since`` has loaded the
     history it resumes (:func:`orcr_gemini.turns.history_loaded`)."""
-    try:
-        with open(path or "", encoding="utf-8", errors="replace") as fh:
-            lines = fh.readlines()
-    except OSError:
-        return False
-    records = []
-    for line in lines:
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue  # a line still being written
-    return history_loaded(records, since)
+    return path is not None and history_loaded(JsonlTail(path).read().records, since)
 
 
 def gemini_home(options: dict[str, Any]) -> Path:

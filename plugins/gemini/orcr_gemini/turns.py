@@ -208,7 +208,7 @@ def _prompts(messages: Any) -> bool:
     )
 
 
-def history_loaded(records: list[Any], since: float) -> bool:
+def history_loaded(records: list[dict[str, Any]], since: float) -> bool:
     """Whether a Gemini CLI started (``--resume``) at or after ``since`` has loaded the
     session it resumes, from the records of that session's file.
 
@@ -222,8 +222,6 @@ def history_loaded(records: list[Any], since: float) -> bool:
     before = False
     opened = False
     for rec in records:
-        if not isinstance(rec, dict):
-            continue
         if not opened:
             if isinstance(rec.get("sessionId"), str) and "id" not in rec:
                 started = iso_time(rec.get("startTime"))
