@@ -62,7 +62,7 @@ def test_error_replies_keep_the_request_id_on_22(make_emulator, protocol, echoed
 
 def test_removed_methods_answer_unknown_method_with_the_id(make_emulator):
     emu = make_emulator(protocol=22)
-    for method in ("pane.graphics.set", "workspace.view.set", "no.such.method"):
+    for method in ("pane.graphics.set", "no.such.method"):
         reply = call(emu, method, {}, rid="r7")
         assert reply == {"id": "r7", "error": reply["error"]}, reply
         assert reply["error"]["code"] == "unknown_method", reply

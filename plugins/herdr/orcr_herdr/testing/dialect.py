@@ -61,19 +61,9 @@ HERDR_09 = Dialect(
     drop_self_reported=True,
     close_group=True,
     clean_pane_env=True,
-    # removed in 0.9.2; workspace.view.* and agent.view.* are in the vendored
-    # schema (a development state after 0.9.2) but not in the 0.9.3 release
-    removed=frozenset(
-        {
-            "pane.graphics.set",
-            "pane.graphics.clear",
-            "pane.graphics.info",
-            "workspace.view.set",
-            "workspace.view.clear",
-            "agent.view.set",
-            "agent.view.clear",
-        }
-    ),
+    # removed in 0.9.2 (shepherd's schema diff, HERDR-0.9.md §2), and absent from the
+    # vendored 0.9 schema; every method that schema has is served (test_herdr_dialect_09)
+    removed=frozenset({"pane.graphics.set", "pane.graphics.clear", "pane.graphics.info"}),
     capabilities={
         "live_handoff": True,
         "endpoint_protocol_generation": 1,

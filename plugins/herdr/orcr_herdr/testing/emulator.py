@@ -187,6 +187,9 @@ class Emulator(SessionState, TestHooks, Serving):
         """Restore ``session.json`` if present, then listen. Returns self."""
         with self.lock:
             self.hub = EventHub()
+            # agent.view / workspace.view are transient: they last until the server exits
+            self.agent_view: dict | None = None
+            self.workspace_view: dict | None = None
             self.stop_requested.clear()
             self._stop_after_reply.clear()
             self._restore()

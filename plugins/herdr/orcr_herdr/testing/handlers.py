@@ -299,6 +299,9 @@ def _register_waits() -> None:
     from orcr_herdr.testing.waits import WAIT_HANDLERS
 
     HANDLERS.update(WAIT_HANDLERS)
+    from orcr_herdr.testing.view_handlers import VIEW_HANDLERS
+
+    HANDLERS.update(VIEW_HANDLERS)
 
 
 _register_waits()
