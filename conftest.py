@@ -392,6 +392,28 @@ def short_tmp():
     shutil.rmtree(d, ignore_errors=True)
 
 
+#: zones far from UTC on both sides, each with DST: a day that starts at UTC midnight
+#: instead of local midnight is off by 11-13 h in one and 7-8 h in the other
+LOCAL_ZONES = ("Pacific/Auckland", "America/Los_Angeles")
+
+
+@pytest.fixture(params=LOCAL_ZONES)
+def local_zone(request):
+    """The test process in a non-UTC zone (``$TZ`` and ``time.tzset``), restored after.
+    Every test process otherwise runs in UTC, where local midnight is UTC midnight and
+    a window or a date computed in the wrong zone passes unnoticed. An ``orcr_home``
+    copies the environment when it is made: set ``home.env["TZ"]`` for its processes."""
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = request.param
+    time.tzset()
+    yield request.param
+    if old is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
 @pytest.fixture
 def orcr_home(short_tmp, monkeypatch):
     """A private ORCR_HOME using the test driver; the server is started by the test."""

@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import time
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -63,15 +64,41 @@ def test_config_set_takes_all_and_a_quoted_prefix(orcr_home):
     assert "nightly/review" not in load(orcr_home.path / "config.toml").budgets()
 
 
-def test_calendar_windows_start_at_local_midnight():
-    now = datetime(2026, 12, 2, 15, 30).timestamp()  # a Wednesday
+def _local_midnight(zone: str, y: int, m: int, d: int) -> float:
+    """An oracle independent of orcr's code: midnight of a date in ``zone``."""
+    return datetime(y, m, d, tzinfo=ZoneInfo(zone)).timestamp()
+
+
+def test_calendar_windows_start_at_local_midnight(local_zone):
+    """Planted: the window starts at UTC midnight (``fromtimestamp(now, UTC)``) -> fails."""
+    now = datetime(2026, 12, 2, 15, 30).timestamp()  # a Wednesday, local time
     day = window.calendar("day", now)
+    assert day == (
+        _local_midnight(local_zone, 2026, 12, 2),
+        _local_midnight(local_zone, 2026, 12, 3),
+    )
     assert datetime.fromtimestamp(day[0]) == datetime(2026, 12, 2)
     assert datetime.fromtimestamp(day[1]) == datetime(2026, 12, 3)
-    assert datetime.fromtimestamp(window.calendar("week", now)[0]) == datetime(2026, 11, 30)
+    assert window.calendar("week", now)[0] == _local_midnight(local_zone, 2026, 11, 30)
     month = window.calendar("month", now)
-    assert datetime.fromtimestamp(month[1]) == datetime(2027, 1, 1)
+    assert month == (
+        _local_midnight(local_zone, 2026, 12, 1),
+        _local_midnight(local_zone, 2027, 1, 1),
+    )
     assert window.start("1h", now) == now - 3600
+
+
+@pytest.mark.parametrize("date", [(2026, 4, 5), (2026, 9, 27), (2026, 3, 8), (2026, 11, 1)])
+def test_a_day_window_across_a_dst_change_is_that_local_day(local_zone, date):
+    """The days Auckland and Los Angeles change their clocks have 23 or 25 hours; the
+    window is still local midnight to local midnight. Planted: end = start + 24 h -> fails."""
+    y, m, d = date
+    noon = datetime(y, m, d, 12).timestamp()
+    nxt = datetime.fromtimestamp(_local_midnight(local_zone, y, m, d) + 36 * 3600)
+    assert window.calendar("day", noon) == (
+        _local_midnight(local_zone, y, m, d),
+        _local_midnight(local_zone, nxt.year, nxt.month, nxt.day),
+    )
 
 
 # -- admission -----------------------------------------------------------------
@@ -155,6 +182,28 @@ def test_budget_by_provider_and_all(orcr_home):
         lambda: "budget all: 5/0 tokens until the budget is raised" in orcr_home.get("q/b")["held"]
     )
     assert b not in _starts(orcr_home)
+
+
+def test_a_day_budget_counts_from_local_midnight_in_the_servers_zone(orcr_home, local_zone):
+    """The server in a zone far from UTC counts a day budget's spend from local midnight
+    and holds until the next one: a turn a minute before local midnight is not counted,
+    one after it is. Planted: the window starts at UTC midnight -> fails (in Auckland
+    neither turn counts, in Los Angeles both do)."""
+    orcr_home.env["TZ"] = local_zone
+    _budget_home(orcr_home, '[budget."z"]\ntokens = 7\n')
+    orcr_home.start_server()
+    now = time.time()
+    today = datetime.now(ZoneInfo(local_zone)).date()
+    midnight = _local_midnight(local_zone, today.year, today.month, today.day)
+    _spend(orcr_home, "z/yesterday", 100, ago=now - (midnight - 60))
+    _spend(orcr_home, "z/today", 7, ago=now - (midnight + min(60.0, (now - midnight) / 2)))
+    _run(orcr_home, "z/a")
+    until(lambda: orcr_home.get("z/a").get("held"), what="z/a held")
+    tomorrow = datetime.fromtimestamp(midnight + 36 * 3600)
+    frees = _local_midnight(local_zone, tomorrow.year, tomorrow.month, tomorrow.day)
+    shown = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(frees))
+    assert orcr_home.get("z/a")["held"] == f"budget z: 7/7 tokens until {shown}"
+    assert [(b["scope"], b["spent"]) for b in orcr_home.status()["budgets"]] == [("z", 7)]
 
 
 def test_a_rolling_window_releases_the_held_rows_fifo_when_it_rolls_over(orcr_home):

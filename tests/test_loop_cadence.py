@@ -283,3 +283,17 @@ def test_cli_cadence_errors_are_one_code_and_one_line(orcr_home):
     res = orcr_home.run("loop", "create", "tzd", "@daily", "--json", "--", "true", env={"TZ": ""})
     assert res.returncode == 0, res.stderr
     assert orcr_home.run("loop", "ls", "--json", check=True).stdout.count('"name"') == 1
+
+
+def test_loop_logs_and_the_local_zone_name_follow_tz(local_zone):
+    """``loop logs`` prints an event at the local time, and a loop made without ``--tz``
+    takes ``$TZ``'s zone. Planted: ``loop logs`` prints UTC -> fails."""
+    from zoneinfo import ZoneInfo
+
+    from orcr_core.cli.loop_logs import _event_line
+    from orcr_core.loops.zone import local_zone_name
+
+    at = datetime(2026, 12, 2, 0, 1, 30, tzinfo=ZoneInfo(local_zone)).timestamp()
+    line = _event_line({"ts": at, "kind": "loop.fired", "data": {}})
+    assert line == "2026-12-02 00:01:30 loop.fired"
+    assert local_zone_name() == local_zone

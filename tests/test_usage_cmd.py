@@ -4,7 +4,10 @@ grouped by path, provider, model, loop or day, with an optional price table."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -43,6 +46,28 @@ def test_usage_sums_by_prefix_and_groups(live):
     text = live.run("usage", "--by", "model", check=True).stdout.splitlines()
     assert text[0].split()[:3] == ["MODEL", "TURNS", "AGENTS"] and text[1].split()[0] == "echo"
     assert text[-1].split()[0] == "total"
+
+
+def test_days_and_since_are_local_to_the_zone_orcr_runs_in(orcr_home, local_zone):
+    """Two turns a minute either side of local midnight fall on two local days, and a
+    ``--since`` date is that day's local midnight. Planted: ``--by day`` groups by the
+    UTC date (``time.gmtime``) -> fails; ``--since`` read as UTC -> fails."""
+    orcr_home.env["TZ"] = local_zone
+    orcr_home.start_server()
+    midnight = datetime(2026, 12, 2, tzinfo=ZoneInfo(local_zone)).timestamp()
+    conn = sqlite3.connect(orcr_home.path / "store.db", timeout=10)
+    with conn:
+        for i, (at, tokens) in enumerate(((midnight - 60, 100), (midnight + 60, 7))):
+            conn.execute(
+                "INSERT INTO turn_usage (agent, turn, path, provider, model, ended_at, input, "
+                "output, cache_read, cache_write) VALUES (?, 1, 'd/x', 'p', 'm', ?, ?, 0, 0, 0)",
+                (f"a{i}", at, tokens),
+            )
+    conn.close()
+    days = {g["key"]: g["tokens"] for g in _usage(orcr_home, "--by", "day")["groups"]}
+    assert days == {"2026-12-01": 100, "2026-12-02": 7}
+    assert _usage(orcr_home, "--since", "2026-12-02")["total"]["tokens"] == 7
+    assert _usage(orcr_home, "--since", "2026-12-01T23:58")["total"]["tokens"] == 107
 
 
 def test_bad_since_and_by_are_refused_naming_what_is_allowed(orcr_home):
