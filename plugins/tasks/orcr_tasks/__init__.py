@@ -1,9 +1,9 @@
-"""orcr tasks: the crash-safe file task queue of the 100-agent playbook.
+"""orcr tasks: the crash-safe task queue of the 100-agent playbook (files or PostgreSQL).
 
 A bundled plugin written the way a third party would: it adds the ``orcr tasks``
 command group through the ``register_commands`` hook, and starts its agents
-through orcr's public SDK. The queue is a directory of Markdown task files; a
-task's state is the folder it is in (docs/tasks.md).
+through orcr's public SDK. The queue is a directory of Markdown task files, a
+task's state the folder it is in, or a PostgreSQL table (docs/tasks.md).
 """
 
 import orcr_core

@@ -81,11 +81,13 @@ def stale_option(help: str):
 
 @click.group(name="tasks")
 def tasks():
-    """A crash-safe file task queue worked by orcr agents (docs/tasks.md).
+    """A crash-safe task queue worked by orcr agents: a folder of task files, or a
+    PostgreSQL table shared by several hosts (docs/tasks.md).
 
-    A task's state is the folder its file is in: backlog/ todo/ doing/ review/
-    verifying/ done/ failed/ inbox/. Builders claim from todo/ by rename,
-    verifiers from review/; a stale heartbeat is reaped back.
+    A task's state is the folder its file is in (backlog/ todo/ doing/ review/
+    verifying/ done/ failed/ inbox/), or its row's state on PostgreSQL. Builders
+    claim from todo, verifiers from review (a file by rename, a row with SKIP
+    LOCKED); a stale heartbeat is reaped back.
     """
 
 
