@@ -169,6 +169,22 @@ def test_relative_links_resolve():
     assert broken == []
 
 
+def test_every_test_named_in_the_planted_bugs_tables_exists():
+    """docs/internals.md's "Planted bugs" and the soak's planted-bug table name tests
+    (``path::name``) and soak commands a reader reruns: each test file exists and
+    defines that test. Planted: a name misspelt in the table -> fails."""
+    text = (DOCS / "internals.md").read_text()
+    section = text.split("\n## Planted bugs\n", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`((?:tests|plugins)/[\w/]+\.py)::(test_\w+)`", text)
+    assert len(re.findall(r"::test_\w+`", section)) >= 20, "the table lost its rows"
+    missing = []
+    for path, name in named:
+        file = ROOT / path
+        if not file.is_file() or not re.search(rf"^\s*def {name}\(", file.read_text(), re.M):
+            missing.append(f"{path}::{name}")
+    assert missing == [], f"docs/internals.md names tests that do not exist: {missing}"
+
+
 # ---------------------------------------------------------------- the tutorial's plugin
 @pytest.fixture
 def example(monkeypatch):
