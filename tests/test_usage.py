@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
+
+import pytest
 
 from orcr_core.testing import until
 
@@ -55,10 +58,38 @@ def test_a_provider_without_usage_shows_a_dash(live):
     assert "usage: -" in live.run("agent", "get", "u/c", check=True).stdout
 
 
-def test_sigkill_between_turn_end_and_usage_write_loses_and_doubles_nothing(live):
-    live.start_server(extra_env={"ORCR_FAULT": "before_turn_usage"})
+def _stored(live, path: str) -> tuple[int, list[tuple[int, int]]]:
+    """What the store holds of an agent's turns, read with sqlite3 while no server runs:
+    its ``turns_done`` and its usage rows' (input, output)."""
+    conn = sqlite3.connect(live.path / "store.db", timeout=10)
+    try:
+        (uuid, done) = conn.execute(
+            "SELECT uuid, turns_done FROM agent WHERE path = ?", (path,)
+        ).fetchone()
+        rows = conn.execute(
+            "SELECT input, output FROM turn_usage WHERE agent = ? ORDER BY turn", (uuid,)
+        ).fetchall()
+    finally:
+        conn.close()
+    return done, rows
+
+
+@pytest.mark.parametrize(
+    "point, kept", [("before_turn_usage", "neither"), ("after_turn_usage", "both")]
+)
+def test_sigkill_between_turn_end_and_usage_write_loses_and_doubles_nothing(live, point, kept):
+    """A SIGKILL as the usage rows are about to be written (``before_turn_usage``, in
+    :func:`orcr_core.usage.record.record`) finds the turn's end not committed either;
+    one right after the commit (``after_turn_usage``) finds both. The store is read
+    before the restart; the restarted server then records the turn once, and a second
+    restart counts nothing twice. Planted: the usage written after the turn end's
+    commit -> fails at before_turn_usage (turns_done 1 with no usage row, and the
+    turn's tokens are never recorded)."""
+    live.start_server(extra_env={"ORCR_FAULT": point})
     live.run("agent", "run", "--provider", "echo", "--path", "u/k", "alpha beta")
     assert live.proc.wait(30) == -signal.SIGKILL, live.server_log()
+    done, rows = _stored(live, "u/k")
+    assert (done, rows) == ((0, []) if kept == "neither" else (1, [(2, 2)]))
     live.start_server()
     live.run("agent", "wait", "u/k", "--timeout", "30s", check=True)
     a = _get(live, "u/k")
@@ -68,3 +99,4 @@ def test_sigkill_between_turn_end_and_usage_write_loses_and_doubles_nothing(live
     live.start_server()
     live.run("agent", "wait", "u/k", "--timeout", "30s", check=True)
     assert _get(live, "u/k")["usage"]["tokens"] == 4
+    assert _stored(live, "u/k") == (1, [(2, 2)])

@@ -89,6 +89,7 @@ def _set(server, agent: Agent, to: str, turns_done: int | None = None, ended=(),
             data["tokens"] = usage.tokens(ended[first:turns_done])
         lifecycle.transition(current, to, **data)
         if turns_done is not None and turns_done > first:
-            faults.point("before_turn_usage")  # the turn's end and its usage: one commit
-            usage.record(current, ended[first:turns_done], first)
+            usage.record(current, ended[first:turns_done], first)  # the same commit
+    if turns_done is not None and turns_done > first:
+        faults.point("after_turn_usage")  # both committed
     server.notify()

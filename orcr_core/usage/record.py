@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from orcr_core import faults
 from orcr_core.contracts import Turn
 from orcr_core.store.models import Agent, TurnUsage
 
@@ -19,7 +20,11 @@ FIELDS = ("input", "output", "cache_read", "cache_write")
 
 def record(agent: Agent, turns: Sequence[Turn], first: int, now: float | None = None) -> int:
     """Store the usage of ``turns`` (the transcript's turns ``first``+1 onwards that
-    just ended); turns without usage are skipped. Returns the rows written."""
+    just ended); turns without usage are skipped. Returns the rows written.
+
+    The fault point is here, at the write itself, so that it moves with the write: a
+    kill there must find the turn's end not committed either."""
+    faults.point("before_turn_usage")
     now = time.time() if now is None else now
     rows = [
         {
