@@ -23,6 +23,19 @@ from orcr_tasks.taskfile import Task, TaskFileError
 MAX_ATTEMPTS = 3
 
 
+def reaped_claim(hb: dict, age: float) -> str:
+    """What a reap writes into the task file about the claim it ended, so a worker told
+    its claim was reaped finds it recorded there (never silent): who held it, its token
+    and its agent."""
+    who = "/".join(str(hb[k]) for k in ("host", "pid") if hb.get(k)) or "unknown"
+    parts = [f"no heartbeat for {age:.0f}s", f"claim {hb.get('token') or '-'} of worker {who}"]
+    if hb.get("slot") is not None:
+        parts[-1] += f" slot {hb['slot']}"
+    if hb.get("agent") or hb.get("uuid"):
+        parts.append(f"agent {hb.get('agent') or hb.get('uuid')} ended")
+    return "reaped: " + "; ".join(parts)
+
+
 class Moves(Backend):
     def _held(self, task_id: str, state: str, token: str | None) -> None:
         if token is not None and not self.holds(task_id, state, token):
@@ -51,7 +64,6 @@ class Moves(Backend):
                     self.commit_results(task_id, token, staged)
                     staged = None
                 self.move(task_id, "doing", "review", edit)
-                self.drop_heartbeat(task_id)
         finally:
             if staged is not None:
                 self.discard_results(staged)
@@ -72,7 +84,6 @@ class Moves(Backend):
             t.append(f"{heading} {attempts} ({now_iso()})", reason)
 
         self.move(task_id, src, dst, edit, announce.prepare(self.label, task_id, src, dst, reason))
-        self.drop_heartbeat(task_id)
         return dst
 
     def park(self, task_id: str, token: str | None, question: str) -> None:
@@ -86,7 +97,6 @@ class Moves(Backend):
                 lambda t: t.append(f"Question ({now_iso()})", question),
                 notice,
             )
-            self.drop_heartbeat(task_id)
 
     def answer(self, task_id: str, text: str) -> str:
         if not text.strip():
@@ -116,7 +126,6 @@ class Moves(Backend):
                 t.append(f"Pass {len(passes)} (verifier {provider}, {now_iso()})", "passed")
 
             self.move(task_id, "verifying", dst, edit)
-            self.drop_heartbeat(task_id)
             if dst == "done":
                 self._release()
             return dst
@@ -128,7 +137,6 @@ class Moves(Backend):
             self._held(task_id, state, token)
             dst = "todo" if state == "doing" else "review"
             self.move(task_id, state, dst)
-            self.drop_heartbeat(task_id)
             return dst
 
     def return_verification(self, task_id: str, token: str | None, why: str | None = None):
@@ -141,7 +149,6 @@ class Moves(Backend):
         with self.locked():
             self._held(task_id, "verifying", token)
             self.move(task_id, "verifying", "review", edit if why else None)
-            self.drop_heartbeat(task_id)
 
     def _release(self) -> list[str]:
         released = []
@@ -182,19 +189,26 @@ class Moves(Backend):
                             reaped.append((tid, state, moved.split("/")[0]))
                             ended.append((tid, hb))
                         continue
-                    if state == "doing":
-                        why = f"reaped: no heartbeat for {age:.0f}s"
-                        dst = self._fail(tid, "doing", "Attempt failed", why)
-                    else:
-                        self.move(tid, "verifying", "review")
-                        self.drop_heartbeat(tid)
-                        dst = "review"
+                    dst = self._reap_one(tid, state, reaped_claim(hb, age))
                     reaped.append((tid, state, dst))
                     ended.append((tid, hb))
             self._release()
         for tid, hb in ended if on_reap is not None else ():
             on_reap(tid, hb)  # outside the lock: it may talk to the orcr server
         return reaped
+
+    def _reap_one(self, tid: str, state: str, why: str) -> str:
+        """A stale build to todo/ (an attempt), a stale verification to review/ (not
+        one); either way the task file records the claim that was reaped."""
+        if state == "doing":
+            return self._fail(tid, "doing", "Attempt failed", why)
+        self.move(
+            tid,
+            "verifying",
+            "review",
+            lambda t: t.append(f"Verification reaped ({now_iso()})", why),
+        )
+        return "review"
 
     def unlock(self, force: bool = False) -> str:
         """Clear a stale lock after checking its owner is gone."""

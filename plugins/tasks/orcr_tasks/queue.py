@@ -51,6 +51,8 @@ FOLDERS = (*STATES, "results", "hb")
 MARKER = ".orcr-tasks"
 #: where each role claims from and into
 CLAIMS = {"builder": ("todo", "doing"), "verifier": ("review", "verifying")}
+#: the folders a claim holds a task in
+HELD = ("doing", "verifying")
 #: an unreadable file younger than this may still be being written: it is
 #: skipped, not moved aside, until it is older
 UNREADABLE_GRACE = 2.0
@@ -218,6 +220,8 @@ class Queue(Moves):
                 return None  # renamed away and claimed back since: not ours any more
         else:
             write_atomic(src, j["content"])
+        if j["src"] in HELD:
+            self.drop_heartbeat(j["id"])
         os.rename(src, dst)
         fsync_dir(dst.parent)
         self._notice(j.get("notice"))
@@ -254,6 +258,8 @@ class Queue(Moves):
         faults.point("tasks.move.edited")
         journal["ctime_ns"] = path.stat().st_ctime_ns
         self._journal(journal)
+        if src in HELD:  # the claim ends: its heartbeat goes first (see drop_heartbeat)
+            self.drop_heartbeat(task_id)
         os.rename(path, self.file(dst, task_id))
         faults.point("tasks.move.renamed")
         fsync_dir(self.root / dst)
@@ -396,6 +402,10 @@ class Queue(Moves):
         return bool(hb and hb.get("token") == token and self.file(state, task_id).exists())
 
     def drop_heartbeat(self, task_id: str) -> None:
+        """Remove ``hb/T``. Only ever while the task is in doing/ or verifying/ and the
+        lock is held (:meth:`move` drops it just before the rename that ends the claim):
+        ``hb/T`` is keyed by task, not by claim, so a drop after the task became
+        claimable again would delete the next claim's fresh heartbeat (issue 40)."""
         try:
             os.unlink(self.hb(task_id))
         except FileNotFoundError:

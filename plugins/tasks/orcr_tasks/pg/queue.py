@@ -30,7 +30,7 @@ from orcr_tasks import announce
 from orcr_tasks.backend import QueueError, check_new_task
 from orcr_tasks.files import now_iso
 from orcr_tasks.location import readable
-from orcr_tasks.moves import Moves
+from orcr_tasks.moves import Moves, reaped_claim
 from orcr_tasks.pg import schema
 from orcr_tasks.pg.url import parse, scrub
 from orcr_tasks.taskfile import Task
@@ -364,12 +364,7 @@ class PgQueue(Moves):
         reaped, ended = [], []
         with self.locked():
             for tid, state, hb, age in self._rows(schema.STALE, self._p(stale=float(stale))):
-                if state == "doing":
-                    why = f"reaped: no heartbeat for {age:.0f}s"
-                    dst = self._fail(tid, "doing", "Attempt failed", why)
-                else:
-                    self.move(tid, "verifying", "review")
-                    dst = "review"
+                dst = self._reap_one(tid, state, reaped_claim(dict(hb or {}), age))
                 reaped.append((tid, state, dst))
                 ended.append((tid, dict(hb or {})))
             self._release()
