@@ -35,6 +35,7 @@ from orcr_core.client import ServerError
 from orcr_tasks import checkouts
 from orcr_tasks.location import agent_segment
 from orcr_tasks.lock import LockBusy
+from orcr_tasks.logline import write_line
 from orcr_tasks.prompts import (
     answered_questions,
     builder_prompt,
@@ -123,7 +124,7 @@ class Worker:
         self.queue.lock_wait = max(self.queue.lock_wait, self.stale / 2)
 
     def say(self, msg: str) -> None:
-        print(f"orcr tasks [{self.role}] {msg}", file=self.log or sys.stderr, flush=True)
+        write_line(self.log or sys.stderr, f"orcr tasks [{self.role}] {msg}")  # whole lines
 
     def run(self) -> None:
         root = self.queue.local_root

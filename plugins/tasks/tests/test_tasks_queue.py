@@ -182,6 +182,11 @@ Worker(open_queue(sys.argv[1]), "builder", slots=2, drain=True, sdk_factory=Agen
 """
 
 
+def every_log(logs) -> str:
+    """Every worker's whole log, for a failure's message."""
+    return "\n".join(f"--- {log.name} ---\n{log.read_text()}" for log in logs)
+
+
 def test_sixteen_worker_processes_build_two_hundred_tasks_once_each(q, short_tmp):
     """The whole builder loop (claim, heartbeat, results, the locked finish) in 16
     processes of 2 slots each; counted from the files and the workers' logs."""
@@ -192,16 +197,18 @@ def test_sixteen_worker_processes_build_two_hundred_tasks_once_each(q, short_tmp
     for log in logs:
         with open(log, "w") as fh:
             procs.append(subprocess.Popen([sys.executable, "-c", WORKER, spec(q)], stderr=fh))
-    assert [p.wait(300) for p in procs] == [0] * 16
+    assert [p.wait(300) for p in procs] == [0] * 16, every_log(logs)
     built = [
         ln.split()[3].rstrip(":")
         for log in logs
         for ln in log.read_text().splitlines()
         if ln.endswith("built -> review/")
     ]
-    assert len(built) == 200 and len(set(built)) == 200, [log.read_text() for log in logs][:2]
-    assert sum(1 for log in logs if "built" in log.read_text()) > 1
-    assert all(v == ["review"] for v in states_of(q).values()) and len(states_of(q)) == 200
+    assert len(built) == 200 and len(set(built)) == 200, every_log(logs)
+    assert sum(1 for log in logs if "built" in log.read_text()) > 1, every_log(logs)
+    assert all(v == ["review"] for v in states_of(q).values()) and len(states_of(q)) == 200, (
+        every_log(logs)
+    )
     assert all(q.results(tid) == "built\nREVISION: r1\n" for tid in states_of(q))
     assert heartbeats(q) == {} and q.lock_status() is None
 
