@@ -295,6 +295,36 @@ def tasks_unlock(queue_dir, force):
     click.echo(_open(queue_dir).unlock(force))
 
 
+@tasks.command(name="settings")
+@click.argument("args", nargs=-1, metavar="[DIR] [NAME=VALUE]...")
+@click.option("--json", "json_", is_flag=True)
+@_errors
+def tasks_settings(args, json_):
+    """Show the queue's settings, or set each NAME=VALUE (docs/tasks.md#dependants):
+
+    \b
+    dependants      merged (default) or landed: when a dependant leaves backlog/
+    base            the branch builders start from ('' for the repository's HEAD)
+    keep_checkouts  true keeps a built attempt's checkout (default: its branch only)
+    """
+    from orcr_tasks import settings
+
+    q, rest = _split(args, "NAME=VALUE")
+    changes = {}
+    for item in rest:
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise click.UsageError(f"{item!r} is not NAME=VALUE (e.g. dependants=landed)")
+        changes[name] = settings.parse(name, value)
+    conf = q.set_settings(changes) if changes else q.settings()
+    if json_:
+        click.echo(jsonlib.dumps(conf))
+    else:
+        for name, value in conf.items():
+            shown = jsonlib.dumps(value) if not isinstance(value, str) else value
+            click.echo(f"{name} = {shown}")
+
+
 @tasks.command(name="work")
 @queue_arg
 @click.option("--role", type=click.Choice(["builder", "verifier"]), required=True)

@@ -14,7 +14,7 @@ import secrets
 import shutil
 import time
 
-from orcr_tasks import announce
+from orcr_tasks import announce, checkouts
 from orcr_tasks.backend import Backend, QueueError
 from orcr_tasks.files import now_iso
 from orcr_tasks.lock import owner_alive, read_owner
@@ -37,6 +37,20 @@ def reaped_claim(hb: dict, age: float) -> str:
 
 
 class Moves(Backend):
+    #: the git repository ``dependants = landed`` checks (a worker's ``--cwd``); with
+    #: none, that mode releases nothing (a worker that has one does)
+    repo: str | None = None
+
+    def _landed(self, depends_on: list[str], conf: dict) -> bool:
+        """Whether dependants of ``depends_on`` (all done) may leave backlog/ under the
+        queue's ``dependants`` setting (:mod:`orcr_tasks.settings`)."""
+        if conf.get("dependants") != "landed" or not depends_on:
+            return True
+        if self.repo is None:
+            return False
+        revisions = [self.read("done", d).meta.get("revision") for d in depends_on]
+        return checkouts.landed(self.repo, conf.get("base"), revisions)
+
     def _held(self, task_id: str, state: str, token: str | None) -> None:
         if token is not None and not self.holds(task_id, state, token):
             raise QueueError(f"task {task_id} is no longer claimed by this worker (reaped?)")
@@ -86,7 +100,8 @@ class Moves(Backend):
         self.move(task_id, src, dst, edit, announce.prepare(self.label, task_id, src, dst, reason))
         return dst
 
-    def park(self, task_id: str, token: str | None, question: str) -> None:
+    def park(self, task_id: str, token: str | None, question: str, heading="Question") -> None:
+        """To inbox/ with a ``## Question`` (or ``heading``) section: not an attempt."""
         with self.locked():
             self._held(task_id, "doing", token)
             notice = announce.prepare(self.label, task_id, "doing", "inbox", question)
@@ -94,7 +109,7 @@ class Moves(Backend):
                 task_id,
                 "doing",
                 "inbox",
-                lambda t: t.append(f"Question ({now_iso()})", question),
+                lambda t: t.append(f"{heading} ({now_iso()})", question),
                 notice,
             )
 
@@ -151,15 +166,19 @@ class Moves(Backend):
             self.move(task_id, "verifying", "review", edit if why else None)
 
     def _release(self) -> list[str]:
-        released = []
+        released, conf = [], None
         for task, _st, tid in self.tasks("backlog"):
             if task is not None and all(self.is_in("done", d) for d in task.depends_on):
+                conf = conf or self.settings()
+                if not self._landed(task.depends_on, conf):
+                    continue  # dependants = landed: not on the base branch yet
                 self.move(tid, "backlog", "todo")
                 released.append(tid)
         return released
 
     def release(self) -> list[str]:
-        """Move every backlog task whose dependencies are all done to todo/."""
+        """Move every backlog task whose dependencies are all done (with ``dependants =
+        landed``: and on the base branch) to todo/."""
         with self.locked():
             return self._release()
 

@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from orcr_core import faults
-from orcr_tasks import announce
+from orcr_tasks import announce, settings
 from orcr_tasks.backend import check_new_task
 from orcr_tasks.files import fsync_dir, now_iso, rename_noreplace, write_atomic
 from orcr_tasks.location import queue_segment, unsafe_location
@@ -268,6 +268,15 @@ class Queue(Moves):
         os.unlink(self.lock.path / "journal.json")
         return task
 
+    # -- settings (orcr_tasks.settings) ---------------------------------------------
+
+    def settings(self) -> dict:
+        return settings.merged(settings.read_file(self.root))
+
+    def set_settings(self, changes: dict) -> dict:
+        with self.locked():
+            return settings.merged(settings.write_file(self.root, changes))
+
     # -- adding -----------------------------------------------------------------
 
     def new_id(self) -> str:
@@ -308,7 +317,9 @@ class Queue(Moves):
                 "verifiers": verifiers,
                 "created": now_iso(),
             }
-            ready = all(self.file("done", d).exists() for d in depends_on)
+            ready = all(self.file("done", d).exists() for d in depends_on) and self._landed(
+                list(depends_on), self.settings()
+            )
             state = "todo" if ready else "backlog"
             write_atomic(self.file(state, task_id), Task(meta, text.strip() + "\n").render())
             fsync_dir(self.root / state)

@@ -122,6 +122,7 @@ class Worker:
         # a worker's finished work must not be dropped because 30 busy workers queue
         # for the lock: it waits as long as half a stale heartbeat (the owner is alive)
         self.queue.lock_wait = max(self.queue.lock_wait, self.stale / 2)
+        self.queue.repo = checkouts.repo_root(self.cwd or os.getcwd())  # dependants = landed
 
     def say(self, msg: str) -> None:
         write_line(self.log or sys.stderr, f"orcr tasks [{self.role}] {msg}")  # whole lines
@@ -344,16 +345,14 @@ class Worker:
     def build(self, orcr, tid: str, token: str) -> None:
         task = self.queue.read("doing", tid)
         provider = task.meta.get("provider") or (self.providers[0] if self.providers else None)
+        opts = self.agent_options(task, "build", tid, token)
+        why = self.worktree and checkouts.start_options(self.queue, task, self.cwd, opts)
+        if why:  # its dependencies' revisions do not merge: a human decides
+            self.queue.park(tid, token, why, heading="Refused")
+            return self.say(f"{tid}: refused ({clip(why, 300)}) -> inbox/")
+        prompt, cwd = builder_prompt(self.queue, task), self.workspace(tid, task)
         answer, error = self.run_agent(
-            orcr,
-            tid,
-            token,
-            "doing",
-            builder_prompt(self.queue, task),
-            provider,
-            "build",
-            self.workspace(tid, task),
-            self.agent_options(task, "build", tid, token),
+            orcr, tid, token, "doing", prompt, provider, "build", cwd, opts
         )
         if error == REAPED:
             self.say(f"{tid}: {error}")

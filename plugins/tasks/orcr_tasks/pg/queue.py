@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 
 from orcr_core import faults
-from orcr_tasks import announce
+from orcr_tasks import announce, settings
 from orcr_tasks.backend import QueueError, check_new_task
 from orcr_tasks.files import now_iso
 from orcr_tasks.location import readable
@@ -245,6 +245,33 @@ class PgQueue(Moves):
     def discard_results(self, staged) -> None:
         pass
 
+    # -- settings (orcr_tasks.settings) ----------------------------------------------
+
+    def _stored_settings(self) -> dict | None:
+        """The queue row's ``settings``; None when the column is missing (tables made by
+        an orcr before it: ``to_jsonb`` of the row reads either kind)."""
+        rows = self._rows(
+            "SELECT to_jsonb(q) -> 'settings' FROM orcr_task_queues q WHERE name = %s",
+            [self.queue],
+        )
+        return dict(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def settings(self) -> dict:
+        return settings.merged(self._stored_settings())
+
+    def set_settings(self, changes: dict) -> dict:
+        with self.locked():
+            if self._stored_settings() is None:
+                raise QueueError(
+                    f"{self.label}: its tables have no settings column yet; run `orcr tasks "
+                    "init` on it once as the tables' owner"
+                )
+            self._run(
+                "UPDATE orcr_task_queues SET settings = settings || %s::jsonb WHERE name = %s",
+                [json.dumps(changes), self.queue],
+            )
+        return self.settings()
+
     # -- adding -------------------------------------------------------------------------
 
     def _serialise(self) -> None:
@@ -283,7 +310,10 @@ class PgQueue(Moves):
                 "verifiers": verifiers, "created": now_iso(),
             }  # fmt: skip
             meta = {k: v for k, v in meta.items() if v is not None}
-            state = "todo" if all(s == ["done"] for s in states.values()) else "backlog"
+            ready = all(s == ["done"] for s in states.values())
+            state = (
+                "todo" if ready and self._landed(list(depends_on), self.settings()) else "backlog"
+            )
             self._run(
                 "INSERT INTO orcr_tasks (queue, id, state, meta, body) "
                 "VALUES (%(queue)s, %(id)s, %(state)s, %(meta)s::jsonb, %(body)s)",

@@ -30,6 +30,8 @@ DDL = [
         name text PRIMARY KEY,
         created timestamptz NOT NULL DEFAULT now()
     )""",
+    "ALTER TABLE orcr_task_queues ADD COLUMN IF NOT EXISTS settings jsonb NOT NULL "
+    "DEFAULT '{}'::jsonb",
     f"""CREATE TABLE IF NOT EXISTS orcr_tasks (
         queue text NOT NULL REFERENCES orcr_task_queues (name),
         id text NOT NULL,
