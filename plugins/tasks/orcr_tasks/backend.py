@@ -79,6 +79,8 @@ class Backend:
     name: str
     #: the directory holding the queue, or None when it has none (a database)
     local_root = None
+    #: what opens this queue again (a path, or the URL as given, password and all)
+    spec: str
 
     # reading
     def ids(self, state: str) -> list[str]: ...

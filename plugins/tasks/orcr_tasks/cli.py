@@ -273,11 +273,13 @@ def tasks_reap(queue_dir, stale):
     backlog tasks whose dependencies are done."""
     from orcr_core.client import Client
     from orcr_core.sdk import Orcr
-    from orcr_tasks.worker import end_agent
+    from orcr_tasks.guard import end_agent
 
     orcr = Orcr(Client(autostart=False))  # no server: no agent to end
     try:
-        for tid, src, dst in _open(queue_dir).reap(stale, end_agent(orcr)):
+        for tid, src, dst in _open(queue_dir).reap(
+            stale, end_agent(orcr, lambda m: click.echo(m, err=True))
+        ):
             click.echo(f"{tid} {src} -> {dst}")
     finally:
         orcr.close()
@@ -399,6 +401,7 @@ def tasks_work(
         worktree=worktree,
         model=model,
         args=list(extra),
+        guard=True,
     )
     try:
         w.run()

@@ -108,6 +108,11 @@ class Queue(Moves):
         return str(self.root)
 
     @property
+    def spec(self) -> str:
+        """What opens this queue again (``ORCR_TASKS_DIR``)."""
+        return str(self.root)
+
+    @property
     def local_root(self) -> Path:
         return self.root
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import sys
 import threading
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 
 from orcr_core.client import ServerError
 from orcr_tasks import checkouts
+from orcr_tasks.guard import end_agent, whereabouts
 from orcr_tasks.location import agent_segment
 from orcr_tasks.lock import LockBusy
 from orcr_tasks.logline import write_line
@@ -65,19 +65,6 @@ class AgentRefused(Exception):
 
 class ServerOutage(Exception):
     """orcr stayed unreachable for longer than the worker rides an outage."""
-
-
-def end_agent(orcr):
-    """An ``on_reap`` callback: end the agent a reaped claim had started, if it runs."""
-
-    def kill(tid: str, hb: dict) -> None:
-        if hb.get("uuid"):
-            try:
-                orcr.kill(hb["uuid"])
-            except Exception:  # already ended, or no server: nothing to end
-                pass
-
-    return kill
 
 
 def clip(text: str, limit: int) -> str:
@@ -117,6 +104,8 @@ class Worker:
     stop: threading.Event = field(default_factory=threading.Event)
     refused: str | None = None
     last_agent: dict = field(default_factory=dict)  # task id -> its latest agent's uuid
+    #: start the claim guard beside the worker (orcr_tasks.guard): the CLI does
+    guard: bool = False
 
     def __post_init__(self) -> None:
         # a worker's finished work must not be dropped because 30 busy workers queue
@@ -139,6 +128,11 @@ class Worker:
                 f"is inside the queue {root}, where the builder's report lives: "
                 "run from (or give --cwd) the checkout to verify"
             )
+        guard = None
+        if self.guard:  # ends this host's agents whose claims are gone, even after we die
+            from orcr_tasks import guard as claim_guard
+
+            guard = claim_guard.spawn(self.queue.spec, self.heartbeat, self.stale)
         threads = [
             threading.Thread(target=self.run_slot, args=(n,), daemon=True)
             for n in range(self.slots)
@@ -152,12 +146,15 @@ class Worker:
         except KeyboardInterrupt:
             self.stop.set()
             raise
+        finally:
+            if guard is not None:
+                guard.stdin.close()  # the guard sweeps once more and exits
         if self.refused:
             raise QueueError(f"stopped: {self.refused}")
 
     def reap(self, orcr) -> None:
         try:
-            for tid, src, dst in self.queue.reap(self.stale, end_agent(orcr)):
+            for tid, src, dst in self.queue.reap(self.stale, end_agent(orcr, self.say)):
                 if dst == "quarantine":
                     self.say(f"{tid}: {src}/{tid}.md is not a readable task -> quarantine/")
                 else:
@@ -170,6 +167,7 @@ class Worker:
 
     def run_slot(self, n: int) -> None:
         orcr = self.sdk_factory()
+        here = whereabouts()
         reaped_at = 0.0
         try:
             while not self.stop.is_set():
@@ -177,7 +175,7 @@ class Worker:
                     reaped_at = time.monotonic()
                     self.reap(orcr)
                 token = secrets.token_hex(4)
-                info = {"pid": os.getpid(), "host": socket.gethostname(), "slot": n}
+                info = {"pid": os.getpid(), "slot": n, **here}
                 try:
                     tid = self.queue.claim(self.role, token, info, self.unreadable)
                 except OSError as exc:

@@ -56,6 +56,7 @@ class PgQueue(Moves):
 
     def __init__(self, url: str):
         self.target = parse(url)
+        self.spec = url  # what opens it again (the claim guard's): may carry a password
         self.queue = self.target.queue
         self.label = self.target.label
         self.db = _database(self.target.conninfo)
