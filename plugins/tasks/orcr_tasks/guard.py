@@ -76,7 +76,8 @@ def sweep(queue, orcr) -> tuple[list[dict], int]:
             orcr.kill(a["uuid"])
             ended.append(a)
         except Exception:  # ended meanwhile
-            pass
+            continue
+        say(f"ended {a['path']} ({a['uuid']}): its claim was reaped or taken over")
     return ended, len(agents)
 
 
@@ -156,8 +157,6 @@ def run(spec: str, every: float, limit: float) -> int:
         try:
             ended, live = sweep(queue, orcr)
             unreachable_since = None
-            for a in ended:
-                say(f"ended {a['path']} ({a['uuid']}): its claim was reaped or taken over")
             if gone and live - len(ended) <= 0:
                 return 0
         except (ServerError, OSError) as exc:

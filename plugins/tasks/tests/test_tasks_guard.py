@@ -122,7 +122,11 @@ def test_a_reap_from_another_host_ends_the_agent_on_its_own_host(q, short_tmp):
             what="A's agent ended by A's claim guard",
         )
         assert a.agent(hb["uuid"])[1] == "killed", a.agent(hb["uuid"])
-        assert "its claim was reaped or taken over" in log.read_text(), log.read_text()
+        until(
+            lambda: "its claim was reaped or taken over" in log.read_text(),
+            10,
+            what="the guard's line in A's worker log",
+        )
         # its worker gone and nothing of the queue left to guard, the guard exits
         until(lambda: not a.processes("orcr_tasks.guard"), 30, what="the guard to exit")
     finally:
