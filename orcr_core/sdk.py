@@ -195,6 +195,11 @@ class Orcr:
         """Remove an ended agent's kept checkout (refused while it holds work, unless ``force``)."""
         return self.client.call("worktree.remove", target=target, force=force)
 
+    def prune_worktrees(self, dry_run: bool = False) -> dict:
+        """Remove the kept checkouts of ended agents whose work is all on their branch:
+        ``{"pruned": [...], "left": [...], "dry_run"}`` (``dry_run``: change nothing)."""
+        return self.client.call("worktree.prune", dry_run=dry_run)
+
     def list(self, prefix: str | None = None, all: bool = False) -> list[dict]:
         return self.client.call("agent.list", prefix=prefix, all=all)["agents"]
 

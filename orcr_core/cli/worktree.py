@@ -62,3 +62,33 @@ def worktree_rm(target, force, json_):
             f"{res['worktree']} removed"
             + ("" if not res["branch_kept"] else f" ({res['reason'].split('; ', 1)[1]})")
         )
+
+
+@worktree.command(name="prune")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; change nothing.")
+@click.option("--json", "json_", is_flag=True, help="Print JSON.")
+def worktree_prune(dry_run, json_):
+    """Remove every kept checkout whose agent ended and whose work is on its branch.
+
+    The branch stays while it holds commits on no other branch (its work is
+    recorded there) and goes when they are merged into another. A checkout with
+    uncommitted or untracked files is left: 'orcr worktree rm --force' discards them.
+    """
+    with sdk() as orcr:
+        res = orcr.prune_worktrees(dry_run=dry_run)
+    if json_:
+        click.echo(jsonlib.dumps(res))
+        return
+    verb = "would remove" if dry_run else "removed"
+    for w in res["pruned"]:
+        if not w["branch"]:
+            fate = "no branch"
+        elif w["branch_kept"]:
+            fate = f"branch {w['branch']} stays ({w['reason'].split('keeps ', 1)[-1]})"
+        else:
+            fate = f"branch {w['branch']} goes (nothing on it is only there)"
+        click.echo(f"{verb} {w['worktree']} ({w['path']}): {fate}")
+    for w in res["left"]:
+        click.echo(f"left {w['worktree']} ({w['path']}): {w['reason']}")
+    if not res["pruned"] and not res["left"]:
+        click.echo("no kept checkout to prune")

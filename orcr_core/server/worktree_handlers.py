@@ -1,4 +1,5 @@
-"""Socket methods ``worktree.list`` and ``worktree.remove`` (merged into the handler table)."""
+"""Socket methods ``worktree.list``, ``worktree.remove`` and ``worktree.prune`` (merged into
+the handler table)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,11 @@ def worktree_remove(server, params):
     if not isinstance(target, str) or not target:
         raise vcs.VcsError("missing parameter 'target' (an agent or a checkout)", "invalid_params")
     return finish.remove_kept(_find(target), force=bool(params.get("force")))
+
+
+@method("worktree.prune")
+def worktree_prune(server, params):
+    dry_run = params.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise vcs.VcsError("parameter 'dry_run' must be true or false", "invalid_params")
+    return finish.prune(dry_run=dry_run)

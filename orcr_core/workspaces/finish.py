@@ -108,11 +108,15 @@ def decide(agent: Agent, wt: dict, backend) -> None:
     _settle(agent, wt, "removed", "it held nothing that is not on another branch")
 
 
-def remove_kept(agent: Agent, force: bool) -> dict:
+def remove_kept(agent: Agent, force: bool, prune: bool = False, dry_run: bool = False) -> dict:
     """``orcr worktree rm``: remove an ended agent's kept checkout on request.
 
     Refused while it holds changes or commits unless ``force``; even then a
-    branch with commits on no other branch is kept (only files are discarded)."""
+    branch with commits on no other branch is kept (only files are discarded).
+    ``prune`` (``orcr worktree prune``) refuses changed files only: a checkout
+    whose work is all committed goes, its branch staying while it holds commits
+    on no other branch (recorded) and going when they are on another (merged);
+    ``dry_run`` says what would happen and changes nothing."""
     wt = plan.load(agent)
     if wt is None:
         raise vcs.VcsError(f"agent {agent.path} has no checkout", "no_worktree")
@@ -130,7 +134,7 @@ def remove_kept(agent: Agent, force: bool) -> dict:
     root, dest, branch = wt["repo"], wt["path"], wt.get("branch")
     with vcs.repo_lock(backend.lock_key(root)):
         held = backend.holdings(root, dest, branch) if os.path.isdir(dest) else vcs.Holdings()
-        why = held.reason(branch)
+        why = vcs.Holdings(changed=held.changed).reason(branch) if prune else held.reason(branch)
         if why and not force:
             raise vcs.VcsError(
                 f"the checkout {dest} holds {why}; commit or merge them first, or give "
@@ -138,16 +142,21 @@ def remove_kept(agent: Agent, force: bool) -> dict:
                 "worktree_holds_work",
             )
         tip = backend.branch_tip(root, branch) if branch else None
-        if os.path.isdir(dest):
+        if dry_run:
+            pass
+        elif os.path.isdir(dest):
             if held.changed:
                 backend.discard(root, dest, None, None)  # files only: the branch stays
             backend.remove(root, dest, branch, None if held.commits else tip)
         else:
             backend.remove(root, dest, branch, tip)
     kept_branch = bool(held.commits)
-    reason = "removed on request" + (
+    reason = ("pruned" if prune else "removed on request") + (
         f"; branch {branch} keeps {len(held.commits)} commits" if kept_branch else ""
     )
+    out = {"path": agent.path, "worktree": dest, "branch": branch, "branch_kept": kept_branch}
+    if dry_run:
+        return dict(out, reason=reason, dry_run=True)
     wt["reason"] = reason
     with db.atomic("IMMEDIATE"):
         Agent.update(worktree=json.dumps(wt), worktree_state="removed").where(
@@ -157,4 +166,19 @@ def remove_kept(agent: Agent, force: bool) -> dict:
             "worktree.removed", agent.uuid, path=agent.path, worktree=dest, branch=branch,
             reason=reason, forced=force,
         )  # fmt: skip
-    return {"path": agent.path, "worktree": dest, "branch_kept": kept_branch, "reason": reason}
+    return dict(out, reason=reason)
+
+
+def prune(dry_run: bool = False) -> dict:
+    """``orcr worktree prune``: remove every kept checkout of an ended agent whose work is
+    all on its branch (:func:`remove_kept` with ``prune``); one that holds uncommitted
+    or untracked files is left, with why, for ``orcr worktree rm --force``."""
+    pruned, left = [], []
+    rows = Agent.select().where(Agent.worktree_state == "kept", Agent.status == "ended")
+    for agent in rows.order_by(Agent.id):
+        try:
+            pruned.append(remove_kept(agent, force=False, prune=True, dry_run=dry_run))
+        except vcs.VcsError as exc:
+            wt = plan.load(agent) or {}
+            left.append({"path": agent.path, "worktree": wt.get("path"), "reason": str(exc)})
+    return {"pruned": pruned, "left": left, "dry_run": dry_run}
