@@ -52,10 +52,21 @@ def init_queue(spec):
 
 
 def check_new_task(
-    text: str, done_when: str, task_id: str | None, depends_on, verifiers: int
+    text: str,
+    done_when: str,
+    task_id: str | None,
+    depends_on,
+    verifiers: int,
+    model: str | None = None,
 ) -> None:
     """What ``tasks add`` refuses on either backend before it takes the queue's lock:
-    an empty text or --done-when, fewer than 1 verifier, an id that is not allowed."""
+    an empty text or --done-when, fewer than 1 verifier, an id that is not allowed, a
+    --model that is empty or has white space in it."""
+    if model is not None and (not model or model != "".join(model.split())):
+        raise QueueError(
+            f"--model {model!r}: a model name is one word with no white space "
+            "(e.g. claude-sonnet-4-5); leave it out to use tasks work --model"
+        )
     if not text.strip():
         raise QueueError("the task text is empty; give it after -- (or - to read stdin)")
     if not done_when.strip():

@@ -111,6 +111,9 @@ def tasks_init(queue_dir):
 @click.option("--cluster", metavar="NAME", help="Group for reject rates in status.")
 @click.option("--provider", "-p", metavar="P", help="Provider for the builder of this task.")
 @click.option(
+    "--model", metavar="MODEL", help="Model of this task's agents (over tasks work --model)."
+)
+@click.option(
     "--verifiers",
     type=click.IntRange(min=1),
     default=1,
@@ -119,7 +122,7 @@ def tasks_init(queue_dir):
 )
 @click.argument("args", nargs=-1, metavar="[DIR] -- TEXT...")
 @_errors
-def tasks_add(task_id, done_when, depends_on, cluster, provider, verifiers, args):
+def tasks_add(task_id, done_when, depends_on, cluster, provider, model, verifiers, args):
     """Write one task file into todo/ (backlog/ while a dependency is not done).
 
     TEXT is the task ('-' reads it from stdin). Prints "<id> <state>".
@@ -136,6 +139,7 @@ def tasks_add(task_id, done_when, depends_on, cluster, provider, verifiers, args
         cluster=cluster,
         provider=provider,
         verifiers=verifiers,
+        model=model,
     )
     click.echo(f"{tid} {state}")
 

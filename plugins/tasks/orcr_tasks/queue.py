@@ -299,9 +299,10 @@ class Queue(Moves):
         cluster: str | None = None,
         provider: str | None = None,
         verifiers: int = 1,
+        model: str | None = None,
     ) -> tuple[str, str]:
         """Write one task file into todo/ (or backlog/ while a dependency is not done)."""
-        check_new_task(text, done_when, task_id, depends_on, verifiers)
+        check_new_task(text, done_when, task_id, depends_on, verifiers, model)
         with self.locked():
             task_id = task_id if task_id is not None else self.new_id()
             if task_id in depends_on:
@@ -322,6 +323,8 @@ class Queue(Moves):
                 "verifiers": verifiers,
                 "created": now_iso(),
             }
+            if model is not None:
+                meta["model"] = model
             ready = all(self.file("done", d).exists() for d in depends_on) and self._landed(
                 list(depends_on), self.settings()
             )

@@ -282,8 +282,9 @@ class PgQueue(Moves):
     def add(
         self, text: str, done_when: str, task_id: str | None = None, depends_on=(),
         cluster: str | None = None, provider: str | None = None, verifiers: int = 1,
+        model: str | None = None,
     ) -> tuple[str, str]:  # fmt: skip
-        check_new_task(text, done_when, task_id, depends_on, verifiers)
+        check_new_task(text, done_when, task_id, depends_on, verifiers, model)
         with self.locked():
             self._serialise()
             if task_id is None:
@@ -308,7 +309,7 @@ class PgQueue(Moves):
             meta = {
                 "id": task_id, "depends_on": list(depends_on), "done_when": done_when.strip(),
                 "attempts": 0, "cluster": cluster, "provider": provider,
-                "verifiers": verifiers, "created": now_iso(),
+                "verifiers": verifiers, "created": now_iso(), "model": model,
             }  # fmt: skip
             meta = {k: v for k, v in meta.items() if v is not None}
             ready = all(s == ["done"] for s in states.values())

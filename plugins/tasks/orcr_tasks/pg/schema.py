@@ -12,7 +12,10 @@ same identity never gets it (a claim without one, a coordinator's script, is not
 checked). ``notice`` holds the notification of a move to inbox/ or failed/
 (:mod:`orcr_tasks.announce`), set in the move's transaction and cleared once it is
 written to orcr's notices; one a mover killed after its commit left is written by
-the next reap, under the same id.
+the next reap, under the same id. ``model`` is the task's model (``tasks add
+--model``), generated from ``meta`` so the two never disagree; ``orcr tasks init``
+adds it to a database made before it (the code reads ``meta``, so a worker runs on
+either).
 
 The least privileges a worker's role needs: ``SELECT, INSERT, UPDATE`` on
 ``orcr_tasks`` and ``orcr_task_results``, ``SELECT`` on ``orcr_task_queues``,
@@ -49,6 +52,10 @@ DDL = [
         PRIMARY KEY (queue, id)
     )""",
     "ALTER TABLE orcr_tasks ADD COLUMN IF NOT EXISTS notice jsonb",
+    # the task's model (tasks add --model): kept in meta like every field, and shown as
+    # a column of its own for queries; added to a database made before it by `tasks init`
+    "ALTER TABLE orcr_tasks ADD COLUMN IF NOT EXISTS model text "
+    "GENERATED ALWAYS AS (meta->>'model') STORED",
     "CREATE INDEX IF NOT EXISTS orcr_tasks_notices ON orcr_tasks (queue) WHERE notice IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS orcr_tasks_by_state ON orcr_tasks (queue, state, moved_at, seq)",
     """CREATE TABLE IF NOT EXISTS orcr_task_results (
