@@ -1,10 +1,11 @@
-"""The pi coding agent provider adapter (``@mariozechner/pi-coding-agent``).
+"""The pi coding agent provider adapter (``@earendil-works/pi-coding-agent``; up to
+0.73.1 published as ``@mariozechner/pi-coding-agent``).
 
-Pinned to ``>=0.72.1,<0.74``: 0.73.1 ran the whole real_cli tier and 0.72.1 all of it
-but the unit fixtures' capture (docs/providers/pi.md, "Versions checked"); the session
-format (version 3 of pi's session header) and the ``stopReason`` values the reader
-relies on are those of 0.73.1's source (``core/session-manager.js``,
-``core/agent-session.js``); its changelog names no session change since 0.71.
+Pinned to ``>=0.72.1,<0.74 || >=1.6.0,<1.7``: the releases the real_cli tier ran
+(docs/providers/pi.md, "Versions checked"), 1.6.0 under the new name. The session
+format (version 3 of pi's session header, the same file) and the ``stopReason`` values
+the reader relies on are those both lines write (fixtures ``real-0.73.1-*.jsonl`` and
+``real-1.6.0-*.jsonl``, captured from each).
 
 orcr fixes the session file up front: ``pi --session <agent data dir>/pi-session.jsonl``
 writes the agent's session there (a path that does not exist yet starts a new
@@ -34,6 +35,8 @@ from orcr_core.jsonl_tail import JsonlTurnReader
 from orcr_core.versions import check_version
 from orcr_pi.turns import PiTurns
 
+#: pi's npm package: its name since 1.x, and the one it had up to 0.73.1
+PACKAGES = ("@earendil-works/pi-coding-agent", "@mariozechner/pi-coding-agent")
 SESSION_FILE = "pi-session.jsonl"
 VERSION_FILE = "pi-version"
 #: the line under pi's input box: its working folder, then the context and model line
@@ -53,7 +56,7 @@ def package_version(program: str) -> str | None:
             meta = json.loads((folder / "package.json").read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(meta, dict) and meta.get("name") == "@mariozechner/pi-coding-agent":
+        if isinstance(meta, dict) and meta.get("name") in PACKAGES:
             version = meta.get("version")
             return version if isinstance(version, str) else None
     return None
@@ -63,9 +66,9 @@ class PiProvider(JsonlAdapter):
     name = "pi"
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
     run_options = ("model", "args")
-    supported_versions = ">=0.72.1,<0.74"
+    supported_versions = ">=0.72.1,<0.74 || >=1.6.0,<1.7"
     #: the command run by default, and how to install it (``orcr doctor``)
-    cli = ("pi", "npm install -g @mariozechner/pi-coding-agent")
+    cli = ("pi", "npm install -g @earendil-works/pi-coding-agent (pi 1.x needs Node.js 22.19+)")
     has_transcript = True
 
     def session_path(self, spec: LaunchSpec) -> str:

@@ -3,9 +3,10 @@
 A pi session file is JSONL: a ``session`` header, then entries linked by
 ``id``/``parentId``. The conversation is in ``message`` entries whose
 ``message.role`` is ``user``, ``assistant`` or ``toolResult`` (others:
-``bashExecution``, ``custom``, ...); ``model_change``, ``thinking_level_change``,
-``compaction``, ``custom``, ``label``, ``session_info`` and unknown types carry
-no turn.
+``bashExecution``, ``custom``, and since 1.x ``system``: the prompt and tool loadout
+the first request persists); ``model_change``, ``thinking_level_change``,
+``compaction``, ``context_edit``, ``custom``, ``label``, ``session_info`` and unknown
+types carry no turn.
 
 * A ``user`` message opens a turn (a turn still open then, which only a person
   typing a steering message mid-turn does, ends ``interrupted``).
@@ -33,7 +34,9 @@ does not exist while a first answer streams.
 
 Usage: every assistant message carries ``usage`` (``input``, ``output``,
 ``cacheRead``, ``cacheWrite``); a turn's usage is the sum over its messages, the
-model the last one's ``model``.
+model the last one's ``model``. A ``usage`` entry (1.x: usage outside a message, such
+as cache warming; pi counts it in the session's totals) is added to the latest turn
+(one before any turn, to the first).
 
 Blocked: pi asks no permission questions (it runs its tools without asking), so the
 reader never reports ``blocked``.
@@ -47,16 +50,46 @@ from typing import Any
 
 from orcr_core.contracts import Turn, TurnState, Usage
 
-#: pi's own test of a transient error (``AgentSession._isRetryableError``, 0.73.1)
-RETRYABLE = re.compile(
-    r"overloaded|provider.?returned.?error|rate.?limit|too many requests|429|500|502|503|504|"
-    r"service.?unavailable|server.?error|internal.?error|network.?error|connection.?error|"
-    r"connection.?refused|connection.?lost|websocket.?closed|websocket.?error|"
-    r"other side closed|fetch failed|upstream.?connect|reset before headers|socket hang up|"
-    r"ended without|http2 request did not get a response|timed? out|timeout|terminated|"
-    r"retry delay",
+#: pi's own test of a transient error (``isRetryableAssistantError``, pi-ai
+#: ``utils/retry.js``, 1.6.0; a superset of 0.73.1's ``AgentSession._isRetryableError``):
+#: an error matching :data:`NOT_RETRYABLE` (quota, billing) is never retried
+NOT_RETRYABLE = re.compile(
+    r"GoUsageLimitError|FreeUsageLimitError|Monthly usage limit reached|available balance|"
+    r"insufficient_quota|out of budget|quota exceeded|billing|"
+    r"subscription_sharing_usage_limit_exceeded|"
+    r"subscription_sharing_workplace_individual_usage_limit_exceeded|"
+    r'"code"\s*:\s*"?1308(?![0-9])',
     re.IGNORECASE,
 )
+RETRYABLE = re.compile(
+    r"overloaded|server_busy|servers are currently busy|currently experiencing high demand|"
+    r"model is at capacity|rate.?limit|too many requests|"
+    r"(?<![a-z0-9])(?:429|500|502|503|504|520|524)(?![a-z0-9])|"
+    r"service.?(?:is.?)?(?:temporarily.?)?unavailable|server.?error|internal.?error|"
+    r"provider.?returned.?(?:an.?)?error|exceeded request buffer limit while retrying upstream|"
+    r"unable to forward upstream|upstream.?request.?failed|upstream_stream_read_error|"
+    r"stream was interrupted|http/?2 stream failed|network.?error|connection.?error|"
+    r"connection.?refused|connection.?lost|connection.?closed|other side closed|fetch failed|"
+    r"request to \S+ failed, reason:|getaddrinfo|"
+    r"(?<![a-z0-9_])(?:ECONNRESET|ECONNABORTED|ECONNREFUSED|ETIMEDOUT|EPIPE)(?![a-z0-9_])|"
+    r"connection reset by peer|ENOTFOUND|EAI_AGAIN|upstream.?connect|reset before headers|"
+    r"socket hang up|socket connection was closed|timed? out|timeout|terminated|"
+    r"websocket.?closed|websocket.?error|websocket.?connection.?limit.?reached|ended without|"
+    r"stream ended before message_stop|stream ended before a terminal response event|"
+    r"http2 request did not get a response|stream disconnected before completion|"
+    r"cut short after the reply had begun|pending stream has been canceled|retry delay|"
+    r"you can retry your request|try your request again|please retry your request|"
+    r"ResourceExhausted|subscription_sharing_usage_unavailable|"
+    r"subscription_sharing_user_unavailable",
+    re.IGNORECASE,
+)
+
+
+def retryable(error: str) -> bool:
+    """Whether pi retries a request that failed with ``error`` (its errorMessage)."""
+    return not NOT_RETRYABLE.search(error) and bool(RETRYABLE.search(error))
+
+
 #: pi's default ``retry.baseDelayMs`` (seconds) and ``retry.maxRetries``
 RETRY_BASE = 2.0
 RETRY_MAX = 3
@@ -100,6 +133,7 @@ class PiTurns:
         self.version: str | None = None  # pi's own version (the adapter's sidecar file)
         self.started = False
         self._turns: list[_Turn] = []
+        self._pending: Usage | None = None  # ``usage`` entries before the first turn
 
     def feed(self, record: dict[str, Any]) -> None:
         kind = record.get("type")
@@ -108,6 +142,14 @@ class PiTurns:
             self.session_id = record.get("id") if isinstance(record.get("id"), str) else None
             self.cwd = record.get("cwd") if isinstance(record.get("cwd"), str) else None
             return
+        if kind == "usage":  # usage outside a message (1.x: cache warming); counts all the same
+            usage = _usage(record)
+            if self._turns:
+                last = self._turns[-1]
+                last.usage = usage if last.usage is None else last.usage + usage
+            else:
+                self._pending = usage if self._pending is None else self._pending + usage
+            return
         if kind != "message" or not isinstance(record.get("message"), dict):
             return
         message = record["message"]
@@ -115,7 +157,8 @@ class PiTurns:
         if role == "user":
             if self._turns and self._turns[-1].status == "open":
                 self._turns[-1].status = "interrupted"
-            self._turns.append(_Turn())
+            self._turns.append(_Turn(usage=self._pending))
+            self._pending = None
         elif role == "assistant" and self._turns:
             self._assistant(self._turns[-1], message)
 
@@ -130,7 +173,7 @@ class PiTurns:
         elif stop == "error":
             error = m.get("errorMessage") if isinstance(m.get("errorMessage"), str) else None
             turn.status, turn.error = "errored", error or "the model request failed"
-            turn.retries = turn.retries + 1 if error and RETRYABLE.search(error) else 0
+            turn.retries = turn.retries + 1 if error and retryable(error) else 0
         else:  # toolUse (or a reason pi adds later): the turn goes on
             turn.retries = 0
 

@@ -15,14 +15,17 @@ orcr_pi = pytest.importorskip("orcr_pi", reason="orcr-pi not installed: pip inst
 PiProvider = orcr_pi.PiProvider
 
 
-def fake_pi_package(tmp_path, version):
-    """An npm-installed pi: node_modules/.bin/pi -> the package's dist/cli.js."""
-    pkg = tmp_path / "node_modules" / "@mariozechner" / "pi-coding-agent"
+def fake_pi_package(tmp_path, version, name="@earendil-works/pi-coding-agent", wrapped=False):
+    """An npm-installed pi: node_modules/.bin/pi -> the package's dist/cli.js; or
+    (``wrapped``) -> <package>/orcr-node/pi, the wrapper scripts/install-provider-clis
+    writes when the system node is older than the package wants."""
+    pkg = tmp_path / "node_modules" / name
     (pkg / "dist").mkdir(parents=True)
-    (pkg / "package.json").write_text(
-        json.dumps({"name": "@mariozechner/pi-coding-agent", "version": version})
-    )
+    (pkg / "package.json").write_text(json.dumps({"name": name, "version": version}))
     cli = pkg / "dist" / "cli.js"
+    if wrapped:
+        (pkg / "orcr-node").mkdir()
+        cli = pkg / "orcr-node" / "pi"
     cli.write_text("#!/usr/bin/env node\n")
     cli.chmod(cli.stat().st_mode | stat.S_IXUSR)
     bin_dir = tmp_path / "node_modules" / ".bin"
@@ -85,11 +88,29 @@ def test_a_pi_outside_the_pin_is_refused_naming_the_range(tmp_path):
     assert PiProvider().check_version("0.80.0", {"allow_unpinned": True}).startswith("warning")
 
 
-def test_a_pi_inside_the_pin_starts(tmp_path):
-    pi = fake_pi_package(tmp_path, "0.73.1")
+@pytest.mark.parametrize(
+    "name, version, wrapped",
+    [
+        ("@mariozechner/pi-coding-agent", "0.73.1", False),
+        ("@earendil-works/pi-coding-agent", "1.6.0", False),
+        ("@earendil-works/pi-coding-agent", "1.6.0", True),
+    ],
+)
+def test_a_pi_inside_the_pin_starts(tmp_path, name, version, wrapped):
+    """Both package names (pi moved scope after 0.73.1), and the node wrapper's layout.
+    Planted: only the old package name known -> the 1.6.0 cases fail."""
+    pi = fake_pi_package(tmp_path, version, name, wrapped)
+    assert orcr_pi.provider.package_version(pi) == version
     assert PiProvider().launch_argv(spec(tmp_path, argv=[pi]))[0] == pi
-    assert (tmp_path / "data" / "pi-version").read_text() == "0.73.1\n"
-    assert PiProvider().check_version("0.73.1", {}) is None
+    assert (tmp_path / "data" / "pi-version").read_text() == f"{version}\n"
+    assert PiProvider().check_version(version, {}) is None
+
+
+@pytest.mark.parametrize("version", ["0.74.0", "1.5.2", "1.7.0"])
+def test_releases_between_and_after_the_checked_ones_are_refused(tmp_path, version):
+    pi = fake_pi_package(tmp_path, version)
+    with pytest.raises(ProviderError, match=f"pi {version} is outside"):
+        PiProvider().launch_argv(spec(tmp_path, argv=[pi]))
 
 
 def test_a_program_that_is_no_pi_package_passes(tmp_path):

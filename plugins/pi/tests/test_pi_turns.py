@@ -1,5 +1,6 @@
-"""pi session records -> turns: on the real 0.73.1 sessions (fixtures, captured by
-driving pi against tests/fake_models) and on hand-written records."""
+"""pi session records -> turns: on the real 0.73.1 and 1.6.0 sessions (fixtures,
+captured by driving pi against tests/fake_models: tests/real_cli/test_pi_session_format.py
+with ORCR_PI_CAPTURE) and on hand-written records."""
 
 from __future__ import annotations
 
@@ -14,11 +15,15 @@ from orcr_core.testing import feed_in_chunks
 orcr_pi = pytest.importorskip("orcr_pi", reason="orcr-pi not installed: pip install ./plugins/pi")
 PiProvider = orcr_pi.PiProvider
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+#: the pi releases whose sessions are fixtures (the last one the real_cli tier's)
+RELEASES = pytest.mark.parametrize("release", ["0.73.1", "1.6.0"])
 
 
-def test_real_session_turns_tool_call_error_and_interrupt():
-    """hello; a bash tool call then its answer; a 400 pi does not retry; Esc mid-answer."""
-    s = PiProvider().summarize(str(FIXTURES / "real-0.73.1-turns.jsonl"))
+@RELEASES
+def test_real_session_turns_tool_call_error_and_interrupt(release):
+    """hello; a bash tool call then its answer; a 400 pi does not retry; Esc mid-answer.
+    Planted: ``aborted`` read as completed -> fails on both releases."""
+    s = PiProvider().summarize(str(FIXTURES / f"real-{release}-turns.jsonl"))
     assert s["state"] == "idle"
     assert [(t["status"], t["final_text"]) for t in s["turns"]] == [
         ("completed", "Hi there from fake"),
@@ -30,10 +35,12 @@ def test_real_session_turns_tool_call_error_and_interrupt():
     assert "invalid_request_error" in s["turns"][2]["error"]
 
 
-def test_real_session_retries_thinking_and_a_cut_answer():
+@RELEASES
+def test_real_session_retries_thinking_and_a_cut_answer(release):
     """A 500 retried by pi (an error message, then the answer with no new prompt: one
-    turn), thinking before two text blocks, an answer cut at the output limit."""
-    s = PiProvider().summarize(str(FIXTURES / "real-0.73.1-retries.jsonl"))
+    turn), thinking before two text blocks, an answer cut at the output limit, a stream
+    failing halfway retried by pi (1.6.0: the failed attempt's ``context_edit`` too)."""
+    s = PiProvider().summarize(str(FIXTURES / f"real-{release}-retries.jsonl"))
     assert [(t["status"], t["final_text"]) for t in s["turns"]] == [
         ("completed", "after the retry"),
         ("completed", "thought answer\nsecond block"),
@@ -42,9 +49,10 @@ def test_real_session_retries_thinking_and_a_cut_answer():
     ]
 
 
-def test_the_same_whether_the_file_arrives_whole_or_in_pieces():
-    data = (FIXTURES / "real-0.73.1-turns.jsonl").read_bytes()
-    whole = PiProvider().summarize(str(FIXTURES / "real-0.73.1-turns.jsonl"))
+@RELEASES
+def test_the_same_whether_the_file_arrives_whole_or_in_pieces(release):
+    data = (FIXTURES / f"real-{release}-turns.jsonl").read_bytes()
+    whole = PiProvider().summarize(str(FIXTURES / f"real-{release}-turns.jsonl"))
     cuts = [1, 57, len(data) // 3, len(data) // 2 + 5, len(data) - 2]
     assert feed_in_chunks(PiProvider(), data, cuts)["turns"] == whole["turns"]
 
@@ -162,3 +170,42 @@ def test_a_retry_that_calls_a_tool_reopens_the_turn(session, clock):
     session.add(assistant("toolUse", tool=True))
     st = r.poll()
     assert (st.state, [t.status for t in st.turns]) == ("working", ["open"])
+
+
+def test_usage_entries_count_in_the_turn(session, clock):
+    """pi 1.x writes usage outside a message (``{"type":"usage","kind":"cache_warm"}``,
+    its session-format.md) and counts it in the session's totals; so does orcr.
+    Planted: usage entries ignored -> fails."""
+    warm = {"type": "usage", "kind": "cache_warm", "provider": "p", "model": "m0",
+            "usage": {"input": 0, "output": 0, "cacheRead": 500, "cacheWrite": 0}}  # fmt: skip
+    u = {"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 0}
+    session.add(header(), warm, user("go"), assistant("stop", "ok", usage=u), warm)
+    st = reader(session, clock).poll()
+    assert st.turns[0].usage == Usage(100, 10, 1000, 0, "m0")
+
+
+def test_system_messages_and_context_edits_carry_no_turn(session, clock):
+    """pi 1.x persists the prompt and tool loadout as ``role: "system"`` messages and
+    context edits as ``context_edit`` entries."""
+    system = {"type": "message", "message": {"role": "system", "content": "", "sections": {}}}
+    edit = {"type": "context_edit", "targetId": "a", "replacement": None}
+    session.add(header(), system, user("one"), system, assistant("stop", "a"), edit)
+    st = reader(session, clock).poll()
+    assert (st.state, [t.status for t in st.turns], st.final_text) == ("idle", ["completed"], "a")
+
+
+@pytest.mark.parametrize(
+    "error, retried",
+    [
+        ("Connection closed.", True),  # 1.6.0 (#12064), not 0.73.1
+        ("read ECONNRESET", True),
+        ("500 internal server error", True),
+        ("request id req_4290012", False),  # a status code inside another token
+        ('429 {"error":{"type":"insufficient_quota"}}', False),  # quota: never retried
+        ('400 {"type":"error"}', False),
+    ],
+)
+def test_which_errors_pi_retries(error, retried):
+    """pi-ai's ``isRetryableAssistantError`` (1.6.0). Planted: a bare
+    ``429|500|…|overloaded|rate limit`` pattern -> the first four cases fail."""
+    assert orcr_pi.turns.retryable(error) is retried
