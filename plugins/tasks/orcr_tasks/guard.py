@@ -69,6 +69,8 @@ def orphans(queue, agents: list[dict]) -> list[dict]:
 def sweep(queue, orcr) -> tuple[list[dict], int]:
     """End this host's agents of ``queue`` whose claims are gone; returns (the agents
     ended, how many of the queue's agents were live before)."""
+    from orcr_tasks.spent import record
+
     agents = orcr.list(prefix=f"tasks/{queue.name}")
     ended = []
     for a in orphans(queue, agents):
@@ -78,7 +80,21 @@ def sweep(queue, orcr) -> tuple[list[dict], int]:
         except Exception:  # ended meanwhile
             continue
         say(f"ended {a['path']} ({a['uuid']}): its claim was reaped or taken over")
+        tid = task_of(queue, a["path"].split("/")[2])
+        if tid is not None:  # what it spent, for every host's `tasks show`
+            record(queue, orcr, tid, a["uuid"], say)
     return ended, len(agents)
+
+
+def task_of(queue, segment: str) -> str | None:
+    """The task whose agents' paths carry ``segment``."""
+    from orcr_tasks.queue import STATES
+
+    for state in STATES:
+        for tid in queue.ids(state):
+            if agent_segment(tid) == segment:
+                return tid
+    return None
 
 
 def whereabouts() -> dict:

@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from orcr_core import faults
-from orcr_tasks import announce, settings
+from orcr_tasks import announce, settings, spent
 from orcr_tasks.backend import check_new_task
 from orcr_tasks.files import fsync_dir, now_iso, rename_noreplace, write_atomic
 from orcr_tasks.location import queue_segment, unsafe_location
@@ -146,6 +146,12 @@ class Queue(Moves):
             return (self.root / "results" / f"{task_id}.md").read_text()
         except FileNotFoundError:
             return None
+
+    def record_usage(self, task_id: str, entry: dict) -> None:
+        spent.write_file(self.root, task_id, entry)
+
+    def spent(self, task_id: str | None = None) -> list[dict]:
+        return spent.read_files(self.root, task_id)
 
     def read(self, state: str, task_id: str) -> Task:
         """The task in ``state``; TaskFileError when its file is not a readable task."""

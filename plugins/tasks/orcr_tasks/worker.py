@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orcr_core.client import ServerError
-from orcr_tasks import checkouts
+from orcr_tasks import checkouts, spent
 from orcr_tasks.guard import end_agent, whereabouts
 from orcr_tasks.location import agent_segment
 from orcr_tasks.lock import LockBusy
@@ -339,6 +339,7 @@ class Worker:
                 self.ride(orcr, tid, "ending its agent", lambda: orcr.kill(agent["uuid"]))
             except Exception:  # already ended, or orcr stayed away
                 pass
+            spent.record(self.queue, orcr, tid, agent["uuid"], self.say)  # for every host
 
     def build(self, orcr, tid: str, token: str) -> None:
         task = self.queue.read("doing", tid)

@@ -1,4 +1,5 @@
-"""A reap from another host ends the agent on its own host (issue 33 item 1).
+"""Two hosts sharing one queue (issue 33): a reap from another host ends the agent on
+its own host (item 1), and a task's cost counts every host's agents (item 4).
 
 Two hosts simulated on one machine, as in test_tasks_hosts.py: each its own
 ``ORCR_HOME`` (so its own orcr server, store and tmux server), both sharing one
@@ -11,6 +12,7 @@ guard (orcr_tasks.guard) must end the agent within the bound docs/tasks.md gives
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -49,7 +51,7 @@ class Host:
     def orcr(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "orcr_core.cli", *args],
-            env=self.env, capture_output=True, text=True, timeout=120,
+            env=self.env, capture_output=True, text=True, timeout=180, cwd=self.home,
         )  # fmt: skip
 
     def agent(self, uuid: str) -> tuple[str, str | None]:
@@ -174,3 +176,38 @@ def test_the_guard_ends_only_agents_whose_claim_is_gone(q):
     ended = {a["uuid"] for a in orphans(q, agents)}
     assert ended == {f"u-reaped-{tokens['reaped']}", f"u-taken-{tokens['taken']}"}, ended
     assert orphans(q, []) == []
+
+
+def test_a_tasks_cost_counts_every_hosts_agents(q, short_tmp):
+    """Host A builds, host B verifies: `tasks show`/`status` give the task's whole cost
+    (both hosts' agents) from A, from B, and from a host with no orcr server at all.
+    Planted: the worker writes no usage record (spent.record not called) -> fails (A sees
+    only its own build); usage read from the local server only (queue.spent ignored) ->
+    fails the same way."""
+    a, b, c = Host(short_tmp, "a"), Host(short_tmp, "b"), Host(short_tmp, "c")
+    q.add("Say hello.\nREVISION: r1", "VERDICT: pass", task_id="x")
+    fast = ("--provider", "echo", "--heartbeat", "0.5s", "--drain")
+    try:
+        r = a.orcr("tasks", "work", spec(q), "--role", "builder", *fast)
+        assert r.returncode == 0 and q.is_in("review", "x"), r.stderr
+        r = b.orcr("tasks", "work", spec(q), "--role", "verifier", *fast)
+        assert r.returncode == 0 and q.is_in("done", "x"), r.stderr
+        spent = {}
+        for h in (a, b):
+            agents = json.loads(h.orcr("agent", "ls", "--all", "--json").stdout)
+            assert len(agents) == 1 and agents[0]["usage"]["tokens"] > 0, agents
+            spent[agents[0]["path"]] = agents[0]["usage"]["tokens"]
+        whole = sum(spent.values())
+        for h in (a, b, c):  # c: no orcr server, only what the queue holds
+            show = json.loads(h.orcr("tasks", "show", spec(q), "x", "--json").stdout)["usage"]
+            assert show["tokens"] == whole, (h.home.name, show, spent)
+            got = {x["path"]: x["tokens"] for x in show["agents"]}
+            assert got == spent, (h.home.name, got)
+            assert [x["role"] for x in show["agents"]] == ["build", "verify"]
+            s = json.loads(h.orcr("tasks", "status", spec(q), "--json").stdout)["usage"]
+            assert s == {"tokens": whole, "tasks": {"x": whole}}, (h.home.name, s)
+        text = c.orcr("tasks", "show", spec(q), "x").stderr
+        assert f"usage: {whole} tokens" in text and "verification 1: " in text, text
+    finally:
+        for h in (a, b, c):
+            h.kill_all()

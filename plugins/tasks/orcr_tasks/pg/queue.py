@@ -151,6 +151,25 @@ class PgQueue(Moves):
         )
         return rows[0][0] if rows else None
 
+    def record_usage(self, task_id: str, entry: dict) -> None:
+        self._run(
+            "INSERT INTO orcr_task_usage (queue, id, agent, entry) "
+            "VALUES (%(queue)s, %(id)s, %(agent)s, %(entry)s::jsonb) "
+            "ON CONFLICT (queue, id, agent) DO UPDATE SET entry = EXCLUDED.entry, "
+            "written_at = now()",
+            self._p(id=task_id, agent=entry["path"], entry=json.dumps(entry)),
+        )
+
+    def spent(self, task_id: str | None = None) -> list[dict]:
+        if not self._rows("SELECT to_regclass('orcr_task_usage') IS NOT NULL")[0][0]:
+            return []  # a database made before it: `orcr tasks init` adds it
+        rows = self._rows(
+            "SELECT id, entry FROM orcr_task_usage WHERE queue = %(queue)s "
+            "AND (%(id)s::text IS NULL OR id = %(id)s) ORDER BY id, agent",
+            self._p(id=task_id),
+        )
+        return [dict(e, task=tid) for tid, e in rows]
+
     def entries(self, state: str) -> list[tuple]:
         """``(task, stat-like, id, None)``: a row is always a readable task, and its
         ``st_ctime`` is when it entered its state."""

@@ -18,7 +18,8 @@ adds it to a database made before it (the code reads ``meta``, so a worker runs 
 either).
 
 The least privileges a worker's role needs: ``SELECT, INSERT, UPDATE`` on
-``orcr_tasks`` and ``orcr_task_results``, ``SELECT`` on ``orcr_task_queues``,
+``orcr_tasks``, ``orcr_task_results`` and ``orcr_task_usage`` (each agent's tokens,
+orcr_tasks.spent), ``SELECT`` on ``orcr_task_queues``,
 ``USAGE`` on the sequence ``orcr_tasks_seq_seq`` (no ``DELETE``, no DDL);
 ``orcr tasks init`` also needs ``CREATE`` on the schema the first time, and
 ``INSERT`` on ``orcr_task_queues`` (docs/tasks.md).
@@ -65,6 +66,14 @@ DDL = [
         text text NOT NULL,
         written_at timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (queue, id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS orcr_task_usage (
+        queue text NOT NULL,
+        id text NOT NULL,
+        agent text NOT NULL,
+        entry jsonb NOT NULL,
+        written_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (queue, id, agent)
     )""",
 ]
 
