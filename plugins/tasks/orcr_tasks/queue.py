@@ -108,8 +108,7 @@ class Queue(Moves):
         return str(self.root)
 
     @property
-    def spec(self) -> str:
-        """What opens this queue again (``ORCR_TASKS_DIR``)."""
+    def spec(self) -> str:  # what opens this queue again (ORCR_TASKS_DIR)
         return str(self.root)
 
     @property
