@@ -384,6 +384,8 @@ def tasks_work(
 
     Builders claim todo/ -> doing/ and finish to review/ (a QUESTION parks the task in
     inbox/); verifiers claim review/ -> verifying/ and pass to done/ or reject to todo/.
+    A claim guard started beside it ends this host's agents whose claims were reaped or
+    taken over, even after the worker is killed (docs/tasks.md).
     """
     from orcr_core.sdk import Orcr
     from orcr_tasks.worker import Worker

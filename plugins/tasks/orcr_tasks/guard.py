@@ -167,12 +167,12 @@ def run(spec: str, every: float, limit: float) -> int:
     threading.Thread(target=watch_worker, daemon=True).start()
     queue = open_queue(spec)
     orcr = Orcr(Client(autostart=False))  # orcr stopped: nothing of it runs to end
-    unreachable_since = None
+    unreachable_since = last_error = None
     while True:
         gone = worker_gone.is_set()  # read before the sweep: an agent it started is listed
         try:
             ended, live = sweep(queue, orcr)
-            unreachable_since = None
+            unreachable_since = last_error = None
             if gone and live - len(ended) <= 0:
                 return 0
         except (ServerError, OSError) as exc:
@@ -183,7 +183,10 @@ def run(spec: str, every: float, limit: float) -> int:
                 say(f"orcr unreachable for {now - unreachable_since:.0f}s ({exc}); exiting")
                 return 0
         except Exception as exc:  # the queue unreadable (a database outage): end nothing
-            say(f"sweep: {type(exc).__name__}: {exc}")
+            why = f"{type(exc).__name__}: {exc}"
+            if why != last_error:  # once per outage, not every sweep
+                say(f"sweep: {why}; ending nothing until the queue can be read")
+            last_error = why
         if gone:
             time.sleep(every)
         else:
