@@ -5,7 +5,8 @@ server run by the herdr emulator (plugins/herdr/orcr_herdr/testing) through its
 Each gives the soak the ``config.toml`` lines, the labelled panes with their root
 process (:meth:`panes`), its fault (:meth:`fault`: tmux's server killed; herdr's
 stopped the orderly way with ``server.stop``, which saves the session and restores
-its panes as shells at the next start, or SIGKILLed), the multiplexer's own processes
+its panes as shells at the next start, or SIGKILLed, which loses what changed in the
+last :data:`SAVE_DELAY` seconds, as real herdr does), the multiplexer's own processes
 that outlive orcr's server by design (:meth:`keepers`), and the last kill (:meth:`kill`).
 """
 
@@ -20,6 +21,10 @@ from pathlib import Path
 
 import psutil
 
+#: seconds herdr waits after a change before it saves its session (real herdr's
+#: debounce, ORCR-NOTES §12): a SIGKILL loses the last changes, so a workspace made
+#: just before it is gone after the restart and its id is handed out again
+SAVE_DELAY = 5.0
 #: the tmux driver's placeholder pane that keeps a session (orcr_tmux/layout.py)
 PLACEHOLDER = ("sleep", "2147483647")
 
@@ -43,7 +48,7 @@ class Tmux:
         rows = [ln.split("|") for ln in res.stdout.splitlines()]
         return [(int(pid), label) for pid, label, dead in rows if label and dead != "1"]
 
-    def fault(self, rng) -> str | None:
+    def fault(self, rng, kill: bool = False) -> str | None:
         res = subprocess.run(["tmux", "-S", str(self.sock), "kill-server"], capture_output=True)
         return "tmux server killed" if res.returncode == 0 else None
 
@@ -71,7 +76,8 @@ class Herdr:
         self.shim = write_herdr_shim(
             self.bindir,
             env={"ORCR_HERDR_EMU_SHELL": "/bin/sh", "ORCR_HERDR_EMU_PROTOCOL": "22",
-                 "ORCR_HERDR_EMU_VIOLATIONS": str(self.violations_file)},
+                 "ORCR_HERDR_EMU_VIOLATIONS": str(self.violations_file),
+                 "ORCR_HERDR_EMU_SAVE_DELAY": str(SAVE_DELAY)},
         )  # fmt: skip
         env["PATH"] = f"{self.bindir}{os.pathsep}{env.get('PATH', '')}"
         self.sessions = Path(env["XDG_CONFIG_HOME"]) / "herdr" / "sessions"
@@ -122,11 +128,12 @@ class Herdr:
         whose program exited)."""
         return [(pid, label) for pid, label in self.all_panes() if label and pid]
 
-    def fault(self, rng) -> str | None:
+    def fault(self, rng, kill: bool = False) -> str | None:
+        """``server.stop`` or SIGKILL, at random; ``kill``: SIGKILL."""
         servers = self.servers()
         if not servers:
             return None
-        if rng.random() < 0.5:
+        if not kill and rng.random() < 0.5:
             self.call("server.stop")
             return f"herdr {servers[0].pid} stopped (server.stop: saved, restored as shells)"
         servers[0].kill()

@@ -265,7 +265,15 @@ class _Checker:
         if not a or not pane:
             return
         other = self.agent_of.get(pane)
-        if other and other != a and self.status.get(other) not in ("ended", "lost", None):
+        # a holder still starting may have lost its pane with its multiplexer (a tmux
+        # server killed, a herdr SIGKILLed before it saved), whose next server hands the
+        # id out again before the holder's pipeline finds its pane gone: not a double
+        # booking; its prompt typed into the new pane would be (the ``once`` rule)
+        if (
+            other
+            and other != a
+            and self.status.get(other) not in ("ended", "lost", "starting", None)
+        ):
             self.bad("pane", e, f"pane {pane} given to {a[:8]} while {other[:8]} holds it")
         old = self.pane_of.get(a)
         if old and old != pane and e["kind"] == "pane.start_applied":

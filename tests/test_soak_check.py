@@ -168,6 +168,22 @@ def test_two_agents_on_one_pane_is_caught():
     assert rules(h) == ["pane"]
 
 
+def test_a_pane_id_a_new_multiplexer_server_reuses_under_a_starting_agent_passes():
+    """a1 got %1, the multiplexer died before a1's prompt (the soak's aimed kill), and its
+    next server gave %1 to a2 while a1's pipeline had not found its pane gone: no double
+    booking. Planted: a starting holder counted as holding -> 'pane'."""
+    h = History()
+    h.admit("a1")
+    h.admit("a2")
+    h.move("a1", "queued", "starting")
+    h.ev("pane.start_requested", "a1", path="p/a1", argv=["x"])
+    h.ev("pane.start_applied", "a1", path="p/a1", pane_id="%1", tab_id="@1")
+    h.start("a2", "%1")
+    h.move("a1", "starting", "ended", exit_reason="failed", error="its pane is gone")
+    h.end("a2", "%1")
+    assert rules(h) == []
+
+
 @pytest.mark.parametrize("plant", ["same_due", "missed_then_fired"])
 def test_replayed_fire_is_caught(plant):
     h = History()

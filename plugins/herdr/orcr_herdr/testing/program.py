@@ -67,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     ``ORCR_HERDR_EMU_PROTOCOL``, ``_STRICT`` (default: on when the schema is found),
     ``_SHELL``,
     ``_ENTER_TOO_EARLY``, ``_DROP_ENTER``, ``_SEED``, ``_VIOLATIONS`` (JSONL path,
-    default ``<session dir>/emulator-violations.jsonl``).
+    default ``<session dir>/emulator-violations.jsonl``), ``_SAVE_DELAY`` (seconds from
+    the last change to the ``session.json`` write, default 0: at once; real herdr
+    debounces it by 5 s, so a crash loses the last changes, ORCR-NOTES §12).
     """
     argv = sys.argv[1:] if argv is None else argv
     session, rest = _parse_cli(argv)
@@ -98,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         enter_too_early=_env_flag("ORCR_HERDR_EMU_ENTER_TOO_EARLY"),
         drop_enter_probability=float(os.environ.get("ORCR_HERDR_EMU_DROP_ENTER", "0")),
         seed=int(os.environ.get("ORCR_HERDR_EMU_SEED", "0")),
+        save_delay=float(os.environ.get("ORCR_HERDR_EMU_SAVE_DELAY", "0")),
         resume_agents=bool(resume),
         session=session or os.environ.get("HERDR_SESSION"),
         herdr_bin=os.path.abspath(sys.argv[0]),
