@@ -6,7 +6,9 @@ takes them; nothing here knows about Claude.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -59,6 +61,19 @@ def config_root(options: dict[str, Any], env_var: str, default: str) -> Path:
     """The provider's home: ``options["home"]``, else ``$env_var``, else ``default`` (``~`` expanded)."""
     root = options.get("home") or os.environ.get(env_var) or default
     return Path(os.path.expanduser(str(root)))
+
+
+#: JSON whitespace around a prompt a CLI kept as typed (``\\n`` escapes, spaces)
+_PAD = r"(?:\s|\\[nrt])*"
+
+
+def prompt_search(prompt: str) -> Callable[[str], bool]:
+    """A test for JSONL text that holds ``prompt`` as a whole JSON string value, space
+    around it aside: ``hello 1`` is not found in ``"hello 10"`` (issue 33 item 7: a
+    substring match gave one agent another's thread)."""
+    needle = json.dumps(prompt.strip(), ensure_ascii=False)[1:-1]
+    pattern = re.compile(r'(?<!\\)"' + _PAD + re.escape(needle) + _PAD + '"')
+    return lambda text: bool(needle) and pattern.search(text) is not None
 
 
 def summarize_file(provider: str, path: str, poll: Callable[[str], TurnState]) -> dict[str, Any]:

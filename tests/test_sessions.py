@@ -214,3 +214,31 @@ def test_a_thread_another_agent_took_meanwhile_is_not_recorded_twice(tmp_path, s
         assert Agent.get(Agent.uuid == "u1").agent_session_value == REAL
     finally:
         store_db.close_store()
+
+
+def test_holders_names_the_agent_whose_process_holds_the_transcript(tmp_path):
+    """A rollout another agent's process holds open is that agent's (issue 33 item 7):
+    ``holders`` reads the holder's ``ORCR_ID`` and open files from /proc. Planted:
+    ``holders`` returning set() -> fails (and test_codex_same_prompt fails)."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("{}\n")
+    code = "import sys; f = open(sys.argv[1]); print('open', flush=True); sys.stdin.read()"
+    env = dict(os.environ, ORCR_ID="agent-b")
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout.readline() == "open\n"
+        assert sessions.holders(str(path), {"agent-a", "agent-b"}) == {"agent-b"}
+        assert sessions.holders(str(path), {"agent-a"}) == set()  # not a live agent
+        assert sessions.holders(str(tmp_path / "other"), {"agent-b"}) == set()
+    finally:
+        p.communicate("")

@@ -15,14 +15,25 @@ while Codex's title request (a thread with no rollout) completes and is
 reported. The monitor asks it, at most every ``SCAN_EVERY`` seconds, for a
 working agent whose recorded session has no transcript (or that has none), and
 follows what it finds (:func:`discover`).
+
+Several agents given one prompt in one folder (issue 33 item 7) all match one
+search: a rollout is taken for an agent only if no other live agent's process
+holds it open (:func:`holders`, read from ``/proc``: Codex keeps its rollout open
+while it runs), and a session the agent's own process reports (with its launch
+token) replaces one that another agent's process holds or another agent records.
+An agent that recorded a session another agent's process then reports loses it
+(:func:`release`) and searches again. The prompt is matched as a whole message:
+``hello 1`` is not found in ``hello 10`` (the cause of the race seen in
+``test_codex_parallel_sessions``, whose prompts were ``hello 0`` to ``hello 23``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 import time
 
+from orcr_core.adapter_helpers import prompt_search
 from orcr_core.agents import lifecycle
 from orcr_core.agents.launch import launch_info, launch_spec
 from orcr_core.contracts import SessionPointer
@@ -35,13 +46,52 @@ SEARCH_BYTES = 4 * 1024 * 1024
 
 
 def holds_prompt(path: str, prompt: str) -> bool:
-    """Whether the transcript at ``path`` shows ``prompt`` (as a JSON string)."""
-    needle = json.dumps(prompt.strip(), ensure_ascii=False)[1:-1]
+    """Whether the transcript at ``path`` shows ``prompt`` (a whole JSON string)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            return needle in f.read(SEARCH_BYTES)
+            return prompt_search(prompt)(f.read(SEARCH_BYTES))
     except OSError:
         return False
+
+
+def holders(path: str, among: set[str]) -> set[str]:
+    """The agents of ``among`` (uuids) one of whose processes holds ``path`` open: a
+    process whose environment's ``ORCR_ID`` is one of them, with ``path`` among its
+    open files. Empty where ``/proc`` cannot tell (another OS, a closed file)."""
+    try:
+        real = os.path.realpath(path)
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return set()
+    found: set[str] = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue  # gone, or another user's
+        at = env.find(b"ORCR_ID=")
+        if at < 0 or (at > 0 and env[at - 1] != 0):
+            continue
+        uuid = env[at + 8 :].split(b"\0", 1)[0].decode(errors="replace")
+        if uuid not in among or uuid in found:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == real:
+                    found.add(uuid)
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def _live() -> set[str]:
+    return {a.uuid for a in Agent.select(Agent.uuid).where(Agent.status != "ended")}
 
 
 def replaces(server, agent: Agent, pointer: SessionPointer) -> bool:
@@ -72,7 +122,49 @@ def replaces(server, agent: Agent, pointer: SessionPointer) -> bool:
         prompt = launch_info(server, agent).get("prompt") or ""
     except (OSError, ValueError):
         prompt = ""
-    return bool(prompt.strip()) and holds_prompt(new, prompt) and not holds_prompt(old, prompt)
+    if not (prompt.strip() and holds_prompt(new, prompt)):
+        return False
+    if not holds_prompt(old, prompt):
+        return True
+    # both received the prompt (one prompt, several agents, one folder): the agent's
+    # own report wins over a session another agent records or another's process holds
+    if _shared(agent, agent.agent_session_value):
+        return True
+    return bool(holders(old, _live() - {agent.uuid}))
+
+
+def _shared(agent: Agent, value: str) -> bool:
+    """Another live agent records the session ``value`` too."""
+    return (
+        Agent.select()
+        .where(
+            (Agent.id != agent.id)
+            & (Agent.status != "ended")
+            & (Agent.agent_session_value == value)
+        )
+        .exists()
+    )
+
+
+def release(agent: Agent, value: str) -> list[Agent]:
+    """Other live agents that record ``value``, which ``agent``'s own process just
+    reported: their record was a search's guess; it is dropped, so they search again.
+
+    Call inside the caller's write transaction."""
+    dropped = []
+    for other in Agent.select().where(
+        (Agent.id != agent.id) & (Agent.status != "ended") & (Agent.agent_session_value == value)
+    ):
+        log.warning("agent %s: session %s is %s's; searching again", other.path, value, agent.path)
+        lifecycle.update(
+            other,
+            "agent.session",
+            agent_session_source=None,
+            agent_session_kind=None,
+            agent_session_value=None,
+        )
+        dropped.append(other)
+    return dropped
 
 
 #: seconds between two transcript searches for one agent (find_session)
@@ -113,7 +205,7 @@ def discover(
                 (Agent.status != "ended") & Agent.agent_session_value.is_null(False)
             )
         }
-        pointer = find(launch_spec(server, agent), prompt, agent.started_at or 0.0, taken)
+        pointer = _find_own(server, provider, find, agent, prompt, taken)
     except (OSError, ValueError) as exc:
         log.warning("agent %s: session search failed: %s", agent.path, exc)
         return False
@@ -144,3 +236,22 @@ def discover(
     log.info("agent %s: found its session %s by its prompt", agent.path, pointer.value)
     server.notify()
     return True
+
+
+def _find_own(server, provider, find, agent: Agent, prompt: str, taken: set[str]):
+    """``find``'s answer, skipping sessions another live agent's process holds open
+    (the same prompt given to several agents in one folder matches all of them)."""
+    spec = launch_spec(server, agent)
+    others: set[str] | None = None
+    for _ in range(8):
+        pointer = find(spec, prompt, agent.started_at or 0.0, frozenset(taken))
+        if pointer is None:
+            return None
+        path = provider.locate_transcript(pointer, spec)
+        if others is None:
+            others = _live() - {agent.uuid}
+        if path is None or not holders(path, others):
+            return pointer
+        log.info("agent %s: %s is another agent's; skipped", agent.path, pointer.value)
+        taken.add(pointer.value)
+    return None

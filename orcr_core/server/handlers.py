@@ -378,6 +378,8 @@ def agent_report_session(server, conn, rid, params):
         if agent.status == "starting":
             fields["last_progress_at"] = time.time()  # a progress marker
         lifecycle.update(agent, "agent.session", **fields)
+        # the agent's own process named it: another agent's search took it by mistake
+        sessions.release(agent, value)
     server.notify()
     return {"recorded": True}
 

@@ -33,7 +33,13 @@ from typing import Any
 
 from orcr_codex import screen
 from orcr_codex.turns import CodexTurns
-from orcr_core.adapter_helpers import JsonlAdapter, base_argv, config_root, str_list
+from orcr_core.adapter_helpers import (
+    JsonlAdapter,
+    base_argv,
+    config_root,
+    prompt_search,
+    str_list,
+)
 from orcr_core.contracts import LaunchSpec, ScreenState, SessionPointer
 
 #: orcr's Codex agents start no app-server daemon of their own (see launch_argv)
@@ -126,9 +132,11 @@ class CodexProvider(JsonlAdapter):
     def find_session(
         self, spec: LaunchSpec, prompt: str, since: float, taken: set[str] = frozenset()
     ) -> SessionPointer | None:
-        """The thread whose rollout received ``prompt``: created since ``since`` (the
-        agent's start), for ``spec.cwd``, a user thread (no subagent), not ``taken`` by
-        another agent; the newest when several match.
+        """The thread whose rollout received ``prompt`` (as a whole message): created
+        since ``since`` (the agent's start), for ``spec.cwd``, a user thread (no
+        subagent), not ``taken`` by another agent; the newest when several match.
+        Several agents given one prompt in one folder all match: the caller skips a
+        rollout another agent's process holds open (``orcr_core.agents.sessions``).
 
         Codex reports its thread only through ``notify`` after a completed turn, so a
         first turn that is interrupted or fails would leave orcr without the rollout;
@@ -137,7 +145,7 @@ class CodexProvider(JsonlAdapter):
         root = config_root(spec.options, "CODEX_HOME", "~/.codex") / "sessions"
         days = sorted({time.strftime("%Y/%m/%d", time.localtime(t)) for t in (since, time.time())})
         cwd = os.path.realpath(spec.cwd)
-        needle = json.dumps(prompt.strip(), ensure_ascii=False)[1:-1]
+        holds = prompt_search(prompt)  # the whole prompt: "hello 1" is not "hello 10"
         found: list[tuple[float, str]] = []
         for day in days:
             for path in glob.glob(os.path.join(glob.escape(str(root / day)), "rollout-*.jsonl")):
@@ -156,7 +164,7 @@ class CodexProvider(JsonlAdapter):
                     or meta.get("thread_source") == "subagent"
                     or meta.get("parent_thread_id")
                     or os.path.realpath(str(meta.get("cwd") or "")) != cwd
-                    or needle not in head
+                    or not holds(head)
                 ):
                     continue
                 found.append((os.path.getmtime(path), thread))

@@ -170,3 +170,18 @@ def test_find_session_by_the_prompt(tmp_path):
     assert found == SessionPointer("orcr:rollout", "id", "t-main")
     assert p.find_session(spec(opts), "fix it", since, taken={"t-main"}) is None
     assert p.find_session(spec(opts), "fix it", time.time() + 60) is None  # older than the agent
+
+
+def test_find_session_matches_the_whole_prompt(tmp_path):
+    """``hello 1`` is not the rollout of ``hello 10`` (issue 33 item 7: the substring
+    match gave fleet/c1 another agent's thread). Planted: ``needle in head`` back in
+    find_session -> fails."""
+    opts = {"home": str(tmp_path)}
+    since = time.time() - 5
+    p = CodexProvider()
+    _rollout_with(tmp_path, "t-ten", "/w", "hello 10")
+    _rollout_with(tmp_path, "t-x", "/w", "say hello 1")
+    assert p.find_session(spec(opts), "hello 1", since) is None
+    _rollout_with(tmp_path, "t-one", "/w", "hello 1\n")  # kept as typed, newline and all
+    assert p.find_session(spec(opts), "hello 1", since).value == "t-one"
+    assert p.find_session(spec(opts), " hello 10 ", since, taken={"t-one"}).value == "t-ten"
