@@ -14,6 +14,17 @@ window. It is told, by tmux itself:
 * ``%sessions-changed`` (a workspace session came or went: the set of clients is
   rebuilt) and ``%exit`` (its session or the whole server is gone).
 
+A control client never outlives the server thread that started it (issue 33
+item 9: seven were found with PPID 1, 20 minutes after ``orcr server stop``). Its
+stdin reaching EOF ends it only once the tmux server reads that EOF (tmux hands
+the client's stdin to its server), and the stream's own cleanup (the ``finally``
+below) does not run when the process exits with the stream's daemon thread in
+``select``, on ``os._exit`` or on SIGKILL. So on Linux each client starts under a
+small wrapper that sets ``PR_SET_PDEATHSIG`` (SIGTERM, which ends a tmux client
+even while its server is stopped) and then execs tmux: the kernel ends it when
+the thread that started it (the server's ``orcr-mux-events``) ends, however it
+ends (tests/test_control_clients.py).
+
 Everything is a hint: the core takes a snapshot and compares. A tmux hook
 (``set-hook -g pane-died``) was tried first and rejected: hook commands resolve
 their target window inconsistently across sessions and the notifications their
@@ -25,6 +36,7 @@ from __future__ import annotations
 import os
 import selectors
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 
@@ -80,6 +92,24 @@ class _Client:
         return False
 
 
+#: exec argv[2:] once the kernel will SIGTERM it when its parent thread ends (Linux's
+#: PR_SET_PDEATHSIG, 1); a parent already gone (argv[1] no longer the parent) ends it
+_PDEATHSIG = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(0)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def bound_to_this_thread(argv: list[str]) -> list[str]:
+    """``argv`` run so that it ends when the calling thread does (Linux; elsewhere as is)."""
+    if not sys.platform.startswith("linux"):
+        return argv
+    return [sys.executable, "-I", "-S", "-c", _PDEATHSIG, str(os.getpid()), *argv]
+
+
 def _sessions(driver) -> list[str]:
     from orcr_tmux.driver import SESSION_PREFIX
     from orcr_tmux.tmuxcli import TmuxError
@@ -111,7 +141,7 @@ def events(
             )
             argv.insert(1, "-C")
             proc = subprocess.Popen(
-                argv,
+                bound_to_this_thread(argv),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
