@@ -31,6 +31,7 @@ from typing import Any
 from orcr_core.adapter_helpers import JsonlAdapter, base_argv, str_list
 from orcr_core.contracts import LaunchSpec, ProviderError, ScreenState, SessionPointer
 from orcr_core.jsonl_tail import JsonlTail, JsonlTurnReader
+from orcr_core.store.durable import fsync_dir
 from orcr_gemini import screen, settings
 from orcr_gemini.turns import GeminiTurns, history_loaded, iso_time
 
@@ -100,6 +101,47 @@ class SessionReader:
         return self._reader.poll()
 
 
+#: in the agent's data dir while it resumes: when its ``--resume`` argv was made. The
+#: composer waits for the resumed process to load its history (:meth:`screen_state`);
+#: a server restarted meanwhile re-matches the pane and its process, and must still
+#: wait, so the mark outlives the server that made it. Removed once the history loaded.
+RESUMING = "gemini-resuming.json"
+
+
+def _mark_resuming(spec: LaunchSpec, since: float) -> None:
+    """Write the mark whole or not at all (a temporary file, fsync'd, renamed, the
+    folder fsync'd) before the resumed process starts. A folder that cannot take it
+    (a full disk) leaves the in-memory mark only, as before."""
+    folder = Path(spec.data_dir)
+    tmp = folder / f".{RESUMING}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"since": since}))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, folder / RESUMING)
+        fsync_dir(folder)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def _resuming_since(spec: LaunchSpec) -> float | None:
+    """The mark's time, None without one (a garbled mark counts as none: it can only
+    be a rename that never happened, and the rename is the write)."""
+    try:
+        since = json.loads((Path(spec.data_dir) / RESUMING).read_text())["since"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return float(since) if isinstance(since, int | float) else None
+
+
+def _resumed(spec: LaunchSpec) -> None:
+    try:
+        (Path(spec.data_dir) / RESUMING).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
 #: environment variables that make Gemini CLI headless (no TUI) when ``true``
 HEADLESS_IN = ("CI", "GITHUB_ACTIONS")
 
@@ -142,6 +184,7 @@ class GeminiProvider(JsonlAdapter):
         """``argv`` + ``--resume <session id>`` + the rest: Gemini CLI loads that session
         and appends to its file (``.jsonl``: the same file)."""
         self._resuming[spec.uuid] = time.time()
+        _mark_resuming(spec, self._resuming[spec.uuid])
         return base_argv(self.name, spec.options, "gemini", ["--resume", pointer.value], "--model")
 
     def launch_session(self, spec: LaunchSpec) -> SessionPointer | None:
@@ -168,22 +211,29 @@ class GeminiProvider(JsonlAdapter):
 
     def locate_transcript(self, pointer: SessionPointer, spec: LaunchSpec) -> str | None:
         """``<home>/.gemini/tmp/*/chats/session-*-<id8>.jsonl`` whose first line names
-        the session; None until it exists."""
+        the session, the first made (:meth:`find_file`); None until it exists."""
         if pointer.kind == "path":
             found = pointer.value if os.path.isfile(pointer.value) else None
         else:
-            found = self.find_file(gemini_home(spec.options), pointer.value)
+            found = self.find_file(gemini_home(spec.options), pointer.value, first=True)
         if found is not None:
             argv = str_list(spec.options.get("argv", ["gemini"]), "providers.gemini.argv")
             self._facts[found] = (settings.installed_version(argv[0]), settings.hooked(spec))
         return found
 
     @staticmethod
-    def find_file(home: Path, session: str) -> str | None:
+    def find_file(home: Path, session: str, first: bool = False) -> str | None:
+        """The session's file last written to; with ``first``, the first one made
+        (named by the earliest minute): the one holding the conversation. A resumed
+        Gemini CLI appends to the session's file and opens one of its own beside it,
+        with its context alone, which may be the one written last when orcr looks (a
+        server restarted while the agent resumes): read, it never shows a turn."""
         chats = Path(glob.escape(str(home / ".gemini" / "tmp"))) / "*" / "chats"
         pattern = str(chats / f"session-*-{glob.escape(session[:8])}.jsonl")
         found = [p for p in glob.glob(pattern) if _session_of(p) == session]
-        return max(found, key=os.path.getmtime) if found else None
+        if not found:
+            return None
+        return min(found, key=os.path.basename) if first else max(found, key=os.path.getmtime)
 
     def open_reader(self, path: str, *, settle: float = 3.0, blocked_after=None, **clocks):
         """An incremental reader of the session file; turn ends by orcr's hook line when
@@ -222,7 +272,9 @@ class GeminiProvider(JsonlAdapter):
         session it resumes, and a prompt typed then is lost: its composer is ready
         once its session file shows the history loaded by a process started since
         :meth:`resume_argv` (:func:`orcr_gemini.turns.history_loaded`). Until then the
-        screen is unknown, which orcr types into anyway after ``READY_WAIT``."""
+        screen is unknown, which orcr types into anyway after ``READY_WAIT``. That
+        mark is kept in the agent's data dir too (:data:`RESUMING`): a server restarted
+        while the agent resumes still waits for the history."""
         state = screen.screen_state(text, spec)
         home = gemini_home(spec.options)
         if state.kind == "trust":
@@ -243,10 +295,15 @@ class GeminiProvider(JsonlAdapter):
                 return ScreenState("unknown")  # still the process that asked
             del self._asked_trust[spec.uuid]
             self._steady.pop(spec.uuid, None)
-        if spec.uuid in self._resuming:
-            if not _history_loaded(self.find_file(home, spec.uuid), self._resuming[spec.uuid]):
+        since = self._resuming.get(spec.uuid)
+        if since is None:
+            since = _resuming_since(spec)  # marked by the server before a restart
+        if since is not None:
+            if not _history_loaded(self.find_file(home, spec.uuid), since):
+                self._resuming[spec.uuid] = since
                 return ScreenState("unknown")  # a prompt typed now would be lost
-            del self._resuming[spec.uuid]
+            self._resuming.pop(spec.uuid, None)
+            _resumed(spec)
         return state
 
     def turns(self, settle: float, blocked_after: float | None) -> GeminiTurns:

@@ -91,6 +91,7 @@ def test_no_hook_where_gemini_cli_would_not_load_it(tmp_path):
 
 
 def test_the_session_file_is_found_by_its_first_line(tmp_path):
+    """Planted: the transcript located as the file last written to -> fails."""
     chats = tmp_path / ".gemini" / "tmp" / "shop" / "chats"
     chats.mkdir(parents=True)
     other = chats / f"session-2026-12-01T23-58-{UUID[:8]}.jsonl"
@@ -101,6 +102,14 @@ def test_the_session_file_is_found_by_its_first_line(tmp_path):
     mine = chats / f"session-2026-12-01T23-59-{UUID[:8]}.jsonl"
     mine.write_text(json.dumps({"sessionId": UUID, "projectHash": "x"}) + "\n")
     assert p.locate_transcript(SessionPointer("orcr", "id", UUID), s) == str(mine)
+    # a resumed Gemini CLI opens a file of its own beside it, with its context alone,
+    # written after the conversation's last line (real_cli, 0.61.0): a server located
+    # the transcript then (restarted while the agent resumed) must still read the first
+    resumed = chats / f"session-2026-12-02T00-15-{UUID[:8]}.jsonl"
+    resumed.write_text(json.dumps({"sessionId": UUID, "startTime": "2026-12-02T00:15:00Z"}) + "\n")
+    os.utime(mine, (time.time() - 60, time.time() - 60))
+    assert p.locate_transcript(SessionPointer("orcr", "id", UUID), s) == str(mine)
+    assert GeminiProvider.find_file(tmp_path, UUID) == str(resumed)  # the last written
 
 
 def test_the_installed_version_comes_from_the_package(tmp_path):
@@ -243,7 +252,9 @@ def test_a_resumed_composer_is_ready_only_once_its_history_is_loaded(tmp_path):
     """``gemini --resume`` draws its composer before it has loaded the session, and a
     prompt typed then is lost (real_cli, 0.61.0 on tmux: pasted 70 ms before the
     history's ``$set``, the composer came back empty; 3 of 6 runs). The records are
-    the ones the resumed process appended to its session file there."""
+    the ones the resumed process appended to its session file there. A server restarted
+    while the agent resumes still waits (the mark is in the agent's data dir).
+    Planted: the mark kept in memory only -> fails (the new provider calls it ready)."""
     ready = (SCREENS / "0.61.0-ready.txt").read_text()
     home, cwd, s = _asked_folder(tmp_path)
     (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(cwd): "TRUST_FOLDER"}))
@@ -267,14 +278,21 @@ def test_a_resumed_composer_is_ready_only_once_its_history_is_loaded(tmp_path):
     p = GeminiProvider()
     assert p.screen_state(ready, s).state == "ready"  # no resume: as before
     p.resume_argv(s, SessionPointer("orcr", "id", UUID))
+    mark = Path(s.data_dir) / "gemini-resuming.json"
+    assert mark.exists()  # on disk before the resumed process starts
     assert p.screen_state(ready, s).state == "unknown"  # the first process's records only
     append(opened(time.time() + 0.1), {"$set": {"messages": [context]}})
     assert p.screen_state(ready, s).state == "unknown"  # opened, history not loaded yet
-    append({"$set": {"sessionId": UUID}})
+    # the server restarts here: a new provider (no memory) still waits for the history
+    p = GeminiProvider()
     assert p.screen_state(ready, s).state == "unknown"
+    append({"$set": {"sessionId": UUID}})
+    assert GeminiProvider().screen_state(ready, s).state == "unknown"
     append({"$set": {"messages": [context, prompt, answer]}})
     assert p.screen_state(ready, s).state == "ready"
-    assert p.screen_state(ready, s).state == "ready"  # and stays so: its start is over
+    assert not mark.exists()  # its start is over: the mark goes
+    assert p.screen_state(ready, s).state == "ready"  # and stays so
+    assert GeminiProvider().screen_state(ready, s).state == "ready"
 
     # a session resumed before its first prompt has no history to wait for
     file.write_text(json.dumps(opened(time.time() - 60)) + "\n")
