@@ -6,9 +6,11 @@ its ``REVISION:`` must be a commit it made there (on that branch, not already in
 its base), else the attempt fails. A verifier's agent runs in a fresh checkout
 of that revision, on a throwaway branch, removed after the verdict (files the
 verifier left are discarded; a commit it made stays on its branch: orcr never
-drops one). A checkout that holds work (a done task's branch, a failed attempt's
-commits) is kept by orcr when its agent ends: ``orcr worktree ls`` lists them,
-``orcr worktree rm`` removes one.
+drops one). A builder's checkout is removed once its work is recorded: a built
+attempt's when the task reaches review/ (unless the queue's ``keep_checkouts``), a
+failed attempt's once its branch is written into the failure's section; the branch
+stays while it holds commits. A dependant's checkout starts from its dependencies'
+revisions merged onto the base (:func:`start_commit`, docs/tasks.md "Dependants").
 """
 
 from __future__ import annotations
@@ -177,8 +179,23 @@ def settled(orcr, uuid: str, wait: float = 30.0) -> dict | None:
         time.sleep(0.2)
 
 
-def drop_verifier_checkout(orcr, uuid: str) -> str:
-    """After the verdict: the verifier's checkout goes (its files discarded)."""
+def branch_note(orcr, uuid: str) -> str:
+    """What a failed attempt's section records of its branch once orcr has kept or
+    removed its checkout: the branch and how many commits it made there, if any."""
+    wt = settled(orcr, uuid)
+    if not wt or wt.get("state") != "kept" or not wt.get("branch"):
+        return ""
+    span = f"{wt.get('base_commit')}..refs/heads/{wt['branch']}"
+    res = _git(wt["repo"], "rev-list", "--count", span)
+    n = int(res.stdout.strip()) if res.returncode == 0 and res.stdout.strip().isdigit() else 0
+    if not n:
+        return ""
+    return f"\n\nbranch: {wt['branch']} keeps its {n} commit{'s' if n != 1 else ''}"
+
+
+def drop_checkout(orcr, uuid: str) -> str:
+    """Once the agent ended: its checkout goes (files discarded; a branch with commits
+    on no other branch stays, orcr never drops one)."""
     wt = settled(orcr, uuid)
     if wt is None or wt.get("state") != "kept":
         return (wt or {}).get("state") or "none"

@@ -357,9 +357,7 @@ class Worker:
             self.say(f"{tid}: {error}")
             return
         if error is not None:
-            dst = self.queue.fail_build(tid, token, error[:4000])
-            self.say(f"{tid}: attempt failed ({clip(error, 300)}) -> {dst}/")
-            return
+            return self.fail(orcr, tid, token, error[:4000])
         question = last_line(answer, "QUESTION")
         if question and question not in answered_questions(task):
             self.queue.park(tid, token, question)
@@ -370,20 +368,31 @@ class Worker:
             wt = orcr.get(self.last_agent[tid]).get("worktree")
             revision, why = checkouts.check_revision(wt, revision)
             if why:
-                dst = self.queue.fail_build(tid, token, why)
-                self.say(f"{tid}: attempt failed ({why}) -> {dst}/")
-                return
+                return self.fail(orcr, tid, token, why)
             branch = wt["branch"]
         # one writer: the results file is written under the lock, by the claim's holder
-        self.queue.finish_build(
-            tid,
-            token,
-            revision,
-            provider or "default",
-            results=answer.rstrip() + "\n",
-            branch=branch,
-        )
+        results = answer.rstrip() + "\n"
+        self.queue.finish_build(tid, token, revision, provider or "default", results, branch)
         self.say(f"{tid}: built -> review/")
+        if self.worktree and not self.queue.settings().get("keep_checkouts"):
+            self.drop_checkout(orcr, tid, "the built attempt's")  # its branch holds the work
+
+    def fail(self, orcr, tid: str, token: str, why: str) -> None:
+        """A failed attempt: with ``--worktree`` its branch is recorded in the task's
+        ``## Attempt failed`` section, then its checkout is removed (the branch stays)."""
+        uuid = self.last_agent.get(tid) if self.worktree else None
+        note = checkouts.branch_note(orcr, uuid) if uuid else ""
+        dst = self.queue.fail_build(tid, token, why + note)
+        self.say(f"{tid}: attempt failed ({clip(why, 300)}) -> {dst}/")
+        if uuid:
+            self.drop_checkout(orcr, tid, "the failed attempt's")
+
+    def drop_checkout(self, orcr, tid: str, whose: str) -> None:
+        """Remove the checkout of the task's latest agent; a branch with commits stays."""
+        try:
+            checkouts.drop_checkout(orcr, self.last_agent.pop(tid))
+        except Exception as exc:  # kept by orcr; orcr worktree rm (or prune) removes it
+            self.say(f"{tid}: {whose} checkout was not removed: {exc}")
 
     def verify(self, orcr, tid: str, token: str) -> None:
         task = self.queue.read("verifying", tid)
@@ -395,22 +404,13 @@ class Worker:
         used = list(task.meta.get("passes") or [])
         candidates = self.providers or installed_families()
         provider = pick_verifier_provider(task.meta.get("built_by"), used, candidates)
+        prompt, cwd = verifier_prompt(task), self.workspace(tid, task)
+        opts = self.agent_options(task, "verify", tid, token)
         answer, error = self.run_agent(
-            orcr,
-            tid,
-            token,
-            "verifying",
-            verifier_prompt(task),
-            provider,
-            "verify",
-            self.workspace(tid, task),
-            self.agent_options(task, "verify", tid, token),
+            orcr, tid, token, "verifying", prompt, provider, "verify", cwd, opts
         )
         if self.worktree and tid in self.last_agent:  # a fresh checkout per verdict
-            try:
-                checkouts.drop_verifier_checkout(orcr, self.last_agent.pop(tid))
-            except Exception as exc:  # kept by orcr; orcr worktree rm removes it
-                self.say(f"{tid}: the verifier's checkout was not removed: {exc}")
+            self.drop_checkout(orcr, tid, "the verifier's")
         if error == REAPED:
             self.say(f"{tid}: {error}")
             return

@@ -5,7 +5,9 @@ works in a fresh checkout of the revision, removed after the verdict."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from orcr_tasks import checkouts
@@ -158,10 +160,59 @@ def test_a_builder_that_commits_gets_through_and_its_branch_stays(live, short_tm
     assert "T4" in q.ids("done")
     assert git(repo, "rev-parse", branch) == made  # the done task's branch stays
     rows = json.loads(live.run("worktree", "ls", "--json", check=True).stdout)
-    kept = {r["branch"]: r for r in rows}
-    assert kept[branch]["state"] == "kept" and "1 commit" in kept[branch]["holds"]
-    # the verifier's checkout held scratch.txt (orcr kept it): the worker removed it
-    assert [r for r in rows if "/v-" in (r["branch"] or "")] == [], rows
+    assert rows == [], rows  # ... but not its checkout, nor the verifier's
     everything = json.loads(live.run("worktree", "ls", "--all", "--json", check=True).stdout)
+    built = next(r for r in everything if r["branch"] == branch)
+    assert built["reason"] == f"removed on request; branch {branch} keeps 1 commits", built
+    assert not Path(built["path"]).exists()
+    # the verifier's checkout held scratch.txt (orcr kept it): the worker removed it
     v = next(r for r in everything if "/v-" in (r["branch"] or ""))
     assert v["reason"] == "removed on request" and v["base_commit"] == made, v
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_checkouts_do_not_pile_up(live, short_tmp):
+    """Issue 33 item 5. Each failed attempt (it committed, then named no commit of its
+    own) records its branch in its ``## Attempt failed`` section and its checkout goes,
+    the branch with its commit staying; with ``keep_checkouts = true`` a built attempt
+    keeps its checkout. Planted: the failed attempt's checkout not dropped -> three
+    kept checkouts of T6 are listed, fails; no branch note -> fails; keep_checkouts
+    ignored -> T5's checkout is removed, fails."""
+    import sys
+
+    repo = make_repo(short_tmp)
+    wrapper = short_tmp / "commit-then-echo"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        "echo scratch > scratch.txt\n"
+        "echo work > work.txt && git add work.txt && "
+        "git -c user.email=b@x -c user.name=b commit -qm work\n"
+        f'exec {sys.executable} -m orcr_providers.echo_agent "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    live.config(
+        live.mux.config()
+        + '[timings]\npoll_every = "50ms"\n'
+        + f'[worktrees]\ndir = "{short_tmp / "checkouts"}"\n'
+        + f'[providers.echo]\nargv = ["{wrapper}"]\n'
+    )
+    live.start_server()
+    q = Queue.init(short_tmp / "q")
+    d = str(q.root)
+    live.run("tasks", "settings", d, "keep_checkouts=true", check=True)
+    live.run("tasks", "add", d, "--id", "T5", "--done-when", "VERDICT: pass", "--",
+             "Build it.\nREVISION: HEAD", check=True)  # fmt: skip
+    live.run("tasks", "add", d, "--id", "T6", "--done-when", "VERDICT: pass", "--",
+             "Build it.\nREVISION: nosuch", check=True)  # fmt: skip
+    r = live.run("tasks", "work", d, "--role", "builder", "--cwd", str(repo), "--worktree",
+                 *FAST, check=True, timeout=240)  # fmt: skip
+    assert q.ids("review") == ["T5"] and q.ids("failed") == ["T6"], r.stderr
+    rows = json.loads(live.run("worktree", "ls", "--json", check=True).stdout)
+    assert [r["branch"] for r in rows] == [q.read("review", "T5").meta["branch"]], rows
+    t6 = q.read("failed", "T6")
+    noted = re.findall(r"^branch: (\S+) keeps its 1 commit$", t6.body, re.M)
+    assert len(noted) == 3 and all(
+        f"/T6/a{n}-" in b for n, b in zip((1, 2, 3), noted, strict=True)
+    ), t6.body
+    for b in noted:
+        assert git(repo, "log", "-1", "--format=%s", b) == "work"  # the attempt's commit stays
