@@ -108,6 +108,19 @@ def test_missed_fires_after_a_sleep_are_skipped_and_logged_not_replayed(store):
     assert [r.loop for r in fire_due(nxt + MISSED_AFTER - 1, MISSED_AFTER)] == [loop.uuid]
 
 
+def test_a_fire_is_decided_at_the_time_its_transaction_records_it(store):
+    """The tick read the clock on time, then the machine slept (or the store was busy)
+    before the fire's transaction: with the scheduler's clock read again there, the
+    fire is missed, not recorded 72 s late. Planted: the tick's time used -> fired."""
+    loop = _create()
+    due = loop.next_fire_at
+    times = iter([due + 72])
+    assert fire_due(due + 0.5, 1.0, clock=lambda: next(times)) == []
+    assert LoopRun.select().count() == 0
+    ((_, data),) = _events("loop.missed")
+    assert data["late_by"] == 72
+
+
 def test_a_missed_once_fire_ends_the_loop(store):
     loop = defs.create(
         dict(name="once", once_at=T0 + 60, tz="UTC", argv=["/bin/true"], cwd="/"), now=T0

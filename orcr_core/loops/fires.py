@@ -15,11 +15,17 @@ from orcr_core.loops import cadence, defs, runs
 from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
 
 
-def fire_due(now: float, missed_after: float, why: dict | None = None) -> list[LoopRun]:
+def fire_due(now: float, missed_after: float, why: dict | None = None, clock=None) -> list[LoopRun]:
     """Fire every active loop whose ``next_fire_at`` has come, one transaction per
     loop. Returns the runs that fired into a free slot: already ``running`` (in the
     fire's own transaction), to be launched. ``why`` says why a fire found too
-    late was missed (see :func:`_missed`)."""
+    late was missed (see :func:`_missed`).
+
+    ``clock`` (the scheduler's wall clock) is read again inside each loop's
+    transaction, once it holds the write lock: a fire is decided at the time it is
+    recorded, not at the time the tick began. A wait for a busy store, or a machine
+    that slept in between, would otherwise record a fire later than ``missed_after``
+    (the soak's clock jump landing between the two: fires 62 s late)."""
     to_start: list[LoopRun] = []
     due_loops = [
         r[0]
@@ -29,6 +35,8 @@ def fire_due(now: float, missed_after: float, why: dict | None = None) -> list[L
     ]
     for uuid in due_loops:
         with db.atomic("IMMEDIATE"):
+            if clock is not None:
+                now = max(now, clock())
             loop = Loop.get_or_none(Loop.uuid == uuid)
             if loop is None or loop.status != "active" or loop.next_fire_at is None:
                 continue

@@ -115,7 +115,7 @@ class Scheduler(Stopper):
         # a wait is capped at MAX_WAIT: a longer gap is a machine that slept
         slept = prev is not None and now - prev > MAX_WAIT + 30
         why = {"reason": "asleep", "from": prev, "to": now} if slept else None
-        started = fire_due(now, self.config.duration("loops.missed_after"), why)
+        started = fire_due(now, self.config.duration("loops.missed_after"), why, self.clock)
         self._launch_all(started)
         if started:
             self.server.notify(queue=False)
