@@ -45,6 +45,13 @@ def _open(path: str | None):
         raise click.ClickException(str(exc)) from None
 
 
+def repo_here() -> str | None:
+    """The git repository the current directory is in (``dependants = landed``)."""
+    from orcr_tasks.checkouts import repo_root
+
+    return repo_root(os.getcwd())
+
+
 def _split(args: tuple[str, ...], what: str) -> tuple[object, list[str]]:
     """``[DIR] REST...``: the first argument is the queue when it is one, else $ORCR_TASKS_DIR."""
     args = list(args)
@@ -128,6 +135,8 @@ def tasks_add(task_id, done_when, depends_on, cluster, provider, model, verifier
     TEXT is the task ('-' reads it from stdin). Prints "<id> <state>".
     """
     q, rest = _split(args, "the task text")
+    if depends_on:  # dependants = landed checks the repository this runs in
+        q.repo = repo_here()
     text = " ".join(rest)
     if text == "-":
         text = sys.stdin.read()
@@ -274,16 +283,17 @@ def tasks_answer(args):
 def tasks_reap(queue_dir, stale):
     """Return stale claims: builds to todo/ (attempts + 1; failed/ after 3), verifications
     to review/ (not an attempt), and end the agents they had started. Also releases
-    backlog tasks whose dependencies are done."""
+    backlog tasks whose dependencies are done (with dependants = landed: and landed on
+    the base branch of the repository it runs in)."""
     from orcr_core.client import Client
     from orcr_core.sdk import Orcr
     from orcr_tasks.guard import end_agent
 
     orcr = Orcr(Client(autostart=False))  # no server: no agent to end
+    q = _open(queue_dir)
+    q.repo = repo_here()  # dependants = landed checks the repository this runs in
     try:
-        for tid, src, dst in _open(queue_dir).reap(
-            stale, end_agent(orcr, lambda m: click.echo(m, err=True))
-        ):
+        for tid, src, dst in q.reap(stale, end_agent(orcr, lambda m: click.echo(m, err=True))):
             click.echo(f"{tid} {src} -> {dst}")
     finally:
         orcr.close()

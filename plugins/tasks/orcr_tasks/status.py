@@ -81,8 +81,23 @@ def compute(queue, stale: float, now: float | None = None) -> dict:
         "unreadable": unreadable,
         "quarantined": quarantined,
         "stuck": stuck(queue, backlog),
+        "landing": landing(queue, backlog),
         "built": built,
     }
+
+
+def landing(queue, backlog: dict[str, list[str]]) -> list[dict]:
+    """With ``dependants = landed``: backlog tasks whose dependencies are all done and
+    wait to land on the base branch (a worker in the repository releases them)."""
+    conf = queue.settings()
+    if conf.get("dependants") != "landed":
+        return []
+    onto = conf.get("base") or "HEAD"
+    return [
+        {"id": tid, "depends_on": deps, "base": onto}
+        for tid, deps in sorted(backlog.items())
+        if deps and all(queue.is_in("done", d) for d in deps)
+    ]
 
 
 def stuck(queue, backlog: dict[str, list[str]]) -> list[dict]:
@@ -162,6 +177,9 @@ def render(s: dict) -> str:
         lines.append(f"  QUARANTINED {u['file']}: {u['why']}")
     for r in s["stuck"]:
         lines.append(f"  STUCK backlog/{r['id']}: {r['why']}")
+    for r in s.get("landing", []):
+        deps = ", ".join(r["depends_on"])
+        lines.append(f"  LANDING backlog/{r['id']}: waits for {deps} (done) to land on {r['base']}")
     for b in s.get("built", []):
         where = f"branch {b['branch']}" if b["branch"] else "no branch"
         lines.append(f"  {b['state']}/{b['id']}: revision {b['revision'] or '-'}, {where}")

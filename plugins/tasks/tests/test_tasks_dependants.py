@@ -17,6 +17,7 @@ import pytest
 from orcr_tasks import checkouts
 from orcr_tasks.backend import QueueError
 from orcr_tasks.queue import Queue
+from orcr_tasks.status import compute, render
 
 ID = ["-c", "user.email=t@x", "-c", "user.name=t"]
 
@@ -105,12 +106,16 @@ def test_landed_releases_a_dependant_only_once_its_dependency_is_on_the_base(q, 
     _finish(q, "T1", rev)
     assert q.where("T2") == ["backlog"]
     assert q.add("added late", done_when="x", task_id="T3", depends_on=["T1"])[1] == "backlog"
+    waiting = compute(q, 600)["landing"]
+    assert [(w["id"], w["base"]) for w in waiting] == [("T2", "main"), ("T3", "main")]
+    assert "LANDING backlog/T2: waits for T1 (done) to land on main" in render(compute(q, 600))
     q.repo = None  # a caller with no repository (tasks reap elsewhere) releases nothing
     git(repo, *ID, "merge", "-q", "--no-ff", "-m", "land T1", "work")
     assert q.release() == [] and q.where("T2") == ["backlog"]
     q.repo = str(repo)
     assert sorted(q.release()) == ["T2", "T3"]
     assert q.where("T2") == ["todo"]
+    assert compute(q, 600)["landing"] == []
     # the default mode: released as soon as the dependency is done
     q.set_settings({"dependants": "merged"})
     q.add("the next one", done_when="x", task_id="T4", depends_on=["T1"])
@@ -137,6 +142,29 @@ def test_settings_cli_refuses_what_is_not_allowed(orcr_home, short_tmp):
     (q.root / "settings.json").write_text("[1]")
     with pytest.raises(QueueError, match="not a JSON object"):
         q.settings()
+
+
+def test_tasks_reap_run_in_the_repository_releases_landed_dependants(orcr_home, short_tmp):
+    """``tasks reap`` checks landing in the repository it runs in; elsewhere it releases
+    no dependant of this mode. Planted: reap not given the repository -> T2 stays, fails."""
+    repo = make_repo(short_tmp)
+    rev = commit_on(repo, "work", "dep.py", "VALUE = 42\n")
+    q = Queue.init(short_tmp / "q")
+    q.set_settings({"dependants": "landed"})
+    q.add("the dependency", done_when="tests pass", task_id="T1")
+    q.add("the dependant", done_when="tests pass", task_id="T2", depends_on=["T1"])
+    _finish(q, "T1", rev)
+    git(repo, *ID, "merge", "-q", "--no-ff", "-m", "land T1", "work")
+
+    def reap(cwd):
+        cmd = [sys.executable, "-m", "orcr_core.cli", "tasks", "reap", str(q.root)]
+        res = subprocess.run(cmd, cwd=cwd, env=orcr_home.env, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+
+    reap(short_tmp)  # not a repository: nothing to check landing against
+    assert q.where("T2") == ["backlog"]
+    reap(repo)
+    assert q.where("T2") == ["todo"]
 
 
 AGENT = """#!{python}
