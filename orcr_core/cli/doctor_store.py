@@ -48,9 +48,11 @@ def check_store(d) -> None:
             f"make it writable again (chmod u+w {path}; lsattr {path} shows an immutable "
             f"'i' flag, chattr -i {path} removes it), or point ORCR_HOME elsewhere",
         )
-    if found is None:  # an empty file: the server makes its tables in it
-        d.add("store", "ok", f"{path}: no schema yet (the server makes it at first use)")
-        return
+    if found is None:  # a store orcr made always has its tables (store.db._create)
+        return fail(
+            f"the store is damaged: {path} holds no orcr tables [store_corrupted]",
+            health.what_to_do(path),
+        )
     problems, how = _integrity(path)
     if problems:
         return fail(

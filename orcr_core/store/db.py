@@ -4,10 +4,19 @@ An older binary must never corrupt a newer store, so the schema version is read
 over a read-only connection before anything else touches the file: a newer
 store is refused with ``store_version_mismatch`` and left byte-for-byte as it
 was.
+
+A store file that exists is never replaced or made over (issue 33 item 8). A
+new store is made whole under a temporary name and linked into place
+(:func:`_create`), so an existing store file always held orcr's tables; opening
+one checks, inside the first write transaction, that they are there. SQLite
+itself opens an empty file as a new database (and deletes its -wal): an empty,
+cut or table-less file is refused ``store_corrupted`` instead
+(:func:`orcr_core.store.health.file_problem`, checked before every connection).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -239,6 +248,10 @@ def read_schema_version(path: Path) -> int | None:
 def read_only_connection(path: Path) -> sqlite3.Connection:
     # With no WAL file beside it, every committed byte is in the main file, so
     # immutable=1 reads it without creating -wal/-shm files: nothing is touched.
+    # Never on an empty file: SQLite would delete its -wal, even read-only.
+    why = health.file_problem(path)
+    if why:
+        raise health.StoreCorrupted(f"the store is damaged: {why}; {health.what_to_do(path)}")
     wal = path.with_name(path.name + "-wal")
     mode = "mode=ro" if wal.exists() else "immutable=1"
     return sqlite3.connect(f"file:{path}?{mode}", uri=True)
@@ -263,7 +276,10 @@ def count_live(path: Path) -> int:
 
 def open_store(path: Path):
     """Connect (per thread), apply pragmas, migrate once; refuse a newer store,
-    and a damaged one (``store_corrupted``: never a fresh store over its remains)."""
+    and a damaged one (``store_corrupted``: never a fresh store over its remains).
+    A store that does not exist yet is made first (:func:`_create`)."""
+    if not os.path.lexists(path):
+        _create(path)
     why = health.file_problem(path)
     if why:
         raise health.StoreCorrupted(f"the store is damaged: {why}; {health.what_to_do(path)}")
@@ -276,6 +292,43 @@ def open_store(path: Path):
         raise health.StoreCorrupted(
             f"the store {path} is damaged ({why}); {health.what_to_do(path)}"
         ) from None
+
+
+def _create(path: Path) -> None:
+    """Make a new store whole under a temporary name, then link it into place: the
+    link fails if a store appeared meanwhile (that one is kept), and a crash leaves
+    only the temporary file, never a store file without its tables."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{time.monotonic_ns()}")
+    db.init(str(tmp), pragmas=PRAGMAS, timeout=BUSY_TIMEOUT, check_same_thread=False)
+    db.creating = True
+    try:
+        db.connect()
+        migrate()
+        db.close()  # the last connection: its WAL is checkpointed into the file
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process made it first: its store is the one
+        dirfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dirfd)
+        finally:
+            os.close(dirfd)
+    finally:
+        db.creating = False
+        if not db.is_closed():
+            db.close()
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            try:
+                os.unlink(leftover)
+            except FileNotFoundError:
+                pass
 
 
 def _open(path: Path):
@@ -296,7 +349,16 @@ def migrate() -> list[str]:
     """Apply pending migrations, each in its own IMMEDIATE transaction."""
     applied: list[str] = []
     with db.atomic("IMMEDIATE"):
-        db.create_tables([Meta, OrcrMigration])
+        if db.creating:
+            db.create_tables([Meta, OrcrMigration])
+        elif not db.table_exists(OrcrMigration._meta.table_name):
+            # under the write lock: a store orcr made always has it (_create), so
+            # this file was emptied or replaced; tables made now would be a fresh,
+            # empty store over the remains of the real one
+            path = Path(db.database)
+            raise health.StoreCorrupted(
+                f"the store is damaged: {path} holds no orcr tables; {health.what_to_do(path)}"
+            )
     done = {m.name for m in OrcrMigration.select()}
     for name, step in MIGRATIONS:
         if name in done:

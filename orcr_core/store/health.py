@@ -34,10 +34,12 @@ def what_to_do(path: Path) -> str:
 
 
 def file_problem(path: Path, running: bool = False) -> str | None:
-    """Why ``path`` is not an SQLite store, or None. With ``running`` (a server has
-    it open, so it exists with its header written) a missing or empty file is one
-    too; otherwise an absent file, or an empty one with no log beside it, is a
-    store not made yet."""
+    """Why ``path`` is not an SQLite store, or None. An absent file is a store not
+    made yet (None), unless ``running`` (a server has it open). An empty file is
+    always damage: orcr makes a store whole under another name and links it into
+    place (``orcr_core.store.db``), so a store file that exists was never empty
+    (issue 33 item 8: SQLite opens a 0-byte file as a new, empty database, and
+    deletes its -wal, so an empty file must never be opened)."""
     try:
         size = os.stat(path).st_size
     except FileNotFoundError:
@@ -50,11 +52,13 @@ def file_problem(path: Path, running: bool = False) -> str | None:
             return f"{path} was truncated to 0 bytes while the server ran"
         if wal.exists() and wal.stat().st_size > 0:
             return f"{path} is empty (0 bytes) but its write-ahead log {wal.name} is not: it was truncated"
-        return None
+        return f"{path} is empty (0 bytes): a store orcr made is never empty; it was truncated"
     try:
         head = _header(path, running)
     except OSError as exc:
         return f"{path} cannot be read: {exc.strerror or exc}"
+    if len(head) < len(MAGIC):
+        return f"{path} is cut short ({len(head)} bytes): its header is incomplete"
     if head != MAGIC:
         return f"{path} is not an SQLite database (its header was overwritten)"
     return None

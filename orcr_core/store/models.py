@@ -37,6 +37,23 @@ class StoreDatabase(SqliteDatabase):
         self._writes = 0
         self._writes_lock = threading.Lock()
         self._writing = threading.local()  # this thread's open transaction is a write
+        self.creating = False  # a new store under its temporary name (store.db._create)
+
+    def _connect(self):
+        """Each thread's connection, only on a file that is still a store: SQLite
+        opens an emptied file as a new database and deletes its -wal, the only copy
+        left of what the store held (issue 33 item 8)."""
+        if not self.creating and self.database not in (None, "", ":memory:"):
+            from pathlib import Path
+
+            from orcr_core.store import health
+
+            why = health.file_problem(Path(self.database), running=True)
+            if why:
+                raise health.StoreCorrupted(
+                    f"the store is damaged: {why}; {health.what_to_do(Path(self.database))}"
+                )
+        return super()._connect()
 
     def begin(self, lock_type=None):
         lock_type = lock_type or self._lock_type
