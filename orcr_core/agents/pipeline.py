@@ -32,6 +32,7 @@ from orcr_core.agents.launch import (
     ref_of,
 )
 from orcr_core.contracts import DriverError, PaneRef, ProviderError, StartSpec
+from orcr_core.store import health
 from orcr_core.store.models import Agent, Event, db
 from orcr_core.workspaces import step as workspace_step
 from orcr_core.workspaces.vcs import VcsError
@@ -73,7 +74,7 @@ def run(server, uuid: str) -> None:
             error = str(exc) if code in PLAIN_ERRORS else f"{type(exc).__name__}: {exc}"
         fail(server, agent, error)
     except Exception as exc:  # a bug in a driver or an adapter (UnicodeEncodeError, ...)
-        if isinstance(exc, PeeweeException | sqlite3.Error):
+        if isinstance(exc, PeeweeException | sqlite3.Error | health.StoreCorrupted):
             raise  # the store's trouble is the server's (store_error), not this agent's
         # retried it would fail the same way several times a second until the
         # stuck-start guard, which would then give a misleading reason

@@ -88,7 +88,9 @@ class Scheduler(Stopper):
             gen = self.bus.generation()
             try:
                 wait = self.tick()
-            except Exception:
+            except Exception as exc:
+                if self.server.store_error(exc):  # a damaged store: said once, by the server
+                    return
                 log.exception("scheduler tick failed")
                 wait = 1.0
             self.bus.wait(gen, timeout=wait)

@@ -189,7 +189,9 @@ class Notifier:
             try:
                 if self.match_once() == BATCH:
                     continue
-            except Exception:
+            except Exception as exc:
+                if self.server.store_error(exc):  # a damaged store: said once, by the server
+                    return
                 log.exception("notify: matching failed; retrying")
                 if self.server.stopping.wait(1.0):
                     return
@@ -330,7 +332,9 @@ class Notifier:
                     .order_by(Notification.due)
                     .first()
                 )
-            except Exception:
+            except Exception as exc:
+                if self.server.store_error(exc):
+                    return
                 log.exception("notify: sink %s thread failed; retrying", name)
                 nxt = None
             timeout = IDLE_WAIT if nxt is None else min(max(nxt.due - now, 0.01), IDLE_WAIT)
