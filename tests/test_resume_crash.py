@@ -79,6 +79,7 @@ def _settle_and_check(home, uuid: str) -> None:
     assert agent["uuid"] == uuid  # the same row, never a new one
     assert len(_requeues(home, uuid)) == 1, _requeues(home, uuid)  # resumed once
     statuses = [e["data"] for e in home.events(uuid) if e["kind"] == "agent.status"]
+    assert statuses and statuses[-1]["to"] == "idle", statuses  # the steps were recorded
     assert all(s["to"] != "ended" for s in statuses), statuses  # never lost on the way
     panes = _panes_of("r/a")
     assert len(panes) == 1, panes  # never doubled
