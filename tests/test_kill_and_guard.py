@@ -217,3 +217,69 @@ def test_kill_during_the_workspace_call_starts_no_pane(orcr_home):
     assert "pane.start_requested" not in kinds, kinds
     state = td.read_state()
     assert state["panes"] == {} and [e[0] for e in state["log"]] == [], state["log"]
+
+
+def _failed_start_waits_on_its_close(o, home, path: str) -> dict:
+    """``path``'s prompt is refused (a non-retryable error after its pane is recorded)
+    while every close is refused: the failure waits, the row stays ``starting``."""
+    o.run("<driver-refuses>", provider="testp", path=path, cwd="/")
+    _until(lambda: o.get(path)["error"] is not None, 10, "the failure recorded")
+    a = o.get(path)
+    assert a["status"] == "starting" and "refused to type" in a["error"], a
+    assert _kinds(home, a["uuid"], "pane.close_requested", "pane.close_applied")[-1] == (
+        "pane.close_requested"
+    )
+    (pane,) = td.read_state()["panes"]
+    td.remove_pane(pane)  # gone by the time the multiplexer answers (a herdr restart)
+    return a
+
+
+def _close_settled(home, uuid: str) -> None:
+    closes = _kinds(home, uuid, "pane.close_requested", "pane.close_applied")
+    assert closes[-1] == "pane.close_applied", closes
+
+
+def test_a_failed_start_keeps_its_close_open_until_the_multiplexer_answers(orcr_home):
+    """A start fails while the multiplexer refuses closes: the row stays ``starting``
+    with its error and ``pane.close_requested`` open; the monitor retries the close and
+    only then ends the row ``failed`` (soak seed 3302 on herdr, issue 33 item 14).
+    Planted: ``pipeline._fail`` swallowing the close's error and ending the row -> fails;
+    the monitor without its pending-failure branch -> fails."""
+    orcr_home.config('[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\n')
+    orcr_home.start_server()
+    td.set_close_refused(True)
+    try:
+        with orcr_home.sdk() as o:
+            a = _failed_start_waits_on_its_close(o, orcr_home, "f/refused")
+            retried = lambda: _kinds(orcr_home, a["uuid"], "pane.close_requested")  # noqa: E731
+            _until(lambda: len(retried()) >= 3, 10, "the monitor to retry the close")
+            assert o.get("f/refused")["status"] == "starting"
+            td.set_close_refused(False)
+            a = _until(
+                lambda: (lambda r: r if r["status"] == "ended" else None)(o.get("f/refused"))
+            )
+            assert a["exit_reason"] == "failed" and "refused to type" in a["error"], a
+    finally:
+        td.set_close_refused(False)
+    _close_settled(orcr_home, a["uuid"])
+
+
+def test_a_failed_start_pending_its_close_is_finished_by_recovery(orcr_home):
+    """The server is SIGKILLed while a failed start waits on its pane's close: recovery
+    closes it (the pane is gone: applied at once) and ends the row ``failed`` with the
+    start's own error. Planted: ``pipeline._fail`` swallowing the close's error -> fails;
+    ``reconcile._recover_starting`` without its pending-failure step -> fails."""
+    orcr_home.config('[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\n')
+    orcr_home.start_server()
+    td.set_close_refused(True)
+    try:
+        with orcr_home.sdk() as o:
+            a = _failed_start_waits_on_its_close(o, orcr_home, "f/crash")
+        orcr_home.kill_server()
+    finally:
+        td.set_close_refused(False)
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        a = _until(lambda: (lambda r: r if r["status"] == "ended" else None)(o.get("f/crash")))
+        assert a["exit_reason"] == "failed" and "refused to type" in a["error"], a
+    _close_settled(orcr_home, a["uuid"])

@@ -331,6 +331,9 @@ def _agent(server, agent: Agent, now: float) -> None:
         wait = cfg.duration("timings.dialog_wait")
         if agent.cancel_requested and not server.pipeline_active(agent.uuid):
             pipeline.finish_cancel(server, agent)
+        elif agent.error is not None:  # a failed start whose pane close waits on the
+            if not server.pipeline_active(agent.uuid):  # multiplexer (pipeline._fail)
+                pipeline.fail(server, agent, agent.error)
         elif agent.blocked_reason:  # a person is being asked: the longer limit, no guard
             if (agent.blocked_at or now) + wait < now:
                 _guard_expired(server, agent, wait, agent.blocked_reason)

@@ -248,13 +248,25 @@ def fail(server, agent: Agent, error: str) -> None:
 
 
 def _fail(server, agent: Agent, error: str) -> None:
+    """Close a failed start's pane, then end its row ``failed``.
+
+    A multiplexer that cannot be reached keeps the close's intent open and the row
+    ``starting`` with its ``error`` set (a pending failure): the monitor, or
+    recovery after a restart, runs this again until the close is applied. Ended at
+    once, the row would leave the intent open for good when the pane is gone by
+    the time the multiplexer answers (a herdr restart): nothing closes it then."""
     agent = _fresh(agent)
     if agent.status != "starting":
         return
     try:
         close_pane(server, agent, pane_of(agent), "start failed")
-    except DriverError:
-        pass
+    except DriverError as exc:
+        if exc.retryable:
+            with db.atomic("IMMEDIATE"):
+                agent = _fresh(agent)
+                if agent.status == "starting" and agent.error != error:
+                    lifecycle.update(agent, "agent.fail_pending", error=error)
+            return
     with db.atomic("IMMEDIATE"):
         agent = _fresh(agent)
         if agent.status == "starting":

@@ -127,6 +127,9 @@ def _recover_starting(server, agent: Agent, pane) -> bool:
     if agent.cancel_requested:
         pipeline.finish_cancel(server, agent)
         return False
+    if agent.error is not None:  # a failed start whose pane close was pending
+        pipeline.fail(server, agent, agent.error)
+        return False
     if pane is not None and agent.pane_id:
         # repaired: the pipeline resumes at its next step (the prompt is typed
         # only if the transcript does not show it), then starting -> working
