@@ -27,6 +27,9 @@ REPLY_TIMEOUT = 120.0
 STOP_WAIT = 30.0  # a stopping server's recovery-free shutdown takes well under a second
 SOCKET_GRACE = 1.0  # a running server recreates a deleted socket within 0.5 s
 HANDSHAKE_RETRY = 30.0  # a server that dies mid-hello: how long to look for the next one
+#: the longest the connect and the hello wait: a server that accepted and does not
+#: answer a hello in this time (SIGSTOPped, wedged) is reported, never waited on
+HELLO_TIMEOUT = 5.0
 
 
 class ServerError(Exception):
@@ -87,12 +90,36 @@ class Client:
 
     def _connect_once(self) -> socket.socket:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(HELLO_TIMEOUT)  # a full backlog of a stopped server blocks connect
         try:
             s.connect(str(self.path))
+        except TimeoutError:
+            s.close()
+            raise self._not_answering("the connection") from None
         except OSError:
             s.close()
             raise
+        s.settimeout(None)  # replies set their own; a stream waits as long as it wants
         return s
+
+    def _not_answering(self, what: str) -> ServerError:
+        """``server_not_answering`` for a handshake: names the server's pid, and
+        says so when that process is stopped (SIGSTOP, a debugger, ``^Z``)."""
+        held = lockfile.holder()
+        who = f"the orcr server at {self.path}"
+        if held is not None and held.pid is not None and self._listens_here(held):
+            who = f"the orcr server (pid {held.pid}) at {self.path}"
+            if _stopped(held.pid):
+                return ServerError(
+                    "server_not_answering",
+                    f"{who} did not answer {what} within {HELLO_TIMEOUT:.0f}s: its process is "
+                    f"stopped; resume it with kill -CONT {held.pid}",
+                )
+        return ServerError(
+            "server_not_answering",
+            f"{who} did not answer {what} within {HELLO_TIMEOUT:.0f}s; "
+            f"see {dirs.run_dir() / 'server.log'} and orcr doctor",
+        )
 
     def connect(self) -> Client:
         """Connect and say hello. A server that accepted and then went away before it
@@ -119,6 +146,13 @@ class Client:
             held = lockfile.holder()
             if held is not None and held.stopping:
                 self._wait_stopped(held)
+            elif held is not None and held.listening and not self._listens_here(held):
+                raise ServerError(
+                    "socket_missing",
+                    f"no orcr server listens at {self.path} (ORCR_SOCKET); this home's "
+                    f"server (pid {held.pid}) listens at {held.socket}: unset ORCR_SOCKET "
+                    "or point it there",
+                ) from None
             elif held is not None and held.listening:
                 self._socket_gone(held)
             elif held is not None:  # a server is starting (recovery runs before the socket)
@@ -131,8 +165,25 @@ class Client:
             else:
                 self._wait_for(_spawn_server(), "")
         self.reader = LineReader(self.sock)
-        self.server_info = self.call("hello", protocol=PROTOCOL_VERSION)
+        timeout, self.reply_timeout = self.reply_timeout, min(self.reply_timeout, HELLO_TIMEOUT)
+        try:
+            self.server_info = self.call("hello", protocol=PROTOCOL_VERSION)
+        except ServerError as exc:
+            if exc.code == "server_not_answering":
+                raise self._not_answering("its hello") from None
+            raise
+        finally:
+            self.reply_timeout = timeout
         return self
+
+    def _listens_here(self, held: lockfile.Holder) -> bool:
+        """Does the home's server listen at our path? (Unknown: assume so.)"""
+        if not held.socket:
+            return True
+        try:
+            return os.path.abspath(held.socket) == os.path.abspath(self.path)
+        except (OSError, ValueError):
+            return True
 
     def _wait_stopped(self, held: lockfile.Holder) -> None:
         """A server is stopping (``orcr server stop``, SIGTERM): its socket is already
@@ -290,6 +341,15 @@ class Client:
                     yield msg["event"]
 
         return first, events()
+
+
+def _stopped(pid: int) -> bool:
+    """Is process ``pid`` stopped (state ``T``: SIGSTOP, ``^Z``, a tracer)?"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] in (["T"], ["t"])
 
 
 def call_once(method: str, timeout: float, socket_path: Path | None = None, **params):

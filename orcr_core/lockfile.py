@@ -29,6 +29,8 @@ class Holder:
     pid: int | None
     listening: bool
     stopping: bool = False
+    #: the socket it listens on (from ``mark_listening``), None before it listens
+    socket: str | None = None
 
 
 def path() -> Path:
@@ -46,9 +48,11 @@ def holder(lock: Path | None = None) -> Holder | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            words = os.pread(fd, 256, 0).decode(errors="replace").split()
+            words = os.pread(fd, 4096, 0).decode(errors="replace").split()
             pid = int(words[0]) if words and words[0].isdigit() else None
-            return Holder(pid, "listening" in words[1:], "stopping" in words[1:])
+            listening = words[1:2] == ["listening"]
+            sock = " ".join(words[2:]) if listening and len(words) > 2 else None
+            return Holder(pid, "listening" in words[1:], "stopping" in words[1:], sock)
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
