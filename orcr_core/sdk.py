@@ -69,8 +69,15 @@ class Orcr:
         base: str | None = None,
         model: str | None = None,
         args: list[str] | None = None,
+        rm: bool | None = None,
+        gc_after: float | None = None,
     ) -> dict:
         """Admit an agent; returns ``{path, uuid, status, queue_seq}`` at once.
+
+        ``rm``: a job, not a session: the agent ends (``done``) when its first turn
+        ends, and its slot frees at once; ``read`` and ``get`` still answer (None:
+        the config's ``[agent] rm``). ``gc_after``: seconds it may sit idle before
+        it ends ``gc`` (over ``timings.gc_after``).
 
         ``worktree``: its own checkout of the repository ``cwd`` is in (a git
         worktree on ``branch``, default ``orcr/<path>``, from ``base``, default
@@ -90,6 +97,8 @@ class Orcr:
             base=base,
             model=model,
             args=args,
+            rm=rm,
+            gc_after=gc_after,
         )
         return self.client.call("agent.run", **params)
 
@@ -109,6 +118,8 @@ class Orcr:
         base=None,
         model=None,
         args=None,
+        rm=None,
+        gc_after=None,
     ) -> dict:
         check_prompt(prompt)
         params = {"cwd": os.path.abspath(cwd or os.getcwd())}
@@ -127,6 +138,8 @@ class Orcr:
             ("base", base),
             ("model", model),
             ("args", list(args) if args is not None else None),
+            ("rm", rm),
+            ("gc_after", gc_after),
         ):
             if value is not None:
                 params[key] = value
@@ -452,6 +465,8 @@ def _pick(rows: list[dict], target: str) -> dict:
 
 def _done(agent: dict, until: str) -> bool:
     if agent["status"] == "ended":
+        if agent["exit_reason"] == "done":
+            return True  # an --rm agent: its turn ended, as idle would say
         if agent["exit_reason"] in BAD_ENDINGS or until == "idle":
             raise AgentEnded(agent)
         return True

@@ -257,7 +257,7 @@ class Monitor:
         elif agent.status == "working" and agent.timeout and agent.turn_started_at:
             self.timers.arm(agent.turn_started_at + agent.timeout, agent.uuid, "timeout")
         elif agent.status == "idle" and agent.idle_since:
-            self.timers.arm(agent.idle_since + cfg.duration("timings.gc_after"), agent.uuid, "gc")
+            self.timers.arm(agent.idle_since + gc_after(cfg, agent), agent.uuid, "gc")
             park_at = parking.due_at(self.server, agent)
             if park_at is not None:
                 self.timers.arm(park_at, agent.uuid, "park")
@@ -324,6 +324,13 @@ class Monitor:
         self.pane_changed()
 
 
+def gc_after(cfg, agent: Agent) -> float:
+    """How long ``agent`` may sit idle before it ends ``gc``: its own ``--gc-after``,
+    else ``timings.gc_after``."""
+    own = getattr(agent, "gc_after", None)
+    return own if own is not None else cfg.duration("timings.gc_after")
+
+
 def _agent(server, agent: Agent, now: float) -> None:
     cfg = server.config
     if agent.status == "starting":
@@ -364,7 +371,7 @@ def _agent(server, agent: Agent, now: float) -> None:
             )
             return
     if agent.status == "idle" and agent.idle_since:
-        if agent.idle_since + cfg.duration("timings.gc_after") < now:
+        if agent.idle_since + gc_after(cfg, agent) < now:
             pipeline.end(server, agent, "gc", decided_on=("status", "idle_since"))
             return
         park_at = parking.due_at(server, agent)

@@ -57,6 +57,12 @@ class RunSpec:
     base: str | None = None
     model: str | None = None  # per-run provider options (over [providers.<name>])
     args: list[str] | None = None
+    rm: bool = False  # end the agent (done) when its first turn ends
+    gc_after: float | None = None  # this agent's timings.gc_after, in seconds
+
+
+#: the range of a per-run --gc-after, as timings.gc_after's (seconds)
+GC_AFTER_RANGE = (1.0, 365 * 86400.0)
 
 
 def clean_prompt(prompt: str) -> str:
@@ -134,6 +140,17 @@ def validate_spec(spec: RunSpec, providers: dict, options: dict | None = None) -
     if spec.argv is not None and (not spec.argv or not all(isinstance(a, str) for a in spec.argv)):
         raise AdmissionError("invalid_params", "argv must be a non-empty list of strings")
     _check_run_options(spec, providers[spec.provider])
+    low, high = GC_AFTER_RANGE
+    if spec.gc_after is not None and (
+        isinstance(spec.gc_after, bool)
+        or not isinstance(spec.gc_after, int | float)
+        or not low <= spec.gc_after <= high
+    ):
+        raise AdmissionError(
+            "invalid_params",
+            f"gc_after {spec.gc_after!r} must be a number of seconds from 1 to 365 days "
+            "(--gc-after 10m, 2h, 7d)",
+        )
     if (spec.branch is not None or spec.base is not None) and not spec.worktree:
         raise AdmissionError(
             "invalid_params", "--branch and --base need --worktree (the agent's own checkout)"
@@ -195,9 +212,9 @@ _SEQS = (
 )
 _INSERT = (
     "INSERT INTO agent (uuid, path, name, provider, status, queue_seq, cwd, launch_token, timeout, "
-    "created_at, worktree, worktree_state, model, run_args, "
+    "created_at, worktree, worktree_state, model, run_args, rm, gc_after, "
     "managed, cancel_requested, turn, turns_done) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, 0, 0)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, 0, 0)"
 )
 
 
@@ -259,6 +276,8 @@ def admit(
                     "worktree": worktree,
                     "model": spec.model,
                     "args": spec.args,
+                    "rm": spec.rm,
+                    "gc_after": spec.gc_after,
                     "launch_token": token,
                     "created_at": now,
                 },
@@ -278,6 +297,8 @@ def admit(
                 worktree_state="requested" if worktree else None,
                 model=spec.model,
                 run_args=run_args,
+                rm=1 if spec.rm else 0,
+                gc_after=spec.gc_after,
             )
             cur = db.execute_sql(_INSERT, tuple(fields.values()))
             events.emit("agent.queued", uuid, path=path, provider=spec.provider, queue_seq=seq)

@@ -22,7 +22,7 @@ from orcr_core.store.models import ACTIVE, Agent, db
 log = logging.getLogger("orcr.reconcile")
 
 #: exit reasons after which orcr itself decided the pane must not exist
-ORCR_ENDED = ("failed", "canceled", "killed", "timeout", "gc")
+ORCR_ENDED = ("failed", "canceled", "killed", "timeout", "gc", "done")
 
 
 def _snapshot(server):

@@ -75,6 +75,7 @@ def _check_version(server, agent: Agent, provider, version: str) -> None:
 
 
 def _set(server, agent: Agent, to: str, turns_done: int | None = None, ended=(), **data) -> None:
+    done = None  # an --rm agent ended with its turn: its pane to close after the commit
     with db.atomic("IMMEDIATE"):
         current = Agent.get_by_id(agent.id)
         if current.status != agent.status:
@@ -87,9 +88,29 @@ def _set(server, agent: Agent, to: str, turns_done: int | None = None, ended=(),
             lifecycle.update(current, None, **fields)
         if turns_done is not None and turns_done > first:  # what those turns spent (top)
             data["tokens"] = usage.tokens(ended[first:turns_done])
-        lifecycle.transition(current, to, **data)
+        if to == "idle" and current.rm:  # agent run --rm: the turn's end is the agent's
+            lifecycle.transition(current, "ended", "done", **data)
+            done = current
+        else:
+            lifecycle.transition(current, to, **data)
         if turns_done is not None and turns_done > first:
             usage.record(current, ended[first:turns_done], first)  # the same commit
     if turns_done is not None and turns_done > first:
         faults.point("after_turn_usage")  # both committed
     server.notify()
+    if done is not None:
+        faults.point("after_rm_end")  # the turn's end and the agent's, one commit
+        _close_done(server, done)
+
+
+def _close_done(server, agent: Agent) -> None:
+    """The pane of an agent that ended ``done``: closed after the row's commit (the slot
+    is free already). A crash before it leaves a late pane of an ended agent, which the
+    reconciliation pass closes (agents/reconcile.py, ``done`` is one of orcr's ends)."""
+    from orcr_core.agents.launch import pane_of
+    from orcr_core.contracts import DriverError
+
+    try:
+        pipeline.close_pane(server, agent, pane_of(agent), "done")
+    except DriverError:
+        pass  # reconciliation closes it when the multiplexer answers

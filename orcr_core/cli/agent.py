@@ -19,7 +19,7 @@ from orcr_core.cli.agent_show import (
 )
 from orcr_core.cli.errors import ExitCode, OrcrCliError
 from orcr_core.cli.output import echo_results, sdk
-from orcr_core.cli.params import duration, stdin_prompt, turn_timeout
+from orcr_core.cli.params import duration, gc_after, stdin_prompt, turn_timeout
 
 #: back to the line's start and erase it (ECMA-48 EL): progress lines leave no residue
 CLEAR_LINE = "\r\x1b[K"
@@ -60,11 +60,23 @@ def agent():
     multiple=True,
     help="One more argument for the provider's CLI (repeatable; claude, codex).",
 )
+@click.option(
+    "--rm",
+    "rm",
+    is_flag=True,
+    help="A job: end the agent (done) when its first turn ends; its answer stays readable.",
+)
+@click.option(
+    "--gc-after",
+    callback=gc_after,
+    metavar="DURATION",
+    help="End it (gc) once idle this long (10m, 2h; 1s..365d; default timings.gc_after).",
+)
 @click.option("--json", "json_", is_flag=True, help="Print the admission as JSON.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def agent_run(
     provider, path_, name, cwd, timeout, prompt_opt, worktree, branch, base, model, extra,
-    json_, args,
+    rm, gc_after, json_, args,
 ):  # fmt: skip
     """Admit an agent and print "<path> <uuid>" at once.
 
@@ -77,6 +89,10 @@ def agent_run(
     --worktree gives the agent a git worktree on a new branch (or a jj
     workspace) made when it starts; it is removed when the agent ends unless it
     holds changes or commits on no other branch (orcr worktree ls).
+
+    --rm makes it a job: it ends (exit reason done) as soon as its first turn
+    ends, freeing its slot; orcr agent read and get still show its answer
+    ([agent] rm = true makes every run a job).
     """
     argv = None
     if provider == "command":
@@ -107,6 +123,8 @@ def agent_run(
             base=base,
             model=model,
             args=list(extra) if extra else None,
+            rm=rm or None,  # no --rm: the server applies [agent] rm
+            gc_after=gc_after,
         )
     if json_:
         click.echo(jsonlib.dumps(res))

@@ -42,6 +42,22 @@ def duration(ctx, param, value, limit: float | None = None):
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")  # a bare number is seconds
 
 
+def gc_after(ctx, param, value):
+    """--gc-after: a duration from 1s to 365d (timings.gc_after's range)."""
+    if value is None:
+        return None
+    from orcr_core.config import ConfigError, parse_duration
+
+    allowed = "a duration from 1s to 365d, e.g. 10m, 2h, 7d"
+    try:
+        seconds = float(value) if _NUMBER.fullmatch(value) else parse_duration(value, param.name)
+    except ConfigError:
+        raise click.BadParameter(f"{value!r} is not a duration: give {allowed}") from None
+    if not 1 <= seconds <= 365 * 86400:
+        raise click.BadParameter(f"{value!r} is out of range: give {allowed}")
+    return seconds
+
+
 def turn_timeout(ctx, param, value):
     from orcr_core.protocol import MAX_TURN_TIMEOUT
 

@@ -71,7 +71,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "missed_after": "1m",
         "keep_events": 10_000,
     },
-    "agent": {"provider": "claude"},
+    # rm: every agent run ends (done) with its first turn, as agent run --rm
+    "agent": {"provider": "claude", "rm": False},
     "driver": {"name": "auto"},
     # "" = this instance's own: ``orcr``, or ``orcr-<instance id>`` under ORCR_HOME
     "herdr": {"session": "", "binary": "herdr", "socket": ""},
@@ -123,6 +124,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "loops.keep_events": _int_range(100, MAX_RETENTION),
     "driver.name": _name,
     "agent.provider": _name,
+    "agent.rm": _bool,
     "herdr.session": _string,
     "herdr.binary": _nonempty,
     "herdr.socket": _string,

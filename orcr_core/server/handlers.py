@@ -106,6 +106,9 @@ def agent_run(server, conn, rid, params):
         base=param(params, "base", str, required=False),
         model=param(params, "model", str, required=False),
         args=param(params, "args", list, required=False),
+        # --rm: end it (done) with its first turn; unset: the config's [agent] rm
+        rm=param(params, "rm", bool, required=False, default=server.config.get("agent.rm", False)),
+        gc_after=params.get("gc_after"),
     )
     try:
         agent = queue.admit(

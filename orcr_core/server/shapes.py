@@ -56,6 +56,9 @@ def agent_dict(a: Agent) -> dict:
         "turn_status": a.turn_status,
         "turn_error": a.turn_error,
         "timeout": a.timeout,
+        # agent run --rm: it ends (done) with its first turn; gc_after: its own idle GC
+        "rm": bool(a.rm),
+        "gc_after": a.gc_after,
         # parked: the live agent's pane is in this instance's parking area
         # (agents/parking.py); place says where the pane is
         "parked": parked(a),

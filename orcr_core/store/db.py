@@ -207,6 +207,15 @@ def _resume_reported(database) -> None:
         database.execute_sql("ALTER TABLE agent ADD COLUMN resume_reported TEXT")
 
 
+def _rm(database) -> None:
+    # issue 38: agents that finish (agent run --rm) and a per-run --gc-after
+    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
+    if "rm" not in have:
+        database.execute_sql("ALTER TABLE agent ADD COLUMN rm INTEGER DEFAULT 0")
+    if "gc_after" not in have:
+        database.execute_sql("ALTER TABLE agent ADD COLUMN gc_after REAL")
+
+
 MIGRATIONS: list[tuple[str, callable]] = [
     ("0001_initial", _initial),
     ("0002_agent_status_seq_index", _status_seq_index),
@@ -227,6 +236,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("agent_pending_prompt", _pending_prompt),
     ("notices", _notices),
     ("agent_resume_reported", _resume_reported),
+    ("agent_rm", _rm),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -87,7 +87,8 @@ LIVE = ("starting", "working", "idle")
 #: statuses that keep a path reserved
 ACTIVE = ("queued", "starting", "working", "idle", "lost")
 STATUSES = ("queued", "starting", "working", "idle", "lost", "ended")
-EXIT_REASONS = ("canceled", "failed", "killed", "exited", "timeout", "lost", "gc")
+#: ``done``: an ``agent run --rm`` agent whose first turn ended (its answer stays readable)
+EXIT_REASONS = ("canceled", "failed", "killed", "exited", "timeout", "lost", "gc", "done")
 
 
 class BaseModel(Model):
@@ -166,6 +167,10 @@ class Agent(BaseModel):
     #: an ``agent send`` prompt not yet delivered (agent_pending_prompt): written with
     #: ``prompt.requested``, cleared with ``prompt.applied``; a restart resumes it
     pending_prompt = TextField(null=True)
+    #: ``agent run --rm`` (migration agent_rm): end the agent (``done``) with its first
+    #: turn's end, in the same commit; ``gc_after``: this agent's own timings.gc_after
+    rm = BooleanField(default=False, null=True)
+    gc_after = FloatField(null=True)
     # unmanaged rows are keyed by (session, terminal_id)
     session = TextField(null=True)
     terminal_id = TextField(null=True)
