@@ -30,6 +30,14 @@ def validate(path: str, what: str = "path") -> str:
         raise PathError(f"empty {what}; {rule}")
     if len(path) > MAX_PATH:
         raise PathError(f"{what} is {len(path)} characters, over the limit of {MAX_PATH}")
+    if path.startswith("/") or path.endswith("/"):
+        end = "starts" if path.startswith("/") else "ends"
+        fixed = f"write {path.strip('/')!r}; " if path.strip("/") else ""
+        raise PathError(
+            f"{what} {path!r} {end} with '/': an orcr path is a name, not a file path, "
+            f"and has no root (an agent's own calls are already inside its scope); "
+            f"{fixed}{rule}"
+        )
     segments = path.split("/")
     if len(segments) > MAX_DEPTH:
         raise PathError(

@@ -18,8 +18,11 @@ from orcr_core import paths
         ("", "empty"),
         ("Review/x", "'R'"),
         ("a//b", "empty segment"),
-        ("a/b/", "empty segment"),
-        ("/a", "empty segment"),
+        # a leading '/' is a file-path habit: say it has no root and what to write
+        # (planted: the check removed -> "has an empty segment", both fail)
+        ("a/b/", "ends with '/'"),
+        ("/abs/x", "starts with '/': an orcr path is a name, not a file path, and has no root"),
+        ("/abs/x", "write 'abs/x'"),
         ("a-b", "'-'"),
         ("a b", "' '"),
         ("a.b", "'.'"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json as jsonlib
+import re
 import shutil
 
 import click
@@ -135,7 +136,9 @@ def loop_create(
         raise click.UsageError(
             'there is no --every: intervals are cron expressions, e.g. "*/5 * * * *"'
         )
-    unknown = [a for a in pre if a.startswith("-")]
+    # a word like "-1 * * * *" or -5 is a (bad) cron field, for the cadence's own
+    # error to name, not an option
+    unknown = [a for a in pre if a.startswith("-") and not re.match(r"-\d|-\S*\s", a)]
     if unknown:
         raise click.UsageError(f"no such option: {unknown[0]}")
     if argv is None:
@@ -230,7 +233,9 @@ def loop_ls(all_, json_):
                 _missed(lp.get("last_missed"), lp["tz"]),
             )
         )
-    if data:
+    if not data:  # a line, so an empty list is not mistaken for a silent failure
+        click.echo("no loops" if all_ else "no loops (--all shows ended ones)")
+    else:
         echo_table(
             (
                 "NAME",
