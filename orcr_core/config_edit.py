@@ -142,7 +142,9 @@ def unset_value(key: str, path: Path | None = None) -> Any:
         return None
     doc = _parse_file(path)
     parts, node = split_key(key), doc
+    chain = []  # (table, key in it) down to the value
     for part in parts[:-1]:
+        chain.append((node, part))
         node = node.get(part) if isinstance(node, dict) else None
         if node is None:
             return None
@@ -150,6 +152,11 @@ def unset_value(key: str, path: Path | None = None) -> Any:
         return None
     old = _plain(node[parts[-1]])
     del node[parts[-1]]
+    # a table this emptied goes too (no bare [providers.echo] left behind)
+    for parent, part in reversed(chain):
+        if len(parent[part]) > 0:
+            break
+        del parent[part]
     _write(doc, path)
     return old
 

@@ -64,3 +64,18 @@ def test_a_tmux_socket_in_a_missing_directory_is_refused(orcr_home, short_tmp):
     )
     orcr_home.run("config", "set", "tmux.socket", str(short_tmp / "tmux.sock"), check=True)
     orcr_home.run("config", "set", "tmux.socket", "plainname", check=True)  # tmux -L
+
+
+def test_unset_of_a_tables_last_key_removes_the_emptied_tables(orcr_home):
+    """Planted: the emptied-table pruning removed -> a bare [providers.echo] stays
+    (and [concurrency]), fails."""
+    path = orcr_home.path / "config.toml"
+    orcr_home.run("config", "set", "providers.echo.argv", '["echo", "hi"]', check=True)
+    orcr_home.run("config", "set", "providers.echo.allow_unpinned", "true", check=True)
+    assert "[providers.echo]" in path.read_text()
+    orcr_home.run("config", "unset", "providers.echo.argv", check=True)
+    assert "[providers.echo]" in path.read_text()  # still holds allow_unpinned
+    orcr_home.run("config", "unset", "providers.echo.allow_unpinned", check=True)
+    text = path.read_text()
+    assert "echo" not in text and "[providers" not in text, text
+    assert "[driver]" in text and "[timings]" in text  # the others stay as written

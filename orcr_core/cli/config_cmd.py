@@ -107,7 +107,8 @@ def config_set(key, value, force):
 def config_unset(key):
     """Remove KEY from the config file, so its default applies again.
 
-    A key the file does not set is left alone (said, exit 0). The server reloads
+    A table left empty goes too. A key the file does not set is left alone
+    (said, exit 0). The server reloads
     the file. The keys that switch the multiplexer are refused while agents are live.
     """
     from orcr_core.config import DEFAULTS, ConfigError
