@@ -357,6 +357,23 @@ class ScreenState:
     answer_option: str | None = None
 
 
+@dataclass(frozen=True)
+class InputState:
+    """What a provider reads on its TUI's screen after a prompt's Enter: whether the
+    Enter landed (``input_state`` hook; orcr_core/agents/resubmit.py decides from it).
+
+    ``composer`` is the text in the TUI's input (its lines joined by newlines, ``""``
+    when empty or showing only a placeholder), None when the screen shows no input
+    the adapter recognises. ``running`` is what shows a turn running (a spinner's
+    "esc to interrupt"), None when nothing does. orcr presses Enter again only when
+    the composer still holds the prompt, ``running`` is None and ``screen_state``
+    shows no dialog.
+    """
+
+    composer: str | None
+    running: str | None = None
+
+
 @runtime_checkable
 class TranscriptReader(Protocol):
     """An incremental reader over one transcript file.
@@ -397,6 +414,9 @@ class Provider(Protocol):
     # shows anything (docs/plugins/index.md). The same hook reads a working
     # agent's screen once its transcript goes quiet: a ``dialog`` there (a
     # permission prompt) shows the agent blocked mid-turn (agents/asking.py).
+    # Optional: ``input_state(screen) -> InputState``: the composer's text and what
+    # shows a turn running, read after a prompt's Enter; without it orcr never
+    # presses Enter again (agents/resubmit.py).
     # Optional: ``cli: tuple[str, str]``: the command it runs by default and how to
     # install it (``("gemini", "npm install -g @google/gemini-cli")``): ``orcr
     # doctor`` finds that command (or ``[providers.NAME] argv``'s), asks its

@@ -24,7 +24,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from orcr_core.contracts import ProviderError, ProviderFault, ScreenState, SessionPointer, TurnState
+from orcr_core.contracts import (
+    InputState,
+    ProviderError,
+    ProviderFault,
+    ScreenState,
+    SessionPointer,
+    TurnState,
+)
 
 #: seconds a hook may take before it counts as hung (``timings.provider_call``)
 DEFAULT_TIMEOUT = 30.0
@@ -55,6 +62,7 @@ SHAPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "locate_transcript": (_optional((str, os.PathLike)), "a path or None"),
     "check_version": (_optional(str), "a warning string or None"),
     "screen_state": (_optional(ScreenState), "a ScreenState or None"),
+    "input_state": (_optional(InputState), "an InputState or None"),
     "poll": (lambda v: isinstance(v, TurnState), "a TurnState"),
     "open_reader": (lambda v: callable(getattr(v, "poll", None)), "a reader with a poll() method"),
 }

@@ -10,8 +10,9 @@ from what the provider and the pane show, never by typing again blindly:
 - the turn shows (the transcript, or the provider's session discovery finds a
   session holding the prompt, as Codex's rollout does before its thread is
   reported): nothing is typed;
-- Enter was requested: the text left the composer for the model, or it is still
-  on the screen and Enter is pressed again (never the text);
+- Enter was requested: the text left the composer for the model, or it still
+  sits in an idle composer and Enter is pressed again on that evidence only
+  (never the text; :mod:`orcr_core.agents.resubmit`);
 - only the paste was requested: when it was applied or the screen shows the text,
   Enter alone is pressed; a paste that never reached the pane is made again.
 
@@ -31,7 +32,7 @@ import time
 from peewee import PeeweeException, fn
 
 from orcr_core import events, faults
-from orcr_core.agents import dialogs, lifecycle, parking, sessions, transcripts
+from orcr_core.agents import dialogs, lifecycle, parking, resubmit, sessions, transcripts
 from orcr_core.agents.exclusive import agent_lock
 from orcr_core.agents.launch import pane_of
 from orcr_core.contracts import DriverError
@@ -39,16 +40,10 @@ from orcr_core.store.models import Agent, Event, db
 
 log = logging.getLogger("orcr.delivery")
 
-DELIVERY_ATTEMPTS = 3
-#: how much of the prompt (its first non-blank characters, whitespace ignored) is
-#: looked for on the screen to tell a composer that already holds it
-SCREEN_MATCH = 40
 #: seconds a paste a crash interrupted may take to show in the composer before it is
 #: taken as never made: Claude Code 2.1 draws a paste 0.2-1.4 s after it arrives (on a
 #: loaded machine), and pasting again meanwhile doubles the text
 PASTE_SETTLE = 5.0
-#: what a TUI shows in place of a long pasted text (Claude Code: "[Pasted text #1 +12 lines]")
-PASTE_PLACEHOLDERS = ("[Pasted text",)
 
 PASTE_REQUESTED = "prompt.paste_requested"
 PASTE_APPLIED = "prompt.paste_applied"
@@ -111,10 +106,14 @@ def _deliver_once(server, agent: Agent, prompt: str, before: int, ready, still=N
         faults.point("before_prompt")
         return _type(server, agent, prompt, before, paste=True, still=still)
     if ENTER_REQUESTED in steps:
-        # Enter may have landed: the text went to the model, or (still shown) it
-        # is pressed again; the text itself is never typed twice
+        # Enter may have landed: the text went to the model, or it sits in the
+        # composer and the confirmation presses Enter again on that evidence
+        # (agents/resubmit.py); the text itself is never typed twice. A provider
+        # that cannot read its composer: pressed when the screen shows the text
         log.info("agent %s: turn %d's Enter was requested before a restart", agent.path, before + 1)
-        if _on_screen(server, agent, prompt):
+        if resubmit.unsubmitted(server, agent, prompt) is None and _on_screen(
+            server, agent, prompt
+        ):
             return _type(server, agent, prompt, before, paste=False, still=still)
         return confirm(server, agent, before, prompt)
     if PASTE_APPLIED in steps or _on_screen(server, agent, prompt, wait=PASTE_SETTLE):
@@ -158,16 +157,13 @@ def _type(server, agent: Agent, prompt: str, before: int, paste: bool, still=Non
 def _on_screen(server, agent: Agent, prompt: str, wait: float = 0.0) -> bool:
     """Whether the pane shows the prompt (whitespace ignored: a composer wraps it), or
     a TUI's placeholder for a pasted text; looked for during ``wait`` seconds."""
-    want = "".join(prompt.split())[:SCREEN_MATCH]
     deadline = time.monotonic() + wait
     while True:
         try:
             screen = server.driver.read(pane_of(agent))
         except DriverError:
             return False
-        if any(mark in screen for mark in PASTE_PLACEHOLDERS):
-            return True
-        if want and want in "".join(screen.split()):
+        if resubmit.holds(screen, prompt):
             return True
         if time.monotonic() >= deadline:
             return False
@@ -198,32 +194,17 @@ def _turns_since(server, agent: Agent, turns_before: int, text: str | None = Non
     return status == "working"
 
 
-def confirm(server, agent: Agent, turns_before: int, text: str | None = None) -> bool:
-    """Wait for the turn to show; press Enter again if it does not.
-
-    A prompt that sat unsubmitted (Enter swallowed by a TUI that was not ready)
-    gets another Enter. An extra Enter on an empty composer is harmless.
-    """
-    driver = server.driver
-    pane = pane_of(agent)
-    wait = server.config.duration("timings.prompt_confirm")
+def confirm(server, agent: Agent, turns_before: int, text: str) -> bool:
+    """Wait for the turn to show; press Enter again only on evidence that the first
+    did not land (:func:`orcr_core.agents.resubmit.confirm`)."""
     request = _last_request(agent)
-    for attempt in range(DELIVERY_ATTEMPTS):
-        deadline = time.monotonic() + wait
-        while True:
-            started = _turns_since(server, agent, turns_before, text)
-            if started is None or started:
-                return True
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(0.05)
-        if attempt < DELIVERY_ATTEMPTS - 1:
-            if _over(agent, turns_before, request):
-                return False  # the turn is over (lost, restored, set back): no more Enters
-            with db.atomic("IMMEDIATE"):
-                events.emit("prompt.resubmit", agent.uuid, path=agent.path, attempt=attempt + 1)
-            driver.send_keys(pane, ["enter"])
-    return False
+    return resubmit.confirm(
+        server,
+        agent,
+        text,
+        started=lambda: _turns_since(server, agent, turns_before, text),
+        over=lambda: _over(agent, turns_before, request),
+    )
 
 
 def _over(agent: Agent, turns_before: int, request: int | None) -> bool:

@@ -40,7 +40,7 @@ from orcr_claude import screen, trust
 from orcr_claude.slug import project_slug
 from orcr_claude.turns import ClaudeTurns
 from orcr_core.adapter_helpers import JsonlAdapter, base_argv, config_root
-from orcr_core.contracts import LaunchSpec, ProviderError, ScreenState, SessionPointer
+from orcr_core.contracts import InputState, LaunchSpec, ProviderError, ScreenState, SessionPointer
 
 #: A no-op Stop hook: with one configured, Claude writes a ``stop_hook_summary``
 #: record at the end of every completed turn, which the reader takes as the turn's
@@ -118,6 +118,10 @@ class ClaudeProvider(JsonlAdapter):
         file written, or None when it was trusted already."""
         path = trust.config_file(spec.options)
         return str(path) if trust.trust(path, spec.cwd) else None
+
+    def input_state(self, text: str) -> InputState:
+        """The composer and a running turn, after a prompt's Enter (:mod:`orcr_claude.screen`)."""
+        return screen.input_state(text)
 
     def screen_state(self, text: str, spec: LaunchSpec) -> ScreenState:
         """Ready at its input, or a start-up question first (:mod:`orcr_claude.screen`)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from orcr_core.contracts import LaunchSpec, ScreenState
+from orcr_core.contracts import InputState, LaunchSpec, ScreenState
 from orcr_core.screens import choose, keys_hint, menu, trust_question
 
 TRUST = (
@@ -152,3 +152,29 @@ def _asked_for(lines: list[str], at: int) -> str:
     )
     what = f"{header} `{framed[:80]}`" if framed else header
     return f" ({what})" if what else ""
+
+
+#: what shows a turn running: the footer (2.1.332-working.txt) and the spinner line say it
+RUNNING = ("esc to interrupt",)
+
+
+def input_state(screen: str) -> InputState:
+    """The composer's text (the lines from the ``❯`` line under the last rule to the
+    next rule, the prompt mark and 1.x's box borders taken off) and whether a turn
+    runs ("esc to interrupt"); the composer is None when no rule-and-``❯`` input shows
+    (a dialog replaced it)."""
+    lines = screen.splitlines()
+    running = next((s for s in RUNNING if s in screen), None)
+    start = None
+    for i, (above, line) in enumerate(zip(lines, lines[1:], strict=False)):
+        if _RULE.match(above) and _COMPOSER.match(line):
+            start = i + 1
+    if start is None:
+        return InputState(None, running)
+    body = [_COMPOSER.sub("", lines[start], count=1)]
+    for line in lines[start + 1 :]:
+        if _RULE.match(line) or line.lstrip().startswith("╰"):
+            break
+        body.append(line)
+    text = "\n".join(ln.strip().strip("│").strip() for ln in body).strip()
+    return InputState(text, running)

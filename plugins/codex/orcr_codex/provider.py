@@ -40,7 +40,7 @@ from orcr_core.adapter_helpers import (
     prompt_search,
     str_list,
 )
-from orcr_core.contracts import LaunchSpec, ScreenState, SessionPointer
+from orcr_core.contracts import InputState, LaunchSpec, ScreenState, SessionPointer
 
 #: orcr's Codex agents start no app-server daemon of their own (see launch_argv)
 NO_DAEMON = "features.daemon_auto_start=false"
@@ -171,6 +171,10 @@ class CodexProvider(JsonlAdapter):
         if not found:
             return None
         return SessionPointer("orcr:rollout", "id", max(found)[1])
+
+    def input_state(self, text: str) -> InputState:
+        """The composer and a running turn, after a prompt's Enter (:mod:`orcr_codex.screen`)."""
+        return screen.input_state(text)
 
     def screen_state(self, text: str, spec: LaunchSpec) -> ScreenState:
         """Ready at its input, or a start-up question first (:mod:`orcr_codex.screen`)."""

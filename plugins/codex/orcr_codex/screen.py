@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from orcr_core.contracts import LaunchSpec, ScreenState
+from orcr_core.contracts import InputState, LaunchSpec, ScreenState
 from orcr_core.screens import choose, keys_hint, menu, trust_question
 
 TRUST = (
@@ -84,3 +84,28 @@ def _approval(lines: list[str], spec: LaunchSpec) -> ScreenState | None:
         f"answer it with `orcr agent attach {spec.path}`{how}",
         answer_keys=keys,
     )
+
+
+#: what shows a turn running: "• Working (3s • esc to interrupt)"
+RUNNING = ("esc to interrupt",)
+
+
+def input_state(screen: str) -> InputState:
+    """The composer's text (the last ``›`` line that is no menu option and has the
+    status line under it, with the lines that continue it) and whether a turn runs
+    ("esc to interrupt"); None for the composer when none shows (an approval)."""
+    lines = screen.splitlines()
+    running = next((s for s in RUNNING if s in screen), None)
+    start = None
+    for i, line in enumerate(lines):
+        if _COMPOSER.match(line) and not _OPTION.match(line):
+            if any(" · " in below or _CONTEXT.search(below) for below in lines[i + 1 :]):
+                start = i
+    if start is None:
+        return InputState(None, running)
+    body = [_COMPOSER.sub("", lines[start], count=1)]
+    for line in lines[start + 1 :]:
+        if not line.strip() or " · " in line or _CONTEXT.search(line):
+            break
+        body.append(line)
+    return InputState("\n".join(ln.strip() for ln in body).strip(), running)

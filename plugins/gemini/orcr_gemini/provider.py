@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from orcr_core.adapter_helpers import JsonlAdapter, base_argv, str_list
-from orcr_core.contracts import LaunchSpec, ProviderError, ScreenState, SessionPointer
+from orcr_core.contracts import InputState, LaunchSpec, ProviderError, ScreenState, SessionPointer
 from orcr_core.jsonl_tail import JsonlTail, JsonlTurnReader
 from orcr_core.store.durable import fsync_dir
 from orcr_gemini import screen, settings
@@ -242,6 +242,10 @@ class GeminiProvider(JsonlAdapter):
         return SessionReader(
             path, lambda: GeminiTurns(settle=settle, hooked=hooked, version=version), clocks
         )
+
+    def input_state(self, text: str) -> InputState:
+        """The composer and a running turn, after a prompt's Enter (:mod:`orcr_gemini.screen`)."""
+        return screen.input_state(text)
 
     def screen_state(self, text: str, spec: LaunchSpec) -> ScreenState:
         """Ready at its input, or a question first (:mod:`orcr_gemini.screen`).

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from orcr_core.contracts import LaunchSpec, ScreenState
+from orcr_core.contracts import InputState, LaunchSpec, ScreenState
 from orcr_core.screens import choose, keys_hint, menu, trust_question
 
 READY = "Type your message or @path/to/file"
@@ -105,3 +105,28 @@ def _permission(lines: list[str], spec: LaunchSpec) -> ScreenState | None:
         f"`orcr agent attach {spec.path}`{how}",
         answer_keys=keys,
     )
+
+
+#: what shows a turn running: "⠋ Thinking... (esc to cancel, 2m 30s)" (0.61.0-working.txt)
+RUNNING = ("esc to cancel",)
+_PROMPT = re.compile(r"^\s*>(\s|$)")
+#: the line under the composer: "workspace (/directory)   sandbox"
+_FOOTER = ("workspace (",)
+
+
+def input_state(screen: str) -> InputState:
+    """The composer's text (the last ``>`` line, the placeholder counted as empty, with
+    the lines that continue it) and whether a turn runs ("esc to cancel"); None for
+    the composer when none shows (a permission question replaced it)."""
+    lines = [unbox(ln) for ln in screen.splitlines()]
+    running = next((s for s in RUNNING if s in screen), None)
+    start = max((i for i, ln in enumerate(lines) if _PROMPT.match(ln)), default=None)
+    if start is None:
+        return InputState(None, running)
+    body = [_PROMPT.sub("", lines[start], count=1)]
+    for line in lines[start + 1 :]:
+        if not line.strip() or any(f in line for f in _FOOTER) or line.lstrip()[:1] in "╰─":
+            break
+        body.append(line)
+    text = "\n".join(ln.strip() for ln in body).strip()
+    return InputState("" if text.startswith(READY) else text, running)

@@ -20,7 +20,14 @@ import sqlite3
 from typing import Any
 
 from orcr_core.adapter_helpers import base_argv, str_list, summary
-from orcr_core.contracts import LaunchSpec, ProviderError, ScreenState, SessionPointer, TurnState
+from orcr_core.contracts import (
+    InputState,
+    LaunchSpec,
+    ProviderError,
+    ScreenState,
+    SessionPointer,
+    TurnState,
+)
 from orcr_core.versions import check_version
 from orcr_opencode import screen
 from orcr_opencode.store import StoreReader, db_path, main_session
@@ -99,6 +106,10 @@ class OpenCodeProvider:
 
     def check_version(self, version: str | None, options: dict[str, Any]) -> str | None:
         return check_version(self.name, self.supported_versions, version, options)
+
+    def input_state(self, text: str) -> InputState:
+        """The composer and a running turn, after a prompt's Enter (:mod:`orcr_opencode.screen`)."""
+        return screen.input_state(text)
 
     def screen_state(self, text: str, spec: LaunchSpec) -> ScreenState:
         """Ready at its input, or a question (:mod:`orcr_opencode.screen`)."""

@@ -15,7 +15,7 @@ with ``Confirm   Cancel``).
 
 from __future__ import annotations
 
-from orcr_core.contracts import LaunchSpec, ScreenState
+from orcr_core.contracts import InputState, LaunchSpec, ScreenState
 
 READY = ("Ask anything",)
 FOOTER = "ctrl+p commands"
@@ -53,3 +53,22 @@ def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
     if any(FOOTER in ln and WORKING not in ln for ln in lines):
         return ScreenState("ready")
     return ScreenState("unknown")
+
+
+def input_state(screen: str) -> InputState:
+    """The composer's text (the ``┃`` lines of the box that ends in ``╹▀▀▀`` at the
+    bottom, its last line, the agent and model, left out; the placeholder counted as
+    empty) and whether a turn runs (the footer's "esc interrupt"); None for the
+    composer when no such box shows (a permission question replaced it)."""
+    raw = screen.splitlines()
+    running = WORKING if any(WORKING in ln for ln in raw) else None
+    bottom = max((i for i, ln in enumerate(raw) if ln.strip().startswith("╹")), default=None)
+    if bottom is None:
+        return InputState(None, running)
+    box: list[str] = []
+    for line in reversed(raw[:bottom]):
+        if not line.strip().startswith("┃"):
+            break
+        box.insert(0, line.strip()[1:].strip())
+    text = "\n".join(box[:-1]).strip()
+    return InputState("" if any(text.startswith(s) for s in READY) else text, running)

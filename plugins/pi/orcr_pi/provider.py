@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from orcr_core.adapter_helpers import JsonlAdapter, base_argv, str_list
-from orcr_core.contracts import LaunchSpec, ProviderError, ScreenState, SessionPointer
+from orcr_core.contracts import InputState, LaunchSpec, ProviderError, ScreenState, SessionPointer
 from orcr_core.jsonl_tail import JsonlTurnReader
 from orcr_core.versions import check_version
 from orcr_pi.turns import PiTurns
@@ -41,6 +41,8 @@ SESSION_FILE = "pi-session.jsonl"
 VERSION_FILE = "pi-version"
 #: the line under pi's input box: its working folder, then the context and model line
 RULE = "\u2500" * 20
+#: what pi shows over its input box while a turn runs
+RUNNING = ("Working...",)
 
 
 def package_version(program: str) -> str | None:
@@ -124,6 +126,18 @@ class PiProvider(JsonlAdapter):
         if len(rules) >= 2 and len(lines) > rules[-1] + 1:
             return ScreenState("ready")
         return ScreenState("unknown")
+
+    def input_state(self, text: str) -> InputState:
+        """The composer (the lines between the last two rules: pi's input box) and
+        whether a turn runs ("Working..." over the box); None for the composer before
+        the box is drawn."""
+        lines = text.splitlines()
+        running = next((s for s in RUNNING if s in text), None)
+        rules = [i for i, line in enumerate(lines) if line.strip().startswith(RULE)]
+        if len(rules) < 2:
+            return InputState(None, running)
+        body = lines[rules[-2] + 1 : rules[-1]]
+        return InputState("\n".join(ln.strip() for ln in body).strip(), running)
 
     def turns(self, settle: float, blocked_after: float | None) -> PiTurns:
         return PiTurns(settle=settle)

@@ -137,3 +137,17 @@ def test_ready_once_the_input_box_is_drawn(tmp_path):
     assert PiProvider().screen_state(booting, s).state == "unknown"
     half = READY.split("/tmp/pi-try")[0]
     assert PiProvider().screen_state(half, s).state == "unknown"
+
+
+def test_the_composer_is_the_input_box_and_working_shows_a_turn():
+    """pi 0.73.1's input box is the lines between its last two rules; "Working..." (its
+    loader, over the box) shows a turn running. orcr presses a prompt's Enter again
+    only when the box holds it and nothing runs (orcr_core/agents/resubmit.py)."""
+    got = PiProvider().input_state(READY)
+    assert (got.composer, got.running) == ("", None)
+    rule = "─" * 80
+    typed = READY.replace(f"{rule}\n\n{rule}", f"{rule}\nfix the tests\n{rule}")
+    assert PiProvider().input_state(typed).composer == "fix the tests"
+    working = READY.replace(f"\n{rule}\n\n", f"\n⠋ Working... (escape to interrupt)\n{rule}\n\n", 1)
+    assert PiProvider().input_state(working).running == "Working..."
+    assert PiProvider().input_state("fd not found.\n").composer is None

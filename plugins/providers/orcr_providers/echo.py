@@ -6,7 +6,7 @@ import os
 import sys
 from typing import Any
 
-from orcr_core.contracts import LaunchSpec, SessionPointer
+from orcr_core.contracts import InputState, LaunchSpec, SessionPointer
 from orcr_core.versions import check_version, version_tuple
 from orcr_providers import __version__
 from orcr_providers.echo_reader import EchoTranscriptReader, summarize
@@ -54,6 +54,15 @@ class EchoProvider:
 
     def open_reader(self, path: str) -> EchoTranscriptReader:
         return EchoTranscriptReader(path)
+
+    def input_state(self, text: str) -> InputState:
+        """The composer (the bottom line, ``> text``; ``↵`` for a newline) and whether a
+        turn runs (the header's "working (turn N)")."""
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        running = "working (turn" if lines and "working (turn" in lines[0] else None
+        if not lines or not (lines[-1] == ">" or lines[-1].startswith("> ")):
+            return InputState(None, running)
+        return InputState(lines[-1][2:].replace("↵", "\n").strip(), running)
 
     def check_version(self, version: str | None, options: dict[str, Any]) -> str | None:
         return check_version(self.name, self.supported_versions, version, options)

@@ -1,0 +1,214 @@
+"""Pressing a prompt's Enter again: only on evidence that the first one did not land.
+
+After a prompt's Enter, :func:`confirm` waits for the turn to show in the
+transcript. A TUI can swallow an Enter (one that arrives with its paste, or
+before it takes input), and then the prompt sits in its composer for good; but
+under load a TUI also writes its transcript late (Claude Code: 8.7 s after the
+Enter on a busy 2-core machine, the model's tool call already running). An
+Enter pressed then lands in the running turn, or on a permission or trust
+dialog, where it chooses the highlighted option: an action nobody chose.
+
+So elapsed time alone never presses Enter. The screen is read with the
+provider's ``input_state`` hook (what the composer holds, what shows a turn
+running) and its ``screen_state`` hook (a dialog), and Enter is pressed again
+only when, for ``settle`` seconds with the screen unchanged:
+
+- the composer still holds the prompt (its first non-blank characters, or a
+  TUI's placeholder for a pasted text), and
+- nothing shows a running turn (a spinner, "esc to interrupt"), and
+- no dialog shows.
+
+``settle`` is ``timings.prompt_confirm`` times the machine's load (the 1-minute
+load average per CPU, between 1 and :data:`MAX_LOAD_FACTOR`), and any change
+of the screen starts it again: a TUI still drawing is still working on
+something. Once a running turn or a dialog has shown, no Enter is pressed
+again for this prompt. A provider without ``input_state`` cannot tell: nothing
+is pressed again. Every decision is an event: ``prompt.resubmit`` (pressed,
+with why) then ``prompt.resubmit_applied``, or ``prompt.resubmit_withheld``
+(not pressed, with why), once per reason. The look is bounded by
+:data:`ATTEMPTS` times ``settle`` (the budget only bounds how long orcr looks,
+it never presses anything).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from orcr_core import events
+from orcr_core.agents.launch import launch_spec, pane_of
+from orcr_core.contracts import DriverError, LaunchSpec, ProviderError, ProviderFault
+from orcr_core.store.models import Agent, db
+
+log = logging.getLogger("orcr.delivery")
+
+#: at most ATTEMPTS - 1 more Enters; the look lasts ATTEMPTS settles
+ATTEMPTS = 3
+#: seconds between two looks at the transcript
+POLL = 0.1
+#: seconds between two reads of the screen (a multiplexer call per delivering agent)
+SCREEN_EVERY = 0.3
+#: the most the load stretches ``settle`` (reached at a load average of 8 on 2 CPUs)
+MAX_LOAD_FACTOR = 4.0
+#: how much of the prompt (its first non-blank characters, whitespace ignored) is
+#: looked for to tell a composer (or a screen) that holds it
+SCREEN_MATCH = 40
+#: what a TUI shows in place of a long pasted text (Claude Code: "[Pasted text #1 +12 lines]")
+PASTE_PLACEHOLDERS = ("[Pasted text",)
+
+RESUBMIT = "prompt.resubmit"
+RESUBMIT_APPLIED = "prompt.resubmit_applied"
+WITHHELD = "prompt.resubmit_withheld"
+
+#: why a resubmit was withheld, for the events (``why``) and docs/concepts.md
+REASONS = {
+    "running": "the pane shows a running turn",
+    "dialog": "the pane shows a dialog",
+    "left": "the prompt is no longer in the composer",
+    "no_input": "the provider sees no composer on the screen",
+    "cannot_tell": "the provider cannot read its composer (no input_state hook)",
+    "unreadable": "the pane cannot be read",
+}
+
+
+def holds(text: str, prompt: str) -> bool:
+    """Whether ``text`` holds the prompt (whitespace ignored: a composer wraps it) or
+    a TUI's placeholder for a pasted text."""
+    if any(mark in text for mark in PASTE_PLACEHOLDERS):
+        return True
+    want = "".join(prompt.split())[:SCREEN_MATCH]
+    return bool(want) and want in "".join(text.split())
+
+
+def load_factor() -> float:
+    """The 1-minute load average per CPU, between 1 and :data:`MAX_LOAD_FACTOR`."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    return min(MAX_LOAD_FACTOR, max(1.0, load / (os.cpu_count() or 1)))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One look at the pane: ``why`` is ``unsubmitted`` (the prompt sits in an idle
+    composer: Enter may be pressed once it holds) or a key of :data:`REASONS`."""
+
+    why: str
+    detail: str = ""
+    screen: str = ""
+
+
+def judge(server, agent: Agent, prompt: str, spec=None) -> Verdict:
+    """What the pane shows of the prompt's Enter, read with the provider's hooks."""
+    provider = server.registry.providers.get(agent.provider)
+    read_input = getattr(provider, "input_state", None)
+    if read_input is None:
+        return Verdict("cannot_tell")
+    try:
+        screen = server.driver.read(pane_of(agent))
+    except DriverError as exc:
+        return Verdict("unreadable", str(exc))
+    screen_state = getattr(provider, "screen_state", None)
+    try:
+        shown = screen_state(screen, spec or _spec(server, agent)) if screen_state else None
+        if shown is not None and shown.state == "dialog":
+            return Verdict("dialog", shown.kind or "question", screen)
+        state = read_input(screen)
+    except (ProviderError, ProviderFault) as exc:  # a broken hook tells nothing
+        return Verdict("cannot_tell", str(exc), screen)
+    if state is None:
+        return Verdict("cannot_tell", "", screen)
+    if state.running:
+        return Verdict("running", state.running, screen)
+    if state.composer is None:
+        return Verdict("no_input", "", screen)
+    if holds(state.composer, prompt):
+        return Verdict("unsubmitted", "", screen)
+    return Verdict("left", "", screen)
+
+
+def _spec(server, agent: Agent) -> LaunchSpec:
+    """The agent's launch spec for ``screen_state`` (what it names in a dialog's reason);
+    a bare one when its launch file is gone."""
+    try:
+        return launch_spec(server, agent)
+    except (OSError, ValueError):
+        return LaunchSpec(agent.uuid, agent.path, agent.cwd, "", {})
+
+
+def unsubmitted(server, agent: Agent, prompt: str) -> bool | None:
+    """Whether the pane shows the prompt unsubmitted right now; None when the
+    provider cannot tell (no ``input_state`` hook)."""
+    verdict = judge(server, agent, prompt)
+    if verdict.why == "cannot_tell":
+        return None
+    return verdict.why == "unsubmitted"
+
+
+def confirm(server, agent: Agent, prompt: str, started, over) -> bool:
+    """Wait for the turn to show (``started()``: True, False, or None when nothing
+    can tell); press Enter again only on the evidence described above.
+
+    ``over()`` says the prompt is no longer the agent's current one: then nothing
+    more is pressed and this returns False. True when the transcript showed the
+    turn, or the pane showed it running; False when the budget ran out first."""
+    settle = server.config.duration("timings.prompt_confirm") * load_factor()
+    deadline = time.monotonic() + ATTEMPTS * settle
+    spec = _spec(server, agent)
+    presses, since, last_screen = 0, None, None
+    said: set[str] = set()
+    seen: str | None = None  # "running" or "dialog" once shown: no Enter after that
+    looked = 0.0
+    while True:
+        s = started()
+        if s is None or s:
+            return True
+        now = time.monotonic()
+        if now >= deadline:
+            return seen == "running"
+        if seen is None and now - looked >= SCREEN_EVERY:
+            looked = now
+            verdict = judge(server, agent, prompt, spec)
+            if verdict.why in ("running", "dialog"):
+                seen = verdict.why
+            if verdict.why == "unsubmitted":
+                if verdict.screen != last_screen:  # the TUI still draws: wait on
+                    since, last_screen = now, verdict.screen
+                elif now - since >= settle and presses < ATTEMPTS - 1:
+                    if over():
+                        return False  # lost, restored, set back: no more Enters
+                    presses += 1
+                    _press(server, agent, presses, now - since)
+                    since, last_screen = None, None
+                    deadline = max(deadline, time.monotonic() + settle)
+            else:
+                since, last_screen = None, None
+                if verdict.why not in said:
+                    said.add(verdict.why)
+                    _withheld(agent, verdict, presses)
+        time.sleep(POLL)
+
+
+def _press(server, agent: Agent, attempt: int, held: float) -> None:
+    """Enter again, between its intent and applied events."""
+    why = "the prompt is still in the composer, no turn runs and no dialog shows"
+    log.info("agent %s: Enter pressed again (%s for %.1fs)", agent.path, why, held)
+    with db.atomic("IMMEDIATE"):
+        events.emit(
+            RESUBMIT, agent.uuid, path=agent.path, attempt=attempt, why=why, held=round(held, 1)
+        )
+    server.driver.send_keys(pane_of(agent), ["enter"])
+    with db.atomic("IMMEDIATE"):
+        events.emit(RESUBMIT_APPLIED, agent.uuid, path=agent.path, attempt=attempt)
+
+
+def _withheld(agent: Agent, verdict: Verdict, presses: int) -> None:
+    why = REASONS[verdict.why] + (f" ({verdict.detail})" if verdict.detail else "")
+    log.info("agent %s: Enter not pressed again: %s", agent.path, why)
+    with db.atomic("IMMEDIATE"):
+        events.emit(
+            WITHHELD, agent.uuid, path=agent.path, reason=verdict.why, why=why, pressed=presses
+        )
