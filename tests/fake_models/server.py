@@ -31,6 +31,7 @@ class Request:
     #: the usage the answer reported, as orcr counts it: {input (uncached), output,
     #: cache_read, cache_write}; None when the answer carried none (an error)
     usage: dict | None = None
+    at: float = field(default_factory=time.time)  # when it was received (wall clock)
 
 
 class FakeServer(ThreadingHTTPServer):

@@ -24,6 +24,13 @@ option, as in the real TUIs. Like Claude Code 2.1.332's, the first dialog takes
 no keys for :data:`DIALOG_DEAF` seconds after it is first drawn (keys sent the
 moment it appears are dropped, all of them).
 
+Switches shared by both fakes (set by the subclass from its flags): ``key_log``, a
+file that gets one JSON line per Enter the TUI receives, with what it showed then
+(``dialog``, ``busy`` for a running turn, else ``idle``; ``composer``: the text it
+held; ``dropped``: not acted on), so a test counts the Enters that reached a running
+turn or a dialog; ``drop_enters``, how many Enters on a composer holding text are
+lost (the text stays unsubmitted), as a TUI that is not ready drops them.
+
 Prompt directives (leading, any order): ``[sleep N]`` delays the answer N
 seconds, ``[tool]`` runs one tool call before the answer, ``[ask]`` runs one
 that asks permission first (:meth:`Tui.ask`: the turn waits, writing nothing,
@@ -40,6 +47,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 import time
 import uuid
 from collections import deque
@@ -101,6 +109,8 @@ class Jsonl:
     def __init__(self, path: str):
         self.path = path
         self._fd: int | None = None
+        self._held: list[dict] | None = None
+        self._lock = threading.Lock()
 
     @property
     def exists(self) -> bool:
@@ -110,7 +120,30 @@ class Jsonl:
         """Open an existing transcript to append to (a resumed session)."""
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
 
+    def hold(self, seconds: float) -> None:
+        """Keep what is written for ``seconds``, then write it in order (a TUI that writes
+        its transcript late, as Claude Code does on a loaded machine)."""
+        with self._lock:
+            if self._held is None:
+                self._held = []
+                timer = threading.Timer(seconds, self._release)
+                timer.daemon = True
+                timer.start()
+
+    def _release(self) -> None:
+        with self._lock:
+            held, self._held = self._held or [], None
+            for record in held:
+                self._write(record)
+
     def write(self, record: dict) -> None:
+        with self._lock:
+            if self._held is not None:
+                self._held.append(record)
+            else:
+                self._write(record)
+
+    def _write(self, record: dict) -> None:
         if self._fd is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -262,6 +295,17 @@ class Tui:
         self.paste_delay = 0.0
         self.held_paste = ""
         self.held_until = 0.0
+        self.key_log: str | None = None  # one JSON line per Enter received
+        self.drop_enters = 0  # Enters on a composer with text that are lost
+
+    def log_enter(self, dropped: bool = False) -> None:
+        """One line of ``key_log``: an Enter, and what the TUI showed when it came."""
+        if not self.key_log:
+            return
+        shown = "dialog" if self.dialogs else "busy" if self.busy else "idle"
+        record = {"t": time.time(), "shown": shown, "composer": self.composer, "dropped": dropped}
+        with open(self.key_log, "a") as f:
+            f.write(json.dumps(record) + "\n")
 
     def release_paste(self) -> None:
         if self.held_paste:
@@ -336,6 +380,8 @@ class Tui:
         if dialog.first and (
             dialog.shown_at is None or time.monotonic() - dialog.shown_at < DIALOG_DEAF
         ):
+            for _ in range(data.count(b"\r") + data.count(b"\n")):
+                self.log_enter(dropped=True)
             return  # the TUI takes no input yet: dropped
         i = 0
         while i < len(data) and self.dialogs and self.dialogs[0] is dialog:
@@ -352,6 +398,7 @@ class Tui:
                 i += self._skip_escape(data, i)
                 continue
             if data[i] in (0x0D, 0x0A):
+                self.log_enter()
                 self.dialogs.popleft()
                 dialog.choose(dialog.selected if dialog.options else -1)
             elif data[i] == 0x03:
@@ -405,8 +452,12 @@ class Tui:
                 continue
             if b in (0x0D, 0x0A):
                 if time.monotonic() - self.paste_ended < ENTER_GUARD:
-                    pass  # part of the paste burst: swallowed, nothing submitted
+                    self.log_enter(dropped=True)  # part of the paste burst: swallowed
+                elif self.drop_enters and (self.composer or self.held_paste):
+                    self.drop_enters -= 1
+                    self.log_enter(dropped=True)  # lost: the text stays unsubmitted
                 else:
+                    self.log_enter()
                     self.release_paste()
                     self.submit(self.composer)
                     self.composer = ""
