@@ -101,8 +101,9 @@ class Verdict:
     screen: str = ""
 
 
-def judge(server, agent: Agent, prompt: str, spec=None) -> Verdict:
-    """What the pane shows of the prompt's Enter, read with the provider's hooks."""
+def judge(server, agent: Agent, prompt: str, cache: dict | None = None) -> Verdict:
+    """What the pane shows of the prompt's Enter, read with the provider's hooks
+    (``cache`` keeps the agent's launch spec between looks)."""
     provider = server.registry.providers.get(agent.provider)
     read_input = getattr(provider, "input_state", None)
     if read_input is None:
@@ -113,7 +114,7 @@ def judge(server, agent: Agent, prompt: str, spec=None) -> Verdict:
         return Verdict("unreadable", str(exc))
     screen_state = getattr(provider, "screen_state", None)
     try:
-        shown = screen_state(screen, spec or _spec(server, agent)) if screen_state else None
+        shown = screen_state(screen, _spec(server, agent, cache)) if screen_state else None
         if shown is not None and shown.state == "dialog":
             return Verdict("dialog", shown.kind or "question", screen)
         state = read_input(screen)
@@ -130,13 +131,16 @@ def judge(server, agent: Agent, prompt: str, spec=None) -> Verdict:
     return Verdict("left", "", screen)
 
 
-def _spec(server, agent: Agent) -> LaunchSpec:
-    """The agent's launch spec for ``screen_state`` (what it names in a dialog's reason);
-    a bare one when its launch file is gone."""
-    try:
-        return launch_spec(server, agent)
-    except (OSError, ValueError):
-        return LaunchSpec(agent.uuid, agent.path, agent.cwd, "", {})
+def _spec(server, agent: Agent, cache: dict | None) -> LaunchSpec:
+    """The agent's launch spec for ``screen_state`` (what it names in a dialog's reason),
+    kept in ``cache``; a bare one when its launch file is gone."""
+    cache = {} if cache is None else cache
+    if "spec" not in cache:
+        try:
+            cache["spec"] = launch_spec(server, agent)
+        except (OSError, ValueError):
+            cache["spec"] = LaunchSpec(agent.uuid, agent.path, agent.cwd, "", {})
+    return cache["spec"]
 
 
 def unsubmitted(server, agent: Agent, prompt: str) -> bool | None:
@@ -157,7 +161,7 @@ def confirm(server, agent: Agent, prompt: str, started, over) -> bool:
     turn, or the pane showed it running; False when the budget ran out first."""
     settle = server.config.duration("timings.prompt_confirm") * load_factor()
     deadline = time.monotonic() + ATTEMPTS * settle
-    spec = _spec(server, agent)
+    cache: dict = {}
     presses, since, last_screen = 0, None, None
     said: set[str] = set()
     seen: str | None = None  # "running" or "dialog" once shown: no Enter after that
@@ -171,7 +175,7 @@ def confirm(server, agent: Agent, prompt: str, started, over) -> bool:
             return seen == "running"
         if seen is None and now - looked >= SCREEN_EVERY:
             looked = now
-            verdict = judge(server, agent, prompt, spec)
+            verdict = judge(server, agent, prompt, cache)
             if verdict.why in ("running", "dialog"):
                 seen = verdict.why
             if verdict.why == "unsubmitted":
