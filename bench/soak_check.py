@@ -79,13 +79,14 @@ PAIRS = {
     "prompt.requested": ("prompt.applied", "prompt.failed"),
     "prompt.paste_requested": ("prompt.paste_applied",),
     "prompt.enter_requested": ("prompt.enter_applied",),
+    "prompt.resubmit": ("prompt.resubmit_applied",),
     "worktree.requested": ("worktree.created", "worktree.removed"),
     "run.signal_requested": ("run.signal_applied", "run.dead"),
 }
 #: a start's intents an agent's end settles when it failed or was canceled mid-start;
 #: a close or a move must always be applied or repaired
 START_INTENTS = ("pane.start_requested", "prompt.requested", "prompt.paste_requested",
-                 "prompt.enter_requested")  # fmt: skip
+                 "prompt.enter_requested", "prompt.resubmit")  # fmt: skip
 START_FAILED = ("failed", "canceled")
 #: ends a state decides: idle GC ends an idle agent, a turn's timeout a working one (a
 #: decision taken on a stale read, e.g. GC racing an ``agent send``, ends the wrong one)
@@ -300,9 +301,9 @@ class _Checker:
             # the delivery's own verdict on its turn (``confirmed`` or not, or failed): a step
             # whose applied a multiplexer error or a restart cut off was resumed from
             # what the pane and the transcript showed (agents/delivery.py), and its
-            # Enter pressed again as ``prompt.resubmit`` if needed; the once rule
-            # checks what the agent received
-            for intent in ("prompt.paste_requested", "prompt.enter_requested"):
+            # Enter pressed again as ``prompt.resubmit`` if needed (agents/resubmit.py);
+            # the once rule checks what the agent received
+            for intent in ("prompt.paste_requested", "prompt.enter_requested", "prompt.resubmit"):
                 self.open.pop((owner, intent), None)
         if kind == "agent.status" and d.get("exit_reason") in START_FAILED:
             # a start that failed or was canceled mid-way: its end (with the error) is
