@@ -59,7 +59,9 @@ def test_a_restart_with_starts_whose_pipelines_commit_during_recovery_always_suc
     assert "database is locked" not in (orcr_home.path / "server.out").read_text()
     import orcr_test_driver as td
 
-    for pane in td.read_state()["panes"].values():
+    panes = td.read_state()["panes"]
+    assert len(panes) == AGENTS, panes  # the loop below sees every agent's pane
+    for pane in panes.values():
         assert len(pane["prompts"]) == 1, pane  # the prompt the transcript showed: never again
 
 
