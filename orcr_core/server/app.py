@@ -157,36 +157,50 @@ class Server(MultiplexerMixin):
 
         db.connect(reuse_if_open=True)
         while not self.stopping.is_set():
-            gen = self.queue_bus.generation()
-            promoted, gate = [], None
-            if self.driver is not None:
-                faults.point("before_promote")
-                # the multiplexer first: a promotion into a dead one would only fail
-                queued = queue.any_queued()
-                self.held = self.mux_ready() if queued else None
-                if queued and self.held is None:
-                    # promoted-but-loading agents reserve their footprint first
-                    budget = self.memory.budget(self, self.config)
-                    gate = budgets.gate(self)  # token budgets (usage/budgets.py)
-                    promoted = queue.promote(
-                        self.config, budget=budget, gate=gate, providers=self.registry.providers
-                    )
-                    self.held = budget.held() if budget is not None else None
-            elif queue.any_queued():
-                self.held = self.mux_ready()
-            if promoted:
-                faults.point("after_promote")
-                self.notify()
-                for agent in promoted:
-                    self.start_pipeline(agent.uuid, pipeline.run)
+            try:
+                step = self._queue_step(pipeline)
+            except Exception as exc:  # never a dead queue thread (issue 33 item 15)
+                if self.store_error(exc):  # a damaged store: said once, by the server
+                    return
+                log.exception("queue pass failed; retrying")
+                self.stopping.wait(1.0)
                 continue
-            if self.held:  # memory frees, a multiplexer comes back, without an event
-                timeout = MEMORY_RECHECK
-            else:
-                timeout = 5.0 if self._driver is None else None
-            if wake := gate and gate.wake_at():  # a spent budget's window rolls over
-                timeout = max(0.05, min(timeout or 3600.0, wake - time.time()))
-            self.queue_bus.wait(gen, timeout=timeout)
+            if step is not None:
+                self.queue_bus.wait(step[0], timeout=step[1])
+
+    def _queue_step(self, pipeline) -> tuple[int, float | None] | None:
+        """One pass: promote what may start; None to look again at once, else the
+        bus generation and the timeout to wait with."""
+        gen = self.queue_bus.generation()
+        promoted, gate = [], None
+        if self.driver is not None:
+            faults.point("before_promote")
+            # the multiplexer first: a promotion into a dead one would only fail
+            queued = queue.any_queued()
+            self.held = self.mux_ready() if queued else None
+            if queued and self.held is None:
+                # promoted-but-loading agents reserve their footprint first
+                budget = self.memory.budget(self, self.config)
+                gate = budgets.gate(self)  # token budgets (usage/budgets.py)
+                promoted = queue.promote(
+                    self.config, budget=budget, gate=gate, providers=self.registry.providers
+                )
+                self.held = budget.held() if budget is not None else None
+        elif queue.any_queued():
+            self.held = self.mux_ready()
+        if promoted:
+            faults.point("after_promote")
+            self.notify()
+            for agent in promoted:
+                self.start_pipeline(agent.uuid, pipeline.run)
+            return None
+        if self.held:  # memory frees, a multiplexer comes back, without an event
+            timeout = MEMORY_RECHECK
+        else:
+            timeout = 5.0 if self._driver is None else None
+        if wake := gate and gate.wake_at():  # a spent budget's window rolls over
+            timeout = max(0.05, min(timeout or 3600.0, wake - time.time()))
+        return gen, timeout
 
     def start_pipeline(self, uuid: str, fn, *args, queue_behind: bool = False) -> None:
         """Run ``fn(self, uuid, *args)`` on the pool, one job per agent at a time.
