@@ -84,7 +84,7 @@ def test_drift_counters_and_their_times_survive_a_restart(orcr_home):
     crashed = orcr_home.status()
     assert (crashed["drift"], crashed["drift_at"]) == (before["drift"], before["drift_at"])
     text = orcr_home.run("server", "status", check=True).stdout
-    assert f"drift lost 1 (at {before['drift_at']['lost']})  repaired 0  " in text
+    assert f"drift lost 1 (total, last at {before['drift_at']['lost']})  repaired 0  " in text
     # a gauge's time moves only when its value does
     td.remove_pane("w:o1")
     gone = until(

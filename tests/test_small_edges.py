@@ -21,3 +21,23 @@ def test_a_negative_cron_field_is_a_cadence_error_not_an_option(server):
     assert "no such option" not in r.stderr
     r = server.run("loop", "create", "x", "0 9 * * *", "--bogus", "--", "true")
     assert r.returncode == 2 and "no such option: --bogus" in r.stderr
+
+
+def test_top_labels_drift_counts_as_totals_with_their_age():
+    """``lost 3`` from last night must not read as three agents lost now. Planted:
+    drift_line without the total label -> fails."""
+    from datetime import UTC, datetime, timedelta
+
+    from orcr_core.top.text import drift_line
+
+    then = (datetime.now(UTC) - timedelta(hours=3, seconds=5)).isoformat().replace("+00:00", "Z")
+    h = {
+        "drift": {"lost": 3, "repaired": 0, "orphan_agent_panes": 1, "unmarked_panes": 0},
+        "drift_at": {"lost": then, "repaired": None, "orphan_agent_panes": then},
+        "driver": {"name": "tmux", "error": None},
+    }
+    line = drift_line(h)
+    assert line.startswith("drift lost 3 (total, last 3h00m ago) repaired 0 orphan panes 1 ")
+    # zero counts stay short, as docs/top.md shows them
+    h["drift"]["lost"] = 0
+    assert drift_line(h).startswith("drift lost 0 repaired 0 orphan panes 1 unmarked 0")

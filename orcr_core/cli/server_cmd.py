@@ -134,7 +134,13 @@ def _print_status(s: dict) -> None:
     d, at = s["drift"], s.get("drift_at") or {}
 
     def count(name: str, label: str) -> str:  # a counter that is not 0 says since when
-        return f"{label} {d[name]}" + (f" (at {at[name]})" if d[name] and at.get(name) else "")
+        if not (d[name] and at.get(name)):
+            return f"{label} {d[name]}"
+        # lost and repaired are totals over the store's life (they survive restarts),
+        # not what is wrong now; the pane counts are what the last check found
+        return f"{label} {d[name]} " + (
+            f"(total, last at {at[name]})" if name in ("lost", "repaired") else f"(at {at[name]})"
+        )
 
     click.echo(
         "drift "

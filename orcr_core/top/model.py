@@ -277,6 +277,7 @@ class FleetModel:
             # why promotions wait (memory, multiplexer, a spent token budget), if they do
             "held_back": "; ".join(r for r in [s.get("held"), *_budget_reasons(s)] if r) or None,
             "drift": s.get("drift"),
+            "drift_at": s.get("drift_at"),
             "unmanaged": s.get("unmanaged") or 0,  # agents in the user's other herdr sessions
             "driver": {"name": driver.get("name"), "error": driver.get("error")}
             if driver

@@ -3,6 +3,8 @@ screen shares with it."""
 
 from __future__ import annotations
 
+import time
+
 from orcr_core.top.loops import loop_summary
 from orcr_core.top.rows import STATUSES, duration, flag, tokens_text
 
@@ -43,10 +45,28 @@ def held_line(h: dict) -> str | None:
     return f"held back: {text}"
 
 
+def _ago(iso: str) -> str:
+    """How long ago an ISO 8601 UTC time was: 9s, 3m04s, 2h05m."""
+    from datetime import datetime
+
+    try:
+        then = datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return "?"
+    return duration(time.time() - then)
+
+
 def drift_line(h: dict) -> str:
-    d = h.get("drift") or {}
+    d, at = h.get("drift") or {}, h.get("drift_at") or {}
+
+    def total(name: str) -> str:
+        # a count is a total over the store's life, not what is wrong now: say so,
+        # with the age of its last change, so "lost 3" from last night reads as such
+        n, when = d.get(name, 0), at.get(name)
+        return f"{name} {n}" + (f" (total, last {_ago(when)} ago)" if n and when else "")
+
     drift = (
-        f"drift lost {d.get('lost', 0)} repaired {d.get('repaired', 0)} "
+        f"drift {total('lost')} {total('repaired')} "
         f"orphan panes {d.get('orphan_agent_panes', 0)} unmarked {d.get('unmarked_panes', 0)}"
     )
     drv = h.get("driver")
