@@ -398,6 +398,19 @@ def held_reason(provider: str, providers) -> str | None:
     )
 
 
+def cap_held(config: Config, provider: str, counts: dict[str, int]) -> str | None:
+    """Why a queued row of ``provider`` waits on a cap, given the live ``counts``
+    (:func:`live_counts`): ``cap global 4/4`` (checked first, as :func:`promote`
+    does), ``cap echo 3/3``; None when both have room."""
+    total, cap = sum(counts.values()), config.cap()
+    if total >= cap:
+        return f"cap global {total}/{cap}"
+    own = config.cap(provider)
+    if own is not None and counts.get(provider, 0) >= own:
+        return f"cap {provider} {counts.get(provider, 0)}/{own}"
+    return None
+
+
 def any_queued() -> bool:
     return db.execute_sql(_ANY_QUEUED).fetchone() is not None
 

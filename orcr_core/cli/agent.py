@@ -126,6 +126,8 @@ def agent_run(
             rm=rm or None,  # no --rm: the server applies [agent] rm
             gc_after=gc_after,
         )
+    if res.get("warning"):  # admitted, but its provider's CLI is missing (orcr doctor)
+        click.echo(f"warning: {res['warning']}", err=True)
     if json_:
         click.echo(jsonlib.dumps(res))
     else:
@@ -177,6 +179,8 @@ def agent_get(target, json_):
         return
     turns = a.pop("usage_turns", None) or []
     total = a.pop("usage", None)
+    if a.get("held"):  # as agent ls says it: queued (held: cap echo 3/3)
+        a["status"] += f" (held: {a['held'].split(':', 1)[0]})"
     for k, v in a.items():
         if v not in (None, False):
             click.echo(f"{k}: {v if not isinstance(v, dict) else jsonlib.dumps(v)}")
@@ -254,7 +258,7 @@ def agent_wait(target, until, timeout, json_):
     """Wait until the agent's turn ends (idle) or it ends.
 
     Exits 4 on timeout, 5 when the agent ends badly (failed, timeout, lost,
-    canceled) and 7 when it is idle after a turn that errored or was
+    canceled; with --until idle, any ending but done, an --rm agent's) and 7 when it is idle after a turn that errored or was
     interrupted (the error is printed). On a terminal, shows the status and
     elapsed time while waiting.
     """

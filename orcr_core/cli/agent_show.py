@@ -46,11 +46,26 @@ def usage_line(u: dict | None) -> str:
     return " · ".join(parts)
 
 
+#: endings whose ``error`` says why, shown short beside them in ``agent ls``
+EXPLAINED_ENDS = ("failed", "lost")
+
+
+def ended_reason(a: dict, width: int = 60) -> str:
+    """``failed: claude: command not found``: an ended row's exit reason and, for a
+    failed or lost one, its error's first line, cut to ``width``."""
+    reason = a["exit_reason"]
+    error = (a.get("error") or "").strip().splitlines()
+    if reason not in EXPLAINED_ENDS or not error:
+        return reason
+    why = error[0] if len(error[0]) <= width else error[0][: width - 1] + "…"
+    return f"{reason}: {why}"
+
+
 def agent_table(rows: list[dict]) -> None:
     cols = ("PATH", "STATUS", "PROVIDER", "TOKENS", "AGE", "UUID")
     data = []
     for a in rows:
-        status = a["status"] + (f" ({a['exit_reason']})" if a["exit_reason"] else "")
+        status = a["status"] + (f" ({ended_reason(a)})" if a["exit_reason"] else "")
         if a.get("stalled"):  # a flag beside the status, not a status of its own
             status += " (stalled)"
         if a.get("blocked"):

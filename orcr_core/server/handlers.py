@@ -7,7 +7,7 @@ import os
 import time
 
 from orcr_core import __version__, paths
-from orcr_core.agents import lifecycle, queue, sessions
+from orcr_core.agents import cli_check, lifecycle, queue, sessions
 from orcr_core.agents.launch import pane_of
 from orcr_core.contracts import SessionPointer
 from orcr_core.loops.runs import admission_refusal
@@ -126,7 +126,15 @@ def agent_run(server, conn, rid, params):
     if conn.deferred is None:  # in a group the listener notifies after the commit
         # wake the queue worker only if a slot is free: a full machine promotes nothing
         server.notify(queue=sum(queue.live_counts().values()) < server.config.cap())
-    return {k: agent[k] for k in ("path", "uuid", "status", "queue_seq")}
+    out = {k: agent[k] for k in ("path", "uuid", "status", "queue_seq")}
+    warning = cli_check.missing_cli(
+        spec.provider,
+        server.registry.providers.get(spec.provider),
+        server.config.provider_options(spec.provider),
+    )
+    if warning and not spec.argv:  # admitted all the same: the CLI may come before its start
+        out["warning"] = warning
+    return out
 
 
 #: the most ``agent.list {ended: N}`` returns
@@ -168,7 +176,8 @@ def agent_list(server, conn, rid, params):
 def _mark_held(server, agents: list[dict]) -> None:
     """``held`` on the queued agents: why the queue is not moving (memory, the
     multiplexer), else a spent token budget of their scope; and, whatever else
-    holds the queue, a provider no plugin registers (uninstalled since admission)."""
+    holds the queue, a provider no plugin registers (uninstalled since admission);
+    else a full cap (``cap echo 3/3``, ``cap global 4/4``)."""
     queued = [a for a in agents if a["status"] == "queued"]
     if not queued:
         return
@@ -176,10 +185,14 @@ def _mark_held(server, agents: list[dict]) -> None:
         for a in queued:
             a["held"] = server.held
     budgets.mark_held(server, queued)
+    counts = None
     for a in queued:
         reason = queue.held_reason(a["provider"], server.registry.providers)
         if reason:
             a["held"] = reason
+        elif not a.get("held"):  # nothing else holds it: a full cap may
+            counts = queue.live_counts() if counts is None else counts
+            a["held"] = queue.cap_held(server.config, a["provider"], counts)
 
 
 def unmanaged_dict(u) -> dict:

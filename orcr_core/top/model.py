@@ -288,6 +288,7 @@ class FleetModel:
         """Rows grouped by level-1 path (a loop's runs sit under their loop), filtered, sorted."""
         key = sort_key(sort)
         by_group: dict[str, Group] = {}
+        self._mark_held()
         rows = self.rows.values()
         if flt:
             rows = [r for r in rows if flt.matches(r)]
@@ -307,6 +308,24 @@ class FleetModel:
         for g in groups:
             g.rows.sort(key=key)
         return groups
+
+    def _mark_held(self) -> None:
+        """Each queued row's hold, from the rows in view (exact at the cursor) and the
+        last server.status: what holds the whole queue (memory, the multiplexer), else
+        a full cap (``cap echo 3/3``, ``cap global 4/4``)."""
+        live: dict[str, int] = {}
+        for r in self.rows.values():
+            if r.status in LIVE:
+                live[r.provider] = live.get(r.provider, 0) + 1
+        s = self.status
+        whole = (s.get("held") or "").split(":", 1)[0] or None
+        cap = (s.get("caps") or {}).get("max")
+        caps = s.get("providers") or {}
+        for r in self.rows.values():
+            own = (caps.get(r.provider) or {}).get("cap")
+            r.held = (
+                (whole or _cap_held(live, cap, own, r.provider)) if r.status == "queued" else None
+            )
 
     def matching(self, glob: str) -> list[Row]:
         """Active rows a kill of ``glob`` would reach (the confirmation's count)."""
@@ -333,6 +352,16 @@ class FleetModel:
                 for g in self.groups(flt, sort)
             ],
         }
+
+
+def _cap_held(live: dict[str, int], cap, own, provider: str) -> str | None:
+    """As the server's queue.cap_held: the global cap first, then the provider's."""
+    total = sum(live.values())
+    if cap is not None and total >= cap:
+        return f"cap global {total}/{cap}"
+    if own is not None and live.get(provider, 0) >= own:
+        return f"cap {provider} {live.get(provider, 0)}/{own}"
+    return None
 
 
 def _budget_reasons(status: dict) -> list[str]:

@@ -74,6 +74,7 @@ class Row:
     parked: bool = False  # its pane is in the parking area (agents/parking.py)
     worktree: str | None = None  # its own checkout's state (orcr_core/workspaces)
     tokens: int | None = None  # what its ended turns spent (None: no usage reported)
+    held: str | None = None  # a queued row's hold (cap echo 3/3), set by the model's view
 
     @property
     def flag(self) -> str:
@@ -106,6 +107,7 @@ class Row:
             self.blocked,
             self.parked,
             self.worktree,
+            self.held,
         )
 
     @classmethod
@@ -159,6 +161,7 @@ class Row:
             "parked": self.parked,
             "worktree": self.worktree,
             "tokens": self.tokens,
+            "held": self.held if self.status == "queued" else None,
         }
 
 

@@ -169,7 +169,8 @@ class FleetTable(ScrollView, can_focus=True):
             (tokens_text(row.tokens), None),
             (row.flag, PARKED_STYLE if row.flag == "parked" else STALLED_STYLE),
             (row.exit_reason or "", None),
-            (row.blocked or row.answer or "", None),
+            # a queued row says what holds it where its answer will be (STATUS is narrow)
+            (row.blocked or row.answer or (f"held: {row.held}" if row.held else ""), None),
         ]
 
     def line_text(self, index: int, now: float | None = None) -> str:

@@ -94,7 +94,7 @@ def cells(a: dict) -> tuple[str, ...]:
     return (
         a["path"],
         a["provider"],
-        a["status"],
+        a["status"] + (f" (held: {a['held']})" if a.get("held") else ""),
         duration(a["in_status"]),
         str(a["turn"]),
         tokens_text(a.get("tokens")),
