@@ -232,3 +232,22 @@ def test_two_dependencies_passing_at_once_release_their_dependant(pq, pg_url):
     assert not errors, errors
     assert results == {"A": "done", "B": "done"}
     assert pq.where("C") == ["todo"]
+
+
+def test_init_of_an_unreachable_server_is_one_line_not_a_traceback():
+    """``tasks init`` opened its transaction (and so its connection) outside the
+    error translation: a PostgreSQL server out of reach printed peewee's traceback.
+    Planted: the connect-first ``SELECT 1`` removed -> a traceback, fails."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql://nobody@127.0.0.1:{port}/db?queue=q"
+    r = cli("init", url)
+    assert r.returncode == 1, r
+    assert "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr  # psycopg's hint joined on
+    first = r.stderr.strip()
+    assert first.startswith(f"Error: the PostgreSQL queue postgresql://nobody@127.0.0.1:{port}/db")
+    assert "Connection refused" in r.stderr

@@ -71,7 +71,8 @@ class PgQueue(Moves):
             return self.db.execute_sql(sql, params)
         except (peewee.OperationalError, peewee.InterfaceError) as exc:
             raise QueueError(
-                f"the PostgreSQL queue {self.label}: {scrub(str(exc).strip(), self.target)}"
+                f"the PostgreSQL queue {self.label}: "
+                + " ".join(scrub(str(exc).strip(), self.target).split())  # one line
             ) from None
 
     def _rows(self, sql: str, params=None) -> list[tuple]:
@@ -85,6 +86,7 @@ class PgQueue(Moves):
     @classmethod
     def init(cls, url: str) -> PgQueue:
         q = cls(url)
+        q._run("SELECT 1")  # connect here, so a server out of reach is a QueueError
         with q.db.atomic():
             q._run("SELECT pg_advisory_xact_lock(hashtext('orcr_tasks:schema'))")
             for ddl in schema.DDL:
