@@ -10,7 +10,9 @@ cursor has fallen out of retention meanwhile (``cursor_expired``) it takes a new
 snapshot and hands it out as a ``watch.snapshot`` pseudo-event, which replaces
 whatever the consumer built so far.
 
-Import-light: ``orcr agent wait`` rides it on the CLI's client path.
+:class:`EventTail` is the same resume for the event log alone (``orcr events --follow``).
+
+Import-light: ``orcr agent wait`` and ``orcr events`` ride it on the CLI's client path.
 """
 
 from __future__ import annotations
@@ -152,6 +154,95 @@ class Watcher:
             ev = self.next()
             if ev is not None:
                 yield ev
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class EventTail:
+    """The event log from a cursor, across server restarts: ``orcr events``.
+
+    ``events.subscribe`` with ``clamp`` from ``cursor``; when the connection drops
+    it reconnects (as :class:`Watcher` does) and resubscribes from the last seq it
+    handed out, dropping any seq at or below it: each event once, none skipped
+    that the store still holds. Rows retention deleted before they were read are
+    a gap, reported to ``on_gap(first_missing, first_kept)``, not an error.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        cursor: int,
+        autostart: bool = True,
+        reconnect_for: float = 60.0,
+        on_gap: Callable[[int, int], None] | None = None,
+    ):
+        self.path = path
+        self.cursor = cursor
+        self.autostart = autostart
+        self.reconnect_for = reconnect_for
+        self.on_gap = on_gap
+        self.conn: Client | None = None
+        self.last_seq = cursor  # the log's end when this tail (re)subscribed
+
+    def subscribe(self) -> None:
+        """Connect and resume from the cursor, retrying while the server is away."""
+        self.close()
+        delay, give_up = 0.05, time.monotonic() + self.reconnect_for
+        while True:
+            try:
+                c = Client(self.path, self.autostart).connect()
+                try:
+                    res = c.call("events.subscribe", since_seq=self.cursor, clamp=True)
+                except BaseException:
+                    c.close()
+                    raise
+                if res["since_seq"] > self.cursor:
+                    if self.on_gap:
+                        self.on_gap(self.cursor + 1, res["since_seq"] + 1)
+                    self.cursor = res["since_seq"]
+                self.conn, self.last_seq = c, res["last_seq"]
+                return
+            except (ServerError, OSError) as exc:
+                if isinstance(exc, ServerError) and exc.code not in GONE:
+                    raise
+                if time.monotonic() > give_up:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def next(self, timeout: float | None = None) -> dict | None:
+        """The next event after the cursor, or None after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.conn is None:
+                self.subscribe()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            try:
+                self.conn.sock.settimeout(left)
+                msg = self.conn.recv()
+            except TimeoutError:
+                return None
+            except (ServerError, OSError) as exc:
+                if isinstance(exc, ServerError) and exc.code not in GONE:
+                    raise
+                self.close()
+                continue
+            if "error" in msg:
+                e = msg["error"]
+                if e.get("cause") == "cursor_expired":  # fell behind retention: resume clamped
+                    self.close()
+                    continue
+                raise ServerError(e.get("code", "error"), e.get("message", ""), e.get("cause"))
+            ev = msg.get("event")
+            if not ev or ev["seq"] <= self.cursor:
+                continue  # a reply, or an event already handed out
+            self.cursor = ev["seq"]
+            return ev
 
     def close(self) -> None:
         if self.conn is not None:

@@ -193,6 +193,7 @@ CLIENT_PATH = [
     ["agent", "get", "imp/a"],
     ["agent", "kill", "imp/a"],
     ["server", "status"],
+    ["events", "imp", "--kind", "agent.queued", "--since", "10m"],
 ]
 
 

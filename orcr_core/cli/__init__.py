@@ -77,6 +77,7 @@ LAZY = {
     "notify": "orcr_core.cli.notify_cmd.notify",
     "worktree": "orcr_core.cli.worktree.worktree",
     "usage": "orcr_core.cli.usage_cmd.usage",
+    "events": "orcr_core.cli.events_cmd.events",
 }
 
 

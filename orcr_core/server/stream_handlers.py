@@ -59,6 +59,8 @@ def _floor() -> int:
 @method("events.subscribe")
 def events_subscribe(server, conn, rid, params):
     since = param(params, "since_seq", int, required=False, default=0)
+    if params.get("clamp") is True:  # a reader of the log: start at the oldest row kept
+        since = max(since, _floor())
     if since < _floor():
         raise ProtocolError(
             "server_error",

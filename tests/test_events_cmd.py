@@ -1,0 +1,110 @@
+"""``orcr events``: the event log listed with filters, and followed across a server SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+
+from orcr_core.testing import until
+
+
+def _seqs(out: str) -> list[int]:
+    return [json.loads(ln)["seq"] for ln in out.splitlines() if ln.strip()]
+
+
+def _events_json(home, *args) -> list[dict]:
+    r = home.run("events", "--json", *args)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(ln) for ln in r.stdout.splitlines()]
+
+
+def test_events_lists_with_prefix_kind_and_since_filters(orcr_home):
+    """Planted: PREFIX ignored (every path kept) -> fails."""
+    orcr_home.start_server()
+    for p in ("rev/a", "rev/b", "other/c"):
+        orcr_home.run("agent", "run", "--provider", "testp", "--path", p, "hi", check=True)
+    orcr_home.run("agent", "kill", "rev/b", check=True)
+    with orcr_home.sdk() as o:
+        until(lambda: o.get("rev/b")["status"] == "ended", what="rev/b ended")
+    try:
+        store = orcr_home.events()
+        everything = _events_json(orcr_home)
+        assert [e["seq"] for e in everything] == [e["seq"] for e in store]
+        assert [e["kind"] for e in everything] == [e["kind"] for e in store]
+
+        under_rev = _events_json(orcr_home, "rev")
+        want = [e["seq"] for e in store if str(e["data"].get("path", "")).startswith("rev/")]
+        assert [e["seq"] for e in under_rev] == want and want
+        assert _events_json(orcr_home, "rev/") == under_rev  # a trailing / changes nothing
+
+        queued = _events_json(orcr_home, "--kind", "agent.queued")
+        assert [e["data"]["path"] for e in queued] == ["rev/a", "rev/b", "other/c"]
+        family = _events_json(orcr_home, "--kind", "pane", "--kind", "agent.queued")
+        assert family and all(
+            e["kind"].startswith("pane.") or e["kind"] == "agent.queued" for e in family
+        )
+        assert {e["kind"] for e in family} > {"agent.queued"}
+
+        mid = store[len(store) // 2]["seq"]
+        assert _seqs(orcr_home.run("events", "--json", "--since", str(mid)).stdout) == [
+            e["seq"] for e in store if e["seq"] > mid
+        ]
+        assert [e["seq"] for e in _events_json(orcr_home, "--since", "1h")] == [
+            e["seq"] for e in store
+        ]
+
+        text = orcr_home.run("events", "other", "--kind", "agent.queued")
+        assert text.returncode == 0, text.stderr
+        (line,) = text.stdout.splitlines()
+        assert "other/c" in line and "agent.queued" in line and "provider=testp" in line
+
+        bad = orcr_home.run("events", "--since", "yesterday")
+        assert bad.returncode == 2 and "neither an event seq nor a duration" in bad.stderr
+    finally:
+        orcr_home.run("server", "stop")
+
+
+def test_events_follow_prints_each_event_once_across_a_server_sigkill(orcr_home):
+    """Planted: resubscribing from 0 (or from the log's end) instead of the last
+    seq printed, without the seq <= cursor drop -> duplicate (missing) seqs -> fails."""
+    orcr_home.start_server()
+    orcr_home.run("agent", "run", "--provider", "testp", "--path", "f/a", "hi", check=True)
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "orcr_core.cli", "events", "--follow", "--json", "--since", "0"],
+        env=orcr_home.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(follow.stdout), daemon=True)
+    reader.start()
+    try:
+        last = orcr_home.events()[-1]["seq"]
+        until(lambda: lines and json.loads(lines[-1])["seq"] >= last, what="follower caught up")
+        # the follower is stopped while the server dies and a new one (autostarted by
+        # the next verb) writes events: it must resume from its own last seq
+        follow.send_signal(signal.SIGSTOP)
+        orcr_home.kill_server()
+        orcr_home.run("agent", "run", "--provider", "testp", "--path", "f/b", "hi", check=True)
+        orcr_home.run("agent", "kill", "f/a", check=True)
+        with orcr_home.sdk() as o:
+            until(lambda: o.get("f/a")["status"] == "ended", what="f/a ended")
+        follow.send_signal(signal.SIGCONT)
+        store = [e["seq"] for e in orcr_home.events()]
+        until(
+            lambda: lines and json.loads(lines[-1])["seq"] >= store[-1],
+            timeout=60,
+            what=f"follower printed up to {store[-1]}",
+        )
+        printed = [json.loads(ln)["seq"] for ln in list(lines)]
+        # the agents write on (f/b's start): compare with the log up to the last printed
+        store = [s for s in (e["seq"] for e in orcr_home.events()) if s <= printed[-1]]
+        assert printed == store, (printed, store)  # each once, in order, none missing
+    finally:
+        follow.terminate()
+        follow.wait(10)
+        orcr_home.run("server", "stop")
