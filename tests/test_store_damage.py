@@ -1,7 +1,16 @@
 """Issue 20 items 24 and 30: a store damaged under a running server stops it with
 one clear error (logged once, ``store_corrupted``), no server starts over the
 remains, no client waits without a bound, and ``doctor`` says what to do; doctor
-also fails a store the server could not write."""
+also fails a store the server could not write.
+
+Issue 33 item 8: the truncated store once let the next server open a fresh, empty
+store (a connection opened on the emptied file deleted its -wal; the next server
+took the empty file for a store not made yet): tests/test_store_never_replaced.py
+shows the cause, and docs/internals.md ("Reruns") gives the 50-run loop of the
+truncation case and its result. Under load a server thread logged a traceback
+beside the one ``store_corrupted`` line: the notifier's match loop (3 of 7 loop runs,
+both damages) and the queue worker (1 of 50 runs of the truncation case), fixed by
+handing their errors to ``Server.store_error``; each was this test failing."""
 
 from __future__ import annotations
 
