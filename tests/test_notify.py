@@ -243,6 +243,11 @@ def test_notify_test_says_what_each_sink_did(orcr_home, receiver, short_tmp):
     orcr_home.start_server()
     r = orcr_home.run("notify", "test", check=True)
     assert "webhook: ok HTTP 200" in r.stdout and "command: ok" in r.stdout
+    # notify ls shows the test's answer, not just "nothing sent yet" (planted: the
+    # handler not recording it -> fails)
+    ls = {ln.split()[1]: ln for ln in orcr_home.run("notify", "ls", check=True).stdout.splitlines()}
+    assert "nothing sent yet; last test ok " in ls["webhook"] and "(HTTP 200)" in ls["webhook"]
+    assert "; last test ok " in ls["command"] and "last test" not in ls["desktop"]
     assert "desktop: off: not configured" in r.stdout
     assert receiver.notes()[0]["rule"] == "test" and json.loads(out.read_text())["rule"] == "test"
     r = orcr_home.run("notify", "test", "nosuch")

@@ -52,6 +52,11 @@ def notify_ls(json_):
             seen = f"last {last['state']} {when} {last['rule']} key {last['key']}"
             if last["detail"]:
                 seen += f" ({last['detail']})"
+        test = s.get("last_test")
+        if test is not None:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(test["at"]))
+            outcome = "ok" if test["ok"] else "FAILED"
+            seen += f"; last test {outcome} {when} ({test['detail']})"
         click.echo(f"sink {s['name']:<13} on   waiting {s['waiting']}  {seen}")
 
 

@@ -68,6 +68,10 @@ def notify_ls(server, conn, rid, params):
                 or (None if name in n.sinks else "not configured"),
                 "waiting": waiting,
                 "last": _last(name),
+                # the last `notify test` through it (this server's life): a test goes
+                # around the outbox, so without this a sink that answered HTTP 200
+                # still said "nothing sent yet"
+                "last_test": _tests(server).get(name),
             }
         )
     return {"rules": out_rules, "sinks": sinks}
@@ -106,7 +110,15 @@ def notify_test(server, conn, rid, params):
             results.append({"sink": name, "ok": True, "detail": sink.send(dict(note))})
         except Exception as exc:
             results.append({"sink": name, "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
+        _tests(server)[name] = dict(results[-1], at=time.time())
     return {"key": note["key"], "results": results}
+
+
+def _tests(server) -> dict[str, dict]:
+    """Each sink's last ``notify test`` result, kept in memory for the server's life."""
+    if not hasattr(server, "notify_tests"):
+        server.notify_tests = {}
+    return server.notify_tests
 
 
 @method("notices.drain")
