@@ -34,9 +34,9 @@ def validate(path: str, what: str = "path") -> str:
         end = "starts" if path.startswith("/") else "ends"
         fixed = f"write {path.strip('/')!r}; " if path.strip("/") else ""
         raise PathError(
-            f"{what} {path!r} {end} with '/': an orcr path is a name, not a file path, "
-            f"and has no root (an agent's own calls are already inside its scope); "
-            f"{fixed}{rule}"
+            f"{what} {path!r} {end} with '/': an orcr path is a name, not a file path "
+            f"(a new agent's path is relative to $ORCR_PATH; a leading / means 'from the "
+            f"top' only in a TARGET, e.g. orcr agent get /other/x); {fixed}{rule}"
         )
     segments = path.split("/")
     if len(segments) > MAX_DEPTH:

@@ -21,7 +21,8 @@ from orcr_core import paths
         # a leading '/' is a file-path habit: say it has no root and what to write
         # (planted: the check removed -> "has an empty segment", both fail)
         ("a/b/", "ends with '/'"),
-        ("/abs/x", "starts with '/': an orcr path is a name, not a file path, and has no root"),
+        ("/abs/x", "starts with '/': an orcr path is a name, not a file path"),
+        ("/abs/x", "a leading / means 'from the top' only in a TARGET"),
         ("/abs/x", "write 'abs/x'"),
         ("a-b", "'-'"),
         ("a b", "' '"),
