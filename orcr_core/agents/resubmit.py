@@ -173,8 +173,11 @@ def confirm(server, agent: Agent, prompt: str, started, over) -> bool:
         now = time.monotonic()
         if now >= deadline:
             return seen == "running"
-        if seen is None and now - looked >= SCREEN_EVERY:
+        if now - looked >= SCREEN_EVERY:
             looked = now
+            if over():
+                return False  # lost, restored, set back, sent again: nothing more to do
+        if seen is None and looked == now:
             verdict = judge(server, agent, prompt, cache)
             if verdict.why in ("running", "dialog"):
                 seen = verdict.why
@@ -182,8 +185,6 @@ def confirm(server, agent: Agent, prompt: str, started, over) -> bool:
                 if verdict.screen != last_screen:  # the TUI still draws: wait on
                     since, last_screen = now, verdict.screen
                 elif now - since >= settle and presses < ATTEMPTS - 1:
-                    if over():
-                        return False  # lost, restored, set back: no more Enters
                     presses += 1
                     _press(server, agent, presses, now - since)
                     since, last_screen = None, None
