@@ -345,6 +345,9 @@ def test_model_and_args_refused_where_not_taken(orcr_home):
     orcr_home.start_server()
     r = orcr_home.run("agent", "run", "-p", "echo", "--model", "opus", "hi")
     assert r.returncode != 0 and "--model is not taken by the echo provider" in r.stderr
+    # the list comes from the adapters, not a hand-kept "claude and codex" (planted: the
+    # old fixed text -> fails)
+    assert "installed providers that take it: claude, codex, gemini, opencode" in r.stderr
     r = orcr_home.run("agent", "run", "-p", "command", "--arg", "x", "--", "sleep", "9")
     assert r.returncode != 0 and "give the whole argv after --" in r.stderr, r.stderr
     assert orcr_home.run("agent", "ls", "--json").stdout.strip() == "[]"

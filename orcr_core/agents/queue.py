@@ -139,7 +139,7 @@ def validate_spec(spec: RunSpec, providers: dict, options: dict | None = None) -
         )
     if spec.argv is not None and (not spec.argv or not all(isinstance(a, str) for a in spec.argv)):
         raise AdmissionError("invalid_params", "argv must be a non-empty list of strings")
-    _check_run_options(spec, providers[spec.provider])
+    _check_run_options(spec, providers)
     low, high = GC_AFTER_RANGE
     if spec.gc_after is not None and (
         isinstance(spec.gc_after, bool)
@@ -166,9 +166,10 @@ def validate_spec(spec: RunSpec, providers: dict, options: dict | None = None) -
         )
 
 
-def _check_run_options(spec: RunSpec, provider) -> None:
-    """--model and --arg only for a provider whose adapter takes them (``run_options``)."""
-    takes = getattr(provider, "run_options", ())
+def _check_run_options(spec: RunSpec, providers: dict) -> None:
+    """--model and --arg only for a provider whose adapter takes them (``run_options``);
+    a refusal names the installed providers that do, from their adapters."""
+    takes = getattr(providers[spec.provider], "run_options", ())
     for option, value in (("model", spec.model), ("args", spec.args)):
         if value is None:
             continue
@@ -177,13 +178,18 @@ def _check_run_options(spec: RunSpec, provider) -> None:
             hint = " (give the whole argv after --)" if spec.provider == "command" else ""
             raise AdmissionError(
                 "unsupported_option",
-                f"{flag} is not taken by the {spec.provider} provider{hint}; providers "
-                "that take it: the claude and codex adapters",
+                f"{flag} is not taken by the {spec.provider} provider{hint}; installed "
+                f"providers that take it: {', '.join(takers(providers, option)) or 'none'}",
             )
     if spec.model is not None and (not isinstance(spec.model, str) or not spec.model.strip()):
         raise AdmissionError("invalid_params", "--model is empty; give a model name")
     if spec.args is not None and not all(isinstance(a, str) for a in spec.args):
         raise AdmissionError("invalid_params", "args must be a list of strings")
+
+
+def takers(providers: dict, option: str) -> list[str]:
+    """The providers whose adapter takes ``option`` (``model``, ``args``), sorted."""
+    return sorted(n for n, p in providers.items() if option in getattr(p, "run_options", ()))
 
 
 def _auto_name(scope: str | None, provider: str) -> str:

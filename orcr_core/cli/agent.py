@@ -52,13 +52,17 @@ def agent():
 @click.option("--worktree", is_flag=True, help="Its own checkout of the repository --cwd is in.")
 @click.option("--branch", metavar="NAME", help="--worktree's new branch (default orcr/<path>).")
 @click.option("--base", metavar="REV", help="--worktree's start (default: HEAD's commit).")
-@click.option("--model", metavar="MODEL", help="This run's model (claude, codex).")
+@click.option(
+    "--model",
+    metavar="MODEL",
+    help="This run's model, for a provider whose adapter takes one (a refusal lists them).",
+)
 @click.option(
     "--arg",
     "extra",
     metavar="ARG",
     multiple=True,
-    help="One more argument for the provider's CLI (repeatable; claude, codex).",
+    help="One more argument for the provider's CLI (repeatable; as --model).",
 )
 @click.option(
     "--rm",
