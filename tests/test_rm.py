@@ -27,6 +27,8 @@ def _rows(home) -> dict[str, dict]:
 def test_a_batch_of_rm_jobs_drains_through_the_caps(live):
     """Twelve --rm echo jobs under caps of 4 global / 3 echo all end ``done`` by
     themselves, never more than 3 live at once, and each answer stays readable.
+    (It asserted exactly 3 live at the peak once, and failed under load: each admission
+    is a CLI call of its own, so a job may end before the next is admitted.)
 
     Planted: the ``rm`` branch in turns._set dropped (agents go idle) -> fails (9 stay
     queued). Planted: agent.rm not passed to the row (RunSpec rm ignored) -> fails."""
@@ -62,7 +64,7 @@ def test_a_batch_of_rm_jobs_drains_through_the_caps(live):
         elif e["data"]["to"] == "ended":
             live_now.discard(e["agent"])
         peak = max(peak, len(live_now))
-    assert peak == 3
+    assert 1 <= peak <= 3  # (admissions are one CLI call each: a job may end before the next)
     # the turn's end is the agent's: working -> ended, no idle in between
     ends = [
         e["data"]
