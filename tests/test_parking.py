@@ -211,6 +211,51 @@ def test_sigkill_mid_unpark(live, point, parked, outcome):
     assert not live.get("p/one")["parked"]
 
 
+@pytest.mark.herdr_08
+def test_a_park_whose_write_fails_is_settled_by_the_running_server(live):
+    """The pane moved, then the write of ``pane.moved`` failed (a full disk): the job
+    dies, ``move_state`` stays ``parking``. The monitor settles it from where the pane
+    is (no restart needed), so a GC or a kill never ends the agent with its
+    ``pane.move_requested`` open (soak seed 3314, issue 33 item 14).
+    Planted: the monitor without ``parking.settle`` -> fails (move_state stays set)."""
+    _config(live, "1h")
+    live.start_server(extra_env={"ORCR_FAULT": "disk_full@park_moved"})
+    agent = _idle_agent(live)
+    live.run("config", "set", "timings.park_after", "1s", check=True)
+    row = until(lambda: (a := live.get("p/one"))["parked"] and a, 30, what="parked")
+    assert row["move_state"] is None and row["status"] == "idle", row
+    assert _places(live, "p/one") == [_parked_place(live)]
+    moves = _kinds(live, agent["uuid"])
+    assert [k for k, _ in moves] == ["pane.move_requested", "pane.moved"], moves
+    assert moves[1][1]["repair"] is True and moves[1][1]["outcome"] == "completed"
+    assert live.proc.poll() is None  # the same server: settled without a restart
+
+
+def test_a_kill_settles_a_park_whose_write_failed_before_closing(live):
+    """As above, with no reconciliation pass to visit the agent (``reconcile_every`` 1h):
+    ``agent kill`` settles the half-done park from where the pane is, then closes
+    the pane it found. Planted: ``pipeline._end`` without ``parking.settle`` -> fails
+    (the pane is closed first; the move is then written off as failed, pane gone)."""
+    live.config(
+        live.mux.config()
+        + '[timings]\npoll_every = "50ms"\npark_after = "1h"\nreconcile_every = "1h"\n'
+    )
+    live.start_server(extra_env={"ORCR_FAULT": "disk_full@park_moved"})
+    agent = _idle_agent(live)
+    live.run("config", "set", "timings.park_after", "1s", check=True)
+    until(lambda: _places(live, "p/one") == [_parked_place(live)], 30, what="the pane moved")
+    until(lambda: "disk is full" in live.server_log(), 30, what="the failed write")
+    assert live.get("p/one")["move_state"] == "parking"
+    live.run("agent", "kill", "p/one", check=True)
+    row = until(lambda: (a := live.get("p/one"))["status"] == "ended" and a, 30)
+    assert row["exit_reason"] == "killed"
+    kinds = [e["kind"] for e in live.events(agent["uuid"]) if e["kind"].startswith("pane.")]
+    assert kinds[-4:] == [
+        "pane.move_requested", "pane.moved", "pane.close_requested", "pane.close_applied"
+    ], kinds  # fmt: skip
+    until(lambda: _places(live, "p/one") == [], 30, what="its pane closed in the parking area")
+
+
 def test_a_parked_agent_is_killed_where_it_is(live):
     _config(live, "100ms")
     live.start_server()

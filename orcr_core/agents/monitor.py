@@ -356,6 +356,8 @@ def _agent(server, agent: Agent, now: float) -> None:
         return
     if agent.status not in ("working", "idle"):
         return
+    if agent.move_state:  # a move whose outcome was never written (a full disk)
+        agent = parking.settle(server, agent)
     if agent.cancel_requested:
         pipeline.end(server, agent, "killed")
         return

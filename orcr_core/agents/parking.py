@@ -28,7 +28,7 @@ import time
 
 from orcr_core import events, faults
 from orcr_core.agents import lifecycle
-from orcr_core.agents.launch import pane_of
+from orcr_core.agents.launch import owned, pane_of
 from orcr_core.contracts import PARKING, DriverError, PaneRef
 from orcr_core.store.models import Agent, db
 
@@ -186,6 +186,33 @@ def _applied(agent: Agent, moved: PaneRef, parked: bool, to: str, **extra) -> No
             **extra,
         )
         agent.__data__.update(current.__data__)
+
+
+def settle(server, agent: Agent) -> Agent:
+    """A move this server left half done: settle it from where the pane is now.
+
+    ``move_state`` outlives a move within a running server when the write after
+    the multiplexer call fails (a full disk: ``pane.moved`` or ``pane.move_failed``
+    is never written) and the job dies with it; nothing but :func:`recover` at the
+    next server start would ever clear it, and an agent ended meanwhile (GC, a
+    kill) keeps its ``pane.move_requested`` open for good. The monitor calls this
+    for a live row with ``move_state`` set, and ``pipeline`` before ending one. A
+    move under way holds the agent's lock and settles itself: skipped then.
+
+    Returns the fresh row (its pane ids as the settled move left them)."""
+    lock = _lock(agent.uuid)
+    if not lock.acquire(blocking=False):
+        return agent
+    try:
+        fresh = Agent.get_or_none(Agent.id == agent.id)
+        if fresh is None or not fresh.move_state:
+            return fresh or agent
+        pane = owned(server.driver.snapshot()).get(fresh.launch_token)
+        recover(server, fresh, None if pane is None or pane.dead else pane)
+        _not_before.pop(fresh.uuid, None)
+        return Agent.get_by_id(fresh.id)
+    finally:
+        lock.release()
 
 
 def recover(server, agent: Agent, pane) -> None:

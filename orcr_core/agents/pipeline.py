@@ -18,7 +18,7 @@ import time
 from peewee import PeeweeException
 
 from orcr_core import dirs, events, faults
-from orcr_core.agents import delivery, dialogs, lifecycle, procs, resume
+from orcr_core.agents import delivery, dialogs, lifecycle, parking, procs, resume
 from orcr_core.agents.dialogs import Canceled
 from orcr_core.agents.dialogs import check as _check
 from orcr_core.agents.dialogs import fresh as _fresh
@@ -297,6 +297,8 @@ def end(
 
 def _end(server, agent: Agent, reason: str, error: str | None) -> bool:
     try:
+        if agent.move_state:  # a move left half done is settled first (its pane's ids)
+            agent = parking.settle(server, agent)
         close_pane(server, agent, pane_of(agent), reason)
     except DriverError as exc:
         if exc.retryable:
