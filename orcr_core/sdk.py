@@ -74,10 +74,8 @@ class Orcr:
     ) -> dict:
         """Admit an agent; returns ``{path, uuid, status, queue_seq}`` at once.
 
-        ``rm``: a job, not a session: the agent ends (``done``) when its first turn
-        ends, and its slot frees at once; ``read`` and ``get`` still answer (None:
-        the config's ``[agent] rm``). ``gc_after``: seconds it may sit idle before
-        it ends ``gc`` (over ``timings.gc_after``).
+        ``rm``: a job: it ends ``done`` with its first turn (None: ``[agent] rm``);
+        ``gc_after``: seconds idle before it ends ``gc`` (over ``timings.gc_after``).
 
         ``worktree``: its own checkout of the repository ``cwd`` is in (a git
         worktree on ``branch``, default ``orcr/<path>``, from ``base``, default

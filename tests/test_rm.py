@@ -14,7 +14,7 @@ import pytest
 
 from orcr_core.testing import until
 
-pytestmark = pytest.mark.parametrize("live", ["tmux"], indirect=True)
+TMUX = pytest.mark.parametrize("live", ["tmux"], indirect=True)
 
 CAPS = "[concurrency]\nmax = 4\necho = 3\n"
 
@@ -24,6 +24,7 @@ def _rows(home) -> dict[str, dict]:
     return {a["path"]: a for a in json.loads(out)}
 
 
+@TMUX
 def test_a_batch_of_rm_jobs_drains_through_the_caps(live):
     """Twelve --rm echo jobs under caps of 4 global / 3 echo all end ``done`` by
     themselves, never more than 3 live at once, and each answer stays readable.
@@ -75,6 +76,7 @@ def test_a_batch_of_rm_jobs_drains_through_the_caps(live):
     until(lambda: not live.mux.labels(), 30, "the done agents' panes to close")
 
 
+@TMUX
 def test_sigkill_after_the_turns_end_still_ends_the_agent(live):
     """SIGKILL right after the commit that ends the turn (``after_rm_end``, before the
     pane is closed): the store already says ended ``done`` (the turn's end and the
@@ -103,6 +105,7 @@ def test_sigkill_after_the_turns_end_still_ends_the_agent(live):
     assert "the answer" in read["text"]
 
 
+@TMUX
 def test_gc_after_per_run(live):
     """``--gc-after 1s`` ends that idle agent ``gc`` while one without it stays idle
     (timings.gc_after is 24 h). Planted: monitor ignores the row's gc_after -> fails."""
@@ -119,6 +122,7 @@ def test_gc_after_per_run(live):
     assert bad.returncode == 2 and "1s to 365d" in bad.stderr
 
 
+@TMUX
 def test_config_agent_rm(live):
     """``[agent] rm = true`` makes every run a job; ``--rm`` is its flag form.
     Planted: handler ignores agent.rm -> fails (the agent goes idle)."""
@@ -127,3 +131,21 @@ def test_config_agent_rm(live):
     live.run("agent", "run", "-p", "echo", "--path", "cfg/job", "hi", check=True)
     row = live.ended("cfg/job", timeout=30)
     assert row["exit_reason"] == "done"
+
+
+def test_an_rm_jobs_end_is_a_turn_end_for_notifications():
+    """``turn_ended`` fires for ``working -> ended done`` as for ``working -> idle``;
+    a kill of a working agent is no turn's end.
+    Planted: classify matching only ``to == "idle"`` -> fails."""
+    from orcr_core.notify.rules import classify
+
+    def ev(to, reason=None):
+        data = {"from": "working", "to": to, "path": "job/1", "turn_status": "completed"}
+        if reason:
+            data["exit_reason"] = reason
+        return {"kind": "agent.status", "data": data}
+
+    facts = {"turn_seconds": 3.0}
+    assert classify(ev("ended", "done"), facts)[0] == "turn_ended"
+    assert classify(ev("idle"), facts)[0] == "turn_ended"
+    assert classify(ev("ended", "killed"), facts) is None

@@ -91,7 +91,8 @@ def classify(ev: dict, facts: dict) -> tuple[str, str, dict] | None:
                     "action": act,
                 },
             )
-        if data.get("from") == "working" and to == "idle":
+        # an --rm agent's turn ends it: working -> ended done is a turn's end too
+        if data.get("from") == "working" and (to == "idle" or reason == "done"):
             secs = facts.get("turn_seconds")
             took = f" after {secs:.0f}s" if secs is not None else ""
             return (
