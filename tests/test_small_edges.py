@@ -41,3 +41,42 @@ def test_top_labels_drift_counts_as_totals_with_their_age():
     # zero counts stay short, as docs/top.md shows them
     h["drift"]["lost"] = 0
     assert drift_line(h).startswith("drift lost 0 repaired 0 orphan panes 1 unmarked 0")
+
+
+def test_top_turn_is_right_for_an_agent_that_was_starting_when_top_opened(server):
+    """``top``'s TURN stayed 0 for an agent snapshotted while starting: its row's turn
+    was 0 and its ``prompt.requested`` (turn 1) was before the cursor. Replays the real
+    events of a real agent from that point. Planted: neither agent.status nor
+    prompt.applied carrying the turn into the model -> TURN 0, fails."""
+    import json
+    import sqlite3
+
+    from orcr_core.testing import until
+    from orcr_core.top.model import FleetModel
+
+    server.run("agent", "run", "--provider", "testp", "--path", "t/a", "hi", check=True)
+    a = until(lambda: (lambda a: a if a["status"] == "working" else None)(server.get("t/a")))
+    assert a["turn"] == 1
+    con = sqlite3.connect(server.path / "store.db")
+    try:
+        rows = con.execute(
+            "SELECT seq, ts, kind, agent, data FROM event WHERE agent = ? ORDER BY seq",
+            (a["uuid"],),
+        ).fetchall()
+    finally:
+        con.close()
+    evs = [
+        {"seq": s, "ts": ts, "kind": k, "agent": ag, "data": json.loads(d)}
+        for s, ts, k, ag, d in rows
+    ]
+    requested = next(e["seq"] for e in evs if e["kind"] == "prompt.requested")
+    # the row as watch.open showed it then: starting, turn 0 (set to 1 only with working)
+    starting = dict(a, status="starting", turn=0)
+    m = FleetModel()
+    m.load_snapshot({"agents": [starting], "snapshot_seq": requested})
+    for e in evs:
+        if e["seq"] > requested:
+            m.seq = e["seq"] - 1  # other agents' and the server's events are not here
+            m.apply(e)
+    row = m.rows[a["uuid"]]
+    assert row.status == "working" and row.turn == 1

@@ -67,6 +67,8 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
     for k, v in fields.items():
         setattr(agent, k, v)
     payload = {"from": frm, "to": to, "path": agent.path, "provider": agent.provider}
+    if getattr(agent, "turn", None) is not None:  # a view that opened mid-start keeps it
+        payload["turn"] = agent.turn  # right (orcr top's TURN column)
     if exit_reason:
         payload["exit_reason"] = exit_reason
     payload.update(data)

@@ -189,7 +189,11 @@ class FleetModel:
                 row.answer_stale = True
             if row.status == "queued" and row.created is None:
                 row.created = ts
-        elif kind == "prompt.requested":
+            # every status change carries the row's turn: a row snapshotted while
+            # starting (turn 0, its prompt.requested already before the cursor) is
+            # right once it goes working
+            row.turn = max(row.turn, int(data.get("turn") or 0))
+        elif kind in ("prompt.requested", "prompt.applied"):
             row.turn = max(row.turn, int(data.get("turn") or 0))
         elif kind == "agent.blocked":
             row.blocked = data.get("reason") or "blocked"
