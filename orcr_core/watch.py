@@ -26,6 +26,7 @@ from orcr_core.client import Client, ServerError
 #: Error codes that mean "the server went away", worth reconnecting for.
 GONE = ("connection_closed", "server_not_running", "server_start_failed")
 RESNAPSHOT = "watch.snapshot"
+NOT_ANSWERING = "server_not_answering"
 
 
 class Watcher:
@@ -102,7 +103,9 @@ class Watcher:
                 self.conn = c
                 return None
             except (ServerError, OSError) as exc:
-                if isinstance(exc, ServerError) and exc.code not in GONE:
+                # a server that does not answer a hello (5 s) is an outage here too: a
+                # long wait keeps its own bound (reconnect_for), not the handshake's
+                if isinstance(exc, ServerError) and exc.code not in (*GONE, NOT_ANSWERING):
                     raise
                 if time.monotonic() > give_up:
                     raise

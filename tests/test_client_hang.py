@@ -96,3 +96,26 @@ def test_orcr_socket_pointing_at_nothing_names_this_homes_socket(server, short_t
     assert took < 15
     # the server is healthy: without the override it answers
     assert server.run("agent", "ls", check=True).returncode == 0
+
+
+def test_a_follow_reconnecting_to_a_stopped_server_keeps_its_own_bound(server):
+    """A stream's reconnect (``wait``, ``--follow``) meets a server that does not answer
+    its hello: it keeps trying within its own ``reconnect_for``, not the handshake's
+    5 s. Planted: server_not_answering not retried in _resubscribe -> raises at 5 s."""
+    from orcr_core.watch import Watcher
+
+    w = Watcher(server.socket, autostart=False, reconnect_for=60)
+    w.close()  # as after a dropped connection
+    pid = server.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    timer = threading.Timer(8, os.kill, (pid, signal.SIGCONT))
+    timer.start()
+    try:
+        t0 = time.monotonic()
+        assert w._resubscribe(None) is None
+        assert time.monotonic() - t0 > 7  # it waited through the stop
+        assert w.conn is not None
+    finally:
+        timer.cancel()
+        os.kill(pid, signal.SIGCONT)
+        w.close()
