@@ -28,8 +28,17 @@ from orcr_core.store.db import SCHEMA_VERSION  # noqa: E402
 from orcr_core.testing import until  # noqa: E402
 
 
+def _connect(home) -> sqlite3.Connection:
+    """Read-only, so a look never makes the store file: a crash while a new store is
+    migrated leaves none (it is made under a temporary name), and sqlite3.connect would
+    create an empty one that the next server rightly refuses as damaged."""
+    return sqlite3.connect(f"file:{home.path / 'store.db'}?mode=ro", uri=True)
+
+
 def _store(home) -> tuple[list[dict], list[dict]]:
-    conn = sqlite3.connect(home.path / "store.db")
+    if not (home.path / "store.db").exists():  # killed while a new store was migrated
+        return [], []
+    conn = _connect(home)
     conn.row_factory = sqlite3.Row
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
@@ -105,7 +114,7 @@ def _fresh_store(home, template: Path | None = None) -> None:
 
 def _schema(home) -> tuple[int, int]:
     """The store's recorded schema version and how many migrations it recorded."""
-    conn = sqlite3.connect(home.path / "store.db")
+    conn = _connect(home)
     try:
         meta = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         done = conn.execute("SELECT COUNT(*) FROM _orcr_migrations").fetchone()[0]

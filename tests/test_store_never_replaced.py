@@ -123,3 +123,26 @@ def test_a_crash_while_a_store_is_made_leaves_no_store_file(tmp_path, monkeypatc
     monkeypatch.undo()
     store_db.open_store(store)
     assert store_db.read_schema_version(store) == store_db.SCHEMA_VERSION
+
+
+def test_a_killed_creation_leaves_no_temporary_file_behind(tmp_path, fresh_db):
+    """A creation SIGKILLed before its link leaves ``.store.db.new-<pid>-<ns>``; the next
+    creation removes it (its pid is gone) and keeps a live creator's. Planted: no
+    ``_remove_dead_creations`` -> fails (the dead one's files stay)."""
+    store = tmp_path / "store.db"
+    dead = subprocess_pid_that_exited()
+    left = [tmp_path / f".store.db.new-{dead}-1{suffix}" for suffix in ("", "-wal")]
+    live = tmp_path / f".store.db.new-{os.getppid()}-2"
+    for f in [*left, live]:
+        f.write_bytes(b"x")
+    store_db.open_store(store)
+    leftovers = sorted(n for n in os.listdir(tmp_path) if n.startswith(".store.db.new-"))
+    assert leftovers == [live.name]
+
+
+def subprocess_pid_that_exited() -> int:
+    import subprocess
+
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid

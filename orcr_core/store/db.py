@@ -309,6 +309,7 @@ def _create(path: Path) -> None:
     link fails if a store appeared meanwhile (that one is kept), and a crash leaves
     only the temporary file, never a store file without its tables."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_creations(path)
     tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{time.monotonic_ns()}")
     db.init(str(tmp), pragmas=PRAGMAS, timeout=BUSY_TIMEOUT, check_same_thread=False)
     db.creating = True
@@ -339,6 +340,29 @@ def _create(path: Path) -> None:
                 os.unlink(leftover)
             except FileNotFoundError:
                 pass
+
+
+def _remove_dead_creations(path: Path) -> None:
+    """A creation killed before its link leaves ``.store.db.new-<pid>-<ns>`` (and its
+    -wal/-shm): remove those whose process is gone, so crashes do not pile them up."""
+    for leftover in path.parent.glob(f".{path.name}.new-*"):
+        try:
+            pid = int(leftover.name[len(path.name) + 6 :].split("-", 1)[0])
+        except ValueError:
+            continue
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # still creating (or the pid was reused: leave it)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            os.unlink(leftover)
+        except FileNotFoundError:
+            pass
 
 
 def _open(path: Path):
