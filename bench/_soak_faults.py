@@ -225,7 +225,10 @@ class Faults:
         sock = self.inst.home / "run" / "orcr.sock"
         since = (self.inst.store("SELECT max(seq) FROM event") or [(0,)])[0][0] or 0
         try:
-            call_once("agent.send", 10, sock, target=path, prompt="[sleep 0.5] disk")
+            # each aimed send its own text: the checker's exactly-once rule reads a text
+            # that reaches one agent twice as one prompt typed twice
+            since_text = f"[sleep 0.5] disk {since}"
+            call_once("agent.send", 10, sock, target=path, prompt=since_text)
         except (OSError, ServerError) as exc:
             return f", {path}'s agent send refused ({exc})"
         until = time.monotonic() + 10

@@ -239,16 +239,22 @@ def wind_down(inst: Instance, log, tasks: Tasks) -> dict:
     deadline = time.monotonic() + 30
     while inst.servers() and time.monotonic() < deadline:
         time.sleep(0.2)
-    time.sleep(1.0)  # what the server stopped gets its moment to exit
-    left = []
+    # What the server stopped gets its moment to exit; a task worker's claim guard whose
+    # worker is gone exits once orcr has been unreachable for its --limit (6 s here).
     own = inst.mux.keepers()
-    for p in inst.processes():
-        try:
-            if own(p):
-                continue  # the multiplexer outlives the server by design (and its keepers)
-            left.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
-        except psutil.Error:
-            continue
+    deadline = time.monotonic() + 10
+    while True:
+        time.sleep(1.0)
+        left = []
+        for p in inst.processes():
+            try:
+                if own(p):
+                    continue  # the multiplexer outlives the server by design (and its keepers)
+                left.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
+            except psutil.Error:
+                continue
+        if not left or time.monotonic() > deadline:
+            break
     final["processes"] = left
     final["mux_violations"] = inst.mux.violations()
     inst.mux.kill()
