@@ -109,11 +109,11 @@ def _deliver_once(server, agent: Agent, prompt: str, before: int, ready, still=N
         # Enter may have landed: the text went to the model, or it sits in the
         # composer and the confirmation presses Enter again on that evidence
         # (agents/resubmit.py); the text itself is never typed twice. A provider
-        # that cannot read its composer: pressed when the screen shows the text
+        # that reads no composer (none drawn, or no hook): pressed when the screen
+        # shows the text (a server SIGKILLed between Enter's intent and the key left
+        # the echo agent's text unsubmitted, its composer not read: the turn hung)
         log.info("agent %s: turn %d's Enter was requested before a restart", agent.path, before + 1)
-        if resubmit.unsubmitted(server, agent, prompt) is None and _on_screen(
-            server, agent, prompt
-        ):
+        if resubmit.blind(server, agent, prompt) and _on_screen(server, agent, prompt):
             return _type(server, agent, prompt, before, paste=False, still=still)
         return confirm(server, agent, before, prompt)
     if PASTE_APPLIED in steps or _on_screen(server, agent, prompt, wait=PASTE_SETTLE):

@@ -143,13 +143,13 @@ def _spec(server, agent: Agent, cache: dict | None) -> LaunchSpec:
     return cache["spec"]
 
 
-def unsubmitted(server, agent: Agent, prompt: str) -> bool | None:
-    """Whether the pane shows the prompt unsubmitted right now; None when the
-    provider cannot tell (no ``input_state`` hook)."""
-    verdict = judge(server, agent, prompt)
-    if verdict.why == "cannot_tell":
-        return None
-    return verdict.why == "unsubmitted"
+def blind(server, agent: Agent, prompt: str) -> bool:
+    """Whether the provider reads no composer on the pane right now: no
+    ``input_state`` hook, or none drawn where it looks (a TUI still drawing after a
+    restart, text typed before the program read its terminal). The caller then
+    goes by whether the prompt's text shows at all; a running turn or a dialog is
+    never blind."""
+    return judge(server, agent, prompt).why in ("cannot_tell", "no_input")
 
 
 def confirm(server, agent: Agent, prompt: str, started, over) -> bool:
