@@ -30,15 +30,23 @@ def test_events_lists_with_prefix_kind_and_since_filters(orcr_home):
     with orcr_home.sdk() as o:
         until(lambda: o.get("rev/b")["status"] == "ended", what="rev/b ended")
     try:
+        # The other agents keep writing events (turn ends, panes) while this runs: every
+        # listing is read after the store and cut at the store's last seq, so each compares
+        # the same stretch of the log (a listing racing ahead of the store was a flake).
         store = orcr_home.events()
-        everything = _events_json(orcr_home)
+        cut = store[-1]["seq"]
+
+        def upto(events: list[dict]) -> list[dict]:
+            return [e for e in events if e["seq"] <= cut]
+
+        everything = upto(_events_json(orcr_home))
         assert [e["seq"] for e in everything] == [e["seq"] for e in store]
         assert [e["kind"] for e in everything] == [e["kind"] for e in store]
 
-        under_rev = _events_json(orcr_home, "rev")
+        under_rev = upto(_events_json(orcr_home, "rev"))
         want = [e["seq"] for e in store if str(e["data"].get("path", "")).startswith("rev/")]
         assert [e["seq"] for e in under_rev] == want and want
-        assert _events_json(orcr_home, "rev/") == under_rev  # a trailing / changes nothing
+        assert upto(_events_json(orcr_home, "rev/")) == under_rev  # a trailing / changes nothing
 
         queued = _events_json(orcr_home, "--kind", "agent.queued")
         assert [e["data"]["path"] for e in queued] == ["rev/a", "rev/b", "other/c"]
@@ -49,10 +57,9 @@ def test_events_lists_with_prefix_kind_and_since_filters(orcr_home):
         assert {e["kind"] for e in family} > {"agent.queued"}
 
         mid = store[len(store) // 2]["seq"]
-        assert _seqs(orcr_home.run("events", "--json", "--since", str(mid)).stdout) == [
-            e["seq"] for e in store if e["seq"] > mid
-        ]
-        assert [e["seq"] for e in _events_json(orcr_home, "--since", "1h")] == [
+        since_mid = _seqs(orcr_home.run("events", "--json", "--since", str(mid)).stdout)
+        assert [s for s in since_mid if s <= cut] == [e["seq"] for e in store if e["seq"] > mid]
+        assert [e["seq"] for e in upto(_events_json(orcr_home, "--since", "1h"))] == [
             e["seq"] for e in store
         ]
 
