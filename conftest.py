@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from orcr_core.testing import CORPUS_HOW, corpus_dir, until  # noqa: F401  (until: re-exported)
+from orcr_core.kit.testing import CORPUS_HOW, corpus_dir, until  # noqa: F401  (until: re-exported)
 
 ROOT = Path(__file__).resolve().parent
 TEST_PLUGINS = ROOT / "tests" / "plugins"

@@ -4,8 +4,12 @@
 client path does) does not import pluggy.
 """
 
+from orcr_core import _deprecated
+
 __all__ = ["hookimpl", "__version__"]
 __version__ = "0.1.0"
+
+_deprecated.install()  # the old import paths, for one release (orcr_core/_deprecated.py)
 
 
 def __getattr__(name):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
-from orcr_core.argv import missing_program, program_of
+from orcr_core.kit.argv import missing_program, program_of
 
 
 def test_program_is_found_behind_env_and_nice_prefixes():

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_broken as broken  # noqa: E402
 import orcr_test_driver as testdriver  # noqa: E402
 
-from orcr_core.testing import until  # noqa: E402
+from orcr_core.kit.testing import until  # noqa: E402
 
 WORDS = {"raise": "exploded", "garbage": "returned", "hang": "no answer in 1s"}
 

@@ -9,7 +9,7 @@ import pty
 import subprocess
 import sys
 
-from orcr_core.testing import read_rest, read_until, until
+from orcr_core.kit.testing import read_rest, read_until, until
 
 
 def _run_agents(server, paths: list[str]) -> None:

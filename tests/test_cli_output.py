@@ -18,7 +18,7 @@ import orcr_test_driver as td  # noqa: E402
 
 from orcr_core.cli import cli  # noqa: E402
 from orcr_core.cli.agent import printable  # noqa: E402
-from orcr_core.testing import read_rest, read_until, until  # noqa: E402
+from orcr_core.kit.testing import read_rest, read_until, until  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import pytest
 from fake_clis import configure
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 AGENTS = 24
 PROMPT = "hello"

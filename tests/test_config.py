@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orcr_core import config, dirs
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def test_orcr_home_moves_everything(orcr_home):

@@ -28,7 +28,7 @@ import subprocess
 import psutil
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _controls(home) -> dict[int, float]:

@@ -12,7 +12,7 @@ import signal
 
 import pytest
 
-from orcr_core.testing import until as _until  # noqa: E402
+from orcr_core.kit.testing import until as _until  # noqa: E402
 
 #: the path differs by herdr protocol: also on herdr 0.8 (conftest.py)
 pytestmark = pytest.mark.herdr_08

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _prompts(live, uuid: str) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from fake_clis import configure, run_agent, wait_idle
 from orcr_claude.slug import project_slug
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _cwd(tmp: Path) -> Path:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 
 from orcr_core import dirs
-from orcr_core.testing import in_threads
+from orcr_core.kit.testing import in_threads
 
 
 def test_threads_probing_one_directory_at_once_all_find_it_writable(tmp_path):

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from orcr_tmux.prompt import tail_words
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
 from orcr_core.client import ServerError  # noqa: E402
+from orcr_core.kit.testing import until  # noqa: E402
 from orcr_core.store.db import SCHEMA_VERSION  # noqa: E402
-from orcr_core.testing import until  # noqa: E402
 
 
 def _connect(home) -> sqlite3.Connection:

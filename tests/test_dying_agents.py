@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 #: exits as soon as any byte arrives: the paste of its prompt kills it before Enter
 DIES_ON_INPUT = (

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orcr_core.testing import until as _until  # noqa: E402
+from orcr_core.kit.testing import until as _until  # noqa: E402
 
 
 @pytest.mark.herdr_08

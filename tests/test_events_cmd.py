@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _seqs(out: str) -> list[int]:

@@ -18,7 +18,7 @@ import pytest
 from fake_clis import configure, wait_idle
 from fake_models import anthropic_server, responses_server
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 #: every point of the first prompt's delivery, in order
 POINTS = [

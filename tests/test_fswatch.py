@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from orcr_core.agents import fswatch
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 pytestmark = pytest.mark.skipif(fswatch.INotify is None, reason="inotify is Linux-only")
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 #: a self-reporting agent written in sh: it reports itself working, then idle, to the
 #: herdr of its pane (herdr's CLI would do the same; python is only the socket client)

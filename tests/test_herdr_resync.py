@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 HERDR_09 = pytest.mark.parametrize("live", ["herdr"], indirect=True)
 

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from orcr_core import dirs
-from orcr_core.testing import until as _until  # noqa: E402
+from orcr_core.kit.testing import until as _until  # noqa: E402
 
 
 @pytest.mark.parametrize("protocol", [20, 22])

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from orcr_core.cli.agent_show import ended_reason
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _status_cells(home, *args) -> dict[str, str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
-from orcr_core.testing import until  # noqa: E402
+from orcr_core.kit.testing import until  # noqa: E402
 
 #: Neither the poll nor the periodic pass can explain anything within a test.
 NO_POLLING = '[timings]\npoll_every = "1h"\nreconcile_every = "1h"\n'

@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import subprocess
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 FAST = '[timings]\npoll_every = "50ms"\nreconcile_every = "100ms"\n'
 

@@ -27,7 +27,7 @@ from loop_helpers import (
     _start,
 )
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import loop_helpers
 from loop_helpers import _create, _ended, _run, _runs, _sql, _start
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 loops = loop_helpers.loops  # the fixture
 

@@ -117,6 +117,6 @@ def test_cli_refuses_an_intruder_under_a_loop_with_the_loop_named(loops):
     spawn = f"{PY} -m orcr_core.cli agent run --provider testp --path kid x && echo spawned"
     _create(loops, "spawner", "0 0 1 1 *", "--", "sh", "-c", spawn)
     path = _start(loops, "spawner")
-    from orcr_core.testing import until
+    from orcr_core.kit.testing import until
 
     until(lambda: _ready_text(loops, path, "spawned"), what="the run's agent")

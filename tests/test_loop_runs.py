@@ -33,7 +33,7 @@ from loop_helpers import (
 )
 
 from orcr_core.client import ServerError
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 loops = loop_helpers.loops  # the fixture
 

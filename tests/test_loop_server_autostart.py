@@ -14,7 +14,7 @@ import loop_helpers
 from loop_helpers import PY, _alive, _create, _ended, _start
 
 from orcr_core import lockfile
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 loops = loop_helpers.loops  # the fixture
 

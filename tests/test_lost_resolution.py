@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
 from orcr_core import dirs  # noqa: E402
-from orcr_core.testing import until  # noqa: E402
+from orcr_core.kit.testing import until  # noqa: E402
 
 CONFIG = (
     '[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\nreconcile_every = "100ms"\n'

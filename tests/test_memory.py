@@ -9,7 +9,7 @@ import pytest
 
 from orcr_core.agents import memory
 from orcr_core.config import ConfigError, memory_floor
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 GiB = 2**30
 MiB = 2**20

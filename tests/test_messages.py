@@ -4,7 +4,7 @@ or lost agent points at resume or a new agent, never at agent wait."""
 
 from __future__ import annotations
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def test_read_on_a_queued_agent_says_its_first_turn_has_not_started(server):

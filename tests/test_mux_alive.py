@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 from orcr_core import dirs
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _herdr_pids(bindir) -> list[int]:

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 RESUME = (
     '[timings]\npoll_every = "50ms"\nreconcile_every = "300ms"\n[recovery]\nresume_lost = true\n'

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import psutil
 
 from orcr_core.agents import procs
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 # A "dev server" agent: a nohup sleeper, a setsid grandchild, and a setsid
 # grandchild whose parent exits once told to (file ``go``): it leaves the tree.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 class Receiver:

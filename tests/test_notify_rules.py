@@ -16,7 +16,7 @@ import sys
 import pytest
 from test_notify import Receiver, _configure
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 pytestmark = pytest.mark.parametrize("live", ["tmux"], indirect=True)
 

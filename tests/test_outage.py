@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _snapshot_clients(sock: str) -> set[int]:

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _config(live, park_after: str) -> None:

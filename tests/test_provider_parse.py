@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orcr_core.testing import corpus_dir
+from orcr_core.kit.testing import corpus_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 OWN = sorted(ROOT.glob("plugins/*/tests/fixtures/*.jsonl"))

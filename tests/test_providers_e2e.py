@@ -24,7 +24,7 @@ from orcr_claude import ClaudeProvider
 from orcr_claude.slug import project_slug
 
 from orcr_core.contracts import LaunchSpec, SessionPointer
-from orcr_core.testing import until as _until  # noqa: E402
+from orcr_core.kit.testing import until as _until  # noqa: E402
 
 SLUG = re.compile(r"[^A-Za-z0-9]")  # TRANSCRIPTS.md section 1.1, for paths under 200 chars
 

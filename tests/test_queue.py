@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 ADMITTER = r"""
 import os, sys

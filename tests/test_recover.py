@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
-from orcr_core.testing import until as _until  # noqa: E402
+from orcr_core.kit.testing import until as _until  # noqa: E402
 
 
 def test_pane_with_a_new_id_is_rematched_by_label(server):

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 #: the path differs by herdr protocol: also on herdr 0.8 (conftest.py)
 pytestmark = pytest.mark.herdr_08

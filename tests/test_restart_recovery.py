@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 
-from orcr_core.testing import until  # noqa: E402
+from orcr_core.kit.testing import until  # noqa: E402
 
 CONFIG = '[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\nprompt_confirm = "200ms"\n'
 AGENTS = 8

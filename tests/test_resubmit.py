@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from fake_clis import configure, run_agent, wait_idle
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _enters(log: Path) -> list[dict]:

@@ -10,7 +10,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _kill_multiplexer(live) -> None:

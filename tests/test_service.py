@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _env(orcr_home, tmp: Path, **extra) -> dict:

@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
-from orcr_core.testing import until  # noqa: E402
+from orcr_core.kit.testing import until  # noqa: E402
 
 
 def _events(home, uuid: str, kind: str) -> list[dict]:

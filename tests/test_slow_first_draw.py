@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 FAKE = textwrap.dedent(
     """

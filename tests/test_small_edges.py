@@ -51,7 +51,7 @@ def test_top_turn_is_right_for_an_agent_that_was_starting_when_top_opened(server
     import json
     import sqlite3
 
-    from orcr_core.testing import until
+    from orcr_core.kit.testing import until
     from orcr_core.top.model import FleetModel
 
     server.run("agent", "run", "--provider", "testp", "--path", "t/a", "hi", check=True)

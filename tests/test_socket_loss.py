@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 #: holds the server lock like a server that says it listens, but has no socket;
 #: on SIGTERM it lingers a moment before exiting, as a server finishing up would

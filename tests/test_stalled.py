@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 NO_POLLING = '[timings]\npoll_every = "1h"\nreconcile_every = "1h"\n'
 

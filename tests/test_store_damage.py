@@ -22,8 +22,8 @@ import time
 import pytest
 
 from orcr_core.client import Client, ServerError
+from orcr_core.kit.testing import until
 from orcr_core.store import health
-from orcr_core.testing import until
 
 
 def _truncate(store):

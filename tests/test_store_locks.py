@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def test_an_outside_connection_never_corrupts_the_store_of_a_running_server(server):

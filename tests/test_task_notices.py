@@ -17,7 +17,7 @@ import time
 import pytest
 from orcr_tasks.queue import Queue
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 from tests.test_notify import Receiver, _configure
 
 OP = """

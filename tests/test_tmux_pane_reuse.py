@@ -12,7 +12,7 @@ import pytest
 from orcr_tmux.driver import TmuxDriver
 
 from orcr_core.contracts import DriverError, PaneRef
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _tmux(sock, *args):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def test_a_vanished_socket_directory_holds_the_queue(orcr_home, short_tmp):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 @pytest.mark.parametrize("live", ["tmux"], indirect=True)

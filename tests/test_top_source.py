@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 from orcr_core.top.model import FleetModel, Gap
 from orcr_core.top.source import WatchSource
 

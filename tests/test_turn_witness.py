@@ -6,7 +6,7 @@ import pytest
 
 from orcr_core.agents import witness as witness_mod
 from orcr_core.agents.witness import Witness
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def test_the_witness_counts_agreement_and_both_disagreements(monkeypatch):

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 #: herdr only: the tmux driver has no other sessions to look into
 HERDR_ONLY = pytest.mark.parametrize("live", ["herdr", "herdr08"], indirect=True)

@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def _get(live, path):

@@ -1,4 +1,4 @@
-"""Provider version specifiers (orcr_core.versions): clauses joined by commas must all
+"""Provider version specifiers (orcr_core.kit.versions): clauses joined by commas must all
 hold; ``||`` joins alternatives of which one must hold (a pin that leaves out a
 known-bad stretch of releases, as the Claude adapter's does)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from orcr_core.contracts import ProviderError
-from orcr_core.versions import check_version, matches
+from orcr_core.kit.versions import check_version, matches
 
 GAP = ">=2.0,<2.1.200 || >=2.1.276,<2.2"
 

@@ -7,8 +7,8 @@ import re
 import threading
 
 from orcr_core.client import Client, ServerError
+from orcr_core.kit.testing import until
 from orcr_core.sdk import Orcr
-from orcr_core.testing import until
 
 
 def _db_events(home):

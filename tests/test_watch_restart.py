@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 
 from orcr_core.client import Client, ServerError
+from orcr_core.kit.testing import until
 from orcr_core.sdk import Orcr
-from orcr_core.testing import until
 from orcr_core.watch import RESNAPSHOT, Watcher
 
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))

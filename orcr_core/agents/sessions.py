@@ -33,10 +33,10 @@ import logging
 import os
 import time
 
-from orcr_core.adapter_helpers import prompt_search
 from orcr_core.agents import lifecycle
 from orcr_core.agents.launch import launch_info, launch_spec
 from orcr_core.contracts import SessionPointer
+from orcr_core.kit.adapter_helpers import prompt_search
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.sessions")

@@ -35,7 +35,7 @@ class ProviderChecks:
         return None
 
     def check_provider(self, name: str) -> None:
-        from orcr_core.versions import matches
+        from orcr_core.kit.versions import matches
 
         provider = self.registry.providers.get(name)
         if provider is None:

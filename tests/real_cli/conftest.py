@@ -29,7 +29,7 @@ from fake_models import Script, anthropic_server, chat_server, gemini_server, re
 from real_cli.scenarios import procs_under
 from real_cli.tier import availability
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 HERE = Path(__file__).resolve().parent
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fake_models import Hold
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def start(real, path: str, prompt: str = "hello there") -> str:

@@ -11,7 +11,7 @@ from fake_models import Hold, RateLimit, Script, Text, Tool
 from orcr_claude import ClaudeProvider
 from real_cli import scenarios
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 # orcr on real tmux; the driver-facing scenarios also on the herdr emulator, which
 # hosts the real TUIs on real PTYs (rendered with pyte)

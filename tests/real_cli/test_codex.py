@@ -13,7 +13,7 @@ from orcr_codex import CodexProvider
 from real_cli import scenarios
 from real_cli.scenarios import procs_under, procs_with_env
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 # orcr on real tmux; the driver-facing scenarios also on the herdr emulator, which
 # hosts the real TUIs on real PTYs (rendered with pyte)

@@ -25,8 +25,8 @@ import pytest
 from fake_models import Script, Tool
 
 from orcr_core.client import Client
+from orcr_core.kit.testing import until
 from orcr_core.sdk import Orcr
-from orcr_core.testing import until
 
 AGENTS = 6
 #: the events of a key orcr sends for a prompt: the first Enter and any pressed again

@@ -20,8 +20,8 @@ from fake_models import Script, Text
 from real_cli import fleet
 
 from orcr_core.client import Client
+from orcr_core.kit.testing import until
 from orcr_core.sdk import Orcr
-from orcr_core.testing import until
 
 CAP = 3
 NAMES = ["g1", "g2", "g3", "g4"]

@@ -25,7 +25,7 @@ from typing import Any
 
 import orcr_core
 from orcr_core.contracts import LaunchSpec, SessionPointer, Turn, TurnState
-from orcr_core.versions import check_version
+from orcr_core.kit.versions import check_version
 
 __version__ = "1.0.0"  # the agent's version, written into its transcript
 TRANSCRIPT = "upper.jsonl"

@@ -39,8 +39,8 @@ from typing import Any
 from orcr_claude import screen, trust
 from orcr_claude.slug import project_slug
 from orcr_claude.turns import ClaudeTurns
-from orcr_core.adapter_helpers import JsonlAdapter, base_argv, config_root
 from orcr_core.contracts import InputState, LaunchSpec, ProviderError, ScreenState, SessionPointer
+from orcr_core.kit.adapter_helpers import JsonlAdapter, base_argv, config_root
 
 #: A no-op Stop hook: with one configured, Claude writes a ``stop_hook_summary``
 #: record at the end of every completed turn, which the reader takes as the turn's

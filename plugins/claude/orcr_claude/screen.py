@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from orcr_core.contracts import InputState, LaunchSpec, ScreenState
-from orcr_core.screens import choose, keys_hint, menu, trust_question
+from orcr_core.kit.screens import choose, keys_hint, menu, trust_question
 
 TRUST = (
     "Is this a project you created or one you trust",

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from orcr_core.adapter_helpers import config_root
+from orcr_core.kit.adapter_helpers import config_root
 
 STALE = 10.0  # seconds after which another writer's lock is taken to be abandoned
 LOCK_WAIT = 5.0  # seconds to wait for the lock

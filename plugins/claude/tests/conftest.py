@@ -1,6 +1,6 @@
 import pytest
 
-from orcr_core.testing import FakeClock, Transcript
+from orcr_core.kit.testing import FakeClock, Transcript
 
 
 @pytest.fixture

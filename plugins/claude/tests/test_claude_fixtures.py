@@ -13,15 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orcr_claude import ClaudeProvider, summarize
 
-from orcr_core.adapter_helpers import summary
-from orcr_core.testing import (
+from orcr_core.kit.adapter_helpers import summary
+from orcr_core.kit.testing import (
     FakeClock,
     check_summary,
     cuts_mid_line,
     quiet_copy,
     transcript_fixtures,
 )
-from orcr_core.testing import feed_in_chunks as _feed_in_chunks
+from orcr_core.kit.testing import feed_in_chunks as _feed_in_chunks
 
 OWN = Path(__file__).parent / "fixtures"
 

@@ -18,7 +18,7 @@ import pytest
 from orcr_claude import ClaudeProvider, summarize
 
 from orcr_core.contracts import LaunchSpec, SessionPointer
-from orcr_core.testing import FakeClock, feed_in_chunks
+from orcr_core.kit.testing import FakeClock, feed_in_chunks
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SESSION = "3c0ffee1-0000-4000-8000-0000000000b2"

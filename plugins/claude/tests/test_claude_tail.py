@@ -1,9 +1,9 @@
-"""The shared JSONL tailer (orcr_core.jsonl_tail), which orcr_codex reuses."""
+"""The shared JSONL tailer (orcr_core.kit.jsonl_tail), which orcr_codex reuses."""
 
 import os
 
-from orcr_core import jsonl_tail as tail_module
-from orcr_core.jsonl_tail import JsonlTail
+from orcr_core.kit import jsonl_tail as tail_module
+from orcr_core.kit.jsonl_tail import JsonlTail
 
 
 def test_partial_last_line_waits_for_the_rest(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from orcr_claude import ClaudeProvider
 
-from orcr_core.testing import Transcript
+from orcr_core.kit.testing import Transcript
 
 _ids = itertools.count()
 

@@ -33,14 +33,14 @@ from typing import Any
 
 from orcr_codex import screen
 from orcr_codex.turns import CodexTurns
-from orcr_core.adapter_helpers import (
+from orcr_core.contracts import InputState, LaunchSpec, ScreenState, SessionPointer
+from orcr_core.kit.adapter_helpers import (
     JsonlAdapter,
     base_argv,
     config_root,
     prompt_search,
     str_list,
 )
-from orcr_core.contracts import InputState, LaunchSpec, ScreenState, SessionPointer
 
 #: orcr's Codex agents start no app-server daemon of their own (see launch_argv)
 NO_DAEMON = "features.daemon_auto_start=false"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from orcr_core.contracts import InputState, LaunchSpec, ScreenState
-from orcr_core.screens import choose, keys_hint, menu, trust_question
+from orcr_core.kit.screens import choose, keys_hint, menu, trust_question
 
 TRUST = (
     "Trust this folder?",

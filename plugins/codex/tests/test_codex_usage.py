@@ -7,7 +7,7 @@ import pytest
 from orcr_codex.turns import CodexTurns
 
 from orcr_core.contracts import Usage
-from orcr_core.testing import transcript_fixtures
+from orcr_core.kit.testing import transcript_fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

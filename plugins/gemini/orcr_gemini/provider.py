@@ -28,9 +28,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from orcr_core.adapter_helpers import JsonlAdapter, base_argv, str_list
 from orcr_core.contracts import InputState, LaunchSpec, ProviderError, ScreenState, SessionPointer
-from orcr_core.jsonl_tail import JsonlTail, JsonlTurnReader
+from orcr_core.kit.adapter_helpers import JsonlAdapter, base_argv, str_list
+from orcr_core.kit.jsonl_tail import JsonlTail, JsonlTurnReader
 from orcr_core.store.durable import fsync_dir
 from orcr_gemini import screen, settings
 from orcr_gemini.turns import GeminiTurns, history_loaded, iso_time

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 
 from orcr_core.contracts import InputState, LaunchSpec, ScreenState
-from orcr_core.screens import choose, keys_hint, menu, trust_question
+from orcr_core.kit.screens import choose, keys_hint, menu, trust_question
 
 READY = "Type your message or @path/to/file"
 #: what Gemini CLI prints under the trust question once it is answered (it restarts)

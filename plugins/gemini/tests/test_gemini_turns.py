@@ -9,7 +9,7 @@ from orcr_gemini import GeminiProvider, summarize
 from orcr_gemini.turns import GeminiTurns
 
 from orcr_core.contracts import Usage
-from orcr_core.jsonl_tail import JsonlTurnReader
+from orcr_core.kit.jsonl_tail import JsonlTurnReader
 
 FIXTURES = Path(__file__).parent / "fixtures"
 META = {"sessionId": "11111111-2222-4333-8444-555555555555", "projectHash": "ab", "kind": "main",

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from orcr_core import dirs
-from orcr_core.argv import missing_program
 from orcr_core.contracts import (
     PARKING,
     DriverError,
@@ -38,6 +37,7 @@ from orcr_core.contracts import (
     StartSpec,
     UnmanagedAgent,
 )
+from orcr_core.kit.argv import missing_program
 from orcr_herdr import discover as discovery
 from orcr_herdr import server
 from orcr_herdr.client import HerdrClient

@@ -12,7 +12,7 @@ from orcr_herdr.testing.wire import LINE_AGENT
 
 from orcr_core import dirs
 from orcr_core.contracts import Driver, DriverError, PaneRef, SessionPointer, StartSpec
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def spec(ws: str, label: str = "proj/agent_a", argv=None, env=None) -> StartSpec:

@@ -17,7 +17,7 @@ from orcr_herdr.testing.shim import write_herdr_shim
 from orcr_herdr.testing.wire import LINE_AGENT, call, ok
 
 from orcr_core.contracts import DriverError, StartSpec
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 @pytest.fixture

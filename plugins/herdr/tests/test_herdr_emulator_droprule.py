@@ -13,7 +13,7 @@ import pytest
 from orcr_herdr.testing.model import resume_held
 from orcr_herdr.testing.wire import apply_tab, call, ok
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 ARGV = ["orcr-agent", "--resume", "s1"]
 

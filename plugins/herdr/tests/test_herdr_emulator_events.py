@@ -8,7 +8,7 @@ import time
 
 from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, ok
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def names(emu, since: int = 0) -> list[tuple[str, dict]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, call, ok
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 ARGV = ["sh", "-c", "echo RESUMED-$0; exec cat", "s1"]
 

@@ -8,7 +8,7 @@ import time
 import orcr_herdr.testing.waits as waits
 from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, call, ok
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def agent_pane(emu, status="idle"):

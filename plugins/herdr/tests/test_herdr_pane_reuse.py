@@ -12,7 +12,7 @@ from orcr_herdr.driver import HerdrDriver
 from orcr_herdr.testing.wire import LINE_AGENT
 
 from orcr_core.contracts import DriverError, PaneRef, StartSpec
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 from .conftest import make_config
 

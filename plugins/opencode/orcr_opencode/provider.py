@@ -19,7 +19,6 @@ import os
 import sqlite3
 from typing import Any
 
-from orcr_core.adapter_helpers import base_argv, str_list, summary
 from orcr_core.contracts import (
     InputState,
     LaunchSpec,
@@ -28,7 +27,8 @@ from orcr_core.contracts import (
     SessionPointer,
     TurnState,
 )
-from orcr_core.versions import check_version
+from orcr_core.kit.adapter_helpers import base_argv, str_list, summary
+from orcr_core.kit.versions import check_version
 from orcr_opencode import screen
 from orcr_opencode.store import StoreReader, db_path, main_session
 

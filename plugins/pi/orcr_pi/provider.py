@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orcr_core.adapter_helpers import JsonlAdapter, base_argv, str_list
 from orcr_core.contracts import InputState, LaunchSpec, ProviderError, ScreenState, SessionPointer
-from orcr_core.jsonl_tail import JsonlTurnReader
-from orcr_core.versions import check_version
+from orcr_core.kit.adapter_helpers import JsonlAdapter, base_argv, str_list
+from orcr_core.kit.jsonl_tail import JsonlTurnReader
+from orcr_core.kit.versions import check_version
 from orcr_pi.turns import PiTurns
 
 #: pi's npm package: its name since 1.x, and the one it had up to 0.73.1

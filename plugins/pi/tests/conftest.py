@@ -5,7 +5,7 @@ other module starts with ``pytest.importorskip("orcr_pi", reason=...)``."""
 
 import pytest
 
-from orcr_core.testing import FakeClock, Transcript
+from orcr_core.kit.testing import FakeClock, Transcript
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orcr_core.contracts import Turn, Usage
-from orcr_core.testing import feed_in_chunks
+from orcr_core.kit.testing import feed_in_chunks
 
 orcr_pi = pytest.importorskip("orcr_pi", reason="orcr-pi not installed: pip install ./plugins/pi")
 PiProvider = orcr_pi.PiProvider

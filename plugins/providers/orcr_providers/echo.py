@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from orcr_core.contracts import InputState, LaunchSpec, SessionPointer
-from orcr_core.versions import check_version, version_tuple
+from orcr_core.kit.versions import check_version, version_tuple
 from orcr_providers import __version__
 from orcr_providers.echo_reader import EchoTranscriptReader, summarize
 

@@ -18,7 +18,7 @@ import pytest
 from orcr_tasks.queue import STATES, Queue
 from orcr_tasks.testing import age_claim, is_pg, spec
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 OP = """
 import sys

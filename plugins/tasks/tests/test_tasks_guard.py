@@ -26,7 +26,7 @@ import psutil
 import pytest
 from orcr_tasks.testing import spec
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 HEARTBEAT = 0.5
 #: a sweep on this shared, loaded 2-core machine: a list call and a read of the claims

@@ -27,7 +27,7 @@ import psutil
 import pytest
 from orcr_tasks.testing import spec, states_of
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 CAP = 2
 STALE = "10s"  # a loaded 2-core machine delays heartbeats by seconds

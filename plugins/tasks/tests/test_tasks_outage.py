@@ -16,7 +16,7 @@ from orcr_tasks.testing import age_claim, spec
 from orcr_tasks.worker import Worker
 
 from orcr_core.client import ServerError
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 GONE = ServerError("connection_closed", "the orcr server closed the connection")
 

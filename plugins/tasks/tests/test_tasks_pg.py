@@ -174,7 +174,7 @@ def test_two_dependencies_passing_at_once_release_their_dependant(pq, pg_url):
 
     from orcr_tasks.pg import PgQueue
 
-    from orcr_core.testing import until
+    from orcr_core.kit.testing import until
 
     pq.add("a", "x", task_id="A")
     pq.add("b", "x", task_id="B")

@@ -17,7 +17,7 @@ from orcr_tasks.taskfile import TaskFileError, parse
 from orcr_tasks.testing import age_claim, heartbeats, move_by_hand, spec, states_of
 from orcr_tasks.worker import builder_prompt, last_line, pick_verifier_provider, verifier_prompt
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def cli(*args, env=None, input=None) -> subprocess.CompletedProcess:

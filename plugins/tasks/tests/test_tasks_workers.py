@@ -18,7 +18,7 @@ import pytest
 from orcr_tasks.queue import STATES
 from orcr_tasks.testing import last_beat, spec
 
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 pytestmark = pytest.mark.parametrize("live", ["tmux"], indirect=True)
 

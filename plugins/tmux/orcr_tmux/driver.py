@@ -38,7 +38,6 @@ import threading
 from typing import Any
 
 from orcr_core import dirs
-from orcr_core.argv import missing_program
 from orcr_core.contracts import (
     PARKING,
     DriverError,
@@ -46,6 +45,7 @@ from orcr_core.contracts import (
     SessionPointer,
     StartSpec,
 )
+from orcr_core.kit.argv import missing_program
 from orcr_tmux.keys import tmux_key
 from orcr_tmux.layout import (
     HEIGHT,

@@ -20,7 +20,7 @@ import pytest
 from orcr_tmux import TmuxDriver
 
 from orcr_core.config import DEFAULTS, Config
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 
 def make_config(socket: str) -> Config:

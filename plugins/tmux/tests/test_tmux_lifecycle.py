@@ -10,7 +10,7 @@ import pytest
 from orcr_tmux import TmuxDriver
 
 from orcr_core.contracts import Driver, DriverError, PaneRef
-from orcr_core.testing import in_threads
+from orcr_core.kit.testing import in_threads
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 

@@ -1,7 +1,7 @@
 """Incremental reading of an append-only JSONL transcript.
 
-Provider-agnostic: ``orcr_codex`` imports this module too. It is shaped so it
-can move into ``orcr_core`` unchanged (``orcr_core/jsonl_tail.py``).
+Part of the provider kit (docs/plugins/kit.md): provider-agnostic, used by the
+claude, codex, gemini and pi plugins.
 
 * :class:`JsonlTail` follows one file from a byte offset. Only complete lines
   (ended by ``\\n``) are parsed; the bytes after the last newline wait for the

@@ -105,7 +105,7 @@ def feed_in_chunks(provider, data: bytes, cuts: list[int]) -> dict:
     cut anywhere (mid-line included); only whole lines may ever be consumed."""
     import tempfile
 
-    from orcr_core.adapter_helpers import summary
+    from orcr_core.kit.adapter_helpers import summary
 
     bounds = sorted({0, len(data), *cuts})
     with tempfile.TemporaryDirectory() as tmp:

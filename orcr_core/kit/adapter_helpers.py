@@ -1,7 +1,7 @@
-"""Provider-agnostic adapter helpers, reused by ``orcr_codex``.
+"""Provider-agnostic adapter helpers: part of the provider kit (docs/plugins/kit.md).
 
-Like :mod:`orcr_core.jsonl_tail`, these belong in ``orcr_core`` once its owner
-takes them; nothing here knows about Claude.
+:class:`JsonlAdapter` is the base class of the JSONL-transcript providers (claude,
+codex, gemini, pi); nothing here knows about one provider.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from orcr_core.contracts import ProviderError, TurnState
-from orcr_core.jsonl_tail import JsonlTurnReader
-from orcr_core.versions import check_version
+from orcr_core.kit.jsonl_tail import JsonlTurnReader
+from orcr_core.kit.versions import check_version
 
 
 def str_list(value: Any, key: str) -> list[str]:
@@ -99,7 +99,7 @@ class JsonlAdapter:
     """The half of a provider adapter that JSONL transcript adapters share: the
     incremental reader, version pinning and the whole-file summary. A subclass
     sets ``name`` and ``supported_versions`` and implements ``turns(settle,
-    blocked_after)``, returning a fresh record parser (see :mod:`orcr_core.jsonl_tail`).
+    blocked_after)``, returning a fresh record parser (see :mod:`orcr_core.kit.jsonl_tail`).
     """
 
     name: str
