@@ -70,6 +70,20 @@ def _refuse_mux_switch(key: str, new) -> None:
         )
 
 
+def _refuse_silent_off(key: str, value) -> None:
+    """A webhook URL the sink cannot post to would switch notifications off with no
+    word but a line in ``notify ls``: README's literal ``URL``, ``ftp://x``."""
+    if key != "notify.webhook.url":
+        return
+    if not (isinstance(value, str) and value.startswith(("http://", "https://"))):
+        from orcr_core.config import ConfigError
+
+        raise ConfigError(
+            f"{key} = {value!r}: the webhook posts to an http:// or https:// URL only "
+            "(such as https://ntfy.sh/my-topic); this value would leave it off. Nothing was written."
+        )
+
+
 @config.command(name="set", context_settings={"ignore_unknown_options": True})
 @click.option(
     "--force",
@@ -95,6 +109,7 @@ def config_set(key, value, force):
 
     try:
         _refuse_mux_switch(key, coerce(value))
+        _refuse_silent_off(key, coerce(value))
         stored = set_value(key, value, force=force)
     except ConfigError as exc:
         raise OrcrCliError(str(exc)) from None
@@ -135,3 +150,42 @@ def _reload() -> None:
             c.call("config.reload")
     except ServerError:
         pass  # no server running: it reads the file when it starts
+
+
+@config.command(name="reload")
+def config_reload():
+    """Apply the config file to the running server now, and print what changed.
+
+    The server also applies an edit by itself within 2 s. A file that is not valid
+    changes nothing (the last good config stays in force): exit 1 with the key and
+    what it allows, or the line TOML could not read. With no server running, the file
+    is only checked (it applies when the server starts).
+    """
+    from orcr_core.client import Client, ServerError
+    from orcr_core.config import ConfigError, load
+
+    try:
+        with Client(autostart=False) as c:
+            changed = c.call("config.reload").get("changed") or {}
+    except ServerError as exc:
+        if exc.code == "invalid_config":
+            raise OrcrCliError(
+                f"{exc.message}; the server keeps its last good config "
+                "(fix the file, then orcr config reload)"
+            ) from None
+        if exc.code not in ("server_not_running", "socket_missing"):
+            raise OrcrCliError(f"{exc.message} [{exc.code}]") from None
+        try:
+            load()
+        except ConfigError as err:
+            raise OrcrCliError(str(err)) from None
+        click.echo("no server runs; the file is valid and applies when the server starts")
+        return
+    if not changed:
+        click.echo("config reloaded: nothing changed")
+    for key, (old, new) in changed.items():
+        click.echo(f"{key}: {_shown(old)} -> {_shown(new)}")
+
+
+def _shown(value) -> str:
+    return "(unset)" if value is None else jsonlib.dumps(value)

@@ -154,7 +154,16 @@ class Doctor(MultiplexerChecks, ProviderChecks):
                 f"orcr server {info.get('pid')} ({info.get('server_version')}) answers on "
                 f"{client.path}, protocol {info.get('protocol')}",
             )
-            self._multiplexer(client.call("server.status").get("driver") or {})
+            status = client.call("server.status")
+            self._multiplexer(status.get("driver") or {})
+            if status.get("config_error"):
+                self.add(
+                    "config in force",
+                    "warn",
+                    "the server did not apply the last edit of the config file and runs the "
+                    f"last good one: {status['config_error']['error']}",
+                    "fix the file, then: orcr config reload",
+                )
         except ServerError as exc:
             if exc.code == "server_not_running":
                 self.add(
@@ -204,6 +213,19 @@ class Doctor(MultiplexerChecks, ProviderChecks):
             "ok",
             f"global {self.config.cap()}; per provider: {per}; min free memory {floor}",
         )
+        import psutil
+
+        from orcr_core.config import memory_floor
+
+        total = psutil.virtual_memory().total
+        if memory_floor(floor, total) >= total:
+            self.add(
+                "memory floor",
+                "warn",
+                f"concurrency.min_free_memory = {floor!r} is at least this machine's RAM "
+                f"({total / 2**30:.1f} GiB): no agent is ever promoted",
+                "orcr config set concurrency.min_free_memory auto (or a smaller size, or 0)",
+            )
 
     def check_service(self) -> None:
         from orcr_core.service.manage import doctor_row, manager

@@ -117,6 +117,10 @@ def _print_status(s: dict) -> None:
     click.echo(f"queue {s['queue_depth']} queued  live {s['live']}/{s['caps']['max']}")
     if s.get("held"):
         click.echo(f"held: {s['held']}")
+    if s.get("config_error"):  # an edit the server refused: it runs the last good config
+        click.echo(
+            f"config not applied (the last good one is in force): {s['config_error']['error']}"
+        )
     for b in s.get("budgets") or []:  # token budgets (docs/usage.md)
         if b.get("reason"):
             click.echo(f"held: {b['reason']} ({b['held']} queued)")

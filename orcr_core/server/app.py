@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from orcr_core import __version__, dirs, events, faults, lockfile
 from orcr_core import config as config_mod
 from orcr_core.agents import memory, queue, unmanaged
+from orcr_core.config import watch as config_watch
 from orcr_core.events import Bus
 from orcr_core.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION
@@ -65,6 +66,9 @@ class Server(MultiplexerMixin):
         self.threads: list[threading.Thread] = []
         self.loops = None  # the loop scheduler (orcr_core.loops.scheduler), made in serve()
         self.notifier = None  # notifications (orcr_core.notify.outbox), made in serve()
+        self._config_lock = threading.Lock()
+        #: an edit of the config file that was not applied: {"error", "since"} (config/watch.py)
+        self.config_error: dict | None = None
         from orcr_core.agents.monitor import Monitor
 
         self.monitor = Monitor(self)
@@ -143,13 +147,39 @@ class Server(MultiplexerMixin):
             self.queue_bus.notify()
         self.monitor.poke()
 
-    def reload_config(self) -> None:
-        self.config = config_mod.load()
-        self.registry.timeouts["provider_call"] = self.config.duration("timings.provider_call")
-        self.reset_driver()
-        if self.notifier is not None:
-            self.notifier.reconfigure()
-        self.notify()
+    def reload_config(self, source: str = "reload") -> dict[str, list]:
+        """Read the config file again (``source``: reload, edit); ``{key: [old, new]}``.
+
+        An invalid file raises ConfigError and changes nothing: the last good
+        configuration stays in force, and why is kept for ``server status`` and
+        ``doctor``, logged, and recorded once as a ``config.invalid`` event.
+        """
+        from orcr_core.config.watch import changes
+
+        with self._config_lock:
+            try:
+                new = config_mod.load()
+            except config_mod.ConfigError as exc:
+                if self.config_error is None or self.config_error["error"] != str(exc):
+                    self.config_error = {"error": str(exc), "since": time.time()}
+                    log.error("config not applied (%s), the last good one stays: %s", source, exc)
+                    with db.atomic():
+                        events.emit("config.invalid", error=str(exc), source=source)
+                    self.notify(queue=False)
+                raise
+            changed = changes(self.config.data, new.data)
+            self.config, self.config_error = new, None
+            self.registry.timeouts["provider_call"] = new.duration("timings.provider_call")
+            if any(k.split(".")[0] in ("driver", "herdr", "tmux") for k in changed):
+                self.reset_driver()
+            if self.notifier is not None:
+                self.notifier.reconfigure()
+            if changed:
+                log.info("config applied (%s): %s", source, ", ".join(changed))
+                with db.atomic():
+                    events.emit("config.applied", changed=changed, source=source)
+            self.notify()
+            return changed
 
     # -- threads ----------------------------------------------------------
     def queue_worker(self) -> None:
@@ -244,6 +274,10 @@ class Server(MultiplexerMixin):
         with self._pipe_lock:
             return uuid in self._active_pipelines
 
+    def config_watch_loop(self) -> None:
+        db.connect(reuse_if_open=True)
+        config_watch.follow(self, self.config.path)
+
     def monitor_loop(self) -> None:
         db.connect(reuse_if_open=True)
         self.monitor.run()
@@ -273,6 +307,8 @@ class Server(MultiplexerMixin):
             "uptime": round(time.time() - self.started_at, 3),
             "queue_depth": queue.queue_depth(),
             "held": self.held,
+            # an edit of the config file that was not applied, and why (config/watch.py)
+            "config_error": self.config_error,
             # token budgets: each scope's spend in its window, the queued agents it holds
             "budgets": budgets.status(self),
             # available memory, the floor, what loading agents reserve, the estimates
@@ -340,6 +376,7 @@ class Server(MultiplexerMixin):
             (self.queue_worker, "orcr-queue"),
             (self.monitor_loop, "orcr-monitor"),
             (self.mux_events_loop, "orcr-mux-events"),
+            (self.config_watch_loop, "orcr-config-watch"),
         ):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()

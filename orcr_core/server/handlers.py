@@ -413,10 +413,10 @@ def server_stop(server, conn, rid, params):
 @method("config.reload")
 def config_reload(server, conn, rid, params):
     try:
-        server.reload_config()
+        changed = server.reload_config()
     except Exception as exc:
         raise ProtocolError("invalid_config", str(exc)) from None
-    return {"reloaded": True}
+    return {"reloaded": True, "changed": changed}
 
 
 @method("store.info")
