@@ -10,7 +10,7 @@ import os
 import time
 
 from orcr_core.config.watch import changes
-from orcr_core.testing import until
+from orcr_core.kit.testing import until
 
 BASE = '[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\n'
 
