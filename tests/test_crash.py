@@ -90,6 +90,25 @@ def test_sigkill_at_each_pipeline_step(live, point, outcome):
     assert sorted(active) == live.mux.labels()
 
 
+def test_sigkill_between_enter_intent_and_key_with_no_composer_drawn(live):
+    """Killed after the Enter's intent was recorded but before the key, with the echo
+    agent's composer not drawn (a prompt wider than the pane: its ``> `` scrolls off, so
+    the provider reads no composer), the restart presses Enter once on the text shown.
+    Planted: recovery pressing only when the provider has no input_state hook (ae99856
+    undone: ``blind`` -> ``why == "cannot_tell"``) -> the row stays starting -> fails;
+    ``resubmit.holds`` matching the prompt's head only (the composer shows its tail) ->
+    fails the same way."""
+    prompt = "hello " + " ".join(f"word{i}" for i in range(30))  # wider than any pane here
+    live.start_server(extra_env={"ORCR_FAULT": "before_enter"})
+    live.run("agent", "run", "--provider", "echo", "--path", "crash/wide", prompt)
+    assert live.proc.wait(30) == -signal.SIGKILL, live.server_log()
+    live.start_server()
+    row = _until(lambda: _settled(live, "crash/wide"), what="crash/wide to settle")
+    assert row["status"] == "idle", row
+    assert live.run("agent", "read", "crash/wide", check=True).stdout == prompt + "\n"
+    assert _prompts(live, row["uuid"]) == 1
+
+
 def test_sigkill_several_times_in_a_row(live):
     """Killed at three successive steps of one spawn, the agent still reaches idle once."""
     path = "crash/several"

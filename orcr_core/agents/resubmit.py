@@ -75,11 +75,13 @@ REASONS = {
 
 def holds(text: str, prompt: str) -> bool:
     """Whether ``text`` holds the prompt (whitespace ignored: a composer wraps it) or
-    a TUI's placeholder for a pasted text."""
+    a TUI's placeholder for a pasted text. The prompt's head or its tail will do: a
+    composer narrower than the prompt scrolls, showing only the end of it."""
     if any(mark in text for mark in PASTE_PLACEHOLDERS):
         return True
-    want = "".join(prompt.split())[:SCREEN_MATCH]
-    return bool(want) and want in "".join(text.split())
+    want = "".join(prompt.split())
+    flat = "".join(text.split())
+    return bool(want) and (want[:SCREEN_MATCH] in flat or want[-SCREEN_MATCH:] in flat)
 
 
 def load_factor() -> float:
