@@ -71,8 +71,11 @@ class Orcr:
         args: list[str] | None = None,
         rm: bool | None = None,
         gc_after: float | None = None,
+        sandbox: bool | None = None,
     ) -> dict:
         """Admit an agent; returns ``{path, uuid, status, queue_seq}`` at once.
+
+        ``sandbox``: run it in a sandbox (docs/sandbox.md); None: ``[sandbox] default``.
 
         ``rm``: a job: it ends ``done`` with its first turn (None: ``[agent] rm``);
         ``gc_after``: seconds idle before it ends ``gc`` (over ``timings.gc_after``).
@@ -97,6 +100,7 @@ class Orcr:
             args=args,
             rm=rm,
             gc_after=gc_after,
+            sandbox=sandbox,
         )
         return self.client.call("agent.run", **params)
 
@@ -118,6 +122,7 @@ class Orcr:
         args=None,
         rm=None,
         gc_after=None,
+        sandbox=None,
     ) -> dict:
         check_prompt(prompt)
         params = {"cwd": os.path.abspath(cwd or os.getcwd())}
@@ -138,6 +143,7 @@ class Orcr:
             ("args", list(args) if args is not None else None),
             ("rm", rm),
             ("gc_after", gc_after),
+            ("sandbox", sandbox),
         ):
             if value is not None:
                 params[key] = value

@@ -71,7 +71,11 @@ def launch_spec(server, agent: Agent, launch: dict | None = None) -> LaunchSpec:
 
 
 def launch_command(
-    provider, spec: LaunchSpec, agent: Agent, resume: bool = False
+    provider,
+    spec: LaunchSpec,
+    agent: Agent,
+    resume: bool = False,
+    sandbox: dict | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The agent's argv and env: orcr's identity variables, then the provider's.
 
@@ -80,6 +84,9 @@ def launch_command(
 
     Variables a provider removes (``None`` values) are unset with ``env -u``
     in front of the argv, since a multiplexer only adds variables; still no shell.
+
+    With ``sandbox`` (the policy launch.json records) the argv runs inside it
+    (orcr_core/sandbox): the launcher, bubblewrap, then the argv above.
     """
     if resume:
         pointer = SessionPointer(
@@ -106,4 +113,8 @@ def launch_command(
             env[key] = value
     if unset:
         argv = ["env", *(a for k in unset for a in ("-u", k)), "--", *argv]
+    if sandbox:
+        from orcr_core.sandbox import policy
+
+        argv = policy.wrap(sandbox, provider, spec, argv, env)
     return argv, env

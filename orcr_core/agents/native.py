@@ -30,7 +30,7 @@ import time
 
 from orcr_core import events, faults
 from orcr_core.agents import lifecycle, procs, resume
-from orcr_core.agents.launch import launch_command, launch_spec, ref_of
+from orcr_core.agents.launch import launch_command, launch_info, launch_spec, ref_of
 from orcr_core.agents.rematch import identity
 from orcr_core.contracts import DriverError, PaneInfo
 from orcr_core.store import drift
@@ -87,7 +87,14 @@ def report(server, agent: Agent, pane: PaneInfo) -> None:
         return
     owned = False
     try:
-        argv, env = launch_command(provider, launch_spec(server, agent), agent, resume=True)
+        launch = launch_info(server, agent)
+        argv, env = launch_command(
+            provider,
+            launch_spec(server, agent, launch),
+            agent,
+            resume=True,
+            sandbox=launch.get("sandbox"),
+        )
         state = "working" if agent.status == "working" else "idle"
         owned = server.driver.report_resume(
             ref_of(pane), agent.provider, state, argv, env, detected=pane.agent

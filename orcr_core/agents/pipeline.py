@@ -105,7 +105,9 @@ def _run(server, agent: Agent) -> None:
     if not agent.pane_id:
         agent = _check(agent)
         workspace_step.pre_trust(agent, provider, spec)  # a new checkout: no trust dialog
-        argv, env = launch_command(provider, spec, agent, resume=resuming)
+        argv, env = launch_command(
+            provider, spec, agent, resume=resuming, sandbox=launch.get("sandbox")
+        )
         # chosen up front, and asked before the pane starts and outside the write
         # transaction: an adapter that hangs or breaks here leaves no pane and no lock
         pointer = None if resuming else provider.launch_session(spec)

@@ -29,6 +29,8 @@ from orcr_core import events, paths
 from orcr_core.agents import lifecycle
 from orcr_core.config import Config
 from orcr_core.protocol import MAX_TURN_TIMEOUT, prompt_not_utf8, prompt_too_large
+from orcr_core.sandbox import SandboxError
+from orcr_core.sandbox import policy as sandbox_policy
 from orcr_core.store import durable
 from orcr_core.store.models import ACTIVE, LIVE, Agent, db
 from orcr_core.workspaces import plan
@@ -59,6 +61,7 @@ class RunSpec:
     args: list[str] | None = None
     rm: bool = False  # end the agent (done) when its first turn ends
     gc_after: float | None = None  # this agent's timings.gc_after, in seconds
+    sandbox: bool | None = None  # --sandbox/--no-sandbox; None: [sandbox] default
 
 
 #: the range of a per-run --gc-after, as timings.gc_after's (seconds)
@@ -268,6 +271,12 @@ def admit(
                 except plan.PlanError as exc:
                     raise AdmissionError(exc.code, str(exc)) from None
             cwd = worktree["cwd"] if worktree else spec.cwd
+            try:  # fail closed: asked for and impossible is refused, never run unconfined
+                sandbox = sandbox_policy.admission(
+                    spec.sandbox, spec.provider, cwd, data_dir, config
+                )
+            except SandboxError as exc:
+                raise AdmissionError(exc.code, str(exc)) from None
             run_args = json.dumps(spec.args) if spec.args is not None else None
             _write_launch(
                 data_dir,
@@ -284,6 +293,7 @@ def admit(
                     "args": spec.args,
                     "rm": spec.rm,
                     "gc_after": spec.gc_after,
+                    "sandbox": sandbox,
                     "launch_token": token,
                     "created_at": now,
                 },

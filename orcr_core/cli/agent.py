@@ -76,11 +76,18 @@ def agent():
     metavar="DURATION",
     help="End it (gc) once idle this long (10m, 2h; 1s..365d; default timings.gc_after).",
 )
+@click.option(
+    "--sandbox/--no-sandbox",
+    default=None,
+    help="Run it in a bubblewrap sandbox: only its cwd and its CLI's state writable, home "
+    "secrets hidden, no network unless allowed; refused if it cannot start here "
+    "(default: [sandbox] default; docs/sandbox.md).",
+)
 @click.option("--json", "json_", is_flag=True, help="Print the admission as JSON.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def agent_run(
     provider, path_, name, cwd, timeout, prompt_opt, worktree, branch, base, model, extra,
-    rm, gc_after, json_, args,
+    rm, gc_after, sandbox, json_, args,
 ):  # fmt: skip
     """Admit an agent and print "<path> <uuid>" at once.
 
@@ -129,6 +136,7 @@ def agent_run(
             args=list(extra) if extra else None,
             rm=rm or None,  # no --rm: the server applies [agent] rm
             gc_after=gc_after,
+            sandbox=sandbox,
         )
     if res.get("warning"):  # admitted, but its provider's CLI is missing (orcr doctor)
         click.echo(f"warning: {res['warning']}", err=True)

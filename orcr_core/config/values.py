@@ -213,6 +213,29 @@ def _str_list(key: str, value: Any) -> list:
     return value
 
 
+def _path_list(key: str, value: Any) -> list:
+    """Absolute paths or ``~/`` paths (the sandbox's allow_read, allow_write, deny_read)."""
+    _str_list(key, value)
+    for v in value:
+        if not (v.startswith("/") or v == "~" or v.startswith("~/")):
+            raise ConfigError(f"{key}: {v!r} is not allowed; use absolute or ~/ paths")
+    return value
+
+
+_NET = re.compile(r"^(\*|[A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\])(:[0-9]{1,5})?$")
+
+
+def _net_list(key: str, value: Any) -> list:
+    """The sandbox's allow_net: ``host``, ``host:port`` or ``*``."""
+    _str_list(key, value)
+    for v in value:
+        if not _NET.match(v):
+            raise ConfigError(f"{key}: {v!r} is not allowed; use host, host:port or *")
+    return value
+
+
+_path_list.allowed = "list of absolute or ~/ paths"  # type: ignore[attr-defined]
+_net_list.allowed = "list of host, host:port or *"  # type: ignore[attr-defined]
 _memory.allowed = "a size"  # type: ignore[attr-defined]
 _string.allowed = "string"  # type: ignore[attr-defined]
 _nonempty.allowed = "non-empty string"  # type: ignore[attr-defined]

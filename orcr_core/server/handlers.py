@@ -109,6 +109,7 @@ def agent_run(server, conn, rid, params):
         # --rm: end it (done) with its first turn; unset: the config's [agent] rm
         rm=param(params, "rm", bool, required=False, default=server.config.get("agent.rm", False)),
         gc_after=params.get("gc_after"),
+        sandbox=param(params, "sandbox", bool, required=False),
     )
     try:
         agent = queue.admit(

@@ -1,0 +1,215 @@
+"""What an agent's sandbox allows: resolved at admission, completed at launch.
+
+Admission (:func:`admission`) decides whether the agent is sandboxed (the request,
+else ``[sandbox.<provider>] default``, else ``[sandbox] default``), checks that the
+engine can start one (fail closed: ``sandbox_unavailable``, never unconfined), and
+records the policy in launch.json: the paths hidden, the lists from the config and
+the deny list. Launch (:func:`wrap`) adds what the provider declares (the state
+paths its CLI writes, its API key variables) and wraps the argv.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from orcr_core.sandbox import SandboxError, bwrap
+
+#: always hidden, whatever allow_read or allow_write say (docs/sandbox.md)
+DENY_ALWAYS = (
+    "~/.ssh",
+    "~/.aws",
+    "~/.config/gcloud",
+    "~/.config/gh",
+    "~/.netrc",
+    "~/.gnupg",
+    "~/.docker",
+    "~/.kube",
+    "~/.git-credentials",
+)
+
+#: the variables every sandboxed agent keeps (plus ``LC_*``, orcr's ``ORCR_*`` identity,
+#: the ones its provider sets or declares, and ``[sandbox] pass_env``)
+ENV_ALLOW = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "COLORTERM",
+    "TERM_PROGRAM",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "NO_COLOR",
+    "FORCE_COLOR",
+)
+
+LIST_KEYS = ("allow_read", "allow_write", "deny_read", "allow_net", "pass_env")
+
+_HOSTPORT = re.compile(r"^(\*|[A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\])(:[0-9]{1,5})?$")
+
+
+def wanted(requested: bool | None, provider: str, config) -> bool:
+    """``--sandbox``/``--no-sandbox``, else the provider's ``default``, else ``[sandbox]``'s."""
+    if requested is not None:
+        return bool(requested)
+    value = config.get(f"sandbox.{provider}.default") if config is not None else None
+    if value is None:
+        value = config.get("sandbox.default", False) if config is not None else False
+    return bool(value)
+
+
+def _lists(provider: str, config) -> dict[str, list[str]]:
+    """Each list key: ``[sandbox]``'s then ``[sandbox.<provider>]``'s (added, never removed)."""
+    out: dict[str, list[str]] = {}
+    for key in LIST_KEYS:
+        values = list(config.get(f"sandbox.{key}", []) or []) if config is not None else []
+        if config is not None:
+            values += list(config.get(f"sandbox.{provider}.{key}", []) or [])
+        out[key] = list(dict.fromkeys(values))
+    return out
+
+
+def check_net(entries: list[str]) -> None:
+    """``allow_net`` as bubblewrap can enforce it: nothing (the default: the agent's own
+    loopback only) or ``*`` (the machine's network, unconfined). A host allowlist needs
+    a filtering proxy this engine does not have yet: refused, never widened."""
+    for entry in entries:
+        if not isinstance(entry, str) or not _HOSTPORT.match(entry):
+            raise SandboxError(
+                "invalid_sandbox",
+                f"sandbox allow_net entry {entry!r} is not host, host:port or *",
+            )
+    if entries and entries != ["*"]:
+        raise SandboxError(
+            "sandbox_unsupported",
+            f"sandbox allow_net = {entries!r}: the bubblewrap engine cannot limit the network "
+            "to hosts yet; allowed: [] (no network but the agent's own loopback, the default) "
+            'or ["*"] (the machine\'s whole network) (docs/sandbox.md)',
+        )
+
+
+def hidden_dirs(config) -> list[str]:
+    """orcr's own store, config, socket and every agent's checkout: hidden (the agent's
+    own data dir and checkout are bound back)."""
+    from orcr_core import dirs
+    from orcr_core.workspaces.plan import checkouts_dir
+
+    out = [
+        str(dirs.data_dir()),
+        str(dirs.config_path().parent),
+        str(dirs.socket_path().parent),
+        str(checkouts_dir(config)),
+        "/run",  # sockets (docker, dbus, the user's runtime dir) stay connectable read-only
+    ]
+    return list(dict.fromkeys(os.path.abspath(p) for p in out))
+
+
+def admission(
+    requested: bool | None, provider: str, cwd: str, data_dir: str, config
+) -> dict[str, Any] | None:
+    """The policy launch.json records, or None when the agent runs unsandboxed.
+
+    Raises :class:`SandboxError`: ``sandbox_unavailable`` when the engine cannot start
+    one here (with its error and the install line), ``sandbox_unsupported`` or
+    ``invalid_sandbox`` for a policy it cannot enforce."""
+    if not wanted(requested, provider, config):
+        return None
+    lists = _lists(provider, config)
+    check_net(lists["allow_net"])
+    program = config.get("sandbox.bwrap", "bwrap") if config is not None else "bwrap"
+    reason = bwrap.unavailable(program)
+    if reason:
+        raise SandboxError("sandbox_unavailable", reason)
+    home = os.path.expanduser("~")
+    return {
+        "engine": "bwrap",
+        "binary": bwrap.binary(program),
+        "home": home,
+        "cwd": cwd,
+        "data_dir": data_dir,
+        "hide": hidden_dirs(config),
+        "allow_read": [_abs(p, home) for p in lists["allow_read"]],
+        "allow_write": [_abs(p, home) for p in lists["allow_write"]],
+        "deny_read": [_abs(p, home) for p in (*DENY_ALWAYS, *lists["deny_read"])],
+        "allow_net": lists["allow_net"],
+        "pass_env": lists["pass_env"],
+    }
+
+
+def _abs(path: str, home: str) -> str:
+    if path == "~" or path.startswith("~/"):
+        path = home + path[1:]
+    if not os.path.isabs(path):
+        raise SandboxError(
+            "invalid_sandbox", f"sandbox path {path!r} is not absolute (give /abs/path or ~/path)"
+        )
+    return os.path.normpath(path)
+
+
+def _install_dir(program: str, home: str) -> str | None:
+    """The folder a CLI installed under the home directory runs from (``~/.local``,
+    ``~/.nvm/versions/node/vX``): read-only, or a hidden home would hide the program."""
+    found = shutil.which(program) if "/" not in program else program
+    if not found:
+        return None
+    real = os.path.realpath(found)
+    if not real.startswith(home.rstrip("/") + "/"):
+        return None
+    top = os.path.dirname(os.path.dirname(real))
+    return top if top != home else os.path.dirname(real)
+
+
+def wrap(
+    policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str, str]
+) -> list[str]:
+    """The agent's argv inside its sandbox: the launcher (:mod:`orcr_core.sandbox.enter`),
+    which keeps only the allowed variables, then bubblewrap, then ``argv``. No shell."""
+    home = policy["home"]
+    declared = getattr(provider, "sandbox_paths", None)
+    state = []
+    for path in declared(spec) if declared else []:
+        path = os.path.expanduser(str(path))
+        if path.endswith("/"):  # a state dir: made now, or its CLI would write into the void
+            os.makedirs(path, exist_ok=True)
+        state.append(_abs(path, home))
+    read = list(policy["allow_read"])
+    if argv:
+        found = _install_dir(argv[0], home)
+        if found:
+            read.append(found)
+    write = [policy["cwd"], policy["data_dir"], *state, *policy["allow_write"]]
+    keep = [*ENV_ALLOW, *env, *getattr(provider, "sandbox_env", ()), *policy["pass_env"]]
+    inner = bwrap.argv(
+        engine=policy["binary"],
+        cwd=policy["cwd"],
+        home=home,
+        hide=policy["hide"],
+        read=read,
+        write=write,
+        deny=policy["deny_read"],
+        net=policy["allow_net"],
+        command=argv,
+    )
+    keep = [k for k in dict.fromkeys(keep) if k != "ORCR_SOCKET"]
+    return [sys.executable, "-m", "orcr_core.sandbox.enter", *keep, "--", *inner]
+
+
+def public(policy: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What ``agent get`` shows of a policy."""
+    if not policy:
+        return None
+    return {
+        "engine": policy["engine"],
+        "allow_net": policy["allow_net"],
+        "allow_read": policy["allow_read"],
+        "allow_write": [policy["cwd"], *policy["allow_write"]],
+        "deny_read": policy["deny_read"],
+        "pass_env": policy["pass_env"],
+    }

@@ -1,0 +1,220 @@
+"""Escape tests: real commands inside a real bubblewrap sandbox, built by the same code
+that wraps an agent's argv (orcr_core.sandbox.policy.wrap), each trying one way out.
+
+A fake home (``$HOME`` of the test) holds a planted ``~/.ssh`` key, ``~/.aws``, a
+secret file; a fake orcr data dir holds a listening unix socket (orcr's socket), a
+store file and another agent's transcript; the agent's cwd is its checkout. Each
+escape must fail and each allowed path must still work.
+
+Planted holes (each made in the code, the test run, restored; see docs/internals.md):
+- deny list dropped (``DENY_ALWAYS = ()``) with allow_read = ["~"] -> test_ssh_key_hidden_even_when_home_allowed fails
+- home not covered (``covers = list(hide)``) -> test_home_secrets_hidden fails
+- ``--unshare-net`` dropped -> test_network_refused fails
+- orcr's dirs not hidden (``hidden_dirs`` returns []) -> test_orcr_store_and_socket_hidden fails
+- ``--unshare-pid`` dropped -> test_signal_outside_refused and test_child_dies_with_sandbox fail
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from orcr_core.sandbox import bwrap, policy
+
+pytestmark = pytest.mark.skipif(
+    bwrap.unavailable() is not None, reason=f"no sandbox engine: {bwrap.unavailable()}"
+)
+
+
+class _Config:
+    def __init__(self, data: dict):
+        self.data = data
+
+    def get(self, key: str, default=None):
+        node = self.data
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+
+@pytest.fixture
+def box(short_tmp, monkeypatch):
+    """A planted world and a runner: ``run(code)`` runs python code sandboxed as an agent."""
+    home = short_tmp / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text("aws_secret\n")
+    (home / "notes.txt").write_text("home secret\n")
+    (home / ".netrc").write_text("machine x password y\n")
+    orcr = short_tmp / "orcr"
+    agents = orcr / "agents"
+    mine = agents / "me"
+    other = agents / "other"
+    for d in (mine, other, orcr / "run"):
+        d.mkdir(parents=True)
+    (other / "echo.jsonl").write_text('{"secret": "other agent"}\n')
+    (orcr / "store.db").write_text("store")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(orcr / "run" / "orcr.sock"))
+    sock.listen(8)
+    cwd = short_tmp / "work"
+    cwd.mkdir()
+    outside = short_tmp / "outside"
+    outside.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("ORCR_HOME", str(orcr))
+    monkeypatch.delenv("ORCR_SOCKET", raising=False)
+    monkeypatch.setenv("SECRET_TOKEN", "s3cret")
+    monkeypatch.setenv("ORCR_ID", "x")  # as the multiplexer sets it in the pane
+
+    def run(code: str, config: dict | None = None, timeout: float = 20):
+        pol = policy.admission(
+            True, "echo", str(cwd), str(mine), _Config({"sandbox": config or {}})
+        )
+        provider = SimpleNamespace(sandbox_paths=lambda spec: [])
+        argv = policy.wrap(pol, provider, None, [sys.executable, "-c", code], {"ORCR_ID": "x"})
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+    yield SimpleNamespace(
+        run=run, home=home, orcr=orcr, mine=mine, other=other, cwd=cwd, outside=outside
+    )
+    sock.close()
+
+
+def _fails(result, *words):
+    assert result.returncode != 0, f"escaped: {result.stdout!r}"
+    assert any(w in result.stderr for w in words), result.stderr
+
+
+def test_home_secrets_hidden(box):
+    """~/.ssh, ~/.aws, ~/.netrc and the rest of home are not there (planted: home not covered)."""
+    for path in ("/.ssh/id_ed25519", "/.aws/credentials", "/notes.txt"):
+        _fails(box.run(f"print(open({str(box.home) + path!r}).read())"), "No such file")
+    r = box.run(f"print(repr(open({str(box.home / '.netrc')!r}).read()))")
+    assert "password" not in r.stdout
+
+
+def test_ssh_key_hidden_even_when_home_allowed(box):
+    """allow_read = ["~"] and allow_write = ["~"] never expose the deny list."""
+    r = box.run(
+        f"import os; print(os.listdir({str(box.home / '.ssh')!r}));"
+        f"print(open({str(box.home / 'notes.txt')!r}).read())",
+        {"allow_read": ["~"], "allow_write": ["~"]},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n", 1) == ["[]", "home secret\n\n"]  # the allowed rest still reads
+
+
+def test_writes_confined_to_cwd(box):
+    """Its cwd and data dir are writable; a folder outside, /usr and home are not."""
+    r = box.run(
+        "open('made.txt', 'w').write('ok');"
+        f"open({str(box.mine / 'state')!r}, 'w').write('ok');"
+        "open('/tmp/scratch', 'w').write('ok')"
+    )
+    assert r.returncode == 0, r.stderr
+    assert (box.cwd / "made.txt").read_text() == "ok"
+    assert (box.mine / "state").read_text() == "ok"
+    for target in (box.outside / "x", "/usr/x"):
+        _fails(box.run(f"open({str(target)!r}, 'w')"), "Read-only", "No such file")
+    assert not (box.outside / "x").exists()
+    box.run(f"open({str(box.home / 'dropped')!r}, 'w').write('x')")
+    assert not (box.home / "dropped").exists()
+
+
+def test_private_tmp(box, short_tmp):
+    """The host's /tmp is not there: only the mount points of what is bound back (its
+    cwd, its data dir, the emptied home) are; a sibling folder of its checkout is not."""
+    r = box.run(f"import os; print(sorted(os.listdir({str(short_tmp)!r})))")
+    assert r.stdout.strip() == "['home', 'orcr', 'work']", r.stderr
+    _fails(box.run(f"import os; os.listdir({str(box.outside)!r})"), "No such file")
+
+
+def test_orcr_store_and_socket_hidden(box):
+    """orcr's store, its socket and another agent's transcript are not reachable."""
+    for path in ("store.db", "agents/other/echo.jsonl"):
+        _fails(box.run(f"open({str(box.orcr / path)!r}).read()"), "No such file")
+    code = (
+        "import socket; s = socket.socket(socket.AF_UNIX);"
+        f"s.connect({str(box.orcr / 'run' / 'orcr.sock')!r})"
+    )
+    _fails(box.run(code), "No such file", "ConnectionRefused")
+
+
+def test_network_refused(box):
+    """The machine's loopback (a listening port here) and the outside are unreachable."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    threading.Thread(target=lambda: srv.accept(), daemon=True).start()
+    try:
+        code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3)"
+        _fails(box.run(code), "ConnectionRefused", "Network is unreachable")
+        code = "import socket; socket.create_connection(('1.1.1.1', 443), timeout=3)"
+        _fails(box.run(code), "Network is unreachable", "timed out")
+    finally:
+        srv.close()
+
+
+def test_env_cut_to_allowlist(box):
+    """A credential in the environment does not follow the agent in; its identity does."""
+    r = box.run("import os; print(os.environ.get('SECRET_TOKEN'), os.environ.get('ORCR_ID'))")
+    assert r.stdout.split() == ["None", "x"], r.stderr
+    r = box.run("import os; print(os.environ.get('SECRET_TOKEN'))", {"pass_env": ["SECRET_TOKEN"]})
+    assert r.stdout.strip() == "s3cret"
+
+
+def test_signal_outside_refused(box):
+    """A process outside the sandbox (this test) cannot be signalled: it is not visible."""
+    _fails(box.run(f"import os; os.kill({os.getpid()}, 0)"), "ProcessLookupError")
+
+
+def test_child_dies_with_sandbox(box):
+    """A detached grandchild (setsid, double fork) ends with the sandbox; none escapes."""
+    code = (
+        "import subprocess, sys;"
+        "p = subprocess.Popen(['setsid', 'sleep', '4242.5'], start_new_session=True);"
+        f"open({str(box.cwd / 'child')!r}, 'w').write('started')"
+    )
+    r = box.run(code)
+    assert r.returncode == 0, r.stderr
+    assert (box.cwd / "child").read_text() == "started"
+    leftover = subprocess.run(["pgrep", "-f", "sleep 4242.5"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == "", "a child outlived its sandbox"
+
+
+def test_unavailable_engine_refused(box):
+    """A missing engine is refused at admission with the install line; never unconfined."""
+    with pytest.raises(policy.SandboxError) as exc:
+        policy.admission(
+            True, "echo", str(box.cwd), str(box.mine),
+            _Config({"sandbox": {"bwrap": "/nonexistent/bwrap"}}),
+        )  # fmt: skip
+    assert exc.value.code == "sandbox_unavailable"
+    assert "apt-get install bubblewrap" in str(exc.value)
+
+
+def test_host_allowlist_refused_not_widened(box):
+    """allow_net with hosts is refused (this engine cannot filter by host), never opened."""
+    with pytest.raises(policy.SandboxError) as exc:
+        box.run("pass", {"allow_net": ["api.anthropic.com"]})
+    assert exc.value.code == "sandbox_unsupported"
+
+
+def test_off_unless_asked():
+    """No request and no default: no sandbox; a provider's default wins over the global."""
+    cfg = _Config({"sandbox": {"default": True, "echo": {"default": False}}})
+    assert policy.wanted(None, "echo", cfg) is False
+    assert policy.wanted(None, "claude", cfg) is True
+    assert policy.wanted(True, "echo", cfg) is True
+    assert policy.wanted(None, "echo", _Config({})) is False
+    assert Path(policy.__file__).parent.name == "sandbox"
