@@ -12,15 +12,21 @@ Planted holes (each made in the code, the test run, restored; see docs/internals
 - ``--unshare-net`` dropped -> test_network_refused fails
 - orcr's dirs not hidden (``hidden_dirs`` returns []) -> test_orcr_store_and_socket_hidden fails
 - ``--unshare-pid`` dropped -> test_signal_outside_refused and test_child_dies_with_sandbox fail
+- root bound read-write (``--bind / /``) -> test_writes_confined_to_cwd fails
+- no private /tmp -> test_private_tmp fails
+- environment not cut (``enter.environment`` keeps all) -> test_env_cut_to_allowlist fails
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -47,8 +53,18 @@ class _Config:
 
 
 @pytest.fixture
-def box(short_tmp, monkeypatch):
+def base():
+    """Outside /tmp (which the sandbox empties anyway): a hole in the home or orcr
+    covers must show, not be hidden by the private /tmp."""
+    d = Path(tempfile.mkdtemp(prefix="orcr-sbx-", dir="/var/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def box(base, monkeypatch):
     """A planted world and a runner: ``run(code)`` runs python code sandboxed as an agent."""
+    short_tmp = base
     home = short_tmp / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
@@ -133,11 +149,10 @@ def test_writes_confined_to_cwd(box):
 
 
 def test_private_tmp(box, short_tmp):
-    """The host's /tmp is not there: only the mount points of what is bound back (its
-    cwd, its data dir, the emptied home) are; a sibling folder of its checkout is not."""
-    r = box.run(f"import os; print(sorted(os.listdir({str(short_tmp)!r})))")
-    assert r.stdout.strip() == "['home', 'orcr', 'work']", r.stderr
-    _fails(box.run(f"import os; os.listdir({str(box.outside)!r})"), "No such file")
+    """The host's /tmp (this test's folder there, tmux sockets) is not there."""
+    marker = short_tmp / "planted"
+    marker.write_text("x")
+    _fails(box.run(f"open({str(marker)!r}).read()"), "No such file")
 
 
 def test_orcr_store_and_socket_hidden(box):
@@ -180,15 +195,18 @@ def test_signal_outside_refused(box):
 
 def test_child_dies_with_sandbox(box):
     """A detached grandchild (setsid, double fork) ends with the sandbox; none escapes."""
+    mark = f"{4000 + os.getpid() % 1000}.{time.time_ns() % 10**6}"  # this run's own
     code = (
         "import subprocess, sys;"
-        "p = subprocess.Popen(['setsid', 'sleep', '4242.5'], start_new_session=True);"
+        f"p = subprocess.Popen(['setsid', 'sleep', '{mark}'], start_new_session=True);"
         f"open({str(box.cwd / 'child')!r}, 'w').write('started')"
     )
     r = box.run(code)
     assert r.returncode == 0, r.stderr
     assert (box.cwd / "child").read_text() == "started"
-    leftover = subprocess.run(["pgrep", "-f", "sleep 4242.5"], capture_output=True, text=True)
+    leftover = subprocess.run(["pgrep", "-f", f"sleep {mark}"], capture_output=True, text=True)
+    for pid in leftover.stdout.split():  # a planted hole: end what escaped
+        os.kill(int(pid), 9)
     assert leftover.stdout.strip() == "", "a child outlived its sandbox"
 
 

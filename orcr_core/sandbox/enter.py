@@ -1,4 +1,4 @@
-"""The launcher a sandboxed agent's pane runs: ``python -m orcr_core.sandbox.enter
+"""The launcher a sandboxed agent's pane runs: ``python -I -S .../sandbox/enter.py
 NAME... -- BWRAP_ARGV...``.
 
 It keeps only the named variables (``LC_*`` too) of the pane's own environment (the
@@ -23,7 +23,7 @@ def environment(keep: list[str], env: dict[str, str]) -> dict[str, str]:
 
 def main(args: list[str]) -> None:
     if "--" not in args or args.index("--") == len(args) - 1:
-        sys.exit("usage: python -m orcr_core.sandbox.enter NAME... -- BWRAP_ARGV...")
+        sys.exit("usage: python -I -S enter.py NAME... -- BWRAP_ARGV...")
     cut = args.index("--")
     keep, command = args[:cut], args[cut + 1 :]
     try:

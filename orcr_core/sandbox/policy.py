@@ -14,10 +14,9 @@ import os
 import re
 import shutil
 import sys
-from pathlib import Path
 from typing import Any
 
-from orcr_core.sandbox import SandboxError, bwrap
+from orcr_core.sandbox import SandboxError, bwrap, enter
 
 #: always hidden, whatever allow_read or allow_write say (docs/sandbox.md)
 DENY_ALWAYS = (
@@ -166,9 +165,7 @@ def _install_dir(program: str, home: str) -> str | None:
     return top if top != home else os.path.dirname(real)
 
 
-def wrap(
-    policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str, str]
-) -> list[str]:
+def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str, str]) -> list[str]:
     """The agent's argv inside its sandbox: the launcher (:mod:`orcr_core.sandbox.enter`),
     which keeps only the allowed variables, then bubblewrap, then ``argv``. No shell."""
     home = policy["home"]
@@ -198,7 +195,9 @@ def wrap(
         command=argv,
     )
     keep = [k for k in dict.fromkeys(keep) if k != "ORCR_SOCKET"]
-    return [sys.executable, "-m", "orcr_core.sandbox.enter", *keep, "--", *inner]
+    # run as a file, isolated and without site (-I -S): it imports only the standard
+    # library, and skipping site and orcr's imports saves ~100 ms per start
+    return [sys.executable, "-I", "-S", enter.__file__, *keep, "--", *inner]
 
 
 def public(policy: dict[str, Any] | None) -> dict[str, Any] | None:

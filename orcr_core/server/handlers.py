@@ -226,9 +226,22 @@ def unmanaged_list(server, conn, rid, params):
 
 @method("agent.get")
 def agent_get(server, conn, rid, params):
-    agent = usage.attach([agent_dict(resolve(param(params, "target", str)))], per_turn=True)[0]
+    row = resolve(param(params, "target", str))
+    agent = usage.attach([agent_dict(row)], per_turn=True)[0]
     _mark_held(server, [agent])
+    agent["sandbox"] = _sandbox_of(server, row)
     return {"agent": agent}
+
+
+def _sandbox_of(server, row: Agent) -> dict | None:
+    """Its sandbox as launch.json records it (None: unsandboxed, or its data is gone)."""
+    from orcr_core.agents.launch import launch_info
+    from orcr_core.sandbox.policy import public
+
+    try:
+        return public(launch_info(server, row).get("sandbox"))
+    except (OSError, ValueError):
+        return None
 
 
 @method("agent.resume")
