@@ -33,6 +33,14 @@ MOVED: dict[str, str] = {
     "orcr_core.versions": "orcr_core.kit.versions",
     "orcr_core.argv": "orcr_core.kit.argv",
     "orcr_core.testing": "orcr_core.kit.testing",
+    # internals, in their sub-packages (docs/internals.md, "Code layout")
+    "orcr_core.config_edit": "orcr_core.config.edit",
+    "orcr_core.events": "orcr_core.store.events",
+    "orcr_core.faults": "orcr_core.store.faults",
+    "orcr_core.lockfile": "orcr_core.server.lockfile",
+    "orcr_core.plugins": "orcr_core.pm.plugins",
+    "orcr_core.provider_guard": "orcr_core.pm.provider_guard",
+    "orcr_core.drivers": "orcr_core.pm.drivers",
 }
 
 

@@ -17,8 +17,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from orcr_core import dirs, lockfile
+from orcr_core import dirs
 from orcr_core.protocol import PROTOCOL_VERSION, LineReader, ProtocolError, encode
+from orcr_core.server import lockfile
 
 START_TIMEOUT = 15.0
 #: the longest a request waits for its reply: a server that does not answer in

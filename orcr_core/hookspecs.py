@@ -6,7 +6,7 @@ plugin keeps working when a hook gains an argument.
 
 Registration hooks take a ``register`` callback instead of returning values:
 the core validates what is registered and refuses a duplicate name loudly,
-naming both plugins (see :mod:`orcr_core.plugins`).
+naming both plugins (see :mod:`orcr_core.pm.plugins`).
 """
 
 from pluggy import HookimplMarker, HookspecMarker

@@ -3,7 +3,7 @@ only its own agent: that agent ends ``failed`` naming the provider and the hook,
 and the server and every other agent carry on (issue 24 item 6).
 
 The adapters are in tests/plugins/orcr_test_broken.py; each misbehaves in one
-hook of the contract (orcr_core/provider_guard.py holds them to it).
+hook of the contract (orcr_core/pm/provider_guard.py holds them to it).
 """
 
 from __future__ import annotations

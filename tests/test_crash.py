@@ -2,7 +2,7 @@
 that no agent is lost, no pane doubled, no prompt typed twice, and the event log
 tells the story. Runs on real tmux and on the herdr emulator (``live`` fixture).
 
-The fault points are orcr_core.faults points, inert unless ORCR_FAULT is set.
+The fault points are orcr_core.store.faults points, inert unless ORCR_FAULT is set.
 """
 
 from __future__ import annotations

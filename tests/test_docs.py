@@ -197,7 +197,7 @@ def example(monkeypatch):
 
 
 def test_example_plugin_registers_through_the_plugin_manager(example, monkeypatch):
-    from orcr_core.plugins import build_registry, get_plugin_manager
+    from orcr_core.pm.plugins import build_registry, get_plugin_manager
 
     monkeypatch.setenv("ORCR_LOAD_PLUGINS", "")
     monkeypatch.setenv("ORCR_PLUGIN_MODULES", "orcr_example_provider")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from orcr_core.config import DEFAULTS, Config
-from orcr_core.drivers import NoDriver, choose_driver
-from orcr_core.plugins import build_registry, get_plugin_manager
+from orcr_core.pm.drivers import NoDriver, choose_driver
+from orcr_core.pm.plugins import build_registry, get_plugin_manager
 
 
 def _cfg(**over):

@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from orcr_core.agents import queue
-from orcr_core.plugins import build_registry, get_plugin_manager
+from orcr_core.pm.plugins import build_registry, get_plugin_manager
 from orcr_core.store import db as store_db
 from orcr_core.store import durable
 from orcr_core.store.models import db

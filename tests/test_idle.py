@@ -49,7 +49,7 @@ def test_fifty_idle_agents_cause_no_write_transaction(orcr_home):
 
 
 def test_retention_with_nothing_to_delete_opens_no_write(tmp_path):
-    from orcr_core import events
+    from orcr_core.store import events
     from orcr_core.store.db import close_store, open_store
     from orcr_core.store.models import db
 

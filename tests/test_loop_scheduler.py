@@ -273,7 +273,7 @@ def test_the_loop_zone_gives_the_first_and_every_later_fire(store):
 def test_loop_history_has_its_own_bound_agent_churn_cannot_evict_it(store, monkeypatch):
     """Issue 20 item 21: events.retention bounds the rest; each loop keeps its own
     newest loops.keep_events rows."""
-    from orcr_core import events
+    from orcr_core.store import events
 
     monkeypatch.setattr(events, "_LOOP_PASS_EVERY", 1)
     monkeypatch.setattr(events, "_loop_pass_at", [0])

@@ -13,8 +13,8 @@ from __future__ import annotations
 import loop_helpers
 from loop_helpers import PY, _alive, _create, _ended, _start
 
-from orcr_core import lockfile
 from orcr_core.kit.testing import until
+from orcr_core.server import lockfile
 
 loops = loop_helpers.loops  # the fixture
 

@@ -12,7 +12,7 @@ import pytest
 from orcr_claude import ClaudeProvider
 
 import orcr_core
-from orcr_core.plugins import PluginError, build_registry, get_plugin_manager
+from orcr_core.pm.plugins import PluginError, build_registry, get_plugin_manager
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_PACKAGES = {
@@ -114,7 +114,7 @@ def _cmd_plugin(name: str, command: str):
 def test_register_commands_attributes_names_and_refuses_clashes():
     import click
 
-    from orcr_core.plugins import register_commands
+    from orcr_core.pm.plugins import register_commands
 
     pm = get_plugin_manager(load=False)
     pm.register(_cmd_plugin("a", "hello"), name="plugin_a")

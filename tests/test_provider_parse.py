@@ -22,7 +22,7 @@ def check_parse(orcr_home, path: Path) -> dict:
     provider = path.parents[2].name if path.parent.name == "fixtures" else path.parent.name
     r = orcr_home.run("provider", "parse", provider, str(path), "--json", check=True)
     out = json.loads(r.stdout)
-    from orcr_core.plugins import build_registry, get_plugin_manager
+    from orcr_core.pm.plugins import build_registry, get_plugin_manager
 
     expected = build_registry(get_plugin_manager()).providers[provider].summarize(str(path))
     assert out == expected

@@ -71,10 +71,10 @@ def test_recovery_survives_commits_by_another_connection_between_its_rows(tmp_pa
     fail on a read snapshot left open by the loop's query."""
     import time
 
-    from orcr_core import events
     from orcr_core.agents import reconcile
     from orcr_core.contracts import PaneInfo
     from orcr_core.store import db as store_db
+    from orcr_core.store import events
     from orcr_core.store.models import Agent
 
     store_db.open_store(tmp_path / "store.db")

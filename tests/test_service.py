@@ -186,7 +186,7 @@ def test_foreground_exits_nonzero_on_a_newer_store(orcr_home):
 def test_foreground_exits_nonzero_when_its_lock_is_taken(orcr_home):
     """A server that stops because another process took its (deleted) lock file did
     not stop on request: its supervisor must see a failure, not exit 0."""
-    from orcr_core import lockfile
+    from orcr_core.server import lockfile
 
     proc = _foreground(orcr_home)
     fd = None

@@ -232,8 +232,8 @@ def test_a_poke_never_starts_a_server_nor_waits_for_one(orcr_home):
     """``poke`` is one call to the server running now (client.call_once): with none it
     says False at once and starts none; a server that holds the lock and is still
     starting (no socket yet) is not waited for; a running one answers and drains."""
-    from orcr_core import lockfile
     from orcr_core.notify.notices import poke
+    from orcr_core.server import lockfile
 
     start = time.monotonic()
     assert poke() is False

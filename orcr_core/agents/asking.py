@@ -23,10 +23,10 @@ from __future__ import annotations
 import logging
 import time
 
-from orcr_core import events
 from orcr_core.agents import lifecycle, stall
 from orcr_core.agents.launch import launch_spec, pane_of
 from orcr_core.contracts import DriverError, TurnState
+from orcr_core.store import events
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.asking")

@@ -31,11 +31,11 @@ import time
 
 from peewee import PeeweeException, fn
 
-from orcr_core import events, faults
 from orcr_core.agents import dialogs, lifecycle, parking, resubmit, sessions, transcripts
 from orcr_core.agents.exclusive import agent_lock
 from orcr_core.agents.launch import pane_of
 from orcr_core.contracts import DriverError
+from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, Event, db
 
 log = logging.getLogger("orcr.delivery")

@@ -12,9 +12,9 @@ import time
 
 from peewee import fn
 
-from orcr_core import events
 from orcr_core.agents import lifecycle
 from orcr_core.contracts import DriverError, PaneRef
+from orcr_core.store import events
 from orcr_core.store.models import Agent, Event, db
 
 log = logging.getLogger("orcr.pipeline")  # the start's log, as before the move

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from orcr_core import events
+from orcr_core.store import events
 from orcr_core.store.models import EXIT_REASONS, Agent
 
 #: from-status -> statuses it may move to

@@ -25,7 +25,6 @@ import logging
 import threading
 import time
 
-from orcr_core import events
 from orcr_core.agents import (
     delivery,
     lifecycle,
@@ -41,6 +40,7 @@ from orcr_core.agents.launch import pane_of
 from orcr_core.agents.timers import Timers
 from orcr_core.agents.witness import Witness
 from orcr_core.contracts import DriverError, ProviderError, ProviderFault
+from orcr_core.store import events
 from orcr_core.store.models import Agent, db
 from orcr_core.workspaces import finish as workspace_finish
 

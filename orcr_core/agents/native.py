@@ -28,12 +28,11 @@ from __future__ import annotations
 import logging
 import time
 
-from orcr_core import events, faults
 from orcr_core.agents import lifecycle, procs, resume
 from orcr_core.agents.launch import launch_command, launch_info, launch_spec, ref_of
 from orcr_core.agents.rematch import identity
 from orcr_core.contracts import DriverError, PaneInfo
-from orcr_core.store import drift
+from orcr_core.store import drift, events, faults
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.native")

@@ -26,10 +26,10 @@ import logging
 import threading
 import time
 
-from orcr_core import events, faults
 from orcr_core.agents import lifecycle
 from orcr_core.agents.launch import owned, pane_of
 from orcr_core.contracts import PARKING, DriverError, PaneRef
+from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.parking")

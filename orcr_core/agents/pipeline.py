@@ -17,7 +17,7 @@ import time
 
 from peewee import PeeweeException
 
-from orcr_core import dirs, events, faults
+from orcr_core import dirs
 from orcr_core.agents import delivery, dialogs, lifecycle, parking, procs, resume
 from orcr_core.agents.dialogs import Canceled
 from orcr_core.agents.dialogs import check as _check
@@ -32,7 +32,7 @@ from orcr_core.agents.launch import (
     ref_of,
 )
 from orcr_core.contracts import DriverError, PaneRef, ProviderError, StartSpec
-from orcr_core.store import health
+from orcr_core.store import events, faults, health
 from orcr_core.store.models import Agent, Event, db
 from orcr_core.workspaces import step as workspace_step
 from orcr_core.workspaces.vcs import VcsError

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import psutil
 
-from orcr_core import events
 from orcr_core.contracts import DriverError, PaneRef
+from orcr_core.store import events
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.procs")

@@ -25,13 +25,13 @@ from pathlib import Path
 
 from peewee import IntegrityError
 
-from orcr_core import events, paths
+from orcr_core import paths
 from orcr_core.agents import lifecycle
 from orcr_core.config import Config
 from orcr_core.protocol import MAX_TURN_TIMEOUT, prompt_not_utf8, prompt_too_large
 from orcr_core.sandbox import SandboxError
 from orcr_core.sandbox import policy as sandbox_policy
-from orcr_core.store import durable
+from orcr_core.store import durable, events
 from orcr_core.store.models import ACTIVE, LIVE, Agent, db
 from orcr_core.workspaces import plan
 

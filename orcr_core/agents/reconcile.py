@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 import time
 
-from orcr_core import dirs, events
+from orcr_core import dirs
 from orcr_core.agents import lifecycle, native, parking, pipeline, rematch, resume, unmanaged
 from orcr_core.agents.launch import owned, ref_of
 from orcr_core.contracts import DriverError
-from orcr_core.store import drift
+from orcr_core.store import drift, events
 from orcr_core.store.models import ACTIVE, Agent, db
 
 log = logging.getLogger("orcr.reconcile")

@@ -37,9 +37,9 @@ import os
 import time
 from dataclasses import dataclass
 
-from orcr_core import events
 from orcr_core.agents.launch import launch_spec, pane_of
 from orcr_core.contracts import DriverError, LaunchSpec, ProviderError, ProviderFault
+from orcr_core.store import events
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.delivery")

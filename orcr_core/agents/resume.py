@@ -19,8 +19,8 @@ import time
 
 from peewee import IntegrityError
 
-from orcr_core import events
 from orcr_core.agents import lifecycle, transcripts
+from orcr_core.store import events
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.resume")

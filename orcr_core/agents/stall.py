@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 
-from orcr_core import events
 from orcr_core.agents import lifecycle, transcripts
+from orcr_core.store import events
 from orcr_core.store.models import Agent, db
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 
-from orcr_core import events, faults
 from orcr_core.agents import asking, lifecycle, pipeline, sessions, stall, transcripts
 from orcr_core.agents.transcripts import read_transcript
 from orcr_core.contracts import ProviderError
+from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, db
 from orcr_core.usage import record as usage
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import logging
 import time
 
-from orcr_core import events
 from orcr_core.contracts import DriverError, UnmanagedAgent
+from orcr_core.store import events
 from orcr_core.store.models import Unmanaged, db
 
 log = logging.getLogger("orcr.unmanaged")

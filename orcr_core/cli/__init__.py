@@ -34,7 +34,7 @@ class LazyGroup(click.Group):
         """Ask every plugin for its commands, once."""
         if self.plugin_commands is None:
             from orcr_core.cli.errors import OrcrCliError
-            from orcr_core.plugins import PluginError, get_plugin_manager, register_commands
+            from orcr_core.pm.plugins import PluginError, get_plugin_manager, register_commands
 
             self.plugin_commands = {}
             try:

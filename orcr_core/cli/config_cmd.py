@@ -49,7 +49,7 @@ def _refuse_mux_switch(key: str, new) -> None:
     would run on untracked, outside the caps (docs/decisions.md)."""
     from orcr_core import dirs
     from orcr_core.config import load
-    from orcr_core.config_edit import MUX_KEYS
+    from orcr_core.config.edit import MUX_KEYS
     from orcr_core.store.db import count_live
 
     if key not in MUX_KEYS:
@@ -105,7 +105,7 @@ def config_set(key, value, force):
     orcr config set 'budget."nightly/review".tokens' 500.
     """
     from orcr_core.config import ConfigError
-    from orcr_core.config_edit import coerce, set_value
+    from orcr_core.config.edit import coerce, set_value
 
     try:
         _refuse_mux_switch(key, coerce(value))
@@ -127,7 +127,7 @@ def config_unset(key):
     the file. The keys that switch the multiplexer are refused while agents are live.
     """
     from orcr_core.config import DEFAULTS, ConfigError
-    from orcr_core.config_edit import unset_value
+    from orcr_core.config.edit import unset_value
 
     try:
         section, _, name = key.partition(".")

@@ -118,7 +118,7 @@ class Doctor(MultiplexerChecks, ProviderChecks):
         self.add("directories", "ok", "writable: " + ", ".join(str(p) for p in places))
 
     def check_plugins(self) -> None:
-        from orcr_core.plugins import Registry, build_registry, get_plugin_manager
+        from orcr_core.pm.plugins import Registry, build_registry, get_plugin_manager
 
         try:
             self.registry = build_registry(get_plugin_manager())

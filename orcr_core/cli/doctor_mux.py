@@ -23,7 +23,7 @@ class MultiplexerChecks:
 
     # -- multiplexers --------------------------------------------------------------------
     def check_driver(self) -> None:
-        from orcr_core.drivers import INSTALL_HINT, NoDriver, choose_driver
+        from orcr_core.pm.drivers import INSTALL_HINT, NoDriver, choose_driver
 
         wanted = self.config.get("driver.name", "auto")
         try:

@@ -16,7 +16,7 @@ from orcr_core.cli.errors import ExitCode, OrcrCliError
 @click.option("--json", "json_", is_flag=True, help="One JSON array of plugin rows.")
 def plugins_list(json_):
     """List loaded plugins with their versions, hooks, drivers and providers."""
-    from orcr_core.plugins import PluginError, build_registry, describe, get_plugin_manager
+    from orcr_core.pm.plugins import PluginError, build_registry, describe, get_plugin_manager
 
     try:
         pm = get_plugin_manager()
@@ -113,7 +113,7 @@ def provider_parse(name, file, json_):
 
     The tool to reach for when an adapter misreads your transcripts.
     """
-    from orcr_core.plugins import build_registry, get_plugin_manager
+    from orcr_core.pm.plugins import build_registry, get_plugin_manager
 
     reg = build_registry(get_plugin_manager())
     p = reg.providers.get(name)

@@ -50,8 +50,8 @@ def server_stop():
     import os
     import signal
 
-    from orcr_core import lockfile
     from orcr_core.client import Client, ServerError
+    from orcr_core.server import lockfile
 
     try:
         with Client(autostart=False) as c:

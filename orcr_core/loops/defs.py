@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 
 from peewee import SQL, IntegrityError
 
-from orcr_core import events, paths
+from orcr_core import paths
 from orcr_core.loops import cadence
+from orcr_core.store import events
 from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
 
 OVERLAP = ("queue", "skip")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 
-from orcr_core import events
 from orcr_core.loops import cadence, defs, runs
+from orcr_core.store import events
 from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
 
 

@@ -16,10 +16,10 @@ For each loop that is not ended, or still has unfinished runs:
 
 from __future__ import annotations
 
-from orcr_core import events
 from orcr_core.loops import defs, runs
 from orcr_core.loops import supervisor as supervisor_mod
 from orcr_core.loops.fires import _missed
+from orcr_core.store import events
 from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
 
 

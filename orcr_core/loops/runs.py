@@ -23,8 +23,9 @@ from pathlib import Path
 
 import psutil
 
-from orcr_core import dirs, events
+from orcr_core import dirs
 from orcr_core.loops.defs import iso
+from orcr_core.store import events
 from orcr_core.store.models import RUN_ACTIVE, RUN_ENDED, Loop, LoopRun, db
 
 RUN_ID = re.compile(r"r[a-z0-9]{5}")

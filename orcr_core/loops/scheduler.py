@@ -25,12 +25,12 @@ import time
 
 import psutil
 
-from orcr_core import events, faults
-from orcr_core.events import Bus
 from orcr_core.loops import defs, runs
 from orcr_core.loops import supervisor as supervisor_mod
 from orcr_core.loops.fires import fire_due
 from orcr_core.loops.stopping import Stopper
+from orcr_core.store import events, faults
+from orcr_core.store.events import Bus
 from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
 
 log = logging.getLogger("orcr.loops")

@@ -17,8 +17,8 @@ import logging
 import threading
 import time
 
-from orcr_core import events
 from orcr_core.loops import runs
+from orcr_core.store import events
 from orcr_core.store.models import Agent, Loop, LoopRun, db
 
 log = logging.getLogger("orcr.loops")

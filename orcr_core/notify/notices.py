@@ -113,7 +113,7 @@ _drain_lock = threading.Lock()
 def drain(server=None) -> int:
     """Turn every notice file into its event, exactly once; the number of new events.
     A file that is not a notice is renamed ``<name>.bad`` (kept) with a warning."""
-    from orcr_core import events, faults
+    from orcr_core.store import events, faults
     from orcr_core.store.models import Notice, db
 
     folder = notices_dir()

@@ -28,8 +28,8 @@ import threading
 import time
 from types import SimpleNamespace
 
-from orcr_core import events, faults
 from orcr_core.notify import notices, rules
+from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, Loop, Meta, Notification, db
 
 log = logging.getLogger("orcr.notify")

@@ -14,16 +14,17 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from orcr_core import __version__, dirs, events, faults, lockfile
+from orcr_core import __version__, dirs
 from orcr_core import config as config_mod
 from orcr_core.agents import memory, queue, unmanaged
 from orcr_core.config import watch as config_watch
-from orcr_core.events import Bus
-from orcr_core.plugins import Registry, build_registry, get_plugin_manager
+from orcr_core.pm.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION
+from orcr_core.server import lockfile
 from orcr_core.server.multiplexer import MultiplexerMixin
-from orcr_core.store import health
+from orcr_core.store import events, faults, health
 from orcr_core.store.db import SCHEMA_VERSION, open_store
+from orcr_core.store.events import Bus
 from orcr_core.store.models import LIVE, Agent, db
 from orcr_core.usage import budgets
 

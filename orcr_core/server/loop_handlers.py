@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from orcr_core import events
 from orcr_core.loops import defs, runs
 from orcr_core.loops.defs import LoopError
 from orcr_core.protocol import ProtocolError
+from orcr_core.store import events
 from orcr_core.store.models import RUN_ENDED, Event, Loop, LoopRun, db
 
 LOOP_HANDLERS = {}

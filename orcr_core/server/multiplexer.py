@@ -96,7 +96,7 @@ class MultiplexerMixin:
         }
 
     def _make_driver(self):
-        from orcr_core.drivers import choose_driver
+        from orcr_core.pm.drivers import choose_driver
 
         try:
             factory, _why = choose_driver(self.config, self.registry)

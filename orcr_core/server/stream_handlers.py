@@ -6,9 +6,9 @@ from __future__ import annotations
 import select
 import socket
 
-from orcr_core import events
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.shapes import agent_dict, param
+from orcr_core.store import events
 from orcr_core.store.models import Agent, Meta, db
 from orcr_core.usage import record as usage
 

@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from orcr_core import dirs, lockfile
+from orcr_core import dirs
+from orcr_core.server import lockfile
 from orcr_core.service import units
 
 CALL_TIMEOUT = 30.0  # seconds for one systemctl / launchctl call

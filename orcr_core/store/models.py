@@ -18,7 +18,7 @@ from peewee import (
     TextField,
 )
 
-from orcr_core import faults
+from orcr_core.store import faults
 
 
 class StoreDatabase(SqliteDatabase):

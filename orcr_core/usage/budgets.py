@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from orcr_core import events
 from orcr_core.config import Config
+from orcr_core.store import events
 from orcr_core.store.models import db
 from orcr_core.usage import window
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from orcr_core import faults
 from orcr_core.contracts import Turn
+from orcr_core.store import faults
 from orcr_core.store.models import Agent, TurnUsage
 
 FIELDS = ("input", "output", "cache_read", "cache_write")

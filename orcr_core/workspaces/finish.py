@@ -22,7 +22,7 @@ import json
 import logging
 import os
 
-from orcr_core import events, faults
+from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, db
 from orcr_core.workspaces import plan, vcs
 

@@ -21,7 +21,7 @@ import logging
 import os
 import time
 
-from orcr_core import events, faults
+from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, db
 from orcr_core.workspaces import plan, vcs
 

@@ -11,7 +11,7 @@ from orcr_providers.echo import EchoProvider
 from orcr_providers.echo_reader import EchoTranscriptReader
 
 from orcr_core.contracts import LaunchSpec, Provider, ProviderError, SessionPointer
-from orcr_core.plugins import build_registry, get_plugin_manager
+from orcr_core.pm.plugins import build_registry, get_plugin_manager
 
 
 def _spec(tmp_path, **options) -> LaunchSpec:

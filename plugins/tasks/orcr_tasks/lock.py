@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from orcr_core import faults
+from orcr_core.store import faults
 from orcr_tasks.files import rename_noreplace
 
 

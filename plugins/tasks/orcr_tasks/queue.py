@@ -35,7 +35,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from orcr_core import faults
+from orcr_core.store import faults
 from orcr_tasks import announce, settings, spent
 from orcr_tasks.backend import check_new_task
 from orcr_tasks.files import fsync_dir, now_iso, rename_noreplace, write_atomic

@@ -21,7 +21,7 @@ import threading
 import pytest
 from orcr_tasks.testing import age_claim, is_pg
 
-from orcr_core import faults
+from orcr_core.store import faults
 
 
 def claim_on_release(monkeypatch, q, role: str, token: str) -> list:

@@ -25,7 +25,7 @@ import threading
 from contextlib import contextmanager
 from types import SimpleNamespace
 
-from orcr_core import faults
+from orcr_core.store import faults
 from orcr_tasks import announce, settings
 from orcr_tasks.backend import QueueError, check_new_task
 from orcr_tasks.files import now_iso

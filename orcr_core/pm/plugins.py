@@ -18,7 +18,7 @@ from importlib import metadata
 import pluggy
 
 from orcr_core import hookspecs
-from orcr_core.provider_guard import DEFAULT_TIMEOUT, GuardedProvider
+from orcr_core.pm.provider_guard import DEFAULT_TIMEOUT, GuardedProvider
 
 ENTRY_POINT_GROUP = "orcr"
 
@@ -110,7 +110,7 @@ def _collect(pm: pluggy.PluginManager, hook_name: str, kind: str, into: dict, re
 def build_registry(pm: pluggy.PluginManager) -> Registry:
     """Call the registration hooks and refuse duplicate names loudly.
 
-    Providers come back wrapped (:mod:`orcr_core.provider_guard`)."""
+    Providers come back wrapped (:mod:`orcr_core.pm.provider_guard`)."""
     reg = Registry()
     _collect(pm, "register_drivers", "driver", reg.drivers, reg)
     _collect(pm, "register_providers", "provider", reg.providers, reg)

@@ -52,7 +52,7 @@ def check_installed(key: str, value: Any) -> None:
     kind = INSTALLED_KEYS.get(key)
     if kind is None:
         return
-    from orcr_core.plugins import build_registry, get_plugin_manager
+    from orcr_core.pm.plugins import build_registry, get_plugin_manager
 
     names = sorted(getattr(build_registry(get_plugin_manager()), kind))
     allowed = (["auto"] if kind == "drivers" else []) + names
@@ -68,7 +68,7 @@ def check_installed(key: str, value: Any) -> None:
 
 
 def _installed_providers() -> list[str]:
-    from orcr_core.plugins import build_registry, get_plugin_manager
+    from orcr_core.pm.plugins import build_registry, get_plugin_manager
 
     return sorted(build_registry(get_plugin_manager()).providers)
 

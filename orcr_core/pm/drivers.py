@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 
 from orcr_core.config import Config
-from orcr_core.plugins import Registry
+from orcr_core.pm.plugins import Registry
 
 INSTALL_HINT = (
     "install herdr (https://herdr.dev) or tmux >= 3.2 (apt-get install tmux / brew install tmux)"
