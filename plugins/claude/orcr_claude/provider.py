@@ -58,6 +58,12 @@ NESTED_ENV = (
 
 class ClaudeProvider(JsonlAdapter):
     name = "claude"
+    #: the sandbox (docs/sandbox.md): its model API, and the variables it may need
+    sandbox_hosts = ("api.anthropic.com",)
+    sandbox_env = (
+        "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
+        "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR",
+    )  # fmt: skip
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
     run_options = ("model", "args")
     supported_versions = ">=2.0,<2.1.200 || >=2.1.276,<2.2"
@@ -99,6 +105,15 @@ class ClaudeProvider(JsonlAdapter):
         if spec.options.get("home"):
             env["CLAUDE_CONFIG_DIR"] = str(spec.options["home"])
         return env
+
+    def sandbox_paths(self, spec: LaunchSpec) -> list[str]:
+        """What Claude Code writes: its config dir (transcripts under ``projects/``) and,
+        with the default dir, ``~/.claude.json`` (its settings and trust)."""
+        root = config_root(spec.options, "CLAUDE_CONFIG_DIR", "~/.claude")
+        paths = [f"{root}/"]
+        if not (spec.options.get("home") or os.environ.get("CLAUDE_CONFIG_DIR")):
+            paths.append(os.path.expanduser("~/.claude.json"))
+        return paths
 
     def locate_transcript(self, pointer: SessionPointer, spec: LaunchSpec) -> str | None:
         """Glob ``<root>/projects/*/<id>.jsonl``, else the slug path; None until it exists."""

@@ -59,6 +59,9 @@ def _meta_id(path: str) -> str | None:
 
 class CodexProvider(JsonlAdapter):
     name = "codex"
+    #: the sandbox (docs/sandbox.md): its model API, and the variables it may need
+    sandbox_hosts = ("api.openai.com", "chatgpt.com")
+    sandbox_env = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME")
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
     run_options = ("model", "args")
     supported_versions = ">=0.104,<0.172"
@@ -107,6 +110,10 @@ class CodexProvider(JsonlAdapter):
         if spec.options.get("home"):
             env["CODEX_HOME"] = str(spec.options["home"])
         return env
+
+    def sandbox_paths(self, spec: LaunchSpec) -> list[str]:
+        """``$CODEX_HOME`` (``~/.codex``): its sessions (the transcripts), auth and config."""
+        return [f"{config_root(spec.options, 'CODEX_HOME', '~/.codex')}/"]
 
     def locate_transcript(self, pointer: SessionPointer, spec: LaunchSpec) -> str | None:
         """``<root>/sessions/YYYY/MM/DD/rollout-*-<id>.jsonl``, then ``archived_sessions/``.

@@ -148,6 +148,9 @@ HEADLESS_IN = ("CI", "GITHUB_ACTIONS")
 
 class GeminiProvider(JsonlAdapter):
     name = "gemini"
+    #: the sandbox (docs/sandbox.md): its model API, and the variables it may need
+    sandbox_hosts = ("generativelanguage.googleapis.com",)
+    sandbox_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GEMINI_CLI_HOME")
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
     run_options = ("model", "args")
     supported_versions = ">=0.61,<0.62"
@@ -208,6 +211,10 @@ class GeminiProvider(JsonlAdapter):
             if path is not None:
                 env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = str(path)
         return env
+
+    def sandbox_paths(self, spec: LaunchSpec) -> list[str]:
+        """``<home>/.gemini``: its settings and the session files (the transcripts)."""
+        return [f"{gemini_home(spec.options) / '.gemini'}/"]
 
     def locate_transcript(self, pointer: SessionPointer, spec: LaunchSpec) -> str | None:
         """``<home>/.gemini/tmp/*/chats/session-*-<id8>.jsonl`` whose first line names

@@ -37,6 +37,10 @@ DB_NAME = "opencode.db"
 
 class OpenCodeProvider:
     name = "opencode"
+    #: the sandbox (docs/sandbox.md): the variables it may need (its model API depends on
+    #: the model: add the host to [sandbox.opencode] allow_net)
+    sandbox_hosts: tuple[str, ...] = ()
+    sandbox_env = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENCODE_CONFIG")
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
     run_options = ("model", "args")
     supported_versions = "==1.18.*"
@@ -92,6 +96,15 @@ class OpenCodeProvider:
             env["OPENCODE_CONFIG"] = os.path.expanduser(config)
         str_list(spec.options.get("extra_args", []), "providers.opencode.extra_args")
         return env
+
+    def sandbox_paths(self, spec: LaunchSpec) -> list[str]:
+        """Its data and cache folders (auth, caches); the database orcr reads lives in the
+        agent's data dir, which every sandboxed agent writes."""
+        return [
+            os.path.expanduser("~/.local/share/opencode/"),
+            os.path.expanduser("~/.cache/opencode/"),
+            os.path.expanduser("~/.config/opencode/"),
+        ]
 
     def locate_transcript(self, pointer: SessionPointer, spec: LaunchSpec) -> str | None:
         """The WAL file of the agent's database while it exists (OpenCode running:

@@ -66,6 +66,10 @@ def package_version(program: str) -> str | None:
 
 class PiProvider(JsonlAdapter):
     name = "pi"
+    #: the sandbox (docs/sandbox.md): the variables it may need (its model API depends on
+    #: the model: add the host to [sandbox.pi] allow_net)
+    sandbox_hosts: tuple[str, ...] = ()
+    sandbox_env = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "PI_CODING_AGENT_DIR")
     #: per-run options ``agent run --model/--arg`` take (over [providers.<name>])
     run_options = ("model", "args")
     supported_versions = ">=0.72.1,<0.74 || >=1.6.0,<1.7"
@@ -111,6 +115,11 @@ class PiProvider(JsonlAdapter):
         if spec.options.get("home"):
             env["PI_CODING_AGENT_DIR"] = str(spec.options["home"])
         return env
+
+    def sandbox_paths(self, spec: LaunchSpec) -> list[str]:
+        """pi's agent folder (``~/.pi/agent`` or ``home``: settings, auth); its session
+        file lives in the agent's data dir, which every sandboxed agent writes."""
+        return [os.path.expanduser(f"{spec.options.get('home') or '~/.pi/agent'}/")]
 
     def locate_transcript(self, pointer: SessionPointer, spec: LaunchSpec) -> str | None:
         """The session file orcr named; None until pi writes it (at the first answer)."""
