@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import json
 import os
 import secrets
 import sys
@@ -81,3 +82,16 @@ def rename_noreplace(src: Path, dst: Path) -> None:
     if os.path.lexists(dst):
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(dst))
     os.rename(src, dst)
+
+
+def touch_if(path: Path, key: str, value: str) -> None:
+    """Refresh ``path``'s mtime if the JSON object in it has ``key`` = ``value``, read
+    and touched through one descriptor: a file written over it meanwhile (a new inode,
+    as :func:`write_atomic` makes) is never touched. FileNotFoundError when absent."""
+    with open(path, "rb") as f:
+        try:
+            data = json.loads(f.read())
+        except ValueError:
+            return
+        if isinstance(data, dict) and data.get(key) == value:
+            os.utime(f.fileno())

@@ -38,7 +38,7 @@ from pathlib import Path
 from orcr_core.store import faults
 from orcr_tasks import announce, settings, spent
 from orcr_tasks.backend import check_new_task
-from orcr_tasks.files import fsync_dir, now_iso, rename_noreplace, write_atomic
+from orcr_tasks.files import fsync_dir, now_iso, rename_noreplace, touch_if, write_atomic
 from orcr_tasks.location import queue_segment, unsafe_location
 from orcr_tasks.lock import DirLock, LockBusy, owner_alive, read_owner
 from orcr_tasks.moves import Moves, QueueError
@@ -411,8 +411,17 @@ class Queue(Moves):
     def write_heartbeat(self, task_id: str, info: dict) -> None:
         write_atomic(self.hb(task_id), json.dumps(dict(info, at=now_iso())) + "\n")
 
-    def touch(self, task_id: str) -> None:
-        os.utime(self.hb(task_id))
+    def touch(self, task_id: str, token: str | None = None) -> None:
+        if token is None:
+            os.utime(self.hb(task_id))
+        else:  # only the very file that names the token (files.touch_if)
+            touch_if(self.hb(task_id), "token", token)
+
+    def note_agent(self, task_id: str, token: str, info: dict) -> None:
+        with self.locked():  # no reap, so no new claim, between the check and the write
+            hb = self.read_heartbeat(task_id)
+            if hb and hb.get("token") == token:
+                self.write_heartbeat(task_id, dict(hb, **info))
 
     def read_heartbeat(self, task_id: str) -> dict | None:
         try:

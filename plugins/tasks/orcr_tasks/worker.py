@@ -221,9 +221,9 @@ class Worker:
 
     # -- riding an orcr outage ------------------------------------------------
 
-    def ride(self, orcr, tid: str, what: str, call):
+    def ride(self, orcr, tid: str, what: str, call, token: str | None = None):
         """``call()``, retried on a fresh connection while the orcr server is away,
-        with the claim's heartbeat kept fresh meanwhile."""
+        with the claim's heartbeat kept fresh meanwhile (only while ``token`` holds it)."""
         since, delay = None, 0.1
         limit = self.stale if self.outage is None else self.outage
         while True:
@@ -245,7 +245,7 @@ class Worker:
                     ) from None
             orcr.close()  # the next call connects afresh (starting a server, as verbs do)
             try:
-                self.queue.touch(tid)
+                self.queue.touch(tid, token)
             except FileNotFoundError:
                 pass  # reaped: the caller's next holds() check says so
             if self.stop.wait(delay):
@@ -258,7 +258,9 @@ class Worker:
         """The agent's working directory for this task (``--cwd``, else the worker's)."""
         return self.cwd
 
-    def start_agent(self, orcr, tid: str, prompt: str, provider, path: str, cwd, opts=None):
+    def start_agent(
+        self, orcr, tid: str, prompt: str, provider, path: str, cwd, opts=None, token=None
+    ):
         """Admit the agent; an outage mid-admission is ridden, and an agent the lost
         request did admit is found by its path rather than started twice."""
         tried = []
@@ -281,7 +283,7 @@ class Worker:
                     raise
                 raise AgentRefused(f"orcr would not start the agent: {exc}") from exc
 
-        return self.ride(orcr, tid, "starting its agent", admit)
+        return self.ride(orcr, tid, "starting its agent", admit, token)
 
     def agent_options(self, task, kind: str, tid: str, token: str) -> dict:
         """``--model``/``--arg`` (a task's ``model:`` first) and, with ``--worktree``,
@@ -306,29 +308,33 @@ class Worker:
         from orcr_core.sdk import AgentEnded, WaitTimeout
 
         path = f"tasks/{self.queue.name}/{agent_segment(tid)}/{kind}_{token}"
-        agent = self.start_agent(orcr, tid, prompt, provider, path, cwd, opts)
+        agent = self.start_agent(orcr, tid, prompt, provider, path, cwd, opts, token)
         self.last_agent[tid] = agent["uuid"]
-        hb = self.queue.read_heartbeat(tid) or {}
-        self.queue.write_heartbeat(tid, dict(hb, agent=agent["path"], uuid=agent["uuid"]))
+        # only into this claim's heartbeat: a claim reaped meanwhile (and perhaps taken
+        # by another worker) never gets this agent written into it
+        self.queue.note_agent(tid, token, {"agent": agent["path"], "uuid": agent["uuid"]})
         self.say(f"{tid}: started {agent['path']}")
         try:
             while True:
                 if not self.queue.holds(tid, state, token):
                     return None, REAPED
-                self.queue.touch(tid)
+                self.queue.touch(tid, token)
                 try:
                     self.ride(
                         orcr,
                         tid,
                         "its agent works",
                         lambda: orcr.wait(agent["uuid"], until="idle", timeout=self.heartbeat),
+                        token,
                     )
                     break
                 except WaitTimeout:
                     continue
                 except AgentEnded as exc:
                     return None, str(exc)
-            res = self.ride(orcr, tid, "reading its answer", lambda: orcr.read(agent["uuid"]))
+            res = self.ride(
+                orcr, tid, "reading its answer", lambda: orcr.read(agent["uuid"]), token
+            )
             if not res.get("text"):
                 why = f"the agent's turn ended {res.get('turn_status') or 'with no turn'}"
                 err = res.get("error")
@@ -336,7 +342,7 @@ class Worker:
             return res["text"], None
         finally:
             try:
-                self.ride(orcr, tid, "ending its agent", lambda: orcr.kill(agent["uuid"]))
+                self.ride(orcr, tid, "ending its agent", lambda: orcr.kill(agent["uuid"]), token)
             except Exception:  # already ended, or orcr stayed away
                 pass
             spent.record(self.queue, orcr, tid, agent["uuid"], self.say)  # for every host

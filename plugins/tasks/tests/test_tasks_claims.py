@@ -207,3 +207,32 @@ def test_two_hundred_finish_then_claim_races_lose_no_claim(q):
     assert len(claims) == n, f"{n - len(claims)} tasks never claimed"
     lost += [tid for tid, token in claims.items() if not q.holds(tid, "verifying", token)]
     assert not lost, f"{len(set(lost))} of {n} claims lost their heartbeat: {sorted(set(lost))}"
+
+
+def test_a_reaped_claims_worker_never_touches_or_writes_into_the_next_claim(q):
+    """A worker whose build was reaped, and claimed again by another, goes on calling
+    ``touch`` and ``note_agent`` with its old token: the new claim's heartbeat is left as
+    it was, neither kept fresh (a dead new claimer is still reaped) nor given the old
+    worker's agent; the new claim's own token refreshes it. Planted: ``touch`` ignoring
+    the token (as before, on both backends) -> the aged claim looks fresh -> fails;
+    ``note_agent`` as the worker's old read-modify-write of the heartbeat -> the new
+    claim names the old agent -> fails."""
+    q.add("t", "x", task_id="a")
+    assert q.claim("builder", "old") == "a"
+    q.note_agent("a", "old", {"agent": "p/old", "uuid": "u-old"})
+    assert q.read_heartbeat("a")["uuid"] == "u-old"
+    age_claim(q, "a", 120)
+    assert [r[0] for r in q.reap(stale=60)] == ["a"]
+    assert q.claim("builder", "new") == "a"
+
+    age_claim(q, "a", 120)
+    q.touch("a", "old")
+    q.note_agent("a", "old", {"agent": "p/old", "uuid": "u-old"})
+    hb = q.read_heartbeat("a")
+    assert hb["token"] == "new" and "uuid" not in hb and "agent" not in hb
+    assert q.age("doing", "a") > 60, "the reaped worker's touch kept the new claim fresh"
+
+    q.touch("a", "new")
+    assert q.age("doing", "a") < 60
+    q.note_agent("a", "new", {"agent": "p/new", "uuid": "u-new"})
+    assert q.read_heartbeat("a")["uuid"] == "u-new"

@@ -374,12 +374,16 @@ class PgQueue(Moves):
             self._p(id=task_id, info=json.dumps(info), token=info.get("token")),
         )
 
-    def touch(self, task_id: str) -> None:
+    def touch(self, task_id: str, token: str | None = None) -> None:
+        held = "" if token is None else " AND token = %(token)s"
         self._run(
             "UPDATE orcr_tasks SET hb_at = now() WHERE queue = %(queue)s AND id = %(id)s "
-            "AND state IN ('doing', 'verifying')",
-            self._p(id=task_id),
+            "AND state IN ('doing', 'verifying')" + held,
+            self._p(id=task_id, token=token),
         )
+
+    def note_agent(self, task_id: str, token: str, info: dict) -> None:
+        self.write_heartbeat(task_id, dict(info, token=token))  # merged only under token
 
     def read_heartbeat(self, task_id: str) -> dict | None:
         rows = self._rows(
