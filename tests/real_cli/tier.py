@@ -1,10 +1,10 @@
 """When the real_cli tier can run: the provider CLIs are found and nothing can leave the machine.
 
-The tier drives the real Claude Code and Codex TUIs against the fake model servers
-in ``tests/fake_models``. It runs only when
+The tier drives the real agent CLIs pinned in ``tests/real_cli/VERSIONS`` (Claude Code,
+Codex, Gemini CLI, pi and OpenCode) against the fake model servers in ``tests/fake_models``. It runs only when
 
 - the CLIs are found: ``$ORCR_PROVIDER_BIN`` (a folder holding every command of
-  ``tests/real_cli/VERSIONS``: ``claude``, ``codex``, ``gemini``), else the cache
+  ``tests/real_cli/VERSIONS``: ``claude``, ``codex``, ``gemini``, ``pi``, ``opencode``), else the cache
   ``scripts/install-provider-clis`` fills for those versions; and
 - the process is in a loopback-only network namespace (``unshare -n`` with ``lo`` up):
   no network interface but ``lo`` is up and a route to a public address fails — so a
