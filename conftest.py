@@ -26,6 +26,9 @@ TEST_PLUGINS = ROOT / "tests" / "plugins"
 # tests/ holds importable helpers: fake_models (fake model APIs), real_cli.tier
 sys.path.insert(0, str(ROOT / "tests"))
 
+#: the suite's plumbing, a module a job (tests/_support)
+pytest_plugins = ["_support.e2e"]
+
 # The conformance group: tests marked ``conformance`` read the third-party transcript
 # corpus, which stays outside the repository (mixed licences). They run whenever it
 # is found; otherwise they are deselected and one summary line says why and how to

@@ -1,0 +1,1 @@
+"""The suite's own pytest plumbing, one job a module (the root conftest.py loads them)."""
