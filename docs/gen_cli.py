@@ -47,10 +47,10 @@ def _commands(cmd: click.Command, ctx: click.Context):
 
 
 def exit_codes() -> str:
-    """The ExitCode table, read from errors.py's source (its ``#:`` comments are the docs)."""
+    """The ExitCode table, read from codes.py's source (its ``#:`` comments are the docs)."""
     from orcr_core.cli.errors import CODE_MAP, ExitCode
 
-    src = (ROOT / "orcr_core" / "cli" / "errors.py").read_text()
+    src = (ROOT / "orcr_core" / "cli" / "codes.py").read_text()
     notes = dict(re.findall(r"^[ \t]+([A-Z_]+) = \d+[ \t]*#:[ \t]*(.+)$", src, re.M))
     # a note may instead sit above its member as ``#:`` lines
     for block, name in re.findall(r"((?:^[ \t]+#:.*\n)+)[ \t]+([A-Z_]+) = \d+", src, re.M):
@@ -59,7 +59,7 @@ def exit_codes() -> str:
     lines = [
         "## Exit codes",
         "",
-        "From `orcr_core.cli.errors.ExitCode`. A server error reply is mapped to an exit code",
+        "From `orcr_core.cli.codes.ExitCode`. A server error reply is mapped to an exit code",
         "by its `code` (listed); any other error code exits 1.",
         "",
         "| code | name | meaning | error codes |",

@@ -2,24 +2,28 @@
 
 Import-light on purpose: this is the CLI's client path, so it imports neither
 peewee, pluggy nor croniter (tests/test_plugins.py::test_client_path_imports_no_heavy_modules
-checks).
+checks), and what only a missing or starting server needs (the lock file, the
+data directory's paths, subprocess) is imported when that happens.
 """
 
 from __future__ import annotations
 
+import _socket  # socket.py's wrapper (its enums, selectors) costs ms at every CLI start
 import itertools
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-from orcr_core import dirs
 from orcr_core.protocol import PROTOCOL_VERSION, LineReader, ProtocolError, encode
-from orcr_core.server import lockfile
+
+TYPE_CHECKING = False  # typing costs milliseconds at every CLI start
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from orcr_core.server import lockfile
 
 START_TIMEOUT = 15.0
 #: the longest a request waits for its reply: a server that does not answer in
@@ -44,6 +48,10 @@ class ServerError(Exception):
 
 
 def _spawn_server() -> subprocess.Popen:
+    import subprocess
+
+    from orcr_core import dirs
+
     try:
         dirs.require_writable(dirs.data_dir())
         run = dirs.ensure_private_dir(dirs.run_dir())
@@ -81,16 +89,20 @@ def _last_error(log: Path) -> str:
 class Client:
     """One persistent connection. ``autostart`` starts a server when none runs."""
 
-    def __init__(self, socket_path: Path | None = None, autostart: bool = True):
-        self.path = socket_path or dirs.socket_path()
+    def __init__(self, socket_path: Path | str | None = None, autostart: bool = True):
+        if not socket_path:
+            from orcr_core import dirs
+
+            socket_path = dirs.socket_path()
+        self.path = socket_path
         self.autostart = autostart
         self.reply_timeout = REPLY_TIMEOUT
         self._ids = itertools.count(1)
-        self.sock: socket.socket | None = None
+        self.sock: _socket.socket | None = None
         self.server_info: dict = {}
 
-    def _connect_once(self) -> socket.socket:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    def _connect_once(self) -> _socket.socket:
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         s.settimeout(HELLO_TIMEOUT)  # a full backlog of a stopped server blocks connect
         try:
             s.connect(str(self.path))
@@ -106,6 +118,8 @@ class Client:
     def _not_answering(self, what: str) -> ServerError:
         """``server_not_answering`` for a handshake: names the server's pid, and
         says so when that process is stopped (SIGSTOP, a debugger, ``^Z``)."""
+        from orcr_core.server import lockfile
+
         held = lockfile.holder()
         who = f"the orcr server at {self.path}"
         if held is not None and held.pid is not None and self._listens_here(held):
@@ -119,7 +133,7 @@ class Client:
         return ServerError(
             "server_not_answering",
             f"{who} did not answer {what} within {HELLO_TIMEOUT:.0f}s; "
-            f"see {dirs.run_dir() / 'server.log'} and orcr doctor",
+            f"see {_run_dir() / 'server.log'} and orcr doctor",
         )
 
     def connect(self) -> Client:
@@ -144,6 +158,8 @@ class Client:
         try:
             self.sock = self._connect_once()
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
+            from orcr_core.server import lockfile
+
             held = lockfile.holder()
             if held is not None and held.stopping:
                 self._wait_stopped(held)
@@ -189,13 +205,15 @@ class Client:
     def _wait_stopped(self, held: lockfile.Holder) -> None:
         """A server is stopping (``orcr server stop``, SIGTERM): its socket is already
         gone. Wait for it to exit, then start a new one as any verb does (``autostart``)."""
+        from orcr_core.server import lockfile
+
         deadline = time.monotonic() + STOP_WAIT
         while (now := lockfile.holder()) is not None and now.stopping:
             if time.monotonic() > deadline:
                 raise ServerError(
                     "server_stopping",
                     f"the orcr server (pid {held.pid}) is stopping and has not exited within "
-                    f"{STOP_WAIT:.0f}s; see {dirs.run_dir() / 'server.log'}",
+                    f"{STOP_WAIT:.0f}s; see {_run_dir() / 'server.log'}",
                 )
             time.sleep(0.05)
         if not self.autostart:
@@ -225,7 +243,9 @@ class Client:
     def _wait_for(self, proc: subprocess.Popen | None, what: str) -> None:
         """Wait until the socket answers: a server we spawned (``proc``), or one
         that holds the lock and is still starting."""
-        log = dirs.run_dir() / "server.log"
+        from orcr_core.server import lockfile
+
+        log = _run_dir() / "server.log"
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             try:
@@ -294,7 +314,7 @@ class Client:
             raise ServerError(
                 "server_not_answering",
                 f"the orcr server did not answer {method} within {self.reply_timeout:.0f}s; "
-                f"see {dirs.run_dir() / 'server.log'} and orcr doctor",
+                f"see {_run_dir() / 'server.log'} and orcr doctor",
             ) from None
         finally:
             if self.sock is not None:
@@ -347,7 +367,8 @@ class Client:
 def _stopped(pid: int) -> bool:
     """Is process ``pid`` stopped (state ``T``: SIGSTOP, ``^Z``, a tracer)?"""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[:1] in (["T"], ["t"])
@@ -361,7 +382,7 @@ def call_once(method: str, timeout: float, socket_path: Path | None = None, **pa
     ServerError for anything else (an error reply, a closed connection, no answer)."""
     client = Client(socket_path, autostart=False)
     client.reply_timeout = timeout
-    client.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         client.sock.settimeout(timeout)
         client.sock.connect(str(client.path))
@@ -370,6 +391,12 @@ def call_once(method: str, timeout: float, socket_path: Path | None = None, **pa
         return client.call(method, **params)
     finally:
         client.close()
+
+
+def _run_dir() -> Path:
+    from orcr_core import dirs
+
+    return dirs.run_dir()
 
 
 def scope_from_env() -> str | None:

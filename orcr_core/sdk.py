@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 
 from orcr_core import paths
 from orcr_core.client import Client, ServerError, scope_from_env
 from orcr_core.protocol import prompt_not_utf8, prompt_too_large
 from orcr_core.watch import RESNAPSHOT, Watcher
+
+TYPE_CHECKING = False  # typing costs milliseconds at every CLI start
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 #: exit reasons after which ``wait`` reports failure
 BAD_ENDINGS = ("failed", "timeout", "lost", "canceled")

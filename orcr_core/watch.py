@@ -18,10 +18,13 @@ Import-light: ``orcr agent wait`` and ``orcr events`` ride it on the CLI's clien
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from orcr_core.client import Client, ServerError
+
+TYPE_CHECKING = False  # typing costs milliseconds at every CLI start
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
 
 #: Error codes that mean "the server went away", worth reconnecting for.
 GONE = ("connection_closed", "server_not_running", "server_start_failed")

@@ -197,26 +197,56 @@ CLIENT_PATH = [
 ]
 
 
-def test_client_path_imports_no_heavy_modules(server):
-    """The CLI's client path must not import peewee, pluggy or croniter (30-90 ms each)."""
+#: the hot verbs in their common shapes: the fast path, which must not load click
+HOT_PATH = [
+    ["agent", "run", "--provider", "testp", "--path", "hot/a", "--json", "hi"],
+    ["agent", "ls", "hot", "--all"],
+    ["agent", "get", "hot/a", "--json"],
+    ["agent", "send", "hot/a", "again", "--timeout", "30m"],
+    ["agent", "wait", "hot/a", "--until", "idle", "--timeout", "0.1s"],
+    ["agent", "read", "hot/a", "--last"],
+    ["agent", "kill", "hot/a"],
+]
+#: what the whole client path must not import (30-90 ms each)
+HEAVY = {"peewee", "pluggy", "croniter", "tomlkit", "textual"}
+#: what the hot verbs must not import either: click, and the standard library's
+#: slow starters (inspect and typing come with dataclasses; socket.py with its enums)
+HOT_HEAVY = HEAVY | {
+    "click", "inspect", "typing", "dataclasses", "datetime", "uuid", "subprocess",
+    "socket", "selectors", "platformdirs",
+}  # fmt: skip
+
+
+def imported(env: dict, args: list[str], forbidden: set[str]) -> list[str]:
+    """The ``forbidden`` top-level modules that ``orcr ARGS`` imported."""
     probe = (
         "import sys, runpy\n"
         "sys.argv = ['orcr'] + sys.argv[1:]\n"
         "try:\n    runpy.run_module('orcr_core.cli', run_name='__main__')\n"
         "except SystemExit:\n    pass\n"
-        "bad = sorted({m.split('.')[0] for m in sys.modules} & {'peewee', 'pluggy', 'croniter', 'tomlkit', 'textual'})\n"
+        f"bad = sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(forbidden)!r}))\n"
         "sys.stderr.write('HEAVY=' + ','.join(bad) + '\\n')\n"
     )
+    r = subprocess.run(
+        [sys.executable, "-c", probe, *args], env=env, capture_output=True, text=True, timeout=30
+    )
+    heavy = [ln for ln in r.stderr.splitlines() if ln.startswith("HEAVY=")]
+    assert len(heavy) == 1, (args, r.stderr)
+    return [m for m in heavy[0].removeprefix("HEAVY=").split(",") if m]
+
+
+def test_client_path_imports_no_heavy_modules(server):
+    """The CLI's client path must not import peewee, pluggy or croniter (30-90 ms each)."""
     for args in CLIENT_PATH:
-        r = subprocess.run(
-            [sys.executable, "-c", probe, *args],
-            env=server.env,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        heavy = [ln for ln in r.stderr.splitlines() if ln.startswith("HEAVY=")]
-        assert heavy == ["HEAVY="], (args, r.stderr)
+        assert imported(server.env, args, HEAVY) == [], args
+
+
+def test_hot_verbs_import_neither_click_nor_slow_stdlib(server):
+    """agent run|ls|get|send|wait|read|kill in their common shapes skip click (issue 39).
+    Planted: main() going straight to click -> fails ('click'); the client importing
+    the lock file at the top -> fails ('dataclasses', 'inspect')."""
+    for args in HOT_PATH:
+        assert imported(server.env, args, HOT_HEAVY) == [], args
 
 
 def test_a_plugin_that_fails_to_import_is_a_clear_error(orcr_home, tmp_path):

@@ -5,24 +5,15 @@ from __future__ import annotations
 import json as jsonlib
 import os
 import sys
-import time
 
 import click
 
-from orcr_core.cli.agent_show import (
-    TURN_FAILURES,
-    agent_table,
-    printable,
-    turn_failure,
-    unmanaged_table,
-    usage_line,
-)
-from orcr_core.cli.errors import ExitCode, OrcrCliError
-from orcr_core.cli.output import echo_results, sdk
+from orcr_core.cli import agent_verbs as verbs
+from orcr_core.cli.agent_show import printable, unmanaged_table  # noqa: F401 (printable: re-exported)
+from orcr_core.cli.agent_verbs import HANDFUL
+from orcr_core.cli.errors import ExitCode, OrcrCliError, as_click
+from orcr_core.cli.output import sdk
 from orcr_core.cli.params import duration, gc_after, stdin_prompt, turn_timeout
-
-#: back to the line's start and erase it (ECMA-48 EL): progress lines leave no residue
-CLEAR_LINE = "\r\x1b[K"
 
 
 @click.group()
@@ -117,33 +108,24 @@ def agent_run(
         prompt = args[0] if args else prompt_opt
         if prompt == "-":
             prompt = stdin_prompt()
-    from orcr_core.sdk import check_prompt
-
-    check_prompt(prompt)  # before connecting: an oversized prompt is never sent
-    with sdk() as orcr:  # no --provider: the server applies [agent] provider
-        res = orcr.run(
-            prompt,
-            provider=provider,
-            path=path_,
-            name=name,
-            cwd=cwd,
-            timeout=timeout,
-            argv=argv,
-            worktree=worktree,
-            branch=branch,
-            base=base,
-            model=model,
-            args=list(extra) if extra else None,
-            rm=rm or None,  # no --rm: the server applies [agent] rm
-            gc_after=gc_after,
-            sandbox=sandbox,
-        )
-    if res.get("warning"):  # admitted, but its provider's CLI is missing (orcr doctor)
-        click.echo(f"warning: {res['warning']}", err=True)
-    if json_:
-        click.echo(jsonlib.dumps(res))
-    else:
-        click.echo(f"{res['path']} {res['uuid']}")
+    verbs.run(
+        prompt,
+        json_,
+        provider=provider,
+        path=path_,
+        name=name,
+        cwd=cwd,
+        timeout=timeout,
+        argv=argv,
+        worktree=worktree,
+        branch=branch,
+        base=base,
+        model=model,
+        args=list(extra) if extra else None,
+        rm=rm or None,  # no --rm: the server applies [agent] rm
+        gc_after=gc_after,
+        sandbox=sandbox,
+    )
 
 
 @agent.command(name="ls")
@@ -169,14 +151,15 @@ def agent_ls(prefix, all_, unmanaged, json_):
             f"PREFIX ({prefix!r}) is an orcr path; unmanaged agents have none: "
             "give --unmanaged alone (filter --json rows by session)"
         )
+    if not unmanaged:
+        verbs.ls(prefix, all_, json_)
+        return
     with sdk() as orcr:
-        rows = orcr.unmanaged(all=all_) if unmanaged else orcr.list(prefix=prefix, all=all_)
+        rows = orcr.unmanaged(all=all_)
     if json_:
         click.echo(jsonlib.dumps(rows))
-    elif unmanaged:
-        unmanaged_table(rows)
     else:
-        agent_table(rows)  # the header alone when there are none
+        unmanaged_table(rows)
 
 
 @agent.command(name="get")
@@ -184,25 +167,7 @@ def agent_ls(prefix, all_, unmanaged, json_):
 @click.option("--json", "json_", is_flag=True)
 def agent_get(target, json_):
     """Show one agent (PATH or UUID)."""
-    with sdk() as orcr:
-        a = orcr.get(target)
-    if json_:
-        click.echo(jsonlib.dumps(a))
-        return
-    turns = a.pop("usage_turns", None) or []
-    total = a.pop("usage", None)
-    if a.get("held"):  # as agent ls says it: queued (held: cap echo 3/3)
-        a["status"] += f" (held: {a['held'].split(':', 1)[0]})"
-    for k, v in a.items():
-        if v not in (None, False):
-            click.echo(f"{k}: {v if not isinstance(v, dict) else jsonlib.dumps(v)}")
-    click.echo(f"usage: {usage_line(total)}")  # "-": the provider reports no usage
-    for t in turns:
-        click.echo(f"  turn {t['turn']}: {usage_line(t)}")
-
-
-#: a glob matching more agents than this asks first (--yes for scripts)
-HANDFUL = 5
+    verbs.get(target, json_)
 
 
 def _confirm_many(orcr, target: str, yes: bool) -> None:
@@ -237,10 +202,7 @@ def agent_kill(target, yes, json_):
     steps; working and idle ones end killed. A glob matching more than 5
     agents asks first on a terminal; without one it needs --yes.
     """
-    with sdk() as orcr:
-        _confirm_many(orcr, target, yes)
-        res = orcr.kill(target)
-    echo_results(res, json_)
+    verbs.kill(target, json_, confirm=lambda orcr: _confirm_many(orcr, target, yes))
 
 
 @agent.command(name="resume")
@@ -274,40 +236,8 @@ def agent_wait(target, until, timeout, json_):
     interrupted (the error is printed). On a terminal, shows the status and
     elapsed time while waiting.
     """
-    from orcr_core.sdk import AgentEnded, WaitTimeout
-
-    tty = sys.stderr.isatty()
-    start = time.monotonic()
-
-    def progress(a):
-        if tty:  # \r and erase-line: a shorter status leaves nothing of a longer one
-            click.echo(
-                f"{CLEAR_LINE}{a['path']}: {a['status']} {time.monotonic() - start:5.1f}s",
-                nl=False,
-                err=True,
-            )
-
-    try:
-        with sdk() as orcr:
-            a = orcr.wait(target, until=until, timeout=timeout, on_change=progress)
-    except WaitTimeout as exc:
-        raise OrcrCliError(str(exc), ExitCode.TIMEOUT) from None
-    except AgentEnded as exc:
-        raise OrcrCliError(str(exc), ExitCode.AGENT_FAILED) from None
-    finally:
-        if tty:
-            click.echo(CLEAR_LINE, nl=False, err=True)
-    failed = a["status"] == "idle" and a.get("turn_status") in TURN_FAILURES
-    if json_:
-        click.echo(jsonlib.dumps(a))
-    else:
-        click.echo(
-            f"{a['path']} {a['status']}"
-            + (f" {a['exit_reason']}" if a.get("exit_reason") else "")
-            + (f" (turn {a['turn']} {a['turn_status']})" if failed else "")
-        )
-    if failed:
-        raise OrcrCliError(turn_failure(a["path"], a["turn"], a), ExitCode.TURN_FAILED)
+    with as_click():
+        verbs.wait(target, until, timeout, json_)
 
 
 @agent.command(name="send")
@@ -348,12 +278,7 @@ def agent_send(target, prompt, timeout, keys):
         raise OrcrCliError("missing PROMPT (or --key KEY to press keys)", ExitCode.USAGE)
     if prompt == "-":
         prompt = stdin_prompt()
-    from orcr_core.sdk import check_prompt
-
-    check_prompt(prompt)
-    with sdk() as orcr:
-        a = orcr.send(target, prompt, timeout=timeout)
-    click.echo(f"{a['path']} {a['status']} turn {a['turn']}")
+    verbs.send(target, prompt, timeout)
 
 
 @agent.command(name="read")
@@ -368,25 +293,8 @@ def agent_read(target, last, json_):
     Control characters and escape sequences are left out (--json keeps them);
     for a provider without a transcript it prints the pane's screen.
     """
-    with sdk() as orcr:
-        r = orcr.read(target, last=last)
-    failed = r.get("text") is None and r.get("turn_status") in TURN_FAILURES
-    if json_:
-        click.echo(jsonlib.dumps(r))
-        if failed:
-            raise SystemExit(ExitCode.TURN_FAILED)
-        return
-    if r.get("text") is not None:
-        click.echo(printable(r["text"]))
-    elif failed:
-        raise OrcrCliError(turn_failure(r["path"], r.get("turn"), r), ExitCode.TURN_FAILED)
-    elif r.get("screen") is not None:
-        screen = printable(r["screen"]).splitlines()
-        click.echo("\n".join(line.rstrip() for line in screen).rstrip("\n"))
-    elif r.get("turn_status") == "completed":  # the model answered with no text at all
-        raise OrcrCliError(f"agent {r['path']}: turn {r.get('turn')} completed with no answer text")
-    else:
-        raise OrcrCliError(f"agent {r['path']} has no final answer yet (status {r['status']})")
+    with as_click():
+        verbs.read(target, last, json_)
 
 
 @agent.command(name="attach")

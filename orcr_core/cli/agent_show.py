@@ -8,17 +8,33 @@ from __future__ import annotations
 import re
 import time
 
-import click
-
+from orcr_core.cli.codes import echo
 from orcr_core.cli.output import echo_table
+
+#: the server's timestamps: UTC, milliseconds, a Z
+_ISO_Z = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d(?:\.\d+)?)Z")
+
+
+def epoch(iso: str) -> float:
+    """Seconds since the epoch of an ISO 8601 timestamp; the server's UTC ``...Z``
+    form without :mod:`datetime` (a millisecond or two of every ``agent ls``)."""
+    m = _ISO_Z.fullmatch(iso)
+    if m is None:
+        from datetime import datetime
+
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    y, mo, d, h, mi = (int(g) for g in m.groups()[:5])
+    y -= mo <= 2  # days from the civil date (H. Hinnant's algorithm), March-based years
+    era, yoe = divmod(y, 400)
+    doy = (153 * (mo + (-3 if mo > 2 else 9)) + 2) // 5 + d - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    return days * 86400 + h * 3600 + mi * 60 + float(m.group(6))
 
 
 def _age(iso: str | None) -> str:
     if not iso:
         return "-"
-    from datetime import datetime
-
-    secs = time.time() - datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    secs = time.time() - epoch(iso)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if secs >= size:
             return f"{int(secs // size)}{unit}"
@@ -79,7 +95,7 @@ def agent_table(rows: list[dict]) -> None:
     echo_table(cols, data)
     for a in rows:  # what it waits for, on a line of its own (a reason is long)
         if a.get("blocked"):
-            click.echo(f"blocked {a['path']}: {a['blocked']}")
+            echo(f"blocked {a['path']}: {a['blocked']}")
 
 
 def unmanaged_table(rows: list[dict]) -> None:

@@ -7,30 +7,34 @@ from __future__ import annotations
 
 import json as jsonlib
 
-import click
+from orcr_core.cli.codes import echo
 
 
-def sdk():
+def sdk(socket_path: str | None = None):
     """The SDK client, imported when a verb first needs the server."""
     from orcr_core.sdk import Orcr
 
-    return Orcr()
+    if socket_path is None:
+        return Orcr()
+    from orcr_core.client import Client
+
+    return Orcr(Client(socket_path))
 
 
 def echo_table(cols: tuple, data: list[tuple]) -> None:
     """Columns padded to their widest cell, two spaces apart, no trailing blanks."""
     widths = [max([len(c)] + [len(str(r[i])) for r in data]) for i, c in enumerate(cols)]
     for r in [cols, *data]:
-        click.echo("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+        echo("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
 
 
 def echo_results(res: list[dict], json_: bool) -> None:
     """What a verb did to each target: one ``<path> <result>`` line, or the JSON list."""
     if json_:
-        click.echo(jsonlib.dumps(res))
+        echo(jsonlib.dumps(res))
         return
     for r in res:
-        click.echo(f"{r['path']} {r['result']}")
+        echo(f"{r['path']} {r['result']}")
 
 
 def capabilities(caps: dict | None) -> str:
