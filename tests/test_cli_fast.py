@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
 from orcr_core.cli import fast  # noqa: E402
-from orcr_core.testing import until  # noqa: E402
+from orcr_core.kit.testing import until  # noqa: E402
 
 #: click's path alone: the group's own main, which never looks at the fast path
 CLICK = "import sys; sys.argv[0] = 'orcr'; from orcr_core.cli.app import main; main()"
@@ -28,6 +28,7 @@ CLICK = "import sys; sys.argv[0] = 'orcr'; from orcr_core.cli.app import main; m
         ["agent", "run", "-p", "testp", "--path", "a", "--arg", "x", "--arg=y", "hi"],
         ["agent", "run", "--provider=echo", "--timeout", "1h30m", "--gc-after", "10", "--rm", "x"],
         ["agent", "run", "--prompt", "hi"],
+        ["agent", "run", "--sandbox", "--no-sandbox", "x"],
         ["agent", "get", "a", "--json"],
         ["agent", "kill", "a/*", "--yes"],
         ["agent", "wait", "a", "--until", "ended", "--timeout", "250ms"],

@@ -20,8 +20,6 @@ import sys
 
 from orcr_core.cli.codes import CliFailure, echo, error_exit
 
-#: per verb: option -> (keyword, kind); kind is "flag", "value", "multi", or a
-#: check that returns the value as the verb takes it, None when click should judge it
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -75,6 +73,9 @@ def _until(value: str) -> str | None:
     return value if value in ("idle", "ended") else None
 
 
+#: per verb: option -> (keyword, kind); kind is "flag" (True), "off" (False), "value",
+#: "multi" (repeatable), or a check that returns the value as the verb takes it, None
+#: when click should judge it
 JSON = {"--json": ("json_", "flag")}
 VERBS: dict[str, tuple[dict, int, int]] = {  # verb: (options, least, most positionals)
     "run": (
@@ -93,6 +94,8 @@ VERBS: dict[str, tuple[dict, int, int]] = {  # verb: (options, least, most posit
             "--arg": ("args", "multi"),
             "--rm": ("rm", "flag"),
             "--gc-after": ("gc_after", _gc_after),
+            "--sandbox": ("sandbox", "flag"),
+            "--no-sandbox": ("sandbox", "off"),
             **JSON,
         },
         0,
@@ -125,10 +128,10 @@ def parse(argv: list[str]) -> tuple[str, dict, list[str]] | None:
         if name not in spec:  # --help, --, an unknown or abbreviated option
             return None
         dest, kind = spec[name]
-        if kind == "flag":
+        if kind in ("flag", "off"):  # off: a --no-x of a --x/--no-x pair
             if eq:
                 return None
-            opts[dest] = True
+            opts[dest] = kind == "flag"
             continue
         if not eq:
             value = next(rest, None)
