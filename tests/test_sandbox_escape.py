@@ -15,10 +15,12 @@ Planted holes (each made in the code, the test run, restored; see docs/internals
 - root bound read-write (``--bind / /``) -> test_writes_confined_to_cwd fails
 - no private /tmp -> test_private_tmp fails
 - environment not cut (``enter.environment`` keeps all) -> test_env_cut_to_allowlist fails
+- proxy allows every host (``allowed`` returns True) -> test_allow_net_hosts_through_the_proxy_only fails
 """
 
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
 import socket
@@ -221,11 +223,74 @@ def test_unavailable_engine_refused(box):
     assert "apt-get install bubblewrap" in str(exc.value)
 
 
-def test_host_allowlist_refused_not_widened(box):
-    """allow_net with hosts is refused (this engine cannot filter by host), never opened."""
+class _Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"hello from the allowed host"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def two_servers():
+    """Two HTTP servers on the machine's loopback: the first is allowed, the second not."""
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello) for _ in range(2)]
+    for srv in servers:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield [srv.server_address[1] for srv in servers]
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_allow_net_hosts_through_the_proxy_only(box, two_servers):
+    """allow_net = ["127.0.0.1:<first>"]: the first answers through the proxy (HTTP and
+    CONNECT); the second is refused with 403 both ways; a direct connection, even to the
+    allowed port, reaches nothing (planted: proxy allows all -> the second answers)."""
+    ok, other = two_servers
+    code = f"""
+import socket, urllib.error, urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:{ok}/", timeout=10).read().decode())
+try:
+    urllib.request.urlopen("http://127.0.0.1:{other}/", timeout=10)
+    print("other open")
+except urllib.error.HTTPError as exc:
+    print(exc.code)
+for port in ({ok}, {other}):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n" % port)
+    print(s.recv(100).split()[1].decode())
+try:
+    socket.create_connection(("127.0.0.1", {ok}), timeout=3)
+    print("direct open")
+except OSError:
+    print("direct refused")
+"""
+    r = box.run(code, {"allow_net": [f"127.0.0.1:{ok}"]})
+    assert r.stdout.split("\n")[:5] == [
+        "hello from the allowed host", "403", "200", "403", "direct refused"
+    ], r.stderr  # fmt: skip
+
+
+def test_star_stands_alone(box):
+    """allow_net = ["*", "host"] is refused: the whole network or a list, not both."""
     with pytest.raises(policy.SandboxError) as exc:
-        box.run("pass", {"allow_net": ["api.anthropic.com"]})
-    assert exc.value.code == "sandbox_unsupported"
+        box.run("pass", {"allow_net": ["*", "api.anthropic.com"]})
+    assert exc.value.code == "invalid_sandbox"
+
+
+def test_provider_hosts_are_the_default(box):
+    """No allow_net in the config: the provider's declared model API hosts."""
+    pol = policy.admission(True, "claude", str(box.cwd), str(box.mine), _Config({}),
+                           ("api.anthropic.com",))  # fmt: skip
+    assert pol["allow_net"] == ["api.anthropic.com"]
+    pol = policy.admission(True, "claude", str(box.cwd), str(box.mine),
+                           _Config({"sandbox": {"allow_net": []}}), ("api.anthropic.com",))  # fmt: skip
+    assert pol["allow_net"] == []
 
 
 def test_off_unless_asked():
@@ -236,3 +301,16 @@ def test_off_unless_asked():
     assert policy.wanted(True, "echo", cfg) is True
     assert policy.wanted(None, "echo", _Config({})) is False
     assert Path(policy.__file__).parent.name == "sandbox"
+
+
+def test_allow_net_entries():
+    """A bare host allows 443 and 80; host:port that port only; names match whole."""
+    from orcr_core.sandbox.proxy import allowed
+
+    allow = ["api.anthropic.com", "127.0.0.1:8080", "[::1]:9000"]
+    assert allowed("API.anthropic.com", 443, allow) and allowed("api.anthropic.com", 80, allow)
+    assert not allowed("api.anthropic.com", 22, allow)
+    assert not allowed("evil-api.anthropic.com", 443, allow)
+    assert not allowed("api.anthropic.com.evil.com", 443, allow)
+    assert allowed("127.0.0.1", 8080, allow) and not allowed("127.0.0.1", 8081, allow)
+    assert allowed("[::1]", 9000, allow) and not allowed("::1", 443, allow)

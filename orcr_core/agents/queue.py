@@ -273,7 +273,12 @@ def admit(
             cwd = worktree["cwd"] if worktree else spec.cwd
             try:  # fail closed: asked for and impossible is refused, never run unconfined
                 sandbox = sandbox_policy.admission(
-                    spec.sandbox, spec.provider, cwd, data_dir, config
+                    spec.sandbox,
+                    spec.provider,
+                    cwd,
+                    data_dir,
+                    config,
+                    getattr(providers[spec.provider], "sandbox_hosts", ()),
                 )
             except SandboxError as exc:
                 raise AdmissionError(exc.code, str(exc)) from None

@@ -4,7 +4,8 @@
 request) and at launch (the provider's declared state paths, hosts and variables);
 ``bwrap`` is the engine (bubblewrap) that turns a policy into a wrapped argv;
 ``enter`` is the tiny launcher that runs in the pane, cuts the environment to the
-policy's allowlist and execs bubblewrap. docs/sandbox.md; docs/decisions.md says why
+policy's allowlist and execs bubblewrap; ``proxy`` is the ``allow_net`` allowlist (a
+proxy outside, a bridge inside). docs/sandbox.md; docs/decisions.md says why
 bubblewrap directly and not ``srt``.
 
 This package imports no peewee, pluggy or croniter: ``enter`` runs in every

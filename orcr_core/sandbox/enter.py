@@ -1,35 +1,69 @@
-"""The launcher a sandboxed agent's pane runs: ``python -I -S .../sandbox/enter.py
-NAME... -- BWRAP_ARGV...``.
+"""The launcher a sandboxed agent's pane runs, outside and then inside the sandbox.
 
-It keeps only the named variables (``LC_*`` too) of the pane's own environment (the
-multiplexer's ``TERM`` and orcr's identity are only known there), sets ``TMPDIR`` to
-the private ``/tmp``, and execs bubblewrap: no shell, and the pane's process is then
-bubblewrap itself. Standard library only: it runs on every sandboxed start.
+Outside: ``python -I -S .../sandbox/enter.py [--proxy SOCKET HOSTS] NAME... --
+BWRAP_ARGV...`` keeps only the named variables (``LC_*`` too) of the pane's own
+environment (the multiplexer's ``TERM`` and orcr's identity are only known there), sets
+``TMPDIR`` to the private ``/tmp``, starts the allowlist proxy when ``allow_net`` names
+hosts (:mod:`proxy`: its socket, the comma-separated hosts) and execs bubblewrap. No
+shell, and the pane's process is then bubblewrap itself.
+
+Inside (``--bridge SOCKET -- ARGV...``): starts the bridge to the proxy and execs the
+agent. Standard library only, and run as a file: it starts on every sandboxed start.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
+PROXY_ENV = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY", "all_proxy")
 
-def environment(keep: list[str], env: dict[str, str]) -> dict[str, str]:
-    """``env`` cut to ``keep`` and ``LC_*``, with ``TMPDIR=/tmp``."""
+
+def environment(keep: list[str], env: dict[str, str], proxied: bool = False) -> dict[str, str]:
+    """``env`` cut to ``keep`` and ``LC_*``, with ``TMPDIR=/tmp``; with ``proxied``, the
+    proxy variables name the bridge and nothing bypasses it."""
     wanted = set(keep)
     out = {k: v for k, v in env.items() if k in wanted or k.startswith("LC_")}
     out["TMPDIR"] = "/tmp"
+    if proxied:
+        proxy = _proxy_module()
+        for var in PROXY_ENV:
+            out[var] = f"http://127.0.0.1:{proxy.BRIDGE_PORT}"
+        for var in ("NO_PROXY", "no_proxy"):
+            out.pop(var, None)
     return out
+
+
+def _proxy_module():
+    spec = importlib.util.spec_from_file_location(
+        "orcr_sandbox_proxy", os.path.join(os.path.dirname(os.path.abspath(__file__)), "proxy.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _exec(command: list[str], env: dict[str, str]) -> None:
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as exc:
+        sys.exit(f"orcr sandbox: cannot run {command[0]}: {exc}")
 
 
 def main(args: list[str]) -> None:
     if "--" not in args or args.index("--") == len(args) - 1:
-        sys.exit("usage: python -I -S enter.py NAME... -- BWRAP_ARGV...")
+        sys.exit("usage: python -I -S enter.py [--proxy SOCKET HOSTS] NAME... -- BWRAP_ARGV...")
     cut = args.index("--")
-    keep, command = args[:cut], args[cut + 1 :]
-    try:
-        os.execve(command[0], command, environment(keep, dict(os.environ)))
-    except OSError as exc:
-        sys.exit(f"orcr sandbox: cannot run {command[0]}: {exc}")
+    head, command = args[:cut], args[cut + 1 :]
+    if head[:1] == ["--bridge"]:  # inside: the agent's way to the proxy, then the agent
+        _proxy_module().start_bridge(head[1])
+        _exec(command, dict(os.environ))
+    proxied = head[:1] == ["--proxy"]
+    if proxied:
+        _proxy_module().start_proxy(head[1], head[2].split(","))
+        head = head[3:]
+    _exec(command, environment(head, dict(os.environ), proxied))
 
 
 if __name__ == "__main__":

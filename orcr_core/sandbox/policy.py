@@ -76,22 +76,31 @@ def _lists(provider: str, config) -> dict[str, list[str]]:
 
 
 def check_net(entries: list[str]) -> None:
-    """``allow_net`` as bubblewrap can enforce it: nothing (the default: the agent's own
-    loopback only) or ``*`` (the machine's network, unconfined). A host allowlist needs
-    a filtering proxy this engine does not have yet: refused, never widened."""
+    """``allow_net``: ``[]`` (no network but the agent's own loopback), hosts (``host``:
+    ports 443 and 80; ``host:port``) through the allowlist proxy, or ``["*"]`` alone
+    (the machine's whole network, unconfined)."""
     for entry in entries:
         if not isinstance(entry, str) or not _HOSTPORT.match(entry):
             raise SandboxError(
                 "invalid_sandbox",
                 f"sandbox allow_net entry {entry!r} is not host, host:port or *",
             )
-    if entries and entries != ["*"]:
+    if "*" in entries and entries != ["*"]:
         raise SandboxError(
-            "sandbox_unsupported",
-            f"sandbox allow_net = {entries!r}: the bubblewrap engine cannot limit the network "
-            "to hosts yet; allowed: [] (no network but the agent's own loopback, the default) "
-            'or ["*"] (the machine\'s whole network) (docs/sandbox.md)',
+            "invalid_sandbox",
+            f"sandbox allow_net = {entries!r}: * (the whole network) stands alone; "
+            "give * or a list of hosts",
         )
+
+
+def _net(provider: str, config, hosts: tuple[str, ...]) -> list[str]:
+    """``allow_net`` when the config sets it (either table), else the provider's hosts."""
+    if config is not None and (
+        config.get("sandbox.allow_net") is not None
+        or config.get(f"sandbox.{provider}.allow_net") is not None
+    ):
+        return _lists(provider, config)["allow_net"]
+    return list(hosts)
 
 
 def hidden_dirs(config) -> list[str]:
@@ -111,16 +120,23 @@ def hidden_dirs(config) -> list[str]:
 
 
 def admission(
-    requested: bool | None, provider: str, cwd: str, data_dir: str, config
+    requested: bool | None,
+    provider: str,
+    cwd: str,
+    data_dir: str,
+    config,
+    hosts: tuple[str, ...] = (),
 ) -> dict[str, Any] | None:
     """The policy launch.json records, or None when the agent runs unsandboxed.
 
     Raises :class:`SandboxError`: ``sandbox_unavailable`` when the engine cannot start
-    one here (with its error and the install line), ``sandbox_unsupported`` or
-    ``invalid_sandbox`` for a policy it cannot enforce."""
+    one here (with its error and the install line), or
+    ``invalid_sandbox`` for a policy it cannot enforce. ``hosts``: the provider's model
+    API hosts (``sandbox_hosts``), ``allow_net`` unless the config sets one."""
     if not wanted(requested, provider, config):
         return None
     lists = _lists(provider, config)
+    lists["allow_net"] = _net(provider, config, tuple(hosts))
     check_net(lists["allow_net"])
     program = config.get("sandbox.bwrap", "bwrap") if config is not None else "bwrap"
     reason = bwrap.unavailable(program)
@@ -183,6 +199,16 @@ def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str,
             read.append(found)
     write = [policy["cwd"], policy["data_dir"], *state, *policy["allow_write"]]
     keep = [*ENV_ALLOW, *env, *getattr(provider, "sandbox_env", ()), *policy["pass_env"]]
+    launcher = [sys.executable, "-I", "-S", enter.__file__]
+    net = policy["allow_net"]
+    proxy: list[str] = []
+    if net and net != ["*"]:  # hosts: the proxy outside, the bridge inside, then argv
+        sock = os.path.join(policy["data_dir"], "proxy.sock")
+        proxy = ["--proxy", sock, ",".join(net)]
+        argv = [*launcher, "--bridge", sock, "--", *argv]
+        for path in (os.path.dirname(enter.__file__), sys.prefix, sys.base_prefix):
+            if path.startswith(home.rstrip("/") + "/"):  # the launcher under a hidden home
+                read.append(path)
     inner = bwrap.argv(
         engine=policy["binary"],
         cwd=policy["cwd"],
@@ -197,7 +223,7 @@ def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str,
     keep = [k for k in dict.fromkeys(keep) if k != "ORCR_SOCKET"]
     # run as a file, isolated and without site (-I -S): it imports only the standard
     # library, and skipping site and orcr's imports saves ~100 ms per start
-    return [sys.executable, "-I", "-S", enter.__file__, *keep, "--", *inner]
+    return [*launcher, *proxy, *keep, "--", *inner]
 
 
 def public(policy: dict[str, Any] | None) -> dict[str, Any] | None:
