@@ -366,7 +366,7 @@ class OrcrHome:
         itself right after its ``n``-th commit (``ORCR_FAULT=after_commit:n``): once
         its socket is up, ``first()`` (if given), then wait until ``done(sdk)`` holds
         or the server is dead; stop it. True when the fault killed it."""
-        from orcr_core.client import ServerError
+        from orcr_core.sdk.client import ServerError
 
         self.restore(saved)
         self.start_server(extra_env={"ORCR_FAULT": f"after_commit:{n}"}, wait=False)
@@ -382,8 +382,8 @@ class OrcrHome:
         return self.proc.returncode == -signal.SIGKILL
 
     def sdk(self):
-        from orcr_core.client import Client
         from orcr_core.sdk import Orcr
+        from orcr_core.sdk.client import Client
 
         return Orcr(Client(self.socket, autostart=False))
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import psutil
 
-from orcr_core.client import ServerError, call_once
+from orcr_core.sdk.client import ServerError, call_once
 
 PY = sys.executable
 #: how much likelier a kind is than one of weight 1 (every kind not named here)

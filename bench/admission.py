@@ -60,8 +60,8 @@ def raw_rate(n: int, where: str) -> float:
 
 
 def sdk_rate(n: int, where: str) -> float:
-    from orcr_core.client import Client
     from orcr_core.sdk import Orcr
+    from orcr_core.sdk.client import Client
 
     # max = 1: promotion stays out of the way after the first agent
     with bench_server("[concurrency]\nmax = 1\n", where=where) as (home, env):

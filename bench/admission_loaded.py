@@ -43,8 +43,8 @@ def _median_wall(argv: list[str], env: dict, n: int) -> float:
 
 
 def _sdk_rate(home: Path, n: int, tag: str) -> float:
-    from orcr_core.client import Client
     from orcr_core.sdk import Orcr
+    from orcr_core.sdk.client import Client
 
     with Orcr(Client(home / "run" / "orcr.sock", autostart=False)) as o:
         specs = [dict(prompt="x", provider="testp", path=f"{tag}/a{i}", cwd="/") for i in range(n)]

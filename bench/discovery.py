@@ -59,8 +59,8 @@ class Setup:
 
     def update_latency(self) -> float:
         """A status change in another session until ``unmanaged.list`` shows it."""
-        from orcr_core.client import Client
         from orcr_core.sdk import Orcr
+        from orcr_core.sdk.client import Client
 
         emu = self.others[0]
         pane = emu.panes()[0].pane_id

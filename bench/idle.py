@@ -69,8 +69,8 @@ class Fleet:
         self.proc = start_server(self.env, log=open(self.home / "server.out", "ab"))
 
     def start_agents(self) -> list[dict]:
-        from orcr_core.client import Client
         from orcr_core.sdk import Orcr
+        from orcr_core.sdk.client import Client
 
         with Orcr(Client(self.home / "run" / "orcr.sock", autostart=False)) as o:
             for i in range(self.n):

@@ -85,8 +85,8 @@ def _popen_baseline(n: int = 30) -> float:
 
 
 def main(n_loops: int = 1000, n_fires: int = 30, idle_s: float = 10.0) -> None:
-    from orcr_core.client import Client
     from orcr_core.sdk import Orcr
+    from orcr_core.sdk.client import Client
 
     with bench_server('[loops]\nmissed_after = "1m"\n') as (home, env):
         pid = _server_pid(home)

@@ -20,8 +20,8 @@ from _harness import bench_server  # noqa: E402
 
 
 def main(n: int = 100) -> None:
-    from orcr_core.client import Client
     from orcr_core.sdk import Orcr
+    from orcr_core.sdk.client import Client
 
     with bench_server("[concurrency]\nmax = 1\n") as (home, env):
         with Orcr(Client(home / "run" / "orcr.sock", autostart=False)) as o:

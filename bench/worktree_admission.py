@@ -26,8 +26,8 @@ srv = subprocess.Popen(
     stdout=open(T / "out", "w"),
     stderr=subprocess.STDOUT,
 )
-from orcr_core.client import Client  # noqa: E402
 from orcr_core.sdk import Orcr  # noqa: E402
+from orcr_core.sdk.client import Client  # noqa: E402
 
 time.sleep(2)
 o = Orcr(Client(T / "h" / "run" / "orcr.sock", autostart=False))

@@ -41,6 +41,9 @@ MOVED: dict[str, str] = {
     "orcr_core.plugins": "orcr_core.pm.plugins",
     "orcr_core.provider_guard": "orcr_core.pm.provider_guard",
     "orcr_core.drivers": "orcr_core.pm.drivers",
+    # the SDK, one package
+    "orcr_core.client": "orcr_core.sdk.client",
+    "orcr_core.watch": "orcr_core.sdk.watch",
 }
 
 

@@ -105,7 +105,7 @@ def test_path_in_use_then_reusable_after_end(server):
 
 RACER = r"""
 import sys
-from orcr_core.client import Client, ServerError
+from orcr_core.sdk.client import Client, ServerError
 from orcr_core.sdk import Orcr
 with Orcr(Client(autostart=False)) as o:
     sys.stdin.readline()

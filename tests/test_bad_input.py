@@ -15,9 +15,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 from orcr_test_driver import read_state  # noqa: E402
 
-from orcr_core.client import ServerError  # noqa: E402
 from orcr_core.kit.testing import until  # noqa: E402
 from orcr_core.protocol import MAX_FRAME, MAX_PROMPT  # noqa: E402
+from orcr_core.sdk.client import ServerError  # noqa: E402
 
 
 def _nothing_kept(server) -> None:

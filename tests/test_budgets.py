@@ -15,9 +15,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from orcr_core.client import ServerError
 from orcr_core.config import ConfigError, load, split_key, validate
 from orcr_core.kit.testing import until
+from orcr_core.sdk.client import ServerError
 from orcr_core.usage import window
 
 # -- the keys ------------------------------------------------------------------

@@ -102,7 +102,7 @@ def test_a_follow_reconnecting_to_a_stopped_server_keeps_its_own_bound(server):
     """A stream's reconnect (``wait``, ``--follow``) meets a server that does not answer
     its hello: it keeps trying within its own ``reconnect_for``, not the handshake's
     5 s. Planted: server_not_answering not retried in _resubscribe -> raises at 5 s."""
-    from orcr_core.watch import Watcher
+    from orcr_core.sdk.watch import Watcher
 
     w = Watcher(server.socket, autostart=False, reconnect_for=60)
     w.close()  # as after a dropped connection

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import threading
 
-from orcr_core.client import Client
 from orcr_core.sdk import Orcr
+from orcr_core.sdk.client import Client
 
 AGENTS, TURNS = 10, 20
 

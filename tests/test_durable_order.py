@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
-from orcr_core.client import ServerError  # noqa: E402
 from orcr_core.kit.testing import until  # noqa: E402
+from orcr_core.sdk.client import ServerError  # noqa: E402
 from orcr_core.store.db import SCHEMA_VERSION  # noqa: E402
 
 

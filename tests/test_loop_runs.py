@@ -32,8 +32,8 @@ from loop_helpers import (
     _start,
 )
 
-from orcr_core.client import ServerError
 from orcr_core.kit.testing import until
+from orcr_core.sdk.client import ServerError
 
 loops = loop_helpers.loops  # the fixture
 

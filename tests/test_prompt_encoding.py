@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from orcr_core.client import ServerError
 from orcr_core.kit.testing import until
 from orcr_core.sdk import check_prompt
+from orcr_core.sdk.client import ServerError
 
 
 def _run_bytes(server, *args, input: bytes | None = None) -> subprocess.CompletedProcess:

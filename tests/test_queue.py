@@ -10,7 +10,7 @@ from orcr_core.kit.testing import until
 
 ADMITTER = r"""
 import os, sys
-from orcr_core.client import Client
+from orcr_core.sdk.client import Client
 from orcr_core.sdk import Orcr
 i, n = int(sys.argv[1]), int(sys.argv[2])
 with Orcr(Client(autostart=False)) as o:

@@ -56,7 +56,7 @@ def test_report_session_needs_the_agents_launch_token(server):
         token = json.loads((server.path / "agents" / a["uuid"] / "launch.json").read_text())[
             "launch_token"
         ]
-        from orcr_core.client import ServerError
+        from orcr_core.sdk.client import ServerError
 
         try:
             o.client.call(

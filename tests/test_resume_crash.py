@@ -16,8 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
-from orcr_core.client import ServerError  # noqa: E402
 from orcr_core.kit.testing import until  # noqa: E402
+from orcr_core.sdk.client import ServerError  # noqa: E402
 
 BASE = (
     '[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\nprompt_confirm = "200ms"\n'

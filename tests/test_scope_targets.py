@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from orcr_core import paths
-from orcr_core.client import ServerError
+from orcr_core.sdk.client import ServerError
 
 
 def test_the_rule():

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from orcr_core.client import Client, ServerError
 from orcr_core.kit.testing import until
+from orcr_core.sdk.client import Client, ServerError
 from orcr_core.store import health
 
 

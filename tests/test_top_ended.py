@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from top_pilot import connected, row, wait_for
 
-from orcr_core.client import ServerError
+from orcr_core.sdk.client import ServerError
 from orcr_core.top.app import ConfirmScreen
 from orcr_core.top.ended import ENDED_SHOWN
 

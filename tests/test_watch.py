@@ -6,9 +6,9 @@ import json
 import re
 import threading
 
-from orcr_core.client import Client, ServerError
 from orcr_core.kit.testing import until
 from orcr_core.sdk import Orcr
+from orcr_core.sdk.client import Client, ServerError
 
 
 def _db_events(home):

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import psutil
 
-from orcr_core.client import Client, ServerError
 from orcr_core.kit.testing import until
 from orcr_core.sdk import Orcr
-from orcr_core.watch import RESNAPSHOT, Watcher
+from orcr_core.sdk.client import Client, ServerError
+from orcr_core.sdk.watch import RESNAPSHOT, Watcher
 
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402

@@ -88,7 +88,7 @@ def _misconfigured(stream) -> bool:
 def error_exit(exc: BaseException) -> int | None:
     """Print what orcr says about ``exc`` and return its exit code; None when ``exc``
     is not one orcr reports (the caller re-raises it)."""
-    from orcr_core.client import ServerError
+    from orcr_core.sdk.client import ServerError
 
     if isinstance(exc, ServerError):
         echo(f"Error: {exc.message} [{exc.code}]", err=True)

@@ -143,7 +143,7 @@ def config_unset(key):
 
 
 def _reload() -> None:
-    from orcr_core.client import Client, ServerError
+    from orcr_core.sdk.client import Client, ServerError
 
     try:
         with Client(autostart=False) as c:
@@ -161,8 +161,8 @@ def config_reload():
     what it allows, or the line TOML could not read. With no server running, the file
     is only checked (it applies when the server starts).
     """
-    from orcr_core.client import Client, ServerError
     from orcr_core.config import ConfigError, load
+    from orcr_core.sdk.client import Client, ServerError
 
     try:
         with Client(autostart=False) as c:

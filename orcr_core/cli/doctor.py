@@ -141,7 +141,7 @@ class Doctor(MultiplexerChecks, ProviderChecks):
     def check_socket(self) -> None:
         import socket
 
-        from orcr_core.client import Client, ServerError
+        from orcr_core.sdk.client import Client, ServerError
 
         old = socket.getdefaulttimeout()
         socket.setdefaulttimeout(SOCKET_TIMEOUT)

@@ -1,7 +1,7 @@
 """``orcr events``: the store's event log, listed or followed.
 
 Import-light (the client path): it rides ``events.subscribe`` through
-:class:`orcr_core.watch.EventTail`, the same resume-from-the-last-seq protocol
+:class:`orcr_core.sdk.watch.EventTail`, the same resume-from-the-last-seq protocol
 as ``agent wait`` and ``top``, so ``--follow`` prints each event once across a
 server restart.
 """
@@ -94,8 +94,8 @@ def events(prefix, since, kinds, follow, json_):
     `orcr tasks show ID` (docs/socket-api.md#events lists the kinds).
     """
     from orcr_core.cli.errors import OrcrCliError
-    from orcr_core.client import Client
-    from orcr_core.watch import EventTail
+    from orcr_core.sdk.client import Client
+    from orcr_core.sdk.watch import EventTail
 
     if prefix is not None:
         prefix = prefix.rstrip("/")

@@ -23,7 +23,7 @@ def codex_notify(payload):
     and Codex runs this after each turn with a JSON payload carrying
     "thread-id". Never fails loudly: a notify program must not disturb Codex.
     """
-    from orcr_core.client import Client, ServerError
+    from orcr_core.sdk.client import Client, ServerError
 
     uuid, token = os.environ.get("ORCR_ID"), os.environ.get("ORCR_LAUNCH_TOKEN")
     try:

@@ -17,7 +17,7 @@ def notify():
 
 
 def _call(method: str, **params) -> dict:
-    from orcr_core.client import Client
+    from orcr_core.sdk.client import Client
 
     with Client() as c:
         return c.call(method, **params)

@@ -16,7 +16,7 @@ def sdk(socket_path: str | None = None):
 
     if socket_path is None:
         return Orcr()
-    from orcr_core.client import Client
+    from orcr_core.sdk.client import Client
 
     return Orcr(Client(socket_path))
 

@@ -29,7 +29,7 @@ def server_start(foreground):
         from orcr_core.server.foreground import main_foreground
 
         raise SystemExit(main_foreground(already_running_ok=False))
-    from orcr_core.client import Client
+    from orcr_core.sdk.client import Client
 
     with Client() as c:
         info = c.server_info
@@ -50,7 +50,7 @@ def server_stop():
     import os
     import signal
 
-    from orcr_core.client import Client, ServerError
+    from orcr_core.sdk.client import Client, ServerError
     from orcr_core.server import lockfile
 
     try:
@@ -203,7 +203,7 @@ def _print_status(s: dict) -> None:
 @click.option("--json", "json_", is_flag=True)
 def server_status(json_):
     """Pid, version, store, queue depth, live agents against caps, drift counters."""
-    from orcr_core.client import Client, ServerError
+    from orcr_core.sdk.client import Client, ServerError
 
     try:
         with Client(autostart=False) as c:

@@ -32,7 +32,7 @@ def top(once, json_, all_, filter_, sort):
     answer, p prompt, k kill, a attach, r resume a lost agent, space
     pause/resume a loop, f fire a loop now, ? help, q quit (docs/top.md).
     """
-    from orcr_core.client import Client
+    from orcr_core.sdk.client import Client
     from orcr_core.top.model import Filter
 
     if json_ and not once:

@@ -80,7 +80,7 @@ def _children(me: int) -> set[int]:
     return kids
 
 
-#: the mark a client sets on the orcr server it starts (orcr_core/client.py), which
+#: the mark a client sets on the orcr server it starts (orcr_core/sdk/client.py), which
 #: every process that server starts inherits: its multiplexer, its agents
 SERVER_TREE = b"ORCR_SERVER_TREE="
 

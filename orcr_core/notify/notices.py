@@ -77,7 +77,7 @@ def poke(timeout: float = POKE_TIMEOUT) -> bool:
     """Ask a running server to drain the notices now; True when it answered. Never
     starts a server and never waits for one that is starting or stopping (it drains at
     start); a server that does not answer within ``timeout`` is left to its own timer."""
-    from orcr_core.client import call_once
+    from orcr_core.sdk.client import call_once
 
     try:
         call_once("notices.drain", timeout=timeout)

@@ -9,7 +9,7 @@ from textual import work
 from textual.app import SuspendNotSupported
 from textual.widgets import Input, Static
 
-from orcr_core.client import ServerError
+from orcr_core.sdk.client import ServerError
 from orcr_core.top.filtering import SORTS, Filter
 from orcr_core.top.screens import AnswerScreen, ConfirmScreen, HelpScreen, PromptScreen
 

@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
-from orcr_core.client import ServerError
+from orcr_core.sdk.client import ServerError
 from orcr_core.top.actions import KeyActions
 from orcr_core.top.ended import EndedToggle
 from orcr_core.top.filtering import Filter

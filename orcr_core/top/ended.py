@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from textual import work
 
-from orcr_core.client import ServerError
+from orcr_core.sdk.client import ServerError
 
 #: how many recently ended agents ``e`` shows (the bound)
 ENDED_SHOWN = 50

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from orcr_core.client import Client, ServerError
+from orcr_core.sdk.client import Client, ServerError
 from orcr_core.top.model import FleetModel
 
 #: how long the reader keeps gathering events that are already there into one batch

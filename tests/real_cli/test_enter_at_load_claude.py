@@ -24,9 +24,9 @@ from datetime import datetime
 import pytest
 from fake_models import Script, Tool
 
-from orcr_core.client import Client
 from orcr_core.kit.testing import until
 from orcr_core.sdk import Orcr
+from orcr_core.sdk.client import Client
 
 AGENTS = 6
 #: the events of a key orcr sends for a prompt: the first Enter and any pressed again

@@ -25,9 +25,9 @@ from fake_models import Script, Text
 from real_cli import fleet
 from real_cli.fleet import CLAUDE, CODEX
 
-from orcr_core.client import Client
 from orcr_core.kit.testing import until
 from orcr_core.sdk import Orcr
+from orcr_core.sdk.client import Client
 
 CAP, PER = 8, 4
 NAMES = {CLAUDE: [f"c{i:02d}" for i in range(1, 6)], CODEX: [f"x{i:02d}" for i in range(1, 6)]}

@@ -19,9 +19,9 @@ import pytest
 from fake_models import Script, Text
 from real_cli import fleet
 
-from orcr_core.client import Client
 from orcr_core.kit.testing import until
 from orcr_core.sdk import Orcr
+from orcr_core.sdk.client import Client
 
 CAP = 3
 NAMES = ["g1", "g2", "g3", "g4"]

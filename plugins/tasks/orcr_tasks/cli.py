@@ -285,8 +285,8 @@ def tasks_reap(queue_dir, stale):
     to review/ (not an attempt), and end the agents they had started. Also releases
     backlog tasks whose dependencies are done (with dependants = landed: and landed on
     the base branch of the repository it runs in)."""
-    from orcr_core.client import Client
     from orcr_core.sdk import Orcr
+    from orcr_core.sdk.client import Client
     from orcr_tasks.guard import end_agent
 
     orcr = Orcr(Client(autostart=False))  # no server: no agent to end

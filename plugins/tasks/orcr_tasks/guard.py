@@ -152,8 +152,8 @@ def say(msg: str) -> None:
 
 
 def run(spec: str, every: float, limit: float) -> int:
-    from orcr_core.client import Client, ServerError
     from orcr_core.sdk import Orcr
+    from orcr_core.sdk.client import Client, ServerError
     from orcr_tasks.backend import open_queue
 
     worker_gone = threading.Event()

@@ -19,7 +19,7 @@ from orcr_tasks.spent import FIELDS
 
 
 def _sum(prefix: str) -> dict | None:
-    from orcr_core.client import Client, ServerError
+    from orcr_core.sdk.client import Client, ServerError
 
     try:
         client = Client(autostart=False)

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orcr_core.client import ServerError
+from orcr_core.sdk.client import ServerError
 from orcr_tasks import checkouts, spent
 from orcr_tasks.guard import end_agent, whereabouts
 from orcr_tasks.location import agent_segment

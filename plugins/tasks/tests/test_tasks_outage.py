@@ -15,8 +15,8 @@ from orcr_tasks.queue import STATES, Queue, QueueError
 from orcr_tasks.testing import age_claim, spec
 from orcr_tasks.worker import Worker
 
-from orcr_core.client import ServerError
 from orcr_core.kit.testing import until
+from orcr_core.sdk.client import ServerError
 
 GONE = ServerError("connection_closed", "the orcr server closed the connection")
 

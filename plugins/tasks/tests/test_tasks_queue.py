@@ -548,7 +548,7 @@ def test_a_refused_agent_gives_the_task_back_and_stops_the_worker(q):
 
     from orcr_tasks.worker import Worker
 
-    from orcr_core.client import ServerError
+    from orcr_core.sdk.client import ServerError
 
     class Refusing(FakeOrcr):
         def run(self, prompt, **kw):

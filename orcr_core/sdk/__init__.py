@@ -14,9 +14,9 @@ import os
 import time
 
 from orcr_core import paths
-from orcr_core.client import Client, ServerError, scope_from_env
 from orcr_core.protocol import prompt_not_utf8, prompt_too_large
-from orcr_core.watch import RESNAPSHOT, Watcher
+from orcr_core.sdk.client import Client, ServerError, scope_from_env
+from orcr_core.sdk.watch import RESNAPSHOT, Watcher
 
 TYPE_CHECKING = False  # typing costs milliseconds at every CLI start
 if TYPE_CHECKING:
@@ -366,7 +366,7 @@ class Orcr:
         events go on across a server restart: the watch reconnects and resumes
         from its last seq; if that fell out of retention it yields a
         ``watch.snapshot`` pseudo-event whose ``data`` is a fresh snapshot
-        (see :mod:`orcr_core.watch`). ``on_reconnect(exc)`` is called when the
+        (see :mod:`orcr_core.sdk.watch`). ``on_reconnect(exc)`` is called when the
         connection drops.
         """
         target = scoped(target) if target else target

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 
-from orcr_core.client import Client, ServerError
+from orcr_core.sdk.client import Client, ServerError
 
 TYPE_CHECKING = False  # typing costs milliseconds at every CLI start
 if TYPE_CHECKING:
