@@ -16,10 +16,7 @@ The old names are not files at the root: one import finder, installed by
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
-import warnings
 
 #: the release that drops the old paths
 REMOVED_IN = "0.3"
@@ -63,9 +60,14 @@ class _MovedFinder:
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in MOVED:
             return None
-        return importlib.util.spec_from_loader(fullname, self)
+        from importlib.machinery import ModuleSpec  # here: importing orcr_core stays light
+
+        return ModuleSpec(fullname, self)
 
     def create_module(self, spec):
+        import importlib
+        import warnings
+
         new = MOVED[spec.name]
         # stacklevel 2: the frame importing the old name (importlib's own frames are skipped)
         warnings.warn(moved_module(spec.name, new), stacklevel=2)
