@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from orcr_core.ceilings import step
 from orcr_core.store import events
 from orcr_core.store.models import EXIT_REASONS, Agent
 
@@ -40,6 +41,11 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
         raise IllegalTransition(
             f"ended needs an exit_reason in {EXIT_REASONS}, got {exit_reason!r}"
         )
+    if to == "ended" and exit_reason in step.UNDECIDED:
+        # the kernel killed it at its memory ceiling: that is why it ended
+        oom = step.verdict(agent.uuid)
+        if oom:
+            exit_reason, data["error"] = "oom", oom
     now = time.time()
     fields: dict = {"status": to}
     if to == "ended":
@@ -77,6 +83,8 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
     if asked:
         events.emit("agent.unblocked", agent.uuid, path=agent.path, why=f"now {to}", status=to)
     events.emit("agent.status", agent.uuid, **payload)
+    if to == "ended":
+        step.release(agent.uuid)  # its group, if empty (else the sweep)
     return True
 
 

@@ -13,6 +13,7 @@ import time
 
 from orcr_core.agents import lifecycle, native, pipeline, procs, rematch, resume
 from orcr_core.agents.launch import owned
+from orcr_core.ceilings import step as ceilings_step
 from orcr_core.contracts import DriverError
 from orcr_core.store import drift
 from orcr_core.store.models import Agent, db
@@ -157,6 +158,7 @@ def _vanished(server, agent: Agent) -> None:
                 lifecycle.transition(agent, "ended", "exited" if exited else "lost")
     if agent.status == "ended":  # its pane is gone: what it started that outlived it
         procs.stop(server, agent, procs.collect(server, agent, None))
+        ceilings_step.release(agent.uuid)
     server.notify()
 
 

@@ -31,6 +31,7 @@ from orcr_core.agents.launch import (
     pane_of,
     ref_of,
 )
+from orcr_core.ceilings import step as ceilings_step
 from orcr_core.contracts import DriverError, PaneRef, ProviderError, StartSpec
 from orcr_core.store import events, faults, health
 from orcr_core.store.models import Agent, Event, db
@@ -40,7 +41,7 @@ from orcr_core.workspaces.vcs import VcsError
 log = logging.getLogger("orcr.pipeline")
 
 #: driver error codes whose message is the whole story ("claude: command not found")
-PLAIN_ERRORS = ("command_not_found", "pane_dead", "provider_fault")
+PLAIN_ERRORS = ("command_not_found", "pane_dead", "provider_fault", "limits_unavailable")
 
 
 def _progress(agent: Agent, kind: str, **fields) -> None:
@@ -108,6 +109,8 @@ def _run(server, agent: Agent) -> None:
         argv, env = launch_command(
             provider, spec, agent, resume=resuming, sandbox=launch.get("sandbox")
         )
+        # its group first; the launch step joins it, then execs argv (ceilings/join.py)
+        wrapped = ceilings_step.wrap(server, agent, launch, argv, env)
         # chosen up front, and asked before the pane starts and outside the write
         # transaction: an adapter that hangs or breaks here leaves no pane and no lock
         pointer = None if resuming else provider.launch_session(spec)
@@ -121,7 +124,7 @@ def _run(server, agent: Agent) -> None:
                     agent.workspace_id,
                     agent.path,
                     agent.cwd,
-                    tuple(argv),
+                    tuple(wrapped),
                     env,
                     instance=dirs.instance_id(),
                     launch_token=agent.launch_token or "",

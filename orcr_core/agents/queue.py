@@ -62,6 +62,7 @@ class RunSpec:
     rm: bool = False  # end the agent (done) when its first turn ends
     gc_after: float | None = None  # this agent's timings.gc_after, in seconds
     sandbox: bool | None = None  # --sandbox/--no-sandbox; None: [sandbox] default
+    limits: dict | None = None  # this run's ceilings (orcr_core/ceilings): memory_max, ...
 
 
 #: the range of a per-run --gc-after, as timings.gc_after's (seconds)
@@ -169,6 +170,21 @@ def validate_spec(spec: RunSpec, providers: dict, options: dict | None = None) -
         )
 
 
+def _check_limits(spec: RunSpec, config) -> None:
+    """Per-run ceilings: valid values, and a mechanism that holds them (else
+    ``limits_unavailable``; a global ``[limits]`` default alone only warns)."""
+    from orcr_core.ceilings import LimitsError, check_run
+    from orcr_core.ceilings.step import refusal
+
+    try:
+        spec.limits = check_run(spec.limits) or None
+    except LimitsError as exc:
+        raise AdmissionError(exc.code, str(exc)) from None
+    why = refusal(config, spec.provider, spec.limits) if config is not None else None
+    if why:
+        raise AdmissionError("limits_unavailable", why)
+
+
 def _check_run_options(spec: RunSpec, providers: dict) -> None:
     """--model and --arg only for a provider whose adapter takes them (``run_options``);
     a refusal names the installed providers that do, from their adapters."""
@@ -245,6 +261,7 @@ def admit(
     and launch.json (``requested``); the pipeline makes it (orcr_core/workspaces).
     """
     validate_spec(spec, providers, options)
+    _check_limits(spec, config)
     full, scope = _resolve_path(spec)
     uuid = str(uuidlib.uuid4())
     data_dir = os.path.join(agents_dir, uuid)
@@ -299,6 +316,7 @@ def admit(
                     "rm": spec.rm,
                     "gc_after": spec.gc_after,
                     "sandbox": sandbox,
+                    "limits": spec.limits,
                     "launch_token": token,
                     "created_at": now,
                 },

@@ -15,6 +15,7 @@ import time
 from orcr_core import dirs
 from orcr_core.agents import lifecycle, native, parking, pipeline, rematch, resume, unmanaged
 from orcr_core.agents.launch import owned, ref_of
+from orcr_core.ceilings import step as ceilings_step
 from orcr_core.contracts import DriverError
 from orcr_core.store import drift, events
 from orcr_core.store.models import ACTIVE, Agent, db
@@ -88,6 +89,7 @@ def recover(server) -> list[str]:
                     repair=True,
                 )
     _count(server, snap, close_late=True)
+    _sweep()
     server.notify()
     return resume_pipelines
 
@@ -201,11 +203,18 @@ def _count(server, snap, close_late: bool) -> None:
     drift.measure({"orphan_agent_panes": orphans, "unmarked_panes": unmarked})
 
 
+def _sweep() -> None:
+    """The groups of agents that are not live (ended, or rows a crash left) go."""
+    live = Agent.select(Agent.uuid).where(Agent.status.in_(ACTIVE))
+    ceilings_step.sweep({a.uuid for a in live})
+
+
 def run(server) -> None:
     """Periodic pass: drift counts, late panes of ended starts closed, and the
     agents in the user's other multiplexer sessions (unmanaged discovery)."""
     snap = _snapshot(server)
     if snap is not None:
         _count(server, snap, close_late=True)
+    _sweep()
     if unmanaged.discover(server):
         server.notify(queue=False)

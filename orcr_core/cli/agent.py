@@ -74,11 +74,20 @@ def agent():
     "secrets hidden, no network unless allowed; refused if it cannot start here "
     "(default: [sandbox] default; docs/sandbox.md).",
 )
+@click.option(
+    "--memory-max",
+    metavar="SIZE",
+    help="Its memory ceiling (512MiB, 2GiB, 25% of RAM, off): the kernel kills it past "
+    "this (exit reason oom). Default [limits.<provider>], then [limits] memory_max.",
+)
+@click.option("--memory-high", metavar="SIZE", help="Where reclaim starts (default 90% of max).")
+@click.option("--pids-max", metavar="N", help="Its process ceiling (8..4194304, off).")
+@click.option("--cpu-weight", metavar="N", help="Its CPU weight (1..10000; 100 = normal).")
 @click.option("--json", "json_", is_flag=True, help="Print the admission as JSON.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def agent_run(
     provider, path_, name, cwd, timeout, prompt_opt, worktree, branch, base, model, extra,
-    rm, gc_after, sandbox, json_, args,
+    rm, gc_after, sandbox, memory_max, memory_high, pids_max, cpu_weight, json_, args,
 ):  # fmt: skip
     """Admit an agent and print "<path> <uuid>" at once.
 
@@ -95,6 +104,10 @@ def agent_run(
     --rm makes it a job: it ends (exit reason done) as soon as its first turn
     ends, freeing its slot; orcr agent read and get still show its answer
     ([agent] rm = true makes every run a job).
+
+    --memory-max, --memory-high, --pids-max and --cpu-weight are its ceilings
+    (docs/ceilings.md); where no mechanism holds them here (orcr doctor) the
+    run is refused with limits_unavailable.
     """
     argv = None
     if provider == "command":
@@ -125,7 +138,25 @@ def agent_run(
         rm=rm or None,  # no --rm: the server applies [agent] rm
         gc_after=gc_after,
         sandbox=sandbox,
+        limits=_limits(memory_max, memory_high, pids_max, cpu_weight),
     )
+
+
+def _limits(memory_max, memory_high, pids_max, cpu_weight) -> dict | None:
+    """The run's ceiling flags as the ``limits`` parameter (counts as numbers)."""
+    out: dict = {}
+    for key, value in (("memory_max", memory_max), ("memory_high", memory_high)):
+        if value is not None:
+            out[key] = value
+    for key, value in (("pids_max", pids_max), ("cpu_weight", cpu_weight)):
+        if value is not None:
+            flag = "--" + key.replace("_", "-")
+            if value != "off" and not value.isdigit():
+                raise click.BadParameter(
+                    f"{value!r} is not a whole number (or off)", param_hint=flag
+                )
+            out[key] = value if value == "off" else int(value)
+    return out or None
 
 
 @agent.command(name="ls")

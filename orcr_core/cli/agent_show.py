@@ -63,7 +63,7 @@ def usage_line(u: dict | None) -> str:
 
 
 #: endings whose ``error`` says why, shown short beside them in ``agent ls``
-EXPLAINED_ENDS = ("failed", "lost")
+EXPLAINED_ENDS = ("failed", "lost", "oom")
 
 
 def ended_reason(a: dict, width: int = 60) -> str:

@@ -75,6 +75,7 @@ class Doctor(MultiplexerChecks, ProviderChecks):
         self.check_socket()
         self.check_store()
         self.check_caps()
+        self.check_ceilings()
         self.check_service()
         return self.rows
 
@@ -226,6 +227,29 @@ class Doctor(MultiplexerChecks, ProviderChecks):
                 f"({total / 2**30:.1f} GiB): no agent is ever promoted",
                 "orcr config set concurrency.min_free_memory auto (or a smaller size, or 0)",
             )
+
+    def check_ceilings(self) -> None:
+        """The ceilings mechanism a server started here would use, and PSI (docs/ceilings.md)."""
+        from orcr_core import ceilings, dirs
+        from orcr_core.ceilings import pressure
+
+        found = ceilings.detect(self.config, dirs.instance_id())
+        if found.backend is not None:
+            self.add("ceilings", "ok", f"{found.mechanism}: {found.reason}")
+        else:
+            self.add(
+                "ceilings",
+                "warn",
+                f"none: {found.reason}",
+                "agents run without memory, process and CPU ceilings; runs that ask "
+                "for one are refused (limits_unavailable); see docs/ceilings.md",
+            )
+        psi = pressure.some_avg10()
+        if psi is None:
+            self.add("pressure", "warn", f"{pressure.path()} unreadable: the pressure hold is off")
+        else:
+            limit = self.config.get("concurrency.max_memory_pressure")
+            self.add("pressure", "ok", f"memory some avg10 {psi:.1f}% (holds above {limit}%)")
 
     def check_service(self) -> None:
         from orcr_core.service.manage import doctor_row, manager

@@ -101,6 +101,19 @@ def _memory_line(m: dict) -> str:
     )
 
 
+def _ceilings_line(c: dict) -> str:
+    """``ceilings cgroup_v1  fleet 1.2 GiB/20.0 GiB  pressure 0.0% (holds above 40%)``."""
+    from orcr_core.ceilings import human
+
+    line = f"ceilings {c['mechanism']}" + ("" if c["mechanism"] != "none" else f" ({c['reason']})")
+    fleet = c.get("fleet")
+    if fleet:
+        line += f"  fleet {human(fleet.get('current') or 0)}/{human(fleet.get('max'))}"
+    if c.get("pressure") is not None:
+        line += f"  pressure {c['pressure']:.1f}% (holds above {c['max_memory_pressure']}%)"
+    return line
+
+
 def _print_status(s: dict) -> None:
     click.echo(
         f"pid {s['pid']}  version {s['version']}  protocol {s['protocol']}  up {s['uptime']:.0f}s"
@@ -129,6 +142,8 @@ def _print_status(s: dict) -> None:
     mem = s.get("memory")
     if mem and mem.get("floor"):  # what promotion counts on: see concepts.md (memory)
         click.echo(_memory_line(mem))
+    if s.get("ceilings"):
+        click.echo(_ceilings_line(s["ceilings"]))
     for b in s.get("blocked") or []:
         click.echo(f"blocked {b['path']}: {b['reason']}")
     for name, p in s["providers"].items():

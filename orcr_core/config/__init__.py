@@ -30,11 +30,13 @@ from orcr_core.config.values import (  # noqa: F401 (the config API: re-exported
     _duration_or_off,
     _duration_range,
     _int_range,
+    _limit,
     _memory,
     _name,
     _net_list,
     _nonempty,
     _path_list,
+    _pressure,
     _prices,
     _rule,
     _str_list,
@@ -48,7 +50,16 @@ from orcr_core.config.values import (  # noqa: F401 (the config API: re-exported
 )
 
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "concurrency": {"max": 25, "min_free_memory": "auto"},
+    "concurrency": {"max": 25, "min_free_memory": "auto", "max_memory_pressure": 40},
+    # ceilings per agent and for the fleet (orcr_core/ceilings, docs/ceilings.md)
+    "limits": {
+        "mechanism": "auto",
+        "memory_max": "50%",
+        "memory_high": "auto",
+        "pids_max": 4096,
+        "cpu_weight": 50,
+        "fleet_memory_max": "85%",
+    },
     "timings": {
         "max_starting": "2m",
         "dialog_wait": "1h",
@@ -105,7 +116,18 @@ def allowed(key: str) -> str:
 #: Every key and its check. The ranges are documented in docs/configuration.md.
 VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "concurrency.min_free_memory": _memory,
+    "concurrency.max_memory_pressure": _pressure,
     "concurrency.*": _int_range(1, MAX_CAP),
+    "limits.mechanism": _limit,
+    "limits.fleet_memory_max": _limit,
+    "limits.memory_max": _limit,
+    "limits.memory_high": _limit,
+    "limits.pids_max": _limit,
+    "limits.cpu_weight": _limit,
+    "limits.*.memory_max": _limit,
+    "limits.*.memory_high": _limit,
+    "limits.*.pids_max": _limit,
+    "limits.*.cpu_weight": _limit,
     "timings.max_starting": _duration_range(1, 86400),
     "timings.dialog_wait": _duration_range(1, 7 * 86400),
     "timings.reconcile_every": _duration_range(0.1, 3600),

@@ -68,7 +68,7 @@ def parse_duration(value: Any, key: str = "duration") -> float:
 
 
 #: ``[concurrency]`` keys that are not a provider's cap.
-GLOBAL_CONCURRENCY_KEYS = ("max", "min_free_memory")
+GLOBAL_CONCURRENCY_KEYS = ("max", "min_free_memory", "max_memory_pressure")
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)")
 _SIZE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -310,3 +310,30 @@ def _rule(check: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
 
     wrapped.allowed = check.allowed  # type: ignore[attr-defined]
     return wrapped
+
+
+def _limit(key: str, value: Any) -> Any:
+    """``limits.*``: checked by :func:`orcr_core.ceilings.check_value`."""
+    from orcr_core.ceilings import LimitsError, check_value
+
+    try:
+        return check_value(key, value)
+    except LimitsError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+_limit.allowed = "see docs/ceilings.md"  # type: ignore[attr-defined]
+
+
+def _pressure(key: str, value: Any) -> Any:
+    if value == "off" or (
+        not isinstance(value, bool) and isinstance(value, int | float) and 0 < value <= 100
+    ):
+        return value
+    raise ConfigError(
+        f"{key} = {value!r} is not allowed; use a percentage above 0 and up to 100 "
+        "(the some avg10 of /proc/pressure/memory) or off"
+    )
+
+
+_pressure.allowed = "percentage 0 < n <= 100, or off"  # type: ignore[attr-defined]

@@ -15,6 +15,10 @@ import shutil
 from collections.abc import Sequence
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+#: the launch step that joins an agent's ceilings, then execs the rest of the argv
+_JOIN = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ceilings", "join.py"
+)
 
 
 def _skip_env(argv: list[str], i: int, path: str | None, cwd: str):
@@ -86,6 +90,8 @@ def program_of(
             i, path, cwd = skipped
         elif name == "nice":
             i = _skip_nice(args, i)
+        elif _JOIN in args[i + 1 : i + 4] and "--" in args[i:]:
+            i = args.index("--", i) + 1  # orcr's launch step (ceilings/join.py): its argv
         else:
             return args[i], path, cwd
     return None  # ``env`` alone prints the environment; nothing to check

@@ -75,6 +75,7 @@ class Orcr:
         rm: bool | None = None,
         gc_after: float | None = None,
         sandbox: bool | None = None,
+        limits: dict | None = None,
     ) -> dict:
         """Admit an agent; returns ``{path, uuid, status, queue_seq}`` at once.
 
@@ -82,6 +83,8 @@ class Orcr:
 
         ``rm``: a job: it ends ``done`` with its first turn (None: ``[agent] rm``);
         ``gc_after``: seconds idle before it ends ``gc`` (over ``timings.gc_after``).
+        ``limits``: this run's ceilings, over ``[limits]`` (docs/ceilings.md):
+        ``{"memory_max": "512MiB", "memory_high": ..., "pids_max": 256, "cpu_weight": 50}``.
 
         ``worktree``: its own checkout of the repository ``cwd`` is in (a git
         worktree on ``branch``, default ``orcr/<path>``, from ``base``, default
@@ -104,6 +107,7 @@ class Orcr:
             rm=rm,
             gc_after=gc_after,
             sandbox=sandbox,
+            limits=limits,
         )
         return self.client.call("agent.run", **params)
 
@@ -126,6 +130,7 @@ class Orcr:
         rm=None,
         gc_after=None,
         sandbox=None,
+        limits=None,
     ) -> dict:
         check_prompt(prompt)
         params = {"cwd": os.path.abspath(cwd or os.getcwd())}
@@ -147,6 +152,7 @@ class Orcr:
             ("rm", rm),
             ("gc_after", gc_after),
             ("sandbox", sandbox),
+            ("limits", limits or None),
         ):
             if value is not None:
                 params[key] = value

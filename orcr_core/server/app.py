@@ -14,9 +14,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from orcr_core import __version__, dirs
+from orcr_core import __version__, ceilings, dirs
 from orcr_core import config as config_mod
 from orcr_core.agents import memory, queue, unmanaged
+from orcr_core.ceilings import pressure
 from orcr_core.config import watch as config_watch
 from orcr_core.pm.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION
@@ -31,6 +32,18 @@ from orcr_core.usage import budgets
 log = logging.getLogger("orcr.server")
 
 MEMORY_RECHECK = 1.0  # seconds between readings while promotion is held (memory, multiplexer)
+
+
+def ceiling_status(config) -> dict:
+    """``server status``'s ceilings: the mechanism, the fleet's memory, the pressure."""
+    found = ceilings.current()
+    backend = found.backend
+    return {
+        **found.as_dict(),
+        "fleet": backend.fleet_usage() if backend is not None else None,
+        "pressure": pressure.some_avg10(),
+        "max_memory_pressure": config.get("concurrency.max_memory_pressure"),
+    }
 
 
 class AlreadyRunning(Exception):
@@ -210,6 +223,8 @@ class Server(MultiplexerMixin):
             queued = queue.any_queued()
             self.held = self.mux_ready() if queued else None
             if queued and self.held is None:
+                self.held = pressure.held(self.config)  # PSI first (ceilings/pressure.py)
+            if queued and self.held is None:
                 # promoted-but-loading agents reserve their footprint first
                 budget = self.memory.budget(self, self.config)
                 gate = budgets.gate(self)  # token budgets (usage/budgets.py)
@@ -314,6 +329,7 @@ class Server(MultiplexerMixin):
             "budgets": budgets.status(self),
             # available memory, the floor, what loading agents reserve, the estimates
             "memory": self.memory.read(self, self.config).as_dict(),
+            "ceilings": ceiling_status(self.config),  # mechanism, fleet, pressure
             "live": sum(counts.values()),
             "caps": caps,
             "providers": providers,
@@ -355,6 +371,7 @@ class Server(MultiplexerMixin):
         dirs.ensure_private_dir(self.agents_dir.parent)
         self.agents_dir.mkdir(parents=True, exist_ok=True)
         faults.point("server_start")
+        ceilings.install(ceilings.detect(self.config, dirs.instance_id()))  # before recovery
         reconcile.restart_guards()  # before the monitor can look at a starting row
         # the pipelines of repaired starts run only once recovery (agents, then
         # loops) has finished: none of their commits can meet a recovery write
@@ -400,6 +417,9 @@ class Server(MultiplexerMixin):
         self.loops.close()
         self.notify()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        drop = getattr(ceilings.current().backend, "drop_fleet", None)
+        if drop is not None:  # the fleet's own groups, when no agent's is left in them
+            drop()
 
     def stop(self) -> None:
         self.stopping.set()

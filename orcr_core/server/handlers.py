@@ -110,6 +110,7 @@ def agent_run(server, conn, rid, params):
         rm=param(params, "rm", bool, required=False, default=server.config.get("agent.rm", False)),
         gc_after=params.get("gc_after"),
         sandbox=param(params, "sandbox", bool, required=False),
+        limits=params.get("limits"),  # this run's ceilings (orcr_core/ceilings)
     )
     try:
         agent = queue.admit(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from orcr_core.ceilings import step as ceilings_step
 from orcr_core.protocol import ProtocolError
 from orcr_core.store.models import LIVE, Agent
 from orcr_core.workspaces import plan as workspace_plan
@@ -85,6 +86,9 @@ def agent_dict(a: Agent) -> dict:
         "worktree": workspace_plan.public(a),
         "model": a.model,
         "args": json.loads(a.run_args) if a.run_args else None,
+        # a live agent's group: memory {current, peak, high, max} and pids {current,
+        # max, refused} in bytes and counts (orcr_core/ceilings); None without one
+        **((ceilings_step.usage(a.uuid) or {}) if a.status in LIVE else {}),
     }
 
 

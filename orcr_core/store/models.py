@@ -88,7 +88,7 @@ LIVE = ("starting", "working", "idle")
 ACTIVE = ("queued", "starting", "working", "idle", "lost")
 STATUSES = ("queued", "starting", "working", "idle", "lost", "ended")
 #: ``done``: an ``agent run --rm`` agent whose first turn ended (its answer stays readable)
-EXIT_REASONS = ("canceled", "failed", "killed", "exited", "timeout", "lost", "gc", "done")
+EXIT_REASONS = ("canceled", "failed", "killed", "exited", "timeout", "lost", "gc", "done", "oom")
 
 
 class BaseModel(Model):

@@ -1,0 +1,140 @@
+"""Where ceilings meet an agent's life: its start, its end, the periodic sweep.
+
+* :func:`wrap` (spawn pipeline, before the pane starts): the agent's group is
+  made with its ceilings (idempotent: a start resumed after a server SIGKILL
+  makes it again) and the argv is prefixed with the launch step
+  (:mod:`orcr_core.ceilings.join`), so the agent's first instruction already
+  runs inside it.
+* :func:`verdict` (:func:`orcr_core.agents.lifecycle.transition`, on an end the
+  server did not decide: ``exited``, ``lost``, ``failed``): a group whose memory
+  ceiling made the kernel kill turns the end into ``oom`` with the ceiling, the
+  peak and the process killed.
+* :func:`release` and :func:`sweep`: groups of agents that ended (or whose rows
+  a crash left behind) are removed, their leftover processes killed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from orcr_core import ceilings
+from orcr_core.ceilings import human
+
+log = logging.getLogger("orcr.ceilings")
+
+#: ends the server did not decide itself: the kernel's kill may be the reason
+UNDECIDED = ("exited", "lost", "failed")
+
+
+class Unavailable(Exception):
+    """A run asks for ceilings no mechanism here can hold (``limits_unavailable``)."""
+
+    code = "limits_unavailable"
+
+
+def refusal(config, provider: str, run: dict | None) -> str | None:
+    """Why admission refuses this run's ceilings here, or None."""
+    found = ceilings.current()
+    if found.backend is not None:
+        return None
+    asked = ceilings.asks(config, provider, run)
+    if not asked:
+        return None
+    return (
+        f"this run asks for ceilings ({', '.join(asked)}) but no mechanism can hold them "
+        f"here: {found.reason}; or drop them (limits.mechanism = none only warns)"
+    )
+
+
+def wrap(server, agent, launch: dict, argv: list[str], env: dict) -> list[str]:
+    """The argv that starts ``agent`` inside its ceilings (unchanged without a mechanism)."""
+    from orcr_core.contracts import DriverError
+    from orcr_core.store import events, faults
+    from orcr_core.store.models import db
+
+    found = ceilings.current()
+    run = launch.get("limits") or {}
+    if found.backend is None:
+        why = refusal(server.config, agent.provider, run)
+        if why:
+            raise DriverError(why, code="limits_unavailable")
+        return argv
+    limits = ceilings.resolve(server.config, agent.provider, run, ceilings.ram_total())
+    fleet = ceilings.size(
+        server.config.get("limits.fleet_memory_max"), ceilings.ram_total(), "fleet_memory_max"
+    )
+    found.backend.ensure_fleet(fleet)
+    found.backend.create(agent.uuid, limits)
+    faults.point("after_group")
+    with db.atomic("IMMEDIATE"):
+        events.emit(
+            "agent.ceilings",
+            agent.uuid,
+            path=agent.path,
+            mechanism=found.mechanism,
+            fleet_memory_max=fleet,
+            **limits.as_dict(),
+        )
+    return [*found.backend.launch_prefix(agent.uuid), *argv]
+
+
+def verdict(uuid: str) -> str | None:
+    """The error of an agent the kernel killed at its memory ceiling, or None."""
+    backend = ceilings.current().backend
+    if backend is None:
+        return None
+    try:
+        hit = backend.oom(uuid)
+    except OSError:
+        return None
+    if not hit:
+        return None
+    killed = (
+        f"the kernel killed {hit['task']} (pid {hit['pid']})"
+        if hit.get("task")
+        else f"the kernel killed {hit['kills']} process(es) in it"
+    )
+    own, peak = hit["max"], hit["peak"] or 0
+    if own is None or peak < own * 0.95:  # its own ceiling was not reached: the fleet's was
+        fleet = hit.get("fleet_max")
+        return (
+            f"fleet memory ceiling {human(fleet)} (limits.fleet_memory_max) reached "
+            f"(this agent's peak {human(peak)}): {killed}"
+        )
+    return f"memory ceiling {human(own)} reached (peak {human(peak)}): {killed}"
+
+
+def usage(uuid: str) -> dict | None:
+    """``{memory: {current, peak, high, max}, pids: {current, max, refused}}`` of a live agent."""
+    backend = ceilings.current().backend
+    if backend is None:
+        return None
+    try:
+        return backend.usage(uuid)
+    except OSError:
+        return None
+
+
+def release(uuid: str) -> None:
+    """Remove an ended agent's group if it is empty; else the next sweep does."""
+    backend = ceilings.current().backend
+    if backend is not None:
+        try:
+            backend.remove(uuid)
+        except OSError as exc:
+            log.warning("agent %s: its group stays for the sweep: %s", uuid, exc)
+
+
+def sweep(live: set[str]) -> list[str]:
+    """Remove the groups of agents not live (killing what is left in them)."""
+    backend = ceilings.current().backend
+    if backend is None:
+        return []
+    try:
+        removed = backend.sweep(live)
+    except OSError as exc:
+        log.warning("ceilings sweep failed: %s", exc)
+        return []
+    if removed:
+        log.info("removed %d group(s) of ended agents: %s", len(removed), removed)
+    return removed

@@ -1,0 +1,257 @@
+"""Ceilings (issue 35): every agent in its own memory, process and CPU limits, the
+fleet in one, and admission held by memory pressure.
+
+The cgroup v1 tests run against the real kernel (these machines are root with the
+memory, pids and cpu controllers mounted writable). Where the controllers are
+absent they skip with the reason, except under CI, where they must run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid as uuidlib
+from pathlib import Path
+
+import pytest
+
+from orcr_core import ceilings
+from orcr_core.ceilings import pressure, v1
+from orcr_core.config import ConfigError, validate
+from orcr_core.kit.testing import until
+
+MiB = 2**20
+GiB = 2**30
+#: grows by 4 MiB steps until the kernel stops it
+HOG = "x = []\nwhile True:\n    x.append(bytearray(4 << 20))\n"
+#: forks children that sleep until a fork is refused; then says how many it made
+FORKS = (
+    "import os, sys, time\nn = 0\nwhile True:\n    try:\n        pid = os.fork()\n"
+    "    except OSError:\n        print('refused after', n, flush=True)\n        break\n"
+    "    if pid == 0:\n        os.close(1)\n        time.sleep(60)\n        os._exit(0)\n    n += 1\n"
+)
+
+
+def _v1_or_skip() -> None:
+    why = v1.unusable()
+    if why and os.environ.get("CI"):
+        pytest.fail(f"CI must run the cgroup tests on the real kernel: {why}")
+    if why:
+        pytest.skip(f"no writable cgroup v1 controllers here: {why}")
+
+
+class _Config:
+    def __init__(self, data: dict):
+        self.data = data
+
+    def get(self, key, default=None):
+        node = self.data
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+
+def test_effective_ceilings_and_bad_values():
+    """Per run over [limits.<provider>] over [limits]; memory_high auto = 90% of max.
+
+    Planted: resolve reading the provider table after the run's -> fails (first assert)."""
+    cfg = _Config(
+        {"limits": {"memory_max": "50%", "pids_max": 4096, "claude": {"memory_max": "2GiB"}}}
+    )
+    got = ceilings.resolve(cfg, "claude", {"memory_max": "128MiB"}, 16 * GiB)
+    assert got.memory_max == 128 * MiB and got.memory_high == int(128 * MiB * 0.9)
+    assert ceilings.resolve(cfg, "claude", None, 16 * GiB).memory_max == 2 * GiB
+    assert ceilings.resolve(cfg, "codex", None, 16 * GiB).memory_max == 8 * GiB
+    assert ceilings.resolve(cfg, "codex", {"memory_max": "off"}, 16 * GiB).memory_max is None
+    assert ceilings.asks(cfg, "claude", None) == ["memory_max"]  # a provider's own ceiling
+    assert ceilings.asks(cfg, "codex", None) == []  # the global default only warns
+    for bad, says in (
+        ({"memory_max": "lots"}, "--memory-max = 'lots' is not allowed; use a size"),
+        ({"memory_max": "1MiB"}, "below 4MiB"),
+        ({"pids_max": 3}, "whole number from 8"),
+        ({"cpu_weight": 0}, "whole number from 1 to 10,000"),
+        ({"swap": 1}, "unknown ceiling 'swap'"),
+    ):
+        with pytest.raises(ceilings.LimitsError, match=says):
+            ceilings.check_run(bad)
+    with pytest.raises(ConfigError, match="limits.pids_max = 'many'"):
+        validate({"limits": {"pids_max": "many"}})
+    with pytest.raises(ConfigError, match="not built in this version"):
+        validate({"limits": {"mechanism": "cgroup_v2"}})
+    with pytest.raises(ConfigError, match="up to 100"):
+        validate({"concurrency": {"max_memory_pressure": 150}})
+
+
+def test_v1_ceilings_on_the_real_kernel():
+    """A hog past its 64 MiB ceiling is killed inside its group (the victim named from
+    the kernel log), a sibling group is untouched; a fleet ceiling kills inside the
+    fleet; a fork loop stops at pids.max; the sweep kills leftovers and removes groups.
+
+    Planted: create() not writing memory.limit_in_bytes -> fails (the hog lives on
+    until the fleet's ceiling: victim named as the fleet's). Planted: join.py not
+    writing cgroup.procs -> fails (no kill counted in the group)."""
+    _v1_or_skip()
+    backend = v1.CgroupV1(f"test-{uuidlib.uuid4().hex[:8]}")
+    backend.ensure_fleet(256 * MiB)
+    hog, sibling, forks = (str(uuidlib.uuid4()) for _ in range(3))
+    try:
+        backend.create(hog, ceilings.Limits(memory_max=64 * MiB, memory_high=48 * MiB))
+        backend.create(sibling, ceilings.Limits(memory_max=512 * MiB))
+        calm = subprocess.Popen([*backend.launch_prefix(sibling), "sleep", "60"])
+        done = subprocess.run([*backend.launch_prefix(hog), sys.executable, "-c", HOG], timeout=60)
+        assert done.returncode == -signal.SIGKILL
+        hit = backend.oom(hog)
+        assert hit["kills"] >= 1 and hit["max"] == 64 * MiB and hit["peak"] >= 60 * MiB, hit
+        assert hit.get("task") in (None, "python", "python3") and calm.poll() is None
+        assert backend.usage(sibling)["oom_kills"] == 0
+        assert backend.usage(hog)["memory"]["high"] == 48 * MiB
+        # the fleet's ceiling (256 MiB) below the agent's own (512 MiB): killed in the fleet
+        done = subprocess.run(
+            [*backend.launch_prefix(sibling), sys.executable, "-c", HOG], timeout=60
+        )
+        assert done.returncode == -signal.SIGKILL and backend.oom(sibling)["fleet_max"] == 256 * MiB
+        backend.create(forks, ceilings.Limits(pids_max=16))
+        out = subprocess.run(
+            [*backend.launch_prefix(forks), sys.executable, "-c", FORKS],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=60,
+        )  # fmt: skip
+        assert out.stdout.startswith("refused after"), out
+        assert backend.usage(forks)["pids"]["refused"] >= 1
+        assert backend.usage(forks)["pids"]["current"] >= 10  # its sleeping children
+        assert not backend.remove(forks)  # processes in it: it stays for the sweep
+        until(
+            lambda: not backend.sweep({sibling}) and not backend.group("pids", forks).exists(),
+            10,
+            "sweep",
+        )
+        assert backend.group("memory", sibling).exists()  # a live agent's group stays
+        calm.kill()
+        calm.wait()
+    finally:
+        backend.sweep(set())
+        backend.drop_fleet()
+    assert not any(p.exists() for p in backend.fleets.values())
+
+
+def test_pressure_reading(tmp_path, monkeypatch):
+    """PSI's some avg10, from a file tests point at, and from the real kernel.
+
+    Planted: reading the 'full' line -> fails (12.5)."""
+    f = tmp_path / "memory"
+    f.write_text(
+        "some avg10=34.25 avg60=1.00 avg300=0.00 total=1\nfull avg10=12.50 avg60=0 avg300=0 total=1\n"
+    )
+    assert pressure.some_avg10(str(f)) == 34.25
+    monkeypatch.setenv("ORCR_PRESSURE_FILE", str(f))
+    held = pressure.held(_Config({"concurrency": {"max_memory_pressure": 20}}))
+    assert held.startswith("memory pressure 34%: ") and "max_memory_pressure 20%" in held
+    assert pressure.held(_Config({"concurrency": {"max_memory_pressure": 40}})) is None
+    monkeypatch.setenv("ORCR_PRESSURE_FILE", str(tmp_path / "absent"))
+    assert pressure.held(_Config({"concurrency": {"max_memory_pressure": 1}})) is None
+    if Path(pressure.DEFAULT_FILE).exists():
+        assert isinstance(pressure.some_avg10(pressure.DEFAULT_FILE), float)
+
+
+def test_pressure_holds_promotion_and_says_so(orcr_home, tmp_path):
+    """Pressure above concurrency.max_memory_pressure holds the queue, explained;
+    it releases by itself when the pressure eases.
+
+    Planted: pressure.held not consulted in _queue_step -> fails (promoted at once)."""
+    psi = tmp_path / "memory"
+    psi.write_text(
+        "some avg10=55.00 avg60=0 avg300=0 total=0\nfull avg10=0 avg60=0 avg300=0 total=0\n"
+    )
+    orcr_home.config('[driver]\nname = "test"\n[concurrency]\nmax_memory_pressure = 30\n')
+    orcr_home.start_server(extra_env={"ORCR_PRESSURE_FILE": str(psi)})
+    with orcr_home.sdk() as o:
+        o.run("x", provider="testp", path="p/held", cwd="/")
+        until(
+            lambda: (o.get("p/held").get("held") or "").startswith("memory pressure 55%"),
+            10,
+            "held",
+        )
+        assert o.get("p/held")["status"] == "queued"
+        assert "memory pressure 55%" in o.status()["held"]
+        ls = orcr_home.run("agent", "ls", check=True).stdout
+        assert "queued (held: memory pressure 55%)" in ls, ls
+        psi.write_text("some avg10=2.00 avg60=0 avg300=0 total=0\n")
+        until(lambda: o.get("p/held")["status"] == "working", 10, "p/held to start")
+
+
+def _groups_of(uuid: str) -> list[Path]:
+    found = []
+    for c in v1.CONTROLLERS:
+        base = v1.ROOT / c / v1.own(c).lstrip("/")
+        found += [p for p in base.glob(f"orcr-*/{uuid}")]
+    return found
+
+
+def test_an_agent_past_its_memory_ceiling_ends_oom_and_the_rest_lives(live):
+    """On tmux and the herdr emulator: a command agent allocating past --memory-max
+    128MiB ends ``oom`` naming the ceiling and the peak; its sibling, the server and
+    the multiplexer live on; the groups go when their agents end.
+
+    Planted: lifecycle not asking step.verdict -> fails (ends exited).
+    Planted: pipeline starting the unwrapped argv -> fails (the hog is never killed)."""
+    _v1_or_skip()
+    live.start_server()
+    with live.sdk() as o:
+        o.run(None, provider="command", path="c/calm", argv=["sleep", "300"], cwd="/",
+              limits={"pids_max": 64})  # fmt: skip
+        # no prompt: it starts idle, and grows at once (the end is oom whether the
+        # kill comes before its pane is recorded or after)
+        hog = o.run(None, provider="command", path="c/hog", cwd="/",
+                    argv=[sys.executable, "-c", "import time\ntime.sleep(0.5)\n" + HOG],
+                    limits={"memory_max": "128MiB"})  # fmt: skip
+        a = until(
+            lambda: (lambda r: r if r["status"] == "ended" else None)(o.get("c/hog")), 30, "oom"
+        )
+        assert a["exit_reason"] == "oom", a
+        assert a["error"].startswith("memory ceiling 128 MiB reached (peak 12"), a["error"]
+        assert "the kernel killed python" in a["error"] and not _groups_of(hog["uuid"])
+        calm = until(
+            lambda: (lambda r: r if r["status"] == "idle" else None)(o.get("c/calm")), 30, "calm"
+        )
+        assert calm["pids"]["max"] == 64 and calm["memory"]["current"] > 0, calm
+        assert o.status()["ceilings"]["mechanism"] == "cgroup_v1"
+        ls = live.run("agent", "ls", "--all", check=True).stdout
+        assert "ended (oom: memory ceiling 128 MiB reached" in ls, ls
+        assert "ceilings cgroup_v1  fleet " in live.run("server", "status", check=True).stdout
+        o.kill("c/calm")
+        until(lambda: not _groups_of(calm["uuid"]), 30, "calm's groups to go")
+    assert live.proc.poll() is None
+
+
+def test_sigkill_at_each_ceiling_step_leaves_no_group_behind(orcr_home):
+    """The server SIGKILLed with the group made (``after_group``) and with the agent
+    joined in its pane (``after_start``): the next server fails the start, closes
+    its pane and removes the group (which the kernel refuses while a process is in it).
+
+    Planted: reconcile.recover not sweeping -> fails (the group stays)."""
+    _v1_or_skip()
+    sock = orcr_home.path / "tmux.sock"
+    orcr_home.config(f'[driver]\nname = "tmux"\n[tmux]\nsocket = "{sock}"\n')
+    try:
+        for point in ("after_group", "after_start"):
+            orcr_home.start_server(extra_env={"ORCR_FAULT": point})
+            with orcr_home.sdk() as o:
+                a = o.run(
+                    None, provider="command", path=f"k/{point}", argv=["sleep", "300"], cwd="/"
+                )
+            orcr_home.proc.wait(30)
+            assert orcr_home.proc.returncode == -signal.SIGKILL
+            uuid = a["uuid"]
+            assert _groups_of(uuid)  # made before the crash
+            orcr_home.start_server()
+            with orcr_home.sdk() as o:
+                until(lambda: o.get(uuid)["status"] == "ended", 30, "the start to fail")  # noqa: B023
+            until(lambda: not _groups_of(uuid), 10, "its groups to go")  # noqa: B023
+            orcr_home.stop_server()
+    finally:
+        orcr_home.kill_server()
+        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True)
+        orcr_home.reap()
