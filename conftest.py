@@ -447,6 +447,17 @@ def orcr_home(short_tmp, monkeypatch):
     h.kill_server()
     h.reap()
     h.reap()
+    _drop_ceiling_groups()
+
+
+def _drop_ceiling_groups() -> None:
+    """The test's orcr instance is gone for good: its ceiling groups go too (a
+    server that stopped leaves its live agents' groups, as it leaves the agents)."""
+    from orcr_core import dirs
+    from orcr_core.ceilings import v1
+
+    if v1.unusable() is None:
+        v1.CgroupV1(dirs.instance_id()).drop_all()
 
 
 @pytest.fixture

@@ -24,8 +24,9 @@ from orcr_core.kit.testing import until
 
 MiB = 2**20
 GiB = 2**30
-#: grows by 4 MiB steps until the kernel stops it
-HOG = "x = []\nwhile True:\n    x.append(bytearray(4 << 20))\n"
+#: grows by 4 MiB steps until the kernel stops it; bounded (1 GiB, exit 3) so that a
+#: broken ceiling fails the test instead of taking the machine
+HOG = "x = []\nwhile len(x) < 256:\n    x.append(bytearray(4 << 20))\nraise SystemExit(3)\n"
 #: forks children that sleep until a fork is refused; then says how many it made
 FORKS = (
     "import os, sys, time\nn = 0\nwhile True:\n    try:\n        pid = os.fork()\n"
@@ -231,7 +232,8 @@ def test_sigkill_at_each_ceiling_step_leaves_no_group_behind(orcr_home):
     joined in its pane (``after_start``): the next server fails the start, closes
     its pane and removes the group (which the kernel refuses while a process is in it).
 
-    Planted: reconcile.recover not sweeping -> fails (the group stays)."""
+    Planted: step.release and step.sweep both no-ops -> fails (the groups stay; either
+    alone removes them)."""
     _v1_or_skip()
     sock = orcr_home.path / "tmux.sock"
     orcr_home.config(f'[driver]\nname = "tmux"\n[tmux]\nsocket = "{sock}"\n')

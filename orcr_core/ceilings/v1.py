@@ -202,6 +202,11 @@ class CgroupV1:
             except OSError:
                 pass
 
+    def drop_all(self) -> None:
+        """An instance gone for good (a test's): every group of it, processes killed."""
+        self.sweep(set())
+        self.drop_fleet()
+
     def fleet_usage(self) -> dict:
         mem = self.fleets["memory"]
         limit = _int(mem / "memory.limit_in_bytes")
