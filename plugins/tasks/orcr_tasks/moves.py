@@ -21,6 +21,8 @@ from orcr_tasks.lock import owner_alive, read_owner
 from orcr_tasks.taskfile import Task, TaskFileError
 
 MAX_ATTEMPTS = 3
+#: the states of a task a verifier passed: its dependants count it as done
+VERIFIED = ("done", "landing", "landed")
 
 
 def reaped_claim(hb: dict, age: float) -> str:
@@ -48,8 +50,13 @@ class Moves(Backend):
             return True
         if self.repo is None:
             return False
-        revisions = [self.read("done", d).meta.get("revision") for d in depends_on]
+        metas = [self.read(self.verified_in(d), d).meta for d in depends_on]
+        revisions = [m.get("landed_commit") or m.get("revision") for m in metas]
         return checkouts.landed(self.repo, conf.get("base"), revisions)
+
+    def verified_in(self, task_id: str) -> str | None:
+        """The state of ``task_id`` when a verifier passed it (done/, landing/, landed/)."""
+        return next((s for s in self.where(task_id) if s in VERIFIED), None)
 
     def _held(self, task_id: str, state: str, token: str | None) -> None:
         if token is not None and not self.holds(task_id, state, token):
@@ -69,6 +76,7 @@ class Moves(Backend):
                 t.meta["branch"] = branch
             t.meta["built_by"] = provider
             t.meta["passes"] = []
+            t.meta["verified"] = []
 
         staged = None if results is None else self.stage_results(task_id, results)
         try:
@@ -95,6 +103,7 @@ class Moves(Backend):
         def edit(t: Task):
             t.meta["attempts"] = attempts
             t.meta["passes"] = []
+            t.meta["verified"] = []
             t.append(f"{heading} {attempts} ({now_iso()})", reason)
 
         self.move(task_id, src, dst, edit, announce.prepare(self.label, task_id, src, dst, reason))
@@ -136,6 +145,8 @@ class Moves(Backend):
 
             def edit(t: Task):
                 t.meta["passes"] = passes
+                # the revision this verifier passed: a lander lands only that (tasks land)
+                t.meta["verified"] = [*(t.meta.get("verified") or []), t.meta.get("revision")]
                 if dst == "done":
                     t.meta["done_at"] = now_iso()
                 t.append(f"Pass {len(passes)} (verifier {provider}, {now_iso()})", "passed")
@@ -168,7 +179,7 @@ class Moves(Backend):
     def _release(self) -> list[str]:
         released, conf = [], None
         for task, _st, tid in self.tasks("backlog"):
-            if task is not None and all(self.is_in("done", d) for d in task.depends_on):
+            if task is not None and all(self.verified_in(d) for d in task.depends_on):
                 conf = conf or self.settings()
                 if not self._landed(task.depends_on, conf):
                     continue  # dependants = landed: not on the base branch yet
@@ -192,7 +203,7 @@ class Moves(Backend):
         reaped, ended = [], []
         with self.locked():
             now = time.time()
-            for state in ("doing", "verifying"):
+            for state in ("doing", "verifying", "landing"):
                 for tid in self.ids(state):
                     age = self.age(state, tid, now)
                     if age <= stale:
@@ -221,6 +232,9 @@ class Moves(Backend):
         one); either way the task file records the claim that was reaped."""
         if state == "doing":
             return self._fail(tid, "doing", "Attempt failed", why)
+        if state == "landing":  # a lander's claim: back to done/, not an attempt
+            self.move(tid, "landing", "done", lambda t: t.append(f"Land reaped ({now_iso()})", why))
+            return "done"
         self.move(
             tid,
             "verifying",

@@ -44,15 +44,17 @@ from orcr_tasks.lock import DirLock, LockBusy, owner_alive, read_owner
 from orcr_tasks.moves import Moves, QueueError
 from orcr_tasks.taskfile import Task, TaskFileError, load
 
-STATES = ("backlog", "todo", "doing", "review", "verifying", "done", "failed", "inbox")
+STATES = ("backlog", "todo", "doing", "review", "verifying", "done", "failed", "inbox",
+          "landing", "landed")  # fmt: skip
 #: where files that cannot be read as tasks are moved aside, untouched (not a state)
 QUARANTINE = "quarantine"
-FOLDERS = (*STATES, "results", "hb")
+FOLDERS = (*STATES[:8], "results", "hb")  # landing/, landed/: made by init or a lander
 MARKER = ".orcr-tasks"
 #: where each role claims from and into
-CLAIMS = {"builder": ("todo", "doing"), "verifier": ("review", "verifying")}
+CLAIMS = {"builder": ("todo", "doing"), "verifier": ("review", "verifying"),
+          "lander": ("done", "landing")}  # fmt: skip
 #: the folders a claim holds a task in
-HELD = ("doing", "verifying")
+HELD = ("doing", "verifying", "landing")
 #: an unreadable file younger than this may still be being written: it is
 #: skipped, not moved aside, until it is older
 UNREADABLE_GRACE = 2.0
@@ -84,7 +86,7 @@ class Queue(Moves):
         if path.is_dir() and any(path.iterdir()) and not (path / MARKER).exists():
             raise QueueError(f"{path} is a directory that is not empty and not a queue")
         path.mkdir(parents=True, exist_ok=True)
-        for folder in (*FOLDERS, QUARANTINE):
+        for folder in (*FOLDERS, *STATES[8:], QUARANTINE):
             (path / folder).mkdir(exist_ok=True)
         (path / MARKER).write_text("orcr task queue (docs/tasks.md)\n")
         return cls(path)
@@ -255,7 +257,7 @@ class Queue(Moves):
     ):
         """Change a task and move it from ``src`` to ``dst``, then write ``notice`` (if
         any); the caller holds the lock."""
-        assert src not in ("todo", "review"), "locked moves never start where claims take from"
+        assert src not in ("todo", "review", "done"), "locked moves never start at claims"
         task = self.read(src, task_id)
         path = self.file(src, task_id)
         if edit is not None:
@@ -330,7 +332,7 @@ class Queue(Moves):
             }
             if model is not None:
                 meta["model"] = model
-            ready = all(self.file("done", d).exists() for d in depends_on) and self._landed(
+            ready = all(self.verified_in(d) for d in depends_on) and self._landed(
                 list(depends_on), self.settings()
             )
             state = "todo" if ready else "backlog"
@@ -398,7 +400,7 @@ class Queue(Moves):
                 continue
             except FileNotFoundError:
                 return None
-            if state in ("doing", "verifying"):
+            if state in HELD:
                 self.drop_heartbeat(task_id)
             return f"{QUARANTINE}/{name}"
         return None

@@ -96,7 +96,7 @@ def landing(queue, backlog: dict[str, list[str]]) -> list[dict]:
     return [
         {"id": tid, "depends_on": deps, "base": onto}
         for tid, deps in sorted(backlog.items())
-        if deps and all(queue.is_in("done", d) for d in deps)
+        if deps and all(queue.verified_in(d) for d in deps)
     ]
 
 

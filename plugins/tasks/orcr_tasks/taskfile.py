@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 #: headings orcr appends; the task text is what comes before the first one
 SECTION = re.compile(
-    r"^## (Reject|Pass|Question|Answer|Attempt failed|Verification returned|Refused)\b", re.M
+    r"^## (Reject|Pass|Question|Answer|Attempt failed|Verification returned|Refused|Land \w+)\b",
+    re.M,
 )
 ORDER = (
     "id",
@@ -36,6 +37,10 @@ ORDER = (
     "built_by",
     "passes",
     "done_at",
+    "verified",
+    "landed_commit",
+    "landed_onto",
+    "landed_at",
 )
 
 
@@ -169,6 +174,11 @@ def check_fields(meta: dict, where: str) -> None:
         value = meta.get(key)
         if value is not None and not isinstance(value, str):
             raise TaskFileError(f"{where}: {key}: {value!r} is not a string")
+    verified = meta.get("verified")
+    if verified is not None and not (
+        isinstance(verified, list) and all(v is None or isinstance(v, str) for v in verified)
+    ):
+        raise TaskFileError(f"{where}: verified: {verified!r} is not a list of revisions")
     passes = meta.get("passes")
     if passes is not None and not (
         isinstance(passes, list) and all(isinstance(p, str) for p in passes)

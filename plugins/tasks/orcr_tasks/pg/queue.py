@@ -33,10 +33,10 @@ from orcr_tasks.location import readable
 from orcr_tasks.moves import Moves, reaped_claim
 from orcr_tasks.pg import schema
 from orcr_tasks.pg.url import parse, scrub
+from orcr_tasks.queue import CLAIMS, STATES
 from orcr_tasks.taskfile import Task
 
-STATES = ("backlog", "todo", "doing", "review", "verifying", "done", "failed", "inbox")
-CLAIMS = {"builder": ("todo", "doing"), "verifier": ("review", "verifying")}
+# the same states and claims as the file queue's folders
 DRIVER_HINT = "the PostgreSQL backend needs the psycopg driver: pip install 'orcr[postgresql]'"
 
 
@@ -333,7 +333,7 @@ class PgQueue(Moves):
                 "verifiers": verifiers, "created": now_iso(), "model": model,
             }  # fmt: skip
             meta = {k: v for k, v in meta.items() if v is not None}
-            ready = all(s == ["done"] for s in states.values())
+            ready = all(self.verified_in(d) for d in depends_on)
             state = (
                 "todo" if ready and self._landed(list(depends_on), self.settings()) else "backlog"
             )
@@ -356,6 +356,7 @@ class PgQueue(Moves):
         src, dst = CLAIMS[role]
         info = dict(info or {})
         who = f"{info.get('host') or socket.gethostname()}/{info['pid']}" if "pid" in info else None
+        who = None if role == "lander" else who  # a verifier's rule: not its own builds
         claim = dict(info, token=token, role=role, at=now_iso())
         rows = self._rows(
             schema.CLAIM,
@@ -370,7 +371,8 @@ class PgQueue(Moves):
         self._run(
             "UPDATE orcr_tasks SET claim = coalesce(claim, '{}'::jsonb) || %(info)s::jsonb, "
             "hb_at = now() WHERE queue = %(queue)s AND id = %(id)s "
-            "AND state IN ('doing', 'verifying') AND token IS NOT DISTINCT FROM %(token)s",
+            "AND state IN ('doing', 'verifying', 'landing') "
+            "AND token IS NOT DISTINCT FROM %(token)s",
             self._p(id=task_id, info=json.dumps(info), token=info.get("token")),
         )
 
@@ -378,7 +380,7 @@ class PgQueue(Moves):
         held = "" if token is None else " AND token = %(token)s"
         self._run(
             "UPDATE orcr_tasks SET hb_at = now() WHERE queue = %(queue)s AND id = %(id)s "
-            "AND state IN ('doing', 'verifying')" + held,
+            "AND state IN ('doing', 'verifying', 'landing')" + held,
             self._p(id=task_id, token=token),
         )
 
@@ -388,7 +390,7 @@ class PgQueue(Moves):
     def read_heartbeat(self, task_id: str) -> dict | None:
         rows = self._rows(
             "SELECT claim FROM orcr_tasks WHERE queue = %(queue)s AND id = %(id)s "
-            "AND state IN ('doing', 'verifying')",
+            "AND state IN ('doing', 'verifying', 'landing')",
             self._p(id=task_id),
         )
         return dict(rows[0][0]) if rows and rows[0][0] is not None else None

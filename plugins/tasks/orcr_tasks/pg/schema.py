@@ -27,7 +27,9 @@ orcr_tasks.spent), ``SELECT`` on ``orcr_task_queues``,
 
 from __future__ import annotations
 
-STATES_SQL = "'backlog','todo','doing','review','verifying','done','failed','inbox'"
+STATES_SQL = (
+    "'backlog','todo','doing','review','verifying','done','failed','inbox','landing','landed'"
+)
 
 DDL = [
     """CREATE TABLE IF NOT EXISTS orcr_task_queues (
@@ -53,6 +55,9 @@ DDL = [
         PRIMARY KEY (queue, id)
     )""",
     "ALTER TABLE orcr_tasks ADD COLUMN IF NOT EXISTS notice jsonb",
+    # landing/ and landed/ (tasks land): a table made before them gets the wider check
+    "ALTER TABLE orcr_tasks DROP CONSTRAINT IF EXISTS orcr_tasks_state_check",
+    f"ALTER TABLE orcr_tasks ADD CONSTRAINT orcr_tasks_state_check CHECK (state IN ({STATES_SQL}))",
     # the task's model (tasks add --model): kept in meta like every field, and shown as
     # a column of its own for queries; added to a database made before it by `tasks init`
     "ALTER TABLE orcr_tasks ADD COLUMN IF NOT EXISTS model text "
@@ -114,7 +119,7 @@ RETURNING fence
 STALE = """
 SELECT id, state, claim, extract(epoch FROM now() - hb_at)::float8
   FROM orcr_tasks
- WHERE queue = %(queue)s AND state IN ('doing', 'verifying')
+ WHERE queue = %(queue)s AND state IN ('doing', 'verifying', 'landing')
    AND hb_at < now() - make_interval(secs => %(stale)s)
  ORDER BY id
    FOR UPDATE SKIP LOCKED
