@@ -14,5 +14,7 @@ __version__ = "0.1.0"
 @orcr_core.hookimpl
 def register_commands(cli):
     from orcr_tasks.cli import tasks
+    from orcr_tasks.land.cli import tasks_land
 
+    tasks.add_command(tasks_land)
     cli.add_command(tasks)

@@ -322,6 +322,7 @@ def tasks_settings(args, json_):
     dependants      merged (default) or landed: when a dependant leaves backlog/
     base            the branch builders start from ('' for the repository's HEAD)
     keep_checkouts  true keeps a built attempt's checkout (default: its branch only)
+    land_check      the command tasks land runs on each tree it lands ('' unsets it)
     """
     from orcr_tasks import settings
 

@@ -15,6 +15,8 @@ row. A setting that was never set has its default (:data:`DEFAULTS`).
   ``--cwd`` is in.
 * ``keep_checkouts``: keep a built attempt's checkout (``true``), not only its
   branch (the default removes it once its revision and branch are in the task).
+* ``land_check``: the shell command ``tasks land`` runs on the exact tree it is about
+  to land, when ``--check`` is not given (docs/tasks.md, "Landing").
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from orcr_tasks.backend import QueueError
 from orcr_tasks.files import write_atomic
 
 DEPENDANTS = ("merged", "landed")
-DEFAULTS: dict = {"dependants": "merged", "base": None, "keep_checkouts": False}
+DEFAULTS: dict = {"dependants": "merged", "base": None, "keep_checkouts": False, "land_check": None}
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
@@ -44,6 +46,8 @@ def parse(name: str, value: str):
         if value.lower() in _FALSE:
             return False
         raise QueueError(f"keep_checkouts {value!r}: give true or false")
+    if name == "land_check":
+        return value.strip() or None  # a shell command; '' unsets it
     value = value.strip()
     if value.startswith("-") or any(c.isspace() for c in value):
         raise QueueError(f"base {value!r} is not a branch or revision name ('' unsets it)")

@@ -1,0 +1,233 @@
+"""``orcr tasks land``: the merge queue over done/ (docs/tasks.md, "Landing"), on both
+backends, with real git repositories and no agents: a task is built and verified by
+hand through the queue's own moves (claim, finish_build, verdict), as a builder and
+a verifier worker would, on a branch holding a real commit.
+
+Crash safety is shown by SIGKILLing a real lander process (``ORCR_FAULT``) at every
+step and landing again; concurrency by two lander processes on one queue.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from orcr_tasks.land.lander import Lander
+from orcr_tasks.testing import age_claim, is_pg, spec, states_of
+
+
+def git(repo, *args) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def repo(short_tmp) -> Path:
+    """A git repository on ``main`` with one commit: ``base.txt`` of five lines."""
+    r = short_tmp / "repo"
+    r.mkdir()
+    git(r, "init", "-q", "-b", "main")
+    git(r, "config", "user.email", "t@example.com")
+    git(r, "config", "user.name", "t")
+    (r / "base.txt").write_text("".join(f"line {n}\n" for n in range(5)))
+    git(r, "add", ".")
+    git(r, "commit", "-qm", "base")
+    return r
+
+
+def commit_on(repo: Path, branch: str, files: dict[str, str], start: str = "main") -> str:
+    """A commit on ``branch`` (made from ``start``) writing ``files``; back on main after."""
+    git(repo, "checkout", "-q", "-B", branch, start)
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", f"{branch} change")
+    rev = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    return rev
+
+
+def build_and_pass(q, repo: Path, tid: str, files: dict[str, str], add: bool = True) -> str:
+    """Task ``tid`` built on its own branch (a real commit) and passed by a verifier."""
+    if add:
+        q.add(f"change {tid}", "the check passes", task_id=tid)
+    assert q.claim("builder", token="b") == tid
+    branch = f"tasks/q/{tid}/a{q.read('doing', tid).attempts + 1}"
+    rev = commit_on(repo, branch, files)
+    q.finish_build(tid, "b", rev, "echo", branch=branch)
+    assert q.claim("verifier", token="v") == tid
+    assert q.verdict(tid, "v", True, "codex", "VERDICT: pass") == "done"
+    return rev
+
+
+def edit_by_hand(q, state: str, tid: str, **meta) -> None:
+    """What a coordinator does outside orcr: edit the file, or the row."""
+    task = q.read(state, tid)
+    task.meta.update(meta)
+    if is_pg(q):
+        q._run(
+            "UPDATE orcr_tasks SET meta = %s::jsonb WHERE queue = %s AND id = %s",
+            [json.dumps(task.meta), q.queue, tid],
+        )
+    else:
+        q.file(state, tid).write_text(task.render())
+
+
+def lander(q, repo, **kw) -> Lander:
+    return Lander(q, str(repo), say=lambda m: None, **kw)
+
+
+def landed_commits(repo: Path, tid: str) -> int:
+    """How many commits on main carry ``tid``'s change (its message)."""
+    return git(repo, "log", "--format=%s", "main").splitlines().count(f"tasks/q/{tid}/a1 change")
+
+
+def test_conflict_goes_back_with_the_file_named_then_lands_after_a_rebuild(q, repo):
+    """Planted: a conflict treated as landable (apply's conflict ignored) -> fails."""
+    build_and_pass(q, repo, "T1", {"base.txt": "one\n"})
+    build_and_pass(q, repo, "T2", {"base.txt": "two\n"})
+    counts = lander(q, repo).run()
+    assert counts == {"landed": 1, "failed": 1}
+    assert q.where("T1") == ["landed"] and q.where("T2") == ["todo"]
+    t1, t2 = q.read("landed", "T1"), q.read("todo", "T2")
+    assert t1.meta["landed_commit"] == git(repo, "rev-parse", "main")
+    assert t2.attempts == 1 and t2.sections("Land failed") == 1
+    assert "conflicts with main at" in t2.body and "base.txt" in t2.body
+    assert (repo / "base.txt").read_text() == "one\n"  # the checkout followed main
+    assert "tasks/q/T1/a1" not in git(repo, "branch", "--list")  # its branch went
+    # the builder redoes it against the new main, and it lands
+    build_and_pass(q, repo, "T2", {"base.txt": "one\ntwo\n"}, add=False)
+    assert lander(q, repo).run() == {"landed": 1}
+    assert (repo / "base.txt").read_text() == "one\ntwo\n"
+
+
+def test_two_clean_changes_that_break_the_check_together(q, repo):
+    """Each alone passes; both together fail the check: the second is sent back with
+    the check's output. Planted: the check run in the repository instead of the
+    scratch checkout (the tree it lands as) -> fails."""
+    build_and_pass(q, repo, "T1", {"a.txt": "a\n"})
+    build_and_pass(q, repo, "T2", {"b.txt": "b\n"})
+    check = "if [ -e a.txt ] && [ -e b.txt ]; then echo 'a and b clash'; exit 3; fi"
+    assert lander(q, repo, check=check).run() == {"landed": 1, "failed": 1}
+    t2 = q.read("todo", "T2")
+    assert "exit 3" in t2.body and "a and b clash" in t2.body
+    assert git(repo, "ls-tree", "--name-only", "main").split() == ["a.txt", "base.txt"]
+
+
+def test_a_branch_that_moved_during_the_check_is_retried_on_its_new_tip(q, repo):
+    """Someone pushes to main while the check runs: the land retries on the new tip,
+    and both land. Planted: no compare-and-swap (update-ref without the old value)
+    -> the other commit is lost and this fails."""
+    build_and_pass(q, repo, "T1", {"a.txt": "a\n"})
+    marker = repo.parent / "moved-once"
+    check = (
+        f"if [ ! -e {marker} ]; then touch {marker}; "
+        'git -C "$ORCR_LAND_REPO" commit -q --allow-empty -m other; fi'
+    )
+    assert lander(q, repo, check=check).run() == {"landed": 1}
+    log = git(repo, "log", "--format=%s", "main").splitlines()
+    assert log[:2] == ["tasks/q/T1/a1 change", "other"]
+    assert q.read("landed", "T1").meta["landed_commit"] == git(repo, "rev-parse", "main")
+
+
+def test_only_what_a_verifier_passed_lands(q, repo):
+    """A branch that moved after its pass, and a task put in done/ by hand with no
+    pass recorded for its revision, are refused to review/; main does not move.
+    Planted: the refusal skipped (the branch tip or an unpassed revision landed)
+    -> fails."""
+    build_and_pass(q, repo, "T1", {"a.txt": "a\n"})
+    build_and_pass(q, repo, "T2", {"b.txt": "b\n"})
+    git(repo, "checkout", "-q", "tasks/q/T1/a1")
+    (repo / "a.txt").write_text("changed after the pass\n")
+    git(repo, "commit", "-qam", "late")
+    git(repo, "checkout", "-q", "main")
+    edit_by_hand(q, "done", "T2", revision=commit_on(repo, "elsewhere", {"c.txt": "c\n"}))
+    before = git(repo, "rev-parse", "main")
+    assert lander(q, repo).run() == {"refused": 2}
+    t1, t2 = q.read("review", "T1"), q.read("review", "T2")
+    assert "moved after its verifiers passed" in t1.body and t1.meta["passes"] == []
+    assert "0 of the 1 verifier pass(es)" in t2.body
+    assert git(repo, "rev-parse", "main") == before
+
+
+def test_a_stale_landing_claim_is_taken_back_and_landed_once(q, repo):
+    """A lander on another host went silent mid-land (its claim's heartbeat stale):
+    the next lander returns the task to done/ and lands it. Planted: landing/ left
+    out of the lander's recovery -> fails."""
+    build_and_pass(q, repo, "T1", {"a.txt": "a\n"})
+    assert q.claim("lander", token="gone", info={"pid": 1, "host": "elsewhere"}) == "T1"
+    age_claim(q, "T1", 3600)
+    assert lander(q, repo, stale=60).run() == {"landed": 1}
+    assert landed_commits(repo, "T1") == 1 and "Land reaped" in q.read("landed", "T1").body
+
+
+STEPS = [
+    "land.scratch",
+    "land.applied",
+    "land.check_started",
+    "land.check_done",
+    "land.intent",
+    "land.ref_updated",
+    "land.moved",
+]
+
+LAND = """
+import sys
+from orcr_tasks.backend import open_queue
+from orcr_tasks.land.lander import Lander
+Lander(open_queue(sys.argv[1]), sys.argv[2], check=sys.argv[3], heartbeat=5).run()
+"""
+
+
+def run_lander(q, repo, check: str, fault: str | None = None) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "ORCR_FAULT"}
+    if fault:
+        env["ORCR_FAULT"] = fault
+    return subprocess.Popen(
+        [sys.executable, "-c", LAND, spec(q), str(repo), check], env=env, stdout=subprocess.DEVNULL
+    )
+
+
+def test_a_lander_killed_at_every_step_lands_each_task_exactly_once(q, repo):
+    """At each step in turn, SIGKILL a real lander landing two tasks, then land again:
+    every task landed once, main only ever at a checked commit, no scratch checkout
+    or intent ref left. Planted: the intent ref not consulted on restart -> fails at
+    land.ref_updated (T1 checked and landed again); recover() skipped -> fails at
+    land.scratch (the task stays in landing/)."""
+    tested = repo.parent / "tested"
+    check = f"git rev-parse HEAD >> {tested}"
+    for n, step in enumerate(STEPS):
+        one, two = f"S{n}a", f"S{n}b"
+        build_and_pass(q, repo, one, {f"{one}.txt": one})
+        build_and_pass(q, repo, two, {f"{two}.txt": two})
+        git(repo, "commit", "-q", "--allow-empty", "-m", "main moved")  # a real rebase
+        before = git(repo, "rev-parse", "main")
+        assert run_lander(q, repo, check, fault=step).wait(timeout=60) == -9, step
+        lander(q, repo, check=check).run()
+        assert states_of(q) == {t: ["landed"] for t in states_of(q)}, step
+        assert landed_commits(repo, one) == 1 and landed_commits(repo, two) == 1, step
+        on_main = git(repo, "rev-list", "--first-parent", f"{before}..main").split()
+        checked = tested.read_text().split()
+        assert set(on_main) <= set(checked), step  # never an unchecked commit
+        if step in ("land.ref_updated", "land.moved"):  # on main before the kill: not again
+            assert checked.count(q.read("landed", one).meta["landed_commit"]) == 1, step
+        assert len(git(repo, "worktree", "list").splitlines()) == 1, step
+        assert git(repo, "for-each-ref", "refs/orcr/") == "", step
+
+
+def test_two_landers_at_once_land_each_task_once(q, repo):
+    """Two lander processes drain one queue: the claim gives each task to one of them,
+    the compare-and-swap makes the loser of a race retry. Planted: no compare-and-swap
+    -> fails (a landing lost)."""
+    ids = [f"T{n}" for n in range(1, 5)]
+    for tid in ids:
+        build_and_pass(q, repo, tid, {f"{tid}.txt": tid})
+    procs = [run_lander(q, repo, "sleep 0.2") for _ in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert states_of(q) == {tid: ["landed"] for tid in ids}
+    assert [landed_commits(repo, tid) for tid in ids] == [1, 1, 1, 1]
