@@ -92,9 +92,9 @@ def tasks():
     PostgreSQL table shared by several hosts (docs/tasks.md).
 
     A task's state is the folder its file is in (backlog/ todo/ doing/ review/
-    verifying/ done/ failed/ inbox/), or its row's state on PostgreSQL. Builders
-    claim from todo, verifiers from review (a file by rename, a row with SKIP
-    LOCKED); a stale heartbeat is reaped back.
+    verifying/ done/ failed/ inbox/ landing/ landed/), or its row's state on
+    PostgreSQL. Builders claim from todo, verifiers from review, landers from done
+    (a file by rename, a row with SKIP LOCKED); a stale heartbeat is reaped back.
     """
 
 

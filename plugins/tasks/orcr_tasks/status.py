@@ -24,6 +24,7 @@ def compute(queue, stale: float, now: float | None = None) -> dict:
     stale_rows = []
     unreadable = []
     done_last_hour = 0
+    landers = []  # tasks in landing/: the step their lander is at
     built = []  # what a coordinator merges: each built task's revision and branch
     backlog: dict[str, list[str]] = {}
     for state in STATES:
@@ -58,7 +59,12 @@ def compute(queue, stale: float, now: float | None = None) -> dict:
                 at = _ts(task.meta.get("done_at"))
                 if at is not None and now - at <= 3600:
                     done_last_hour += 1
-            if state in ("doing", "verifying"):
+            if state == "landing":
+                hb = queue.read_heartbeat(tid) or {}
+                landers.append(
+                    {"id": tid, **{k: hb.get(k) for k in ("step", "onto", "pid", "host")}}
+                )
+            if state in ("doing", "verifying", "landing"):
                 hb_age = queue.age(state, tid, now)
                 if hb_age > stale:
                     stale_rows.append({"id": tid, "state": state, "age": round(hb_age, 1)})
@@ -83,6 +89,7 @@ def compute(queue, stale: float, now: float | None = None) -> dict:
         "stuck": stuck(queue, backlog),
         "landing": landing(queue, backlog),
         "built": built,
+        "landers": landers,
     }
 
 
@@ -180,6 +187,11 @@ def render(s: dict) -> str:
     for r in s.get("landing", []):
         deps = ", ".join(r["depends_on"])
         lines.append(f"  LANDING backlog/{r['id']}: waits for {deps} (done) to land on {r['base']}")
+    for r in s.get("landers", []):
+        lines.append(
+            f"  LANDER landing/{r['id']}: {r['step'] or 'claimed'} onto {r['onto'] or '-'} "
+            f"(pid {r['pid']} on {r['host']})"
+        )
     for b in s.get("built", []):
         where = f"branch {b['branch']}" if b["branch"] else "no branch"
         lines.append(f"  {b['state']}/{b['id']}: revision {b['revision'] or '-'}, {where}")

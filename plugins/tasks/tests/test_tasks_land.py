@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from orcr_tasks import status
 from orcr_tasks.land.lander import Lander
 from orcr_tasks.testing import age_claim, is_pg, spec, states_of
 
@@ -160,8 +161,13 @@ def test_a_stale_landing_claim_is_taken_back_and_landed_once(q, repo):
     the next lander returns the task to done/ and lands it. Planted: landing/ left
     out of the lander's recovery -> fails."""
     build_and_pass(q, repo, "T1", {"a.txt": "a\n"})
-    assert q.claim("lander", token="gone", info={"pid": 1, "host": "elsewhere"}) == "T1"
+    info = {"pid": 1, "host": "elsewhere", "onto": "main"}
+    assert q.claim("lander", token="gone", info=info) == "T1"
+    q.write_heartbeat("T1", dict(info, token="gone", step="check"))
     age_claim(q, "T1", 3600)
+    shown = status.render(status.compute(q, 60))
+    assert "LANDER landing/T1: check onto main (pid 1 on elsewhere)" in shown
+    assert "STALE landing/T1" in shown
     assert lander(q, repo, stale=60).run() == {"landed": 1}
     assert landed_commits(repo, "T1") == 1 and "Land reaped" in q.read("landed", "T1").body
 
@@ -179,6 +185,7 @@ STEPS = [
 LAND = """
 import sys
 from orcr_tasks.backend import open_queue
+from orcr_tasks import status
 from orcr_tasks.land.lander import Lander
 Lander(open_queue(sys.argv[1]), sys.argv[2], check=sys.argv[3], heartbeat=5).run()
 """

@@ -45,7 +45,7 @@ from orcr_tasks.cli import _duration, _errors, _open, queue_arg, stale_option
 def tasks_land(
     queue_dir, repo, onto, check, strategy, watch, max_, keep_branches, heartbeat, stale
 ):
-    """Land done/ tasks on BRANCH, oldest first: a merge queue (docs/tasks.md#landing).
+    """Land done/ tasks on BRANCH, oldest first: a merge queue (docs/tasks.md#landing-tasks-land).
 
     For each task, in a scratch checkout of BRANCH's tip: bring in exactly the
     revision its verifiers passed (rebase or merge), run the check on that tree,
