@@ -97,7 +97,12 @@ def test_landed_releases_a_dependant_only_once_its_dependency_is_on_the_base(q, 
     Planted: _landed returning True -> T2 leaves backlog/ before the merge, fails."""
     repo = make_repo(short_tmp)
     rev = commit_on(repo, "work", "dep.py", "VALUE = 42\n")
-    assert q.settings() == {"dependants": "merged", "base": None, "keep_checkouts": False}
+    assert q.settings() == {
+        "dependants": "merged",
+        "base": None,
+        "keep_checkouts": False,
+        "land_check": None,
+    }
     assert q.set_settings({"dependants": "landed", "base": "main"})["dependants"] == "landed"
     assert q.settings()["base"] == "main"
     q.repo = str(repo)
@@ -128,7 +133,12 @@ def test_settings_cli_refuses_what_is_not_allowed(orcr_home, short_tmp):
     d = str(q.root)
     ok = orcr_home.run("tasks", "settings", d, "dependants=landed", "keep_checkouts=yes", "--json")
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout) == {"dependants": "landed", "base": None, "keep_checkouts": True}
+    assert json.loads(ok.stdout) == {
+        "dependants": "landed",
+        "base": None,
+        "keep_checkouts": True,
+        "land_check": None,
+    }
     for bad, says in (
         ("dependants=later", "give one of merged, landed"),
         ("colour=red", "no queue setting 'colour'"),
