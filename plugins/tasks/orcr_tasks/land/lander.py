@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import psutil
 
-from orcr_core import faults
+from orcr_core.store import faults
 from orcr_tasks.land import git as g
 from orcr_tasks.land import moves
 from orcr_tasks.lock import me, owner_alive
@@ -236,7 +236,7 @@ class Lander:
                     code = proc.wait(timeout=self.heartbeat)
                     break
                 except subprocess.TimeoutExpired:
-                    self.q.touch(tid)
+                    self.q.touch(tid, token)
             out.seek(0)
             text = out.read().decode(errors="replace")
         return code, "\n".join(text.rstrip().splitlines()[-TAIL_LINES:])
