@@ -9,6 +9,7 @@ absent they skip with the reason, except under CI, where they must run.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -221,6 +222,8 @@ def test_an_agent_past_its_memory_ceiling_ends_oom_and_the_rest_lives(live):
         assert o.status()["ceilings"]["mechanism"] == "cgroup_v1"
         ls = live.run("agent", "ls", "--all", check=True).stdout
         assert "ended (oom: memory ceiling 128 MiB reached" in ls, ls
+        calm_line = next(ln for ln in ls.splitlines() if ln.startswith("c/calm "))
+        assert re.search(r" \d+M/\d+\.\dG ", calm_line), calm_line  # MEM: used/ceiling
         assert "ceilings cgroup_v1  fleet " in live.run("server", "status", check=True).stdout
         o.kill("c/calm")
         until(lambda: not _groups_of(calm["uuid"]), 30, "calm's groups to go")
@@ -257,3 +260,16 @@ def test_sigkill_at_each_ceiling_step_leaves_no_group_behind(orcr_home):
         orcr_home.kill_server()
         subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True)
         orcr_home.reap()
+
+
+def test_an_oom_end_is_notified_naming_the_ceiling():
+    """agent_failed covers oom, with the error that names the ceiling.
+
+    Planted: "oom" left out of the agent_failed reasons -> fails (no notification)."""
+    from orcr_core.notify.rules import classify
+
+    error = "memory ceiling 128 MiB reached (peak 128 MiB): the kernel killed python (pid 7)"
+    data = {"to": "ended", "exit_reason": "oom", "path": "c/hog", "error": error}
+    rule, subject, fields = classify({"kind": "agent.status", "data": data}, {})
+    assert (rule, subject) == ("agent_failed", "c/hog")
+    assert fields["text"] == f"c/hog ended oom: {error}"

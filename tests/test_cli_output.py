@@ -56,7 +56,7 @@ def test_plugins_prints_text_by_default_and_json_with_the_flag(orcr_home):
 
 def test_empty_agent_ls_prints_the_header(server):
     r = server.run("agent", "ls", check=True)
-    assert r.stdout == "PATH  STATUS  PROVIDER  TOKENS  AGE  UUID\n"
+    assert r.stdout == "PATH  STATUS  PROVIDER  TOKENS  MEM  AGE  UUID\n"
     assert server.run("agent", "ls", "--json", check=True).stdout == "[]\n"
 
 

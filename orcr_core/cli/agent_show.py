@@ -77,8 +77,22 @@ def ended_reason(a: dict, width: int = 60) -> str:
     return f"{reason}: {why}"
 
 
+def mem_text(m: dict | None) -> str:
+    """``MEM``: a live agent's memory against its ceiling (``212M/12G``), ``-`` without
+    a group (ended, queued, or no ceiling mechanism: docs/ceilings.md)."""
+    if not m or m.get("current") is None:
+        return "-"
+
+    def short(n: int | None) -> str:
+        if n is None:
+            return "none"
+        return f"{n / 2**30:.1f}G" if n >= 2**30 else f"{n / 2**20:.0f}M"
+
+    return f"{short(m['current'])}/{short(m.get('max'))}"
+
+
 def agent_table(rows: list[dict]) -> None:
-    cols = ("PATH", "STATUS", "PROVIDER", "TOKENS", "AGE", "UUID")
+    cols = ("PATH", "STATUS", "PROVIDER", "TOKENS", "MEM", "AGE", "UUID")
     data = []
     for a in rows:
         status = a["status"] + (f" ({ended_reason(a)})" if a["exit_reason"] else "")
@@ -91,7 +105,10 @@ def agent_table(rows: list[dict]) -> None:
         if a.get("parked"):  # idle in the parking area: a prompt or an attach brings it back
             status += " (parked)"
         tokens = tokens_text(a.get("usage"))
-        data.append((a["path"], status, a["provider"], tokens, _age(a["created_at"]), a["uuid"]))
+        mem = mem_text(a.get("memory"))
+        data.append(
+            (a["path"], status, a["provider"], tokens, mem, _age(a["created_at"]), a["uuid"])
+        )
     echo_table(cols, data)
     for a in rows:  # what it waits for, on a line of its own (a reason is long)
         if a.get("blocked"):

@@ -79,7 +79,7 @@ def classify(ev: dict, facts: dict) -> tuple[str, str, dict] | None:
         )
     if kind == "agent.status":
         to, reason = data.get("to"), data.get("exit_reason")
-        if to == "ended" and reason in ("failed", "lost"):
+        if to == "ended" and reason in ("failed", "lost", "oom"):
             err = f": {data['error']}" if data.get("error") else ""
             act = f"orcr agent resume {path}" if reason == "lost" else f"orcr agent get {path}"
             return (
