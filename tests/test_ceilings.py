@@ -273,3 +273,43 @@ def test_an_oom_end_is_notified_naming_the_ceiling():
     rule, subject, fields = classify({"kind": "agent.status", "data": data}, {})
     assert (rule, subject) == ("agent_failed", "c/hog")
     assert fields["text"] == f"c/hog ended oom: {error}"
+
+
+def test_doctor_names_the_mechanism_and_pressure(orcr_home):
+    """``orcr doctor`` says which mechanism a server here would use, and the PSI
+    reading; with ``limits.mechanism = "none"`` it warns that agents run unbounded.
+
+    Planted: check_ceilings left out of Doctor.run -> fails (no ceilings row)."""
+    _v1_or_skip()
+    import json
+
+    def rows() -> dict:
+        out = orcr_home.run("doctor", "--json").stdout
+        return {c["check"]: c for c in json.loads(out)["checks"]}
+
+    got = rows()
+    assert got["ceilings"]["level"] == "ok" and got["ceilings"]["detail"].startswith("cgroup_v1")
+    assert got["pressure"]["detail"].startswith("memory some avg10 ")
+    orcr_home.config('[driver]\nname = "test"\n[limits]\nmechanism = "none"\n')
+    got = rows()["ceilings"]
+    assert got["level"] == "warn" and "limits.mechanism = none" in got["detail"], got
+
+
+def test_a_ceiling_no_mechanism_holds_is_refused_at_admission(orcr_home):
+    """With no mechanism (``limits.mechanism = "none"``), a run that asks for a ceiling
+    is refused ``limits_unavailable`` with the reason; one that does not is admitted
+    (the global default only warns). A bad flag value names the flag and the range.
+
+    Planted: _check_limits not called in queue.admit -> fails (admitted)."""
+    from orcr_core.sdk.client import ServerError
+
+    orcr_home.config('[driver]\nname = "test"\n[limits]\nmechanism = "none"\n')
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        with pytest.raises(ServerError) as e:
+            o.run("x", provider="testp", path="r/asks", cwd="/", limits={"memory_max": "128MiB"})
+        assert e.value.code == "limits_unavailable"
+        assert "memory_max" in e.value.message and "limits.mechanism = none" in e.value.message
+        assert o.run("x", provider="testp", path="r/plain", cwd="/")["status"] == "queued"
+    bad = orcr_home.run("agent", "run", "-p", "testp", "--pids-max", "3", "x")
+    assert bad.returncode != 0 and "--pids-max = 3 is not allowed" in bad.stderr, bad.stderr
