@@ -348,6 +348,11 @@ class ScreenState:
     that answer it yes (for :meth:`Driver.send_keys`), and ``answer_option``
     is the ``[providers.<name>]`` option that lets orcr press them itself
     (``trust_cwd``); a dialog with no option always waits for a person.
+
+    ``waiting`` (``kind`` ``usage_limit``) is a working TUI that waits out its plan's
+    usage limit and goes on by itself (Claude Code 2.1.234+): never idle, hung or done;
+    ``until`` is the reset it shows (Unix seconds), None when it shows none, and
+    ``reason`` a short phrase (``usage limit until 19:00``).
     """
 
     state: str
@@ -355,6 +360,7 @@ class ScreenState:
     reason: str | None = None
     answer_keys: tuple[str, ...] = ()
     answer_option: str | None = None
+    until: float | None = None
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,8 @@ def deadline(server, agent: Agent) -> float | None:
     (not working, already flagged, no transcript yet, or ``stall_after = 0``)."""
     if agent.status != "working" or agent.stalled_at is not None or agent.blocked_reason:
         return None  # a question waiting for a person is no stall (agents/asking.py)
+    if server.limits.noticed(agent.uuid) is not None:
+        return None  # waiting out a usage limit is no stall (orcr_core/limits)
     after = server.config.duration("timings.stall_after")
     if after <= 0:
         return None
@@ -58,8 +60,8 @@ def check(server, agent: Agent, now: float) -> None:
     if grew is None:
         return
     if agent.stalled_at is None:
-        if agent.blocked_reason:
-            return  # a person is being asked: quiet, not stalled (agents/asking.py)
+        if agent.blocked_reason or server.limits.noticed(agent.uuid) is not None:
+            return  # a person is asked, or a usage limit waited out: quiet, not stalled
         after = server.config.duration("timings.stall_after")
         if after > 0 and now - grew >= after:
             _flag(server, agent, now, silent_for=round(now - grew, 3))

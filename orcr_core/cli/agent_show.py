@@ -100,8 +100,10 @@ def agent_table(rows: list[dict]) -> None:
             status += " (stalled)"
         if a.get("blocked"):
             status += " (blocked)"
+        if a.get("waiting"):  # its CLI waits out a usage limit (orcr_core/limits)
+            status += f" (waiting: {a['waiting']})"
         if a.get("held"):  # queued, and the queue waits: "memory" or "multiplexer"
-            status += f" (held: {a['held'].split(':', 1)[0]})"
+            status += f" (held: {a['held'].split(': ', 1)[0]})"
         if a.get("parked"):  # idle in the parking area: a prompt or an attach brings it back
             status += " (parked)"
         tokens = tokens_text(a.get("usage"))

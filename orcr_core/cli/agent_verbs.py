@@ -60,8 +60,10 @@ def get(target: str, json_: bool, sock: str | None = None) -> None:
         return
     turns = a.pop("usage_turns", None) or []
     total = a.pop("usage", None)
+    if a.get("waiting"):  # as agent ls says it: working (waiting: usage limit until 19:00)
+        a["status"] += f" (waiting: {a.pop('waiting')})"
     if a.get("held"):  # as agent ls says it: queued (held: cap echo 3/3)
-        a["status"] += f" (held: {a['held'].split(':', 1)[0]})"
+        a["status"] += f" (held: {a['held'].split(': ', 1)[0]})"
     for k, v in a.items():
         if v not in (None, False):
             echo(f"{k}: {v if not isinstance(v, dict) else jsonlib.dumps(v)}")

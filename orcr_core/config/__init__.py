@@ -189,6 +189,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "providers.*.notify": _bool,
     "providers.*.trust_cwd": _bool,
     "providers.*.autoupdate": _bool,
+    "providers.*.hold_on_limit": _bool,
     "providers.*.config": _string,
     "providers.*.settings_dir": _string,
 }

@@ -79,3 +79,34 @@ def trust_question(cli: str, provider: str, spec: LaunchSpec, keys: tuple[str, .
         answer_keys=keys,
         answer_option="trust_cwd",
     )
+
+
+_CLOCK = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap]\.?m\.?)?(?![\w:])", re.IGNORECASE)
+
+
+def reset_at(clock: str, now: float | None = None) -> float | None:
+    """The next local time a TUI's reset clock names (``7pm``, ``6:40pm``, ``3:28 PM``,
+    ``19:00``), as Unix seconds; None when ``clock`` names no time of day."""
+    import time
+
+    m = _CLOCK.search(clock)
+    if m is None or (m.group(2) is None and m.group(3) is None):
+        return None
+    hour, minute = int(m.group(1)), int(m.group(2) or 0)
+    if m.group(3):
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if m.group(3).lower().startswith("p") else 0)
+    if hour > 23 or minute > 59:
+        return None
+    now = time.time() if now is None else now
+    t = time.localtime(now)
+    at = time.mktime((t.tm_year, t.tm_mon, t.tm_mday, hour, minute, 0, 0, 0, -1))
+    return at if at > now - 60 else at + 86400  # a reset already past is tomorrow's
+
+
+def clock_text(at: float) -> str:
+    """``19:00``: a reset time as orcr shows it (local, 24 h)."""
+    import time
+
+    return time.strftime("%H:%M", time.localtime(at))

@@ -17,6 +17,7 @@ RULES: dict[str, tuple[bool, str]] = {
     "loop_failed": (True, "a loop run ended failed or timeout"),
     "task_parked": (True, "a task moved to inbox/ (a question) or failed/ (out of attempts)"),
     "budget_reached": (True, "a token budget is spent and holds its scope's queued agents"),
+    "usage_limit": (True, "an agent's CLI waits out its plan's usage limit (its provider held)"),
     "turn_ended": (False, "an agent's turn ended (for `match` paths, or turns `longer_than`)"),
     "loop_ok": (False, "a loop run ended ok"),
 }
@@ -62,6 +63,18 @@ def classify(ev: dict, facts: dict) -> tuple[str, str, dict] | None:
                 "title": f"budget {scope} reached",
                 "text": f"agents in {scope} wait: {data.get('reason')}",
                 "action": f"orcr config set 'budget.\"{scope}\".tokens' N, or wait",
+            },
+        )
+    if kind == "agent.usage_limit":
+        held = f"; new {data.get('provider')} agents wait too" if data.get("hold") else ""
+        return (
+            "usage_limit",
+            path,
+            {
+                "title": f"{path}: {data.get('reason')}",
+                "text": f"{path} waits out {data.get('provider')}'s usage limit and goes on "
+                f"by itself{held}",
+                "action": f"orcr agent attach {path}",
             },
         )
     if kind == "agent.blocked":

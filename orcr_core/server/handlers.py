@@ -179,10 +179,15 @@ def _mark_held(server, agents: list[dict]) -> None:
     """``held`` on the queued agents: why the queue is not moving (memory, the
     multiplexer), else a spent token budget of their scope; and, whatever else
     holds the queue, a provider no plugin registers (uninstalled since admission);
-    else a full cap (``cap echo 3/3``, ``cap global 4/4``)."""
+    else a full cap (``cap echo 3/3``, ``cap global 4/4``). ``waiting`` on a working
+    agent whose CLI waits out a usage limit, which holds its provider's queued rows
+    (``usage limit claude until 19:00``, orcr_core/limits)."""
+    for a in agents:
+        a["waiting"] = server.limits.waiting(a["uuid"]) if a["status"] == "working" else None
     queued = [a for a in agents if a["status"] == "queued"]
     if not queued:
         return
+    limited = server.limits.held(server)
     if server.held:
         for a in queued:
             a["held"] = server.held
@@ -190,6 +195,8 @@ def _mark_held(server, agents: list[dict]) -> None:
     counts = None
     for a in queued:
         reason = queue.held_reason(a["provider"], server.registry.providers)
+        if not reason and not a.get("held"):
+            reason = limited.get(a["provider"])
         if reason:
             a["held"] = reason
         elif not a.get("held"):  # nothing else holds it: a full cap may

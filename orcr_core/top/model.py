@@ -322,7 +322,7 @@ class FleetModel:
             if r.status in LIVE:
                 live[r.provider] = live.get(r.provider, 0) + 1
         s = self.status
-        whole = (s.get("held") or "").split(":", 1)[0] or None
+        whole = (s.get("held") or "").split(": ", 1)[0] or None
         cap = (s.get("caps") or {}).get("max")
         caps = s.get("providers") or {}
         for r in self.rows.values():

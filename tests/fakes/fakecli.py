@@ -34,7 +34,10 @@ lost (the text stays unsubmitted), as a TUI that is not ready drops them.
 Prompt directives (leading, any order): ``[sleep N]`` delays the answer N
 seconds, ``[tool]`` runs one tool call before the answer, ``[ask]`` runs one
 that asks permission first (:meth:`Tui.ask`: the turn waits, writing nothing,
-until the question is answered in the pane, as the real CLIs do). The answer is the
+until the question is answered in the pane, as the real CLIs do); ``[limit N]`` (Claude
+Code) waits out a usage limit first: N seconds of the real CLI's line "Usage limit
+reached · continuing automatically at <time> · esc or type to cancel" and nothing written,
+then the turn goes on by itself. The answer is the
 prompt with its directives taken off.
 """
 
@@ -59,7 +62,9 @@ PASTE_START = b"\x1b[200~"
 PASTE_END = b"\x1b[201~"
 ENTER_GUARD = 0.15  # seconds after a paste during which Enter is swallowed
 DIALOG_DEAF = 0.3  # seconds after a dialog's first draw during which it drops keys
-_DIRECTIVE = re.compile(r"\s*\[(?:(sleep)\s+(\d+(?:\.\d*)?)|(tool)|(ask))\]", re.IGNORECASE)
+_DIRECTIVE = re.compile(
+    r"\s*\[(?:(sleep)\s+(\d+(?:\.\d*)?)|(tool)|(ask)|(limit)\s+(\d+(?:\.\d*)?))\]", re.IGNORECASE
+)
 
 Step = tuple[float, Callable[[], None]]
 
@@ -69,6 +74,7 @@ class Plan:
     sleep: float = 0.0
     tool: bool = False
     ask: bool = False  # the tool call asks permission first (a question mid-turn)
+    limit: float = 0.0  # seconds the turn waits out a usage limit first (Claude Code only)
     text: str = ""
 
 
@@ -79,6 +85,8 @@ def parse_prompt(prompt: str) -> Plan:
             plan.sleep += float(m.group(2))
         elif m.group(3):
             plan.tool = True
+        elif m.group(5):
+            plan.limit += float(m.group(6))
         else:
             plan.ask = True
         pos = m.end()

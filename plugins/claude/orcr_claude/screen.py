@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from orcr_core.contracts import InputState, LaunchSpec, ScreenState
-from orcr_core.kit.screens import choose, keys_hint, menu, trust_question
+from orcr_core.kit.screens import choose, clock_text, keys_hint, menu, reset_at, trust_question
 
 TRUST = (
     "Is this a project you created or one you trust",
@@ -62,7 +62,31 @@ def _below_answered_dialog(lines: list[str]) -> list[str]:
     return lines
 
 
+#: a turn waiting out the plan's usage limit; Claude Code (2.1.234+) goes on by itself at
+#: the reset. Seen on a real pane (issue 38): "Usage limit reached · continuing
+#: automatically at 7pm · esc or type to cancel"; Claude Code's docs: "... at 3:45pm · esc
+#: to cancel". The reset line ("Usage limit reset · continuing automatically") is not it.
+USAGE_LIMIT = re.compile(r"Usage limit reached · continuing automatically at ([0-9:]+\s*[ap]m)\b")
+
+
+def usage_limit(screen: str) -> ScreenState | None:
+    """``waiting`` (``usage_limit``) when the screen shows a turn waiting out a usage limit."""
+    found = list(USAGE_LIMIT.finditer(screen))
+    if not found:
+        return None
+    m = found[-1]  # the last one: an older notice may stay in the scrollback above
+    until = reset_at(m.group(1))
+    return ScreenState(
+        "waiting",
+        kind="usage_limit",
+        reason=f"usage limit until {clock_text(until)}" if until else "usage limit",
+        until=until,
+    )
+
+
 def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
+    if (limit := usage_limit(screen)) is not None:
+        return limit
     lines = _below_answered_dialog(screen.splitlines())
     text = "\n".join(lines)
     attach = f"orcr agent attach {spec.path}"

@@ -1,0 +1,107 @@
+"""Usage limits hold the queue (issue 38 part 5): a Claude Code turn that waits out its
+plan's usage limit ("Usage limit reached · continuing automatically at 7pm · esc or type
+to cancel") stays ``working (waiting: usage limit until 19:00)``, holds new claude
+promotions until it goes on (``queued (held: usage limit claude until 19:00)``), and
+ends its turn normally once the CLI continues."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fake_clis import configure, run_agent, wait_idle
+from orcr_claude.screen import screen_state, usage_limit
+
+from orcr_core.contracts import LaunchSpec
+from orcr_core.kit.screens import reset_at
+from orcr_core.kit.testing import until
+
+#: the line as seen on a real Claude Code pane (issue 38's report), and as Claude Code's
+#: own documentation shows it ("Wait for usage limit reset", v2.1.234+)
+REAL_LINES = (
+    "Usage limit reached · continuing automatically at 7pm · esc or type to cancel",
+    "Usage limit reached · continuing automatically at 3:45pm · esc to cancel",
+)
+
+
+def _at(clock: str, now: float) -> str:
+    return time.strftime("%H:%M", time.localtime(reset_at(clock, now)))
+
+
+def test_reset_clocks_are_the_next_such_time():
+    noon = time.mktime((2026, 12, 6, 12, 0, 0, 0, 0, -1))
+    assert _at("7pm", noon) == "19:00" and _at("3:45pm", noon) == "15:45"
+    assert _at("3:28 PM", noon) == "15:28" and _at("12am", noon) == "00:00"
+    assert reset_at("11am", noon) - noon == 23 * 3600  # already past today: tomorrow's
+    assert reset_at("soon", noon) is None and reset_at("3", noon) is None
+
+
+@pytest.mark.parametrize("line", REAL_LINES)
+def test_claude_reads_the_usage_limit_line(line):
+    spec = LaunchSpec(uuid="u", path="w/a", cwd="/", data_dir="/tmp")
+    shown = screen_state(f"✻ Thinking…\n\n{line}\n{'─' * 50}\n❯ \n", spec)
+    assert (shown.state, shown.kind) == ("waiting", "usage_limit")
+    clock = "19:00" if "7pm" in line else "15:45"
+    assert shown.reason == f"usage limit until {clock}" and shown.until is not None
+    # the line Claude Code draws once the reset came is no wait
+    assert usage_limit("Usage limit reset · continuing automatically") is None
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_a_usage_limit_holds_its_provider_until_the_cli_goes_on(live, short_tmp):
+    """w/lim's turn waits out a limit for 5 s; w/next (claude) stays queued, held, while
+    a codex agent starts; w/lim's turn then ends with its answer and w/next starts.
+
+    Planted: Limits.held ignored in the queue worker -> fails (w/next starts at once).
+    Planted: asking.check not noting the wait -> fails (no waiting on w/lim).
+    Planted: a stalled flag kept when the wait is seen -> fails (``working (stalled)``)."""
+    cwd = short_tmp / "w"
+    cwd.mkdir()
+    configure(live, short_tmp, timings='blocked_after = "1s"\nstall_after = "1s"\n')
+    live.start_server()
+    run_agent(live, "claude", "w/lim", "[limit 5] went on", cwd=cwd)
+    with live.sdk() as o:
+        a = until(lambda: (a := o.get("w/lim"))["waiting"] and a, 15, "w/lim waiting")
+        assert a["status"] == "working" and a["waiting"].startswith("usage limit until ")
+        clock = a["waiting"].removeprefix("usage limit until ")
+        o.run("next", provider="claude", path="w/next", cwd=str(cwd))
+        o.run("other", provider="codex", path="w/other", cwd=str(cwd))
+        until(lambda: o.get("w/other")["status"] != "queued", 10, "codex not held")
+        held = o.get("w/next")
+        assert (held["status"], held["held"]) == ("queued", f"usage limit claude until {clock}")
+        ls = live.run("agent", "ls", check=True).stdout
+        assert f"queued (held: usage limit claude until {clock})" in ls, ls
+        assert f"working (waiting: usage limit until {clock})" in ls, ls
+        assert not o.get("w/lim")["stalled"]  # quiet past stall_after: a wait, no stall
+    wait_idle(live, "w/lim")
+    assert live.run("agent", "read", "w/lim", check=True).stdout == "went on\n"
+    wait_idle(live, "w/next")
+    kinds = [e["kind"] for e in live.events(live.get("w/lim")["uuid"])]
+    assert kinds.count("agent.usage_limit") == 1 and "agent.usage_limit_over" in kinds
+
+
+def test_hold_on_limit_false_lets_the_provider_start(monkeypatch):
+    """Per provider, and only while the reset is ahead; the rule that notifies.
+
+    Planted: Limits.held not checking hold_on_limit -> fails (codex held)."""
+    from types import SimpleNamespace
+
+    from orcr_core.config import DEFAULTS, Config, _merge
+    from orcr_core.limits import Limits, Wait
+    from orcr_core.notify.rules import classify
+
+    cfg = Config(_merge(DEFAULTS, {"providers": {"codex": {"hold_on_limit": False}}}), None)
+    server = SimpleNamespace(config=cfg)
+    now = 1000.0
+    waits = {
+        "a": Wait("claude", "usage limit until 19:00", now + 60, now, now),
+        "b": Wait("codex", "usage limit", None, now, now),
+    }
+    limits = Limits()
+    monkeypatch.setattr(limits, "_live", lambda now: waits)
+    held = limits.held(server, now)
+    assert set(held) == {"claude"} and held["claude"].startswith("usage limit claude until ")
+    ev = {"kind": "agent.usage_limit", "data": {"path": "w/a", "provider": "claude",
+          "reason": "usage limit until 19:00", "hold": True}}  # fmt: skip
+    rule, subject, fields = classify(ev, {})
+    assert (rule, subject) == ("usage_limit", "w/a") and "19:00" in fields["title"]
