@@ -15,6 +15,7 @@ Planted holes (each made in the code, the test run, restored; see docs/internals
 - root bound read-write (``--bind / /``) -> test_writes_confined_to_cwd fails
 - no private /tmp -> test_private_tmp fails
 - environment not cut (``enter.environment`` keeps all) -> test_env_cut_to_allowlist fails
+- multiplexer sockets not denied (``mux_sockets`` returns []) -> test_multiplexer_socket_unreachable fails
 - proxy allows every host (``allowed`` returns True) -> test_allow_net_hosts_through_the_proxy_only fails
 """
 
@@ -95,10 +96,9 @@ def box(base, monkeypatch):
     monkeypatch.setenv("SECRET_TOKEN", "s3cret")
     monkeypatch.setenv("ORCR_ID", "x")  # as the multiplexer sets it in the pane
 
-    def run(code: str, config: dict | None = None, timeout: float = 20):
-        pol = policy.admission(
-            True, "echo", str(cwd), str(mine), _Config({"sandbox": config or {}})
-        )
+    def run(code: str, config: dict | None = None, timeout: float = 20, tmux_socket=""):
+        cfg = _Config({"sandbox": config or {}, "tmux": {"socket": tmux_socket}})
+        pol = policy.admission(True, "echo", str(cwd), str(mine), cfg)
         provider = SimpleNamespace(sandbox_paths=lambda spec: [])
         argv = policy.wrap(pol, provider, None, [sys.executable, "-c", code], {"ORCR_ID": "x"})
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd)
@@ -166,6 +166,21 @@ def test_orcr_store_and_socket_hidden(box):
         f"s.connect({str(box.orcr / 'run' / 'orcr.sock')!r})"
     )
     _fails(box.run(code), "No such file", "ConnectionRefused")
+
+
+def test_multiplexer_socket_unreachable(box, base):
+    """A tmux server socket orcr uses (``tmux.socket`` a path outside /tmp and home) is
+    not connectable: through it an agent could type into every pane (planted: no
+    mux_sockets in the deny list -> connects)."""
+    path = base / "mux.sock"
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(path))
+    srv.listen(1)
+    try:
+        code = f"import socket; socket.socket(socket.AF_UNIX).connect({str(path)!r})"
+        _fails(box.run(code, tmux_socket=str(path)), "Connection refused", "ConnectionRefused")
+    finally:
+        srv.close()
 
 
 def test_network_refused(box):

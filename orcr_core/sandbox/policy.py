@@ -103,6 +103,24 @@ def _net(provider: str, config, hosts: tuple[str, ...]) -> list[str]:
     return list(hosts)
 
 
+def mux_sockets(config) -> list[str]:
+    """The multiplexers' sockets and their folders: a sandboxed agent that reached one
+    could type into every other agent's pane. Denied like the deny list (a socket file
+    gets /dev/null over it). tmux's default folder is under /tmp, herdr's under the
+    config home; both are named here too in case they are moved."""
+    uid = os.getuid()
+    out = [os.path.join(os.environ.get("TMUX_TMPDIR") or "/tmp", f"tmux-{uid}")]
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    out.append(os.path.join(xdg, "herdr"))
+    for key in ("tmux.socket", "herdr.socket"):
+        value = config.get(key, "") if config is not None else ""
+        if isinstance(value, str) and "/" in value:
+            out.append(os.path.expanduser(value))
+    if os.environ.get("HERDR_SOCKET_PATH"):
+        out.append(os.environ["HERDR_SOCKET_PATH"])
+    return [os.path.abspath(p) for p in out]
+
+
 def hidden_dirs(config) -> list[str]:
     """orcr's own store, config, socket and every agent's checkout: hidden (the agent's
     own data dir and checkout are bound back)."""
@@ -152,7 +170,9 @@ def admission(
         "hide": hidden_dirs(config),
         "allow_read": [_abs(p, home) for p in lists["allow_read"]],
         "allow_write": [_abs(p, home) for p in lists["allow_write"]],
-        "deny_read": [_abs(p, home) for p in (*DENY_ALWAYS, *lists["deny_read"])],
+        "deny_read": [
+            _abs(p, home) for p in (*DENY_ALWAYS, *mux_sockets(config), *lists["deny_read"])
+        ],
         "allow_net": lists["allow_net"],
         "pass_env": lists["pass_env"],
     }
