@@ -329,3 +329,22 @@ def test_allow_net_entries():
     assert not allowed("api.anthropic.com.evil.com", 443, allow)
     assert allowed("127.0.0.1", 8080, allow) and not allowed("127.0.0.1", 8081, allow)
     assert allowed("[::1]", 9000, allow) and not allowed("::1", 443, allow)
+
+
+def test_doctor_row(tmp_path):
+    """doctor's sandbox row: ok with the engine; without it a warning, or a failure when
+    the config turns the sandbox on by default, with the install line as the fix."""
+    from orcr_core.cli.doctor import Doctor
+    from orcr_core.config import DEFAULTS, Config
+
+    def row(data):
+        d = Doctor()
+        d.config = Config({**DEFAULTS, **data}, tmp_path / "c.toml")
+        d.check_sandbox()
+        return d.rows[0]
+
+    assert row({}).level == "ok"
+    missing = {"bwrap": "/nonexistent/bwrap"}
+    assert row({"sandbox": missing}).level == "warn"
+    failed = row({"sandbox": {**missing, "claude": {"default": True}}})
+    assert failed.level == "fail" and "apt-get install bubblewrap" in failed.fix

@@ -76,6 +76,7 @@ class Doctor(MultiplexerChecks, ProviderChecks):
         self.check_store()
         self.check_caps()
         self.check_ceilings()
+        self.check_sandbox()
         self.check_service()
         return self.rows
 
@@ -250,6 +251,28 @@ class Doctor(MultiplexerChecks, ProviderChecks):
         else:
             limit = self.config.get("concurrency.max_memory_pressure")
             self.add("pressure", "ok", f"memory some avg10 {psi:.1f}% (holds above {limit}%)")
+
+    def check_sandbox(self) -> None:
+        """Whether ``--sandbox`` can start one here (docs/sandbox.md): a fail when the
+        config turns it on by default, else a warning (only --sandbox would be refused)."""
+        from orcr_core.sandbox import bwrap
+
+        program = self.config.get("sandbox.bwrap", "bwrap")
+        why = bwrap.unavailable(program)
+        tables = self.config.get("sandbox") or {}
+        on = bool(tables.get("default")) or any(
+            isinstance(t, dict) and t.get("default") for t in tables.values()
+        )
+        if why is None:
+            state = "on by default" if on else "off by default (agent run --sandbox)"
+            self.add("sandbox", "ok", f"bubblewrap {bwrap.binary(program)} starts one; {state}")
+            return
+        self.add(
+            "sandbox",
+            "fail" if on else "warn",
+            f"agent run --sandbox is refused here: {why.split('; install bubblewrap')[0]}",
+            bwrap.INSTALL,
+        )
 
     def check_service(self) -> None:
         from orcr_core.service.manage import doctor_row, manager

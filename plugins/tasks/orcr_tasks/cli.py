@@ -386,10 +386,16 @@ def tasks_settings(args, json_):
 )
 @click.option("--model", metavar="MODEL", help="The agents' model (a task's model: wins).")
 @click.option("--arg", "extra", metavar="ARG", multiple=True, help="One more argument for the CLI.")
+@click.option(
+    "--sandbox/--no-sandbox",
+    default=None,
+    help="Every builder and verifier in a sandbox, as agent run --sandbox (default: orcr's "
+    "[sandbox] default; docs/sandbox.md).",
+)
 @_errors
 def tasks_work(
     queue_dir, role, slots, providers, timeout, heartbeat, stale, cwd, drain, worktree, model,
-    extra,
+    extra, sandbox,
 ):  # fmt: skip
     """Claim tasks and work each with a fresh agent started through orcr.
 
@@ -418,6 +424,7 @@ def tasks_work(
         worktree=worktree,
         model=model,
         args=list(extra),
+        sandbox=sandbox,
         guard=True,
     )
     try:

@@ -100,6 +100,8 @@ class Worker:
     #: each agent in an orcr checkout of its own (orcr_tasks.checkouts)
     worktree: bool = False
     model: str | None = None  # per-run provider options (a task's ``model:`` wins)
+    #: --sandbox/--no-sandbox for every agent it starts (None: orcr's [sandbox] default)
+    sandbox: bool | None = None
     args: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     refused: str | None = None
@@ -286,14 +288,16 @@ class Worker:
         return self.ride(orcr, tid, "starting its agent", admit, token)
 
     def agent_options(self, task, kind: str, tid: str, token: str) -> dict:
-        """``--model``/``--arg`` (a task's ``model:`` first) and, with ``--worktree``,
-        the attempt's checkout (:mod:`orcr_tasks.checkouts`)."""
+        """``--model``/``--arg`` (a task's ``model:`` first), ``--sandbox`` and, with
+        ``--worktree``, the attempt's checkout (:mod:`orcr_tasks.checkouts`)."""
         opts: dict = {}
         model = task.meta.get("model") or self.model
         if model:
             opts["model"] = model
         if self.args:
             opts["args"] = list(self.args)
+        if self.sandbox is not None:  # builders and verifiers alike (docs/sandbox.md)
+            opts["sandbox"] = self.sandbox
         if self.worktree:
             opts["worktree"] = True
             opts["branch"] = checkouts.branch(self.queue.name, tid, kind, task.attempts + 1, token)

@@ -470,6 +470,7 @@ class FakeOrcr:
 
     def run(self, prompt, **kw):
         self.prompts.append(prompt)
+        self.options = kw
         return {"path": kw["path"], "uuid": f"u{len(self.prompts)}"}
 
     def wait(self, uuid, until, timeout):
@@ -585,3 +586,20 @@ def test_a_bad_add_is_refused_the_same_on_either_backend(q, args, said):
         q.add(kwargs.pop("text"), kwargs.pop("done_when"), **kwargs)
     assert said in str(exc.value)
     assert all(q.ids(s) == [] for s in STATES)
+
+
+def test_work_sandbox_reaches_every_agent(q):
+    """tasks work --sandbox: the builder's agent is admitted with sandbox=True; without
+    the flag nothing is sent and orcr's [sandbox] default applies (planted: the option
+    not passed on -> fails)."""
+    from orcr_tasks.worker import Worker
+
+    q.add("t", "x", task_id="a")
+    assert q.claim("builder", token="b") == "a"
+    fake = FakeOrcr("did it\nREVISION: r9")
+    Worker(q, "builder", sandbox=True).build(fake, "a", "b")
+    assert fake.options["sandbox"] is True
+    q.add("t", "x", task_id="c")
+    assert q.claim("builder", token="d") == "c"
+    Worker(q, "builder").build(fake, "c", "d")
+    assert "sandbox" not in fake.options
