@@ -15,6 +15,7 @@ Planted holes (each made in the code, the test run, restored; see docs/internals
 - root bound read-write (``--bind / /``) -> test_writes_confined_to_cwd fails
 - no private /tmp -> test_private_tmp fails
 - environment not cut (``enter.environment`` keeps all) -> test_env_cut_to_allowlist fails
+- orcr's dirs hidden before the binds (the old order) -> test_wide_cwd_does_not_expose_orcr fails
 - multiplexer sockets not denied (``mux_sockets`` returns []) -> test_multiplexer_socket_unreachable fails
 - proxy allows every host (``allowed`` returns True) -> test_allow_net_hosts_through_the_proxy_only fails
 """
@@ -96,9 +97,9 @@ def box(base, monkeypatch):
     monkeypatch.setenv("SECRET_TOKEN", "s3cret")
     monkeypatch.setenv("ORCR_ID", "x")  # as the multiplexer sets it in the pane
 
-    def run(code: str, config: dict | None = None, timeout: float = 20, tmux_socket=""):
+    def run(code: str, config: dict | None = None, timeout: float = 20, tmux_socket="", at=cwd):
         cfg = _Config({"sandbox": config or {}, "tmux": {"socket": tmux_socket}})
-        pol = policy.admission(True, "echo", str(cwd), str(mine), cfg)
+        pol = policy.admission(True, "echo", str(at), str(mine), cfg)
         provider = SimpleNamespace(sandbox_paths=lambda spec: [])
         argv = policy.wrap(pol, provider, None, [sys.executable, "-c", code], {"ORCR_ID": "x"})
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd)
@@ -166,6 +167,20 @@ def test_orcr_store_and_socket_hidden(box):
         f"s.connect({str(box.orcr / 'run' / 'orcr.sock')!r})"
     )
     _fails(box.run(code), "No such file", "ConnectionRefused")
+
+
+def test_wide_cwd_does_not_expose_orcr(box, base):
+    """A cwd above everything (its checkout holds home and orcr's dirs, as a cwd of ~
+    holds ~/.local/share/orcr): orcr's store, socket and other agents stay hidden, the
+    deny list holds, its own data dir still writes (planted: orcr's dirs hidden before
+    the binds -> the store reads)."""
+    for path in ("store.db", "agents/other/echo.jsonl", "run/orcr.sock"):
+        r = box.run(f"import os; print(os.path.exists({str(box.orcr / path)!r}))", at=base)
+        assert r.stdout.strip() == "False", (path, r.stderr)
+    r = box.run(f"import os; print(os.listdir({str(box.home / '.ssh')!r}))", at=base)
+    assert r.stdout.strip() == "[]", r.stderr
+    r = box.run(f"open({str(box.mine / 'ok')!r}, 'w').write('x')", at=base)
+    assert r.returncode == 0 and (box.mine / "ok").exists(), r.stderr
 
 
 def test_multiplexer_socket_unreachable(box, base):

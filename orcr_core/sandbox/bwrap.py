@@ -4,12 +4,14 @@ The mounts, in order (a later mount covers an earlier one):
 
 1. the whole system read-only (``--ro-bind / /``), a fresh ``/dev`` and ``/proc``
    (the agent's own pid namespace: it sees and signals no process outside);
-2. empty tmpfs over ``/tmp`` (private per agent), the home directory, ``/run`` (its
-   sockets stay connectable on a read-only mount) and orcr's own dirs: the store,
-   the config, the socket, every agent's checkout;
+2. empty tmpfs over ``/tmp`` (private per agent), the home directory and ``/run`` (its
+   sockets stay connectable on a read-only mount);
 3. the allowed paths bound back: ``allow_read`` read-only; the agent's cwd, its
    own data dir, its provider's state paths and ``allow_write`` read-write;
-4. the deny list last, so it wins over anything allowed: an empty tmpfs over a
+4. orcr's own dirs hidden again (the store, the config, the socket, every agent's
+   checkout), after the binds so that no allowed path (a cwd of ``~``) exposes them,
+   then the agent's own data dir and checkout bound back when they lie inside;
+5. the deny list last, so it wins over anything allowed: an empty tmpfs over a
    directory, ``/dev/null`` over a file.
 
 The network: with no ``allow_net`` the agent has a network namespace of its own (its
@@ -97,6 +99,7 @@ def argv(
     deny: list[str],
     net: list[str],
     command: list[str],
+    own: tuple[str, ...] = (),
 ) -> list[str]:
     """The ``bwrap`` argv running ``command`` (module docstring: the mounts, in order)."""
     out = [engine, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
@@ -105,7 +108,8 @@ def argv(
     if not shared_net:
         out.append("--unshare-net")
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    covers = [home, *hide] if home not in ("", "/") else list(hide)
+    covers = [home] if home not in ("", "/") else []
+    covers += [p for p in hide if p == "/run"]
     for path in dict.fromkeys(covers):
         if os.path.isdir(path):
             out += ["--tmpfs", _real(path)]
@@ -115,6 +119,12 @@ def argv(
         out += ["--ro-bind-try", _real(path), _real(path)]
     for path in dict.fromkeys(write):
         out += ["--bind-try", _real(path), _real(path)]
+    hidden = [_real(p) for p in dict.fromkeys(hide) if p != "/run" and os.path.isdir(p)]
+    for path in hidden:
+        out += ["--tmpfs", path]
+    for path in own:  # its own data dir, its checkout under the checkouts dir
+        if any(_real(path).startswith(h.rstrip("/") + "/") for h in hidden):
+            out += ["--bind-try", _real(path), _real(path)]
     for path in dict.fromkeys(deny):
         if os.path.isdir(path):
             out += ["--tmpfs", _real(path)]

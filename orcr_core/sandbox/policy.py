@@ -239,6 +239,7 @@ def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str,
         deny=policy["deny_read"],
         net=policy["allow_net"],
         command=argv,
+        own=(policy["cwd"], policy["data_dir"]),
     )
     keep = [k for k in dict.fromkeys(keep) if k != "ORCR_SOCKET"]
     # run as a file, isolated and without site (-I -S): it imports only the standard
