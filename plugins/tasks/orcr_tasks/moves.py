@@ -156,6 +156,16 @@ class Moves(Backend):
                 self._release()
             return dst
 
+    def unverifiable(self, task_id: str, token: str | None, provider, report: str) -> None:
+        """``VERDICT: unverifiable``: the verifier could not run the finish condition. To
+        inbox/ as a question for a person (``tasks answer`` sends it back to be rebuilt),
+        never to done/; not an attempt, and its earlier passes stand."""
+        with self.locked():
+            self._held(task_id, "verifying", token)
+            head = f"Unverifiable (verifier {provider}, {now_iso()})"
+            notice = announce.prepare(self.label, task_id, "verifying", "inbox", report)
+            self.move(task_id, "verifying", "inbox", lambda t: t.append(head, report), notice)
+
     def unclaim(self, task_id: str, token: str | None) -> str:
         """Give a claim back untouched (orcr would not start its agent): not an attempt."""
         with self.locked():

@@ -56,16 +56,24 @@ def verifier_prompt(task: Task) -> str:
         "and deciding. The task was:\n\n"
         f"{task.text}\n\n"
         "End your answer with a line that starts with the word VERDICT and a colon, then "
-        "pass, or reject and why.\n"
+        "pass, or reject and why, or unverifiable and why when you could not run the check "
+        "(never pass what you did not run).\n"
     )
 
 
-def verdict_of(answer: str) -> bool | None:
-    """True (pass), False (a reject: any other verdict), None (no verdict line)."""
+#: a verdict that is neither: the verifier could not run the finish condition
+UNVERIFIABLE = "unverifiable"
+
+
+def verdict_of(answer: str) -> bool | str | None:
+    """True (pass), False (a reject: any other verdict), :data:`UNVERIFIABLE` (the
+    verifier could not run the check: a question for a person, never a pass), None
+    (no verdict line)."""
     verdict = last_line(answer, "VERDICT")
     if not verdict:
         return None
-    return verdict.lower().split()[0].strip(".:,!*`") in ("pass", "passed")
+    word = verdict.lower().split()[0].strip(".:,!*`")
+    return UNVERIFIABLE if word == UNVERIFIABLE else word in ("pass", "passed")
 
 
 def installed_families() -> list[str]:

@@ -43,11 +43,13 @@ def compute(queue, stale: float, now: float | None = None) -> dict:
             attempts["tasks_retried"] += 1 if n else 0
             attempts["max"] = max(attempts["max"], n)
             c = clusters.setdefault(
-                str(task.meta.get("cluster") or "-"), {"tasks": 0, "rejects": 0, "passes": 0}
+                str(task.meta.get("cluster") or "-"),
+                {"tasks": 0, "rejects": 0, "passes": 0, "unverifiable": 0},
             )
             c["tasks"] += 1
             c["rejects"] += task.sections("Reject")
             c["passes"] += task.sections("Pass")
+            c["unverifiable"] += task.sections("Unverifiable")
             if state in ("review", "verifying", "done") and (
                 task.meta.get("revision") or task.meta.get("branch")
             ):
@@ -172,7 +174,7 @@ def render(s: dict) -> str:
         rate = "-" if c["reject_rate"] is None else f"{c['reject_rate']:.0%}"
         lines.append(
             f"  cluster {name}: {c['tasks']} task(s), {c['rejects']} reject(s), "
-            f"{c['passes']} pass(es), reject rate {rate}"
+            f"{c['passes']} pass(es), {c['unverifiable']} unverifiable, reject rate {rate}"
         )
     for r in s["stale"]:
         lines.append(f"  STALE {r['state']}/{r['id']}: no heartbeat for {r['age']:.0f}s")

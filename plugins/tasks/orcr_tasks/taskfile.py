@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 #: headings orcr appends; the task text is what comes before the first one
 SECTION = re.compile(
-    r"^## (Reject|Pass|Question|Answer|Attempt failed|Verification returned|Refused|Land \w+)\b",
+    r"^## (Reject|Pass|Question|Answer|Attempt failed|Verification returned|Refused|Land \w+|Unverifiable)\b",
     re.M,
 )
 ORDER = (

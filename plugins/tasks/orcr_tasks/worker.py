@@ -37,6 +37,7 @@ from orcr_tasks.location import agent_segment
 from orcr_tasks.lock import LockBusy
 from orcr_tasks.logline import write_line
 from orcr_tasks.prompts import (
+    UNVERIFIABLE,
     answered_questions,
     builder_prompt,
     installed_families,
@@ -440,19 +441,13 @@ class Worker:
             return
         verdict = last_line(answer, "VERDICT")
         report = verdict + "\n\n" + answer.strip()
+        if passed == UNVERIFIABLE:  # a question for a person (inbox/), never done/
+            self.queue.unverifiable(tid, token, provider or "default", report)
+            return self.say(f"{tid}: unverifiable -> inbox/")
         dst = self.queue.verdict(tid, token, passed, provider or "default", report)
         self.say(f"{tid}: {'passed' if passed else 'rejected'} -> {dst}/")
 
 
-__all__ = [
-    "Worker",
-    "AgentRefused",
-    "ServerOutage",
-    "end_agent",
-    "answered_questions",
-    "builder_prompt",
-    "installed_families",
-    "last_line",
-    "pick_verifier_provider",
-    "verifier_prompt",
-]
+__all__ = ["Worker", "AgentRefused", "ServerOutage", "end_agent", "answered_questions",
+           "builder_prompt", "installed_families", "last_line", "pick_verifier_provider",
+           "verifier_prompt"]  # fmt: skip

@@ -238,3 +238,24 @@ def test_two_landers_at_once_land_each_task_once(q, repo):
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     assert states_of(q) == {tid: ["landed"] for tid in ids}
     assert [landed_commits(repo, tid) for tid in ids] == [1, 1, 1, 1]
+
+
+def test_an_unverifiable_verdict_goes_to_the_inbox_never_to_done(q, repo):
+    """``VERDICT: unverifiable <why>`` parks the task in inbox/ (not an attempt) and
+    status counts it per cluster; nothing of it lands. Planted: unverifiable read as
+    a pass (verdict_of) -> fails."""
+    from orcr_tasks.prompts import UNVERIFIABLE, verdict_of
+
+    answer = "I found no test runner.\nVERDICT: unverifiable pytest is not installed"
+    assert verdict_of(answer) == UNVERIFIABLE
+    assert verdict_of("VERDICT: pass") is True and verdict_of("VERDICT: reject no") is False
+    q.add("change T1", "pytest passes", task_id="T1", cluster="api")
+    assert q.claim("builder", token="b") == "T1"
+    q.finish_build("T1", "b", commit_on(repo, "tasks/q/T1/a1", {"a.txt": "a\n"}), "echo")
+    assert q.claim("verifier", token="v") == "T1"
+    q.unverifiable("T1", "v", "codex", answer)
+    t1 = q.read("inbox", "T1")
+    assert t1.attempts == 0 and t1.sections("Unverifiable") == 1
+    assert status.compute(q, 600)["clusters"]["api"]["unverifiable"] == 1
+    assert lander(q, repo).run() == {}
+    assert q.where("T1") == ["inbox"]

@@ -368,7 +368,13 @@ def test_status_is_computed_from_the_files(q):
         "doing": 1,
         "backlog": 1,
     }
-    assert s["clusters"]["api"] == {"tasks": 2, "rejects": 1, "passes": 1, "reject_rate": 0.5}
+    assert s["clusters"]["api"] == {
+        "tasks": 2,
+        "rejects": 1,
+        "passes": 1,
+        "unverifiable": 0,
+        "reject_rate": 0.5,
+    }
     assert s["clusters"]["db"]["reject_rate"] is None
     assert [r["id"] for r in s["stale"]] == ["c"]
     assert s["attempts"] == {"total": 1, "tasks_retried": 1, "max": 1}
@@ -378,7 +384,10 @@ def test_status_is_computed_from_the_files(q):
     s = compute(q, stale=600)
     assert (s["counts"]["done"], s["counts"]["failed"], s["done_last_hour"]) == (0, 1, 0)
     r = cli("status", spec(q))
-    assert "cluster api: 2 task(s), 1 reject(s), 1 pass(es), reject rate 50%" in r.stdout
+    assert (
+        "cluster api: 2 task(s), 1 reject(s), 1 pass(es), 0 unverifiable, reject rate 50%"
+        in r.stdout
+    )
     assert "STALE doing/c" in r.stdout
 
 
