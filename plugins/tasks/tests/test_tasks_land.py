@@ -53,13 +53,13 @@ def commit_on(repo: Path, branch: str, files: dict[str, str], start: str = "main
     return rev
 
 
-def build_and_pass(q, repo: Path, tid: str, files: dict[str, str], add: bool = True) -> str:
+def build_and_pass(q, repo: Path, tid: str, files: dict[str, str], add=True, start="main") -> str:
     """Task ``tid`` built on its own branch (a real commit) and passed by a verifier."""
     if add:
         q.add(f"change {tid}", "the check passes", task_id=tid)
     assert q.claim("builder", token="b") == tid
     branch = f"tasks/q/{tid}/a{q.read('doing', tid).attempts + 1}"
-    rev = commit_on(repo, branch, files)
+    rev = commit_on(repo, branch, files, start)
     q.finish_build(tid, "b", rev, "echo", branch=branch)
     assert q.claim("verifier", token="v") == tid
     assert q.verdict(tid, "v", True, "codex", "VERDICT: pass") == "done"
@@ -259,3 +259,28 @@ def test_an_unverifiable_verdict_goes_to_the_inbox_never_to_done(q, repo):
     assert status.compute(q, 600)["clusters"]["api"]["unverifiable"] == 1
     assert lander(q, repo).run() == {}
     assert q.where("T1") == ["inbox"]
+
+
+def test_the_cli_watches_for_done_tasks_and_releases_landed_dependants(q, repo):
+    """``tasks land --watch --max 1`` waits for a task to reach done/, lands it (a real
+    rebase: main moved), stops, and its dependant (``dependants = landed``) leaves
+    backlog/ because its ``landed_commit`` is on main. Planted: the release after a
+    landing left out -> fails."""
+    q.set_settings({"dependants": "landed", "base": "main"})
+    q.add("change T1", "x", task_id="T1")
+    q.add("after T1", "x", task_id="T2", depends_on=["T1"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orcr_core.cli", "tasks", "land", spec(q), "--repo", str(repo),
+         "--watch", "--max", "1", "--check", "test -e a.txt"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    base = git(repo, "rev-parse", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "main moved")
+    build_and_pass(q, repo, "T1", {"a.txt": "a\n"}, add=False, start=base)
+    out, _ = proc.communicate(timeout=60)
+    assert (
+        proc.returncode == 0 and out.splitlines()[-1] == "landed 1, failed 0, refused 0, returned 0"
+    )
+    t1 = q.read("landed", "T1")
+    assert t1.meta["landed_commit"] != t1.meta["revision"]  # rebased onto the moved main
+    assert q.where("T2") == ["todo"]
