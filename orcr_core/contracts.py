@@ -419,7 +419,10 @@ class Provider(Protocol):
     # ``answer_option`` is set). Without the hook orcr types once the screen
     # shows anything (docs/plugins/index.md). The same hook reads a working
     # agent's screen once its transcript goes quiet: a ``dialog`` there (a
-    # permission prompt) shows the agent blocked mid-turn (agents/asking.py).
+    # permission prompt) shows the agent blocked mid-turn (agents/asking.py); a
+    # ``waiting`` (``usage_limit``) a wait on the plan's usage limit (orcr_core/limits).
+    # Optional: ``usage_limit(error) -> ScreenState | None``: a turn's error that is
+    # the CLI's usage limit (Codex ends the turn there): holds the provider's queue.
     # Optional: ``input_state(screen) -> InputState``: the composer's text and what
     # shows a turn running, read after a prompt's Enter; without it orcr never
     # presses Enter again (agents/resubmit.py).

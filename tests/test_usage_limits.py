@@ -105,3 +105,48 @@ def test_hold_on_limit_false_lets_the_provider_start(monkeypatch):
           "reason": "usage limit until 19:00", "hold": True}}  # fmt: skip
     rule, subject, fields = classify(ev, {})
     assert (rule, subject) == ("usage_limit", "w/a") and "19:00" in fields["title"]
+
+
+#: Codex's own words (codex-rs/core/src/error.rs, UsageLimitReachedError): today's reset,
+#: another day's, and none known
+CODEX_ERRORS = (
+    ("You've hit your usage limit. Try again at 3:28 PM.", "usage limit until 15:28"),
+    (
+        "You've hit your usage limit. Visit https://chatgpt.com/codex/settings/usage to "
+        "purchase more credits or try again at Aug 8th, 2030 12:30 PM.",
+        "usage limit until 12:30",
+    ),
+    ("You've hit your usage limit. Try again later.", "usage limit"),
+)
+
+
+@pytest.mark.parametrize("error, reason", CODEX_ERRORS)
+def test_codex_reads_its_usage_limit_error(error, reason):
+    from orcr_codex.screen import usage_limit as codex_limit
+
+    shown = codex_limit(error)
+    assert (shown.state, shown.kind, shown.reason) == ("waiting", "usage_limit", reason)
+    if "2030" in error:
+        assert time.localtime(shown.until)[:3] == (2030, 8, 8)
+    assert codex_limit("We're currently experiencing high demand") is None
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_a_codex_turn_that_ends_on_its_limit_holds_codex(live, short_tmp):
+    """Codex ends the turn (errored) on a usage limit: the agent goes idle with the error,
+    and codex's queued rows are held until the reset it names; claude goes on.
+
+    Planted: turns.follow not passing the turn's error to Limits -> fails (w/c2 starts)."""
+    cwd = short_tmp / "w"
+    cwd.mkdir()
+    configure(live, short_tmp)
+    live.start_server()
+    run_agent(live, "codex", "w/c1", "[limit 30] x", cwd=cwd)
+    with live.sdk() as o:
+        until(lambda: o.get("w/c1")["status"] == "idle", 20, "w/c1's turn to end")
+        assert o.get("w/c1")["turn_error"].startswith("You've hit your usage limit.")
+        o.run("next", provider="codex", path="w/c2", cwd=str(cwd))
+        o.run("other", provider="claude", path="w/cl", cwd=str(cwd))
+        until(lambda: o.get("w/cl")["status"] != "queued", 10, "claude not held")
+        held = o.get("w/c2")
+        assert held["status"] == "queued" and held["held"].startswith("usage limit codex until ")

@@ -39,6 +39,7 @@ class Wait:
     until: float | None  # the reset the screen shows (Unix seconds)
     seen: float  # when the screen last showed it
     since: float  # when it was first seen
+    ended: bool = False  # the turn ended on the limit (Codex): holds with no agent waiting
 
 
 class Limits:
@@ -68,6 +69,30 @@ class Limits:
             )
         server.notify()
 
+    def turn_error(self, server, agent: Agent, provider, error: str) -> None:
+        """A turn ended on ``error``: when the provider's optional ``usage_limit(error)``
+        hook reads a usage limit in it (Codex ends the turn there), hold the provider's
+        queue until the reset it names, though no agent waits."""
+        hook = getattr(provider, "usage_limit", None)
+        shown = hook(error) if hook is not None else None
+        if shown is None:
+            return
+        now, reason = time.time(), shown.reason or "usage limit"
+        with self._lock:
+            self._waits[agent.uuid] = Wait(agent.provider, reason, shown.until, now, now, True)
+        with db.atomic():
+            events.emit(
+                "agent.usage_limit",
+                agent.uuid,
+                path=agent.path,
+                provider=agent.provider,
+                reason=reason,
+                until=shown.until,
+                hold=self._holds(server, agent.provider),
+                turn_ended=True,
+            )
+        server.notify()
+
     def over(self, server, agent: Agent, why: str) -> None:
         """The wait is over: the transcript moved on, the line left the screen, the turn ended."""
         with self._lock:
@@ -80,13 +105,13 @@ class Limits:
     def waiting(self, uuid: str) -> str | None:
         with self._lock:
             w = self._waits.get(uuid)
-        return w.reason if w else None
+        return w.reason if w and not w.ended else None
 
     def noticed(self, uuid: str) -> float | None:
         """When the agent was first seen waiting out a limit; None when it is not."""
         with self._lock:
             w = self._waits.get(uuid)
-        return w.since if w else None
+        return w.since if w and not w.ended else None
 
     # -- what the queue asks -------------------------------------------------------------
     @staticmethod
@@ -107,12 +132,13 @@ class Limits:
         }
         with self._lock:
             for uuid in set(waits) - working:  # ended, idle, killed: nothing waits there
-                self._waits.pop(uuid, None)
-        return {
-            u: w
-            for u, w in waits.items()
-            if u in working and (w.until or w.seen + UNKNOWN_RESET_HOLD) > now
-        }
+                if not waits[uuid].ended or self._end(waits[uuid]) <= now:
+                    self._waits.pop(uuid, None)
+        return {u: w for u, w in waits.items() if (u in working or w.ended) and self._end(w) > now}
+
+    @staticmethod
+    def _end(w: Wait) -> float:
+        return w.until or w.seen + UNKNOWN_RESET_HOLD
 
     def held(self, server, now: float | None = None) -> dict[str, str]:
         """``{provider: reason}`` for each provider whose queue a usage limit holds."""

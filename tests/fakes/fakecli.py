@@ -37,7 +37,8 @@ that asks permission first (:meth:`Tui.ask`: the turn waits, writing nothing,
 until the question is answered in the pane, as the real CLIs do); ``[limit N]`` (Claude
 Code) waits out a usage limit first: N seconds of the real CLI's line "Usage limit
 reached · continuing automatically at <time> · esc or type to cancel" and nothing written,
-then the turn goes on by itself. The answer is the
+then the turn goes on by itself; (Codex) the turn ends errored on its usage-limit error,
+"Try again at" a minute past N seconds. The answer is the
 prompt with its directives taken off.
 """
 

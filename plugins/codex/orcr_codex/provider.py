@@ -187,6 +187,10 @@ class CodexProvider(JsonlAdapter):
         """Ready at its input, or a start-up question first (:mod:`orcr_codex.screen`)."""
         return screen.screen_state(text, spec)
 
+    def usage_limit(self, error: str) -> ScreenState | None:
+        """A turn's error that is Codex's usage limit, with its reset (orcr_core/limits)."""
+        return screen.usage_limit(error)
+
     def turns(self, settle: float, blocked_after: float | None) -> CodexTurns:
         return CodexTurns(settle=settle, blocked_after=blocked_after)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from orcr_core.contracts import InputState, LaunchSpec, ScreenState
-from orcr_core.kit.screens import choose, keys_hint, menu, trust_question
+from orcr_core.kit.screens import choose, clock_text, keys_hint, menu, reset_at, trust_question
 
 TRUST = (
     "Trust this folder?",
@@ -109,3 +109,35 @@ def input_state(screen: str) -> InputState:
             break
         body.append(line)
     return InputState("\n".join(ln.strip() for ln in body).strip(), running)
+
+
+#: Codex's usage-limit error, which ends the turn (errored): its own words, from its
+#: source (codex-rs/core/src/error.rs, ``UsageLimitReachedError``): "You've hit your
+#: usage limit." then, by plan, an upgrade or admin hint, and " Try again at 3:28 PM."
+#: (" or try again at ..." after a hint; "Aug 8th, 2026 12:30 PM" for another day;
+#: "later." with no reset known)
+USAGE_LIMIT = re.compile(r"You've hit your usage limit\.")
+_RETRY = re.compile(r"[Tt]ry again at (.+?)\.?\s*$")
+_DAY = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2})(?:st|nd|rd|th), (\d{4}) (\d{1,2}:\d{2} [AP]M)$")
+
+
+def usage_limit(text: str) -> ScreenState | None:
+    """``waiting`` (``usage_limit``, ``until``) when a turn's error is Codex's usage limit."""
+    if not USAGE_LIMIT.search(text):
+        return None
+    until = None
+    if m := _RETRY.search(text):
+        when = m.group(1).strip()
+        if d := _DAY.match(when):
+            import time
+            from datetime import datetime
+
+            at = datetime.strptime(f"{d[1]} {d[2]} {d[3]} {d[4]}", "%b %d %Y %I:%M %p")
+            until = time.mktime(at.timetuple())
+        else:
+            until = reset_at(when)
+    if until is None:
+        return ScreenState("waiting", kind="usage_limit", reason="usage limit")
+    return ScreenState(
+        "waiting", kind="usage_limit", reason=f"usage limit until {clock_text(until)}", until=until
+    )
