@@ -35,3 +35,24 @@ def test_sandboxed_echo_agent_turn(live, short_tmp):
     argv = started[0]["data"]["argv"]
     assert argv[1:4] == ["-I", "-S", enter.__file__] and "--unshare-net" in argv
     assert "SECRET_TOKEN" not in argv
+
+
+def test_admission_fails_closed(orcr_home, short_tmp):
+    """[sandbox] default with no engine: agent.run is refused (sandbox_unavailable, the
+    install line) and nothing is queued; --no-sandbox still runs; a good engine records
+    the sandbox in launch.json (planted: admission not asking the policy -> admitted)."""
+    from orcr_core.sdk.client import ServerError
+
+    orcr_home.config(
+        '[driver]\nname = "test"\n[sandbox]\ndefault = true\nbwrap = "/nonexistent/bwrap"\n'
+    )
+    orcr_home.start_server()
+    with orcr_home.sdk() as orcr:
+        with pytest.raises(ServerError) as exc:
+            orcr.run("hi", provider="echo", path="sb/no", cwd=str(short_tmp))
+        assert exc.value.code == "sandbox_unavailable"
+        assert "apt-get install bubblewrap" in exc.value.message
+        assert orcr.list(all=True) == []
+        ok = orcr.run("hi", provider="echo", path="sb/plain", cwd=str(short_tmp), sandbox=False)
+        assert orcr.get(ok["uuid"])["sandbox"] is None
+        orcr.kill(ok["uuid"])
