@@ -16,6 +16,8 @@ RULES: dict[str, tuple[bool, str]] = {
     "agent_failed": (True, "an agent ended failed or lost"),
     "loop_failed": (True, "a loop run ended failed or timeout"),
     "task_parked": (True, "a task moved to inbox/ (a question) or failed/ (out of attempts)"),
+    "land_failed": (True, "tasks land did not land a task: a conflict, a red check, a refusal"),
+    "task_landed": (False, "tasks land landed a task on its branch"),
     "budget_reached": (True, "a token budget is spent and holds its scope's queued agents"),
     "usage_limit": (True, "an agent's CLI waits out its plan's usage limit (its provider held)"),
     "turn_ended": (False, "an agent's turn ended (for `match` paths, or turns `longer_than`)"),
@@ -130,6 +132,20 @@ def classify(ev: dict, facts: dict) -> tuple[str, str, dict] | None:
                 "action": f"orcr loop logs {name} --run {run_id}",
                 "loop": name,
                 "run": run_id,
+            },
+        )
+    if kind == "task.moved" and data.get("from") == "landing":
+        task, queue, to = data.get("task"), data.get("queue"), data.get("to")
+        landed = to == "landed"
+        return (
+            "task_landed" if landed else "land_failed",
+            task,
+            {
+                "title": f"task {task} landed" if landed else f"task {task} did not land",
+                "text": f"task {task} in {queue} moved to {to}/: {data.get('reason') or '-'}",
+                "action": f"orcr tasks show {queue} {task}",
+                "task": task,
+                "queue": queue,
             },
         )
     if kind == "task.moved" and data.get("to") in ("inbox", "failed"):

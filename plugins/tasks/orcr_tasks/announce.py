@@ -1,5 +1,6 @@
-"""Tell orcr that a task moved to inbox/ or failed/: a ``task.moved`` event, which the
-notification rule ``task_parked`` reads (docs/notifications.md).
+"""Tell orcr that a task moved to inbox/ or failed/, or out of landing/: a
+``task.moved`` event, which the notification rules ``task_parked``, ``task_landed`` and
+``land_failed`` read (docs/notifications.md).
 
 Durable, once per move, whichever backend moved the task: the move is reported
 with a notice (:mod:`orcr_core.notify.notices`), a file in orcr's data directory
@@ -17,14 +18,15 @@ from __future__ import annotations
 
 from orcr_core.notify import notices
 
-#: the moves worth a notification
+#: the moves worth a notification: to these, and every move out of landing/ (a land
+#: that succeeded, rule ``task_landed``, or did not, ``land_failed``)
 NOTIFIED = ("inbox", "failed")
 
 
 def prepare(root, task_id: str, src: str, dst: str, reason: str | None) -> dict | None:
     """The notice for a move to ``dst`` (None when ``dst`` is not worth one): give it
     to the move, which writes it (:func:`record`) once the move is durable."""
-    if dst not in NOTIFIED:
+    if dst not in NOTIFIED and src != "landing":
         return None
     data = {"queue": str(root), "task": task_id, "from": src, "to": dst}
     if reason:

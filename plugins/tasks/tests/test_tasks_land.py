@@ -284,3 +284,25 @@ def test_the_cli_watches_for_done_tasks_and_releases_landed_dependants(q, repo):
     t1 = q.read("landed", "T1")
     assert t1.meta["landed_commit"] != t1.meta["revision"]  # rebased onto the moved main
     assert q.where("T2") == ["todo"]
+
+
+def test_landings_and_land_failures_are_notified(q, repo, short_tmp, monkeypatch):
+    """A landed task is a ``task_landed`` notification (off by default), a task sent
+    back a ``land_failed`` one (on), each naming the task, the reason and the commit,
+    from durable notices written by the move. Planted: no notice for a move out of
+    landing/ (announce.prepare unchanged) -> fails."""
+    from orcr_core.notify import notices, rules
+
+    monkeypatch.setenv("ORCR_HOME", str(short_tmp / "home"))
+    build_and_pass(q, repo, "T1", {"base.txt": "one\n"})
+    build_and_pass(q, repo, "T2", {"base.txt": "two\n"})
+    assert lander(q, repo).run() == {"landed": 1, "failed": 1}
+    found = {}
+    for path in sorted(notices.notices_dir().glob("*.json")):
+        ev = json.loads(path.read_text())
+        rule, subject, fields = rules.classify({"kind": ev["kind"], "data": ev["data"]}, {})
+        found[rule] = (subject, fields["text"])
+    landed = q.read("landed", "T1").meta["landed_commit"]
+    assert found["task_landed"][0] == "T1" and landed in found["task_landed"][1]
+    assert found["land_failed"][0] == "T2" and "base.txt" in found["land_failed"][1]
+    assert rules.RULES["task_landed"][0] is False and rules.RULES["land_failed"][0] is True

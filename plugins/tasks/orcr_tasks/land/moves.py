@@ -21,7 +21,13 @@ def mark_landed(q, tid: str, token: str | None, commit: str, onto: str, note: st
 
     with q.locked():
         q._held(tid, "landing", token)
-        q.move(tid, "landing", "landed", edit)
+        q.move(
+            tid,
+            "landing",
+            "landed",
+            edit,
+            announce.prepare(q.label, tid, "landing", "landed", note),
+        )
         q._release()
 
 
@@ -50,6 +56,7 @@ def refuse(q, tid: str, token: str | None, why: str, dst: str = "review") -> str
 
 def give_back(q, tid: str, token: str | None, why: str, heading: str = "Land returned") -> None:
     """Back to done/ untouched but for a note: not the task's fault, not an attempt."""
+    notice = announce.prepare(q.label, tid, "landing", "done", why)
     with q.locked():
         q._held(tid, "landing", token)
-        q.move(tid, "landing", "done", lambda t: t.append(f"{heading} ({now_iso()})", why))
+        q.move(tid, "landing", "done", lambda t: t.append(f"{heading} ({now_iso()})", why), notice)
