@@ -148,3 +148,25 @@ def test_a_store_from_before_turn_outcomes_gains_the_columns(short_tmp):
         assert (row.path, row.turn_status, row.turn_error) == ("a", None, None)
     finally:
         store_db.close_store()
+
+
+def test_a_savepoint_in_a_group_undoes_only_its_own_writes(store):
+    """write_or_savepoint (admission inside the listener's group commit): a failure
+    after its writes rolls back those writes alone; the group's others commit, and
+    a later savepoint of the same name works. Planted: no ROLLBACK TO -> fails."""
+    from orcr_core.store import events
+
+    with db.atomic("IMMEDIATE"):
+        with db.write_or_savepoint("admit"):
+            events.emit("t.kept", None, n=1)
+        with pytest.raises(RuntimeError):
+            with db.write_or_savepoint("admit"):
+                events.emit("t.undone", None, n=2)
+                raise RuntimeError("after the writes")
+        with db.write_or_savepoint("admit"):
+            events.emit("t.kept", None, n=3)
+    with db.write_or_savepoint("admit"):  # no transaction open: its own BEGIN IMMEDIATE
+        events.emit("t.kept", None, n=4)
+    conn = sqlite3.connect(store)
+    kinds = conn.execute("SELECT kind, data FROM event WHERE kind LIKE 't.%' ORDER BY seq")
+    assert [k for k, _ in kinds] == ["t.kept"] * 3

@@ -225,9 +225,11 @@ def _auto_name(scope: str | None, provider: str) -> str:
     return f"{prefix}{n}"
 
 
-def _write_launch(data_dir: str, payload: dict) -> None:
+def _write_launch(data_dir: str, payload: dict, sync_parent: bool = True) -> None:
     """launch.json on disk (file and directory entries) before the row's commit."""
-    durable.make_dir_with_file(data_dir, "launch.json", json.dumps(payload).encode())
+    durable.make_dir_with_file(
+        data_dir, "launch.json", json.dumps(payload).encode(), sync_parent=sync_parent
+    )
 
 
 _DEPTH = "SELECT COUNT(*) FROM agent WHERE status = 'queued'"
@@ -250,8 +252,13 @@ def admit(
     options: dict | None = None,
     check: Callable[[str, str | None], tuple[str, str] | None] | None = None,
     config=None,
+    sync_dir: bool = True,
 ) -> dict:
     """Validate, write launch.json, insert the queued row. Returns the row's fields.
+
+    ``sync_dir=False`` leaves the fsync of ``agents_dir`` (the new data dir's entry)
+    to the caller, who must make it before the row's transaction commits: the
+    listener's group commit syncs it once for the whole group.
 
     ``options`` are the provider's config options (``[providers.<name>]``).
     ``check(path, scope)`` runs inside the insert's transaction and returns
@@ -268,7 +275,7 @@ def admit(
     token = secrets.token_hex(16)
     now = time.time()
     try:
-        with db.atomic("IMMEDIATE"):
+        with db.write_or_savepoint("admit"):
             # plain SQL on the hot path: admission is the one write every caller makes
             last, oldest = db.execute_sql(_SEQS).fetchone()
             seq = (last or 0) + 1
@@ -320,6 +327,7 @@ def admit(
                     "launch_token": token,
                     "created_at": now,
                 },
+                sync_parent=sync_dir,
             )
             fields = dict(
                 uuid=uuid,

@@ -221,6 +221,20 @@ def _parts(key: str) -> list[str]:
         return key.split(".")
 
 
+#: a key's parts, for :meth:`Config.get`: the same few keys are read on every
+#: admission, and parsing one (a regex per part) cost more than the lookup
+_GET_PARTS: dict[str, tuple[str, ...]] = {}
+
+
+def _get_parts(key: str) -> tuple[str, ...]:
+    parts = _GET_PARTS.get(key)
+    if parts is None:
+        parts = tuple(_parts(key))
+        if len(_GET_PARTS) < 4096:  # keys name providers and paths: keep it bounded
+            _GET_PARTS[key] = parts
+    return parts
+
+
 def _part_ok(pparts: list[str], i: int, k: str) -> bool:
     """Whether key part ``k`` fits pattern part ``i``: ``*`` is a name, and a budget's
     scope (``budget.<scope>``) may also be a path prefix such as ``nightly/review``."""
@@ -320,7 +334,7 @@ class Config:
 
     def get(self, key: str, default: Any = None) -> Any:
         node: Any = self.data
-        for part in _parts(key):
+        for part in _get_parts(key):
             if not isinstance(node, dict) or part not in node:
                 return default
             node = node[part]

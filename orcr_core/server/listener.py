@@ -14,7 +14,7 @@ from orcr_core import dirs
 from orcr_core.protocol import SUPPORTED, LineReader, ProtocolError, encode
 from orcr_core.server import handlers
 from orcr_core.server.stream_handlers import STREAMED
-from orcr_core.store import health
+from orcr_core.store import durable, health
 from orcr_core.store.models import db
 
 log = logging.getLogger("orcr.server")
@@ -147,6 +147,10 @@ class Connection:
             with db.atomic("IMMEDIATE"):
                 for line in lines:
                     self.handle_line(line)
+                if any("result" in r for r in self.deferred):
+                    # the new data dirs' entries, once for the group (each admission
+                    # synced its own launch.json and dir): on disk before the commit
+                    durable.fsync_dir(str(self.server.agents_dir))
         except Exception as exc:  # the commit failed: no admission of the group stands
             log.exception("group admission failed")
             for reply in self.deferred:

@@ -33,9 +33,13 @@ def create_file(path: str, data: bytes, mode: int = 0o600) -> None:
         os.close(fd)
 
 
-def make_dir_with_file(directory: str, name: str, data: bytes) -> None:
-    """A new 0700 ``directory`` holding one 0600 file, all of it on disk on return."""
+def make_dir_with_file(directory: str, name: str, data: bytes, sync_parent: bool = True) -> None:
+    """A new 0700 ``directory`` holding one 0600 file, all of it on disk on return;
+    without ``sync_parent`` all but the directory's own entry in its parent, which
+    the caller syncs (once for several, as a group admission does) before it relies
+    on it."""
     os.mkdir(directory, 0o700)
     create_file(os.path.join(directory, name), data)
     fsync_dir(directory)  # the file's entry
-    fsync_dir(os.path.dirname(os.path.abspath(directory)))  # the directory's entry
+    if sync_parent:
+        fsync_dir(os.path.dirname(os.path.abspath(directory)))  # the directory's entry

@@ -7,6 +7,7 @@ RFC 3339 strings.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 
 from peewee import (
     AutoField,
@@ -59,6 +60,28 @@ class StoreDatabase(SqliteDatabase):
         lock_type = lock_type or self._lock_type
         self._writing.on = bool(lock_type and lock_type.upper() in ("IMMEDIATE", "EXCLUSIVE"))
         return super().begin(lock_type)
+
+    @contextmanager
+    def write_or_savepoint(self, name: str):
+        """A write transaction (``BEGIN IMMEDIATE``), or inside one (the listener's
+        group commit of pipelined admissions) a savepoint in plain SQL: peewee names
+        each savepoint with a fresh uuid and tracks it, more Python than the two
+        statements. A failure rolls the savepoint back and is raised."""
+        if not self.in_transaction():
+            with self.atomic("IMMEDIATE"):
+                yield
+            return
+        self.execute_sql(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            try:
+                self.execute_sql(f"ROLLBACK TO SAVEPOINT {name}")
+                self.execute_sql(f"RELEASE SAVEPOINT {name}")
+            except Exception:  # SQLite ended the transaction itself (a full disk): the
+                pass  # error raised below says why, and the group's commit never happens
+            raise
+        self.execute_sql(f"RELEASE SAVEPOINT {name}")
 
     def commit(self):
         super().commit()
