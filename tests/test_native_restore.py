@@ -52,6 +52,17 @@ def _second_turn(live) -> None:
     assert live.status()["drift"]["orphan_agent_panes"] == 0
 
 
+def _group_procs(uuid: str):
+    """The agent's memory group's ``cgroup.procs`` (docs/ceilings.md), or None where
+    no cgroup v1 ceilings run."""
+    from orcr_core import dirs
+    from orcr_core.ceilings import v1
+
+    if v1.unusable() is not None:
+        return None
+    return v1.CgroupV1(dirs.instance_id()).group("memory", uuid) / "cgroup.procs"
+
+
 def _reported(live, uuid: str) -> list[dict]:
     return _kinds(live, uuid, "agent.resume_reported")
 
@@ -61,19 +72,27 @@ def test_a_native_restore_keeps_the_agent_in_its_pane_on_09_only(live):
     """0.9: orcr reports how to resume the agent, herdr types it into the restored pane
     after a cold restart, orcr re-matches the pane (one pane, no resume of its own).
     0.8: nothing is reported, the pane comes back as a shell, orcr closes it and
-    resumes the agent itself, once."""
+    resumes the agent itself, once. Restored natively, the agent is back in its
+    ceilings' group (Planted: restore_argv returning argv unchanged -> fails)."""
     a = _start(live)
     emu = live.mux.emulator
     if live.mux.protocol == 22:
         until(lambda: _reported(live, a["uuid"]), 15, what="the resume command reported")
         argv = emu.pane(a["pane_id"]).resume_argv["argv"]
+        if argv[0] != "env":  # behind the launch step that joins its ceilings
+            assert argv[3].endswith("ceilings/join.py"), argv
+            argv = argv[argv.index("--") + 1 :]
         assert argv[0] == "env" and f"ORCR_ID={a['uuid']}" in argv and argv[-1] == "--resume"
     else:
         assert emu.pane(a["pane_id"]).resume_argv is None
+    group = _group_procs(a["uuid"])
+    before = set(group.read_text().split()) if group else set()
     emu.resume_agents = True
     emu.restart()
     if live.mux.protocol == 22:
         until(lambda: _native(live, a["uuid"]), 30, what="the restored pane re-matched")
+        if group:  # restored through the launch step: back in its ceilings' group
+            until(lambda: set(group.read_text().split()) - before, 15, what="in its group")
         until(lambda: live.get("n/one")["status"] == "idle", 30)
         assert _requeued(live, a["uuid"]) == []  # orcr started nothing itself
         row = live.get("n/one")

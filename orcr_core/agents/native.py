@@ -31,6 +31,7 @@ import time
 from orcr_core.agents import lifecycle, procs, resume
 from orcr_core.agents.launch import launch_command, launch_info, launch_spec, ref_of
 from orcr_core.agents.rematch import identity
+from orcr_core.ceilings import step as ceilings_step
 from orcr_core.contracts import DriverError, PaneInfo
 from orcr_core.store import drift, events, faults
 from orcr_core.store.models import Agent, db
@@ -94,6 +95,9 @@ def report(server, agent: Agent, pane: PaneInfo) -> None:
             resume=True,
             sandbox=launch.get("sandbox"),
         )
+        # herdr runs it itself after a restart: through the launch step, so the
+        # restored agent is back in its group (which lives while the agent does)
+        argv = ceilings_step.restore_argv(agent.uuid, argv)
         state = "working" if agent.status == "working" else "idle"
         owned = server.driver.report_resume(
             ref_of(pane), agent.provider, state, argv, env, detected=pane.agent

@@ -78,6 +78,15 @@ def wrap(server, agent, launch: dict, argv: list[str], env: dict) -> list[str]:
     return [*found.backend.launch_prefix(agent.uuid), *argv]
 
 
+def restore_argv(uuid: str, argv: list[str]) -> list[str]:
+    """The resume command a multiplexer runs itself (herdr's native restore), behind
+    the launch step when the agent has a group: restored, it is back inside it."""
+    backend = ceilings.current().backend
+    if backend is None or not backend.usage(uuid):
+        return argv
+    return [*backend.launch_prefix(uuid), *argv]
+
+
 def verdict(uuid: str) -> str | None:
     """The error of an agent the kernel killed at its memory ceiling, or None."""
     backend = ceilings.current().backend
