@@ -98,7 +98,8 @@ def agent_run(
     never waits for a slot.
 
     --worktree gives the agent a git worktree on a new branch (or a jj
-    workspace) made when it starts; it is removed when the agent ends unless it
+    workspace: experimental, never run, as no jj can be installed where orcr is
+    tested) made when it starts; it is removed when the agent ends unless it
     holds changes or commits on no other branch (orcr worktree ls).
 
     --rm makes it a job: it ends (exit reason done) as soon as its first turn
