@@ -306,3 +306,18 @@ def test_landings_and_land_failures_are_notified(q, repo, short_tmp, monkeypatch
     assert found["task_landed"][0] == "T1" and landed in found["task_landed"][1]
     assert found["land_failed"][0] == "T2" and "base.txt" in found["land_failed"][1]
     assert rules.RULES["task_landed"][0] is False and rules.RULES["land_failed"][0] is True
+
+
+def test_a_file_queue_made_before_landing_opens_and_lands(fq, repo):
+    """A queue made by an orcr without landing/ and landed/ still opens (status, ls,
+    workers) and its first lander makes them. Planted: landing/ and landed/ required
+    by Queue.open -> fails."""
+    from orcr_tasks.queue import Queue
+
+    for folder in ("landing", "landed"):
+        (fq.root / folder).rmdir()
+    q = Queue.open(fq.root)
+    assert status.compute(q, 600)["counts"]["landed"] == 0
+    build_and_pass(q, repo, "T1", {"a.txt": "a\n"})
+    assert lander(q, repo).run() == {"landed": 1}
+    assert q.where("T1") == ["landed"]
