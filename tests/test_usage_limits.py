@@ -54,7 +54,8 @@ def test_a_usage_limit_holds_its_provider_until_the_cli_goes_on(live, short_tmp)
 
     Planted: Limits.held ignored in the queue worker -> fails (w/next starts at once).
     Planted: asking.check not noting the wait -> fails (no waiting on w/lim).
-    Planted: a stalled flag kept when the wait is seen -> fails (``working (stalled)``)."""
+    Planted: a stalled flag kept when the wait is seen -> fails (``working (stalled)``).
+    Planted: top's model not reading status usage_limits -> fails (top's held)."""
     cwd = short_tmp / "w"
     cwd.mkdir()
     configure(live, short_tmp, timings='blocked_after = "1s"\nstall_after = "1s"\n')
@@ -73,6 +74,9 @@ def test_a_usage_limit_holds_its_provider_until_the_cli_goes_on(live, short_tmp)
         assert f"queued (held: usage limit claude until {clock})" in ls, ls
         assert f"working (waiting: usage limit until {clock})" in ls, ls
         assert not o.get("w/lim")["stalled"]  # quiet past stall_after: a wait, no stall
+        assert o.status()["usage_limits"] == {"claude": f"usage limit claude until {clock}"}
+        top = live.run("top", "--once", "--json", check=True).stdout
+        assert f'"held": "usage limit claude until {clock}"' in top, top
     wait_idle(live, "w/lim")
     assert live.run("agent", "read", "w/lim", check=True).stdout == "went on\n"
     wait_idle(live, "w/next")

@@ -130,6 +130,8 @@ def _print_status(s: dict) -> None:
     click.echo(f"queue {s['queue_depth']} queued  live {s['live']}/{s['caps']['max']}")
     if s.get("held"):
         click.echo(f"held: {s['held']}")
+    for reason in (s.get("usage_limits") or {}).values():  # orcr_core/limits
+        click.echo(f"held: {reason}")
     if s.get("config_error"):  # an edit the server refused: it runs the last good config
         click.echo(
             f"config not applied (the last good one is in force): {s['config_error']['error']}"

@@ -327,6 +327,8 @@ class Server(MultiplexerMixin):
             "uptime": round(time.time() - self.started_at, 3),
             "queue_depth": queue.queue_depth(),
             "held": self.held,
+            # providers whose queue a usage limit holds, and why (orcr_core/limits)
+            "usage_limits": self.limits.held(self),
             # an edit of the config file that was not applied, and why (config/watch.py)
             "config_error": self.config_error,
             # token budgets: each scope's spend in its window, the queued agents it holds

@@ -323,12 +323,15 @@ class FleetModel:
                 live[r.provider] = live.get(r.provider, 0) + 1
         s = self.status
         whole = (s.get("held") or "").split(": ", 1)[0] or None
+        limited = s.get("usage_limits") or {}  # a provider waiting out a usage limit
         cap = (s.get("caps") or {}).get("max")
         caps = s.get("providers") or {}
         for r in self.rows.values():
             own = (caps.get(r.provider) or {}).get("cap")
             r.held = (
-                (whole or _cap_held(live, cap, own, r.provider)) if r.status == "queued" else None
+                (whole or limited.get(r.provider) or _cap_held(live, cap, own, r.provider))
+                if r.status == "queued"
+                else None
             )
 
     def matching(self, glob: str) -> list[Row]:
