@@ -202,10 +202,26 @@ class CgroupV1:
             except OSError:
                 pass
 
-    def drop_all(self) -> None:
-        """An instance gone for good (a test's): every group of it, processes killed."""
+    def drop_all(self, wait: float = 2.0) -> None:
+        """An instance gone for good (a test's, a bench's): every group of it, its
+        processes killed; waits up to ``wait`` seconds for them to exit."""
+        import time
+
+        deadline = time.monotonic() + wait
         self.sweep(set())
+        while self._agent_groups() and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self.sweep(set())
         self.drop_fleet()
+
+    def _agent_groups(self) -> list[Path]:
+        out: list[Path] = []
+        for path in self.fleets.values():
+            try:
+                out += [p for p in path.iterdir() if p.is_dir() and _UUID.fullmatch(p.name)]
+            except FileNotFoundError:
+                pass
+        return out
 
     def fleet_usage(self) -> dict:
         mem = self.fleets["memory"]
