@@ -9,8 +9,15 @@ Planted: the agent's data dir not bound back (``write`` without ``policy["data_d
 
 from __future__ import annotations
 
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
 import pytest
 
+from orcr_core.kit.testing import until
 from orcr_core.sandbox import bwrap, enter
 
 pytestmark = pytest.mark.skipif(
@@ -56,3 +63,58 @@ def test_admission_fails_closed(orcr_home, short_tmp):
         ok = orcr.run("hi", provider="echo", path="sb/plain", cwd=str(short_tmp), sandbox=False)
         assert orcr.get(ok["uuid"])["sandbox"] is None
         orcr.kill(ok["uuid"])
+
+
+PROBE = """
+import json, os, socket, sys
+out = {}
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "ESCAPED"
+    except Exception as exc:
+        out[name] = type(exc).__name__
+home = os.environ["HOME"]
+attempt("read_key", lambda: open(home + "/.ssh/id_ed25519").read())
+attempt("write_outside", lambda: open(sys.argv[1], "w").write("x"))
+attempt("orcr_socket", lambda: socket.socket(socket.AF_UNIX).connect(sys.argv[2]))
+attempt("signal_server", lambda: os.kill(int(sys.argv[3]), 0))
+out["secret_env"] = os.environ.get("SECRET_TOKEN")
+out["orcr_id"] = bool(os.environ.get("ORCR_ID"))
+json.dump(out, open("result.json", "w"))
+"""
+
+
+def test_sandboxed_command_agent_cannot_escape(live, short_tmp):
+    """A sandboxed command agent in a real pane (tmux, herdr) tries its way out: the
+    planted ~/.ssh key, a write to a folder outside (/var/tmp), orcr's socket, a signal
+    to orcr's server, a secret in the server's environment. Each is refused; it still
+    writes its own cwd and keeps its identity. Planted: home not covered and
+    ``--unshare-pid`` dropped -> read_key and signal_server say ESCAPED."""
+    home = short_tmp / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    live.env.update(HOME=str(home), SECRET_TOKEN="s3cret")
+    proc = live.start_server()
+    work = short_tmp / "work"
+    work.mkdir()
+    (work / "probe.py").write_text(PROBE)
+    outside = Path(tempfile.mkdtemp(prefix="orcr-sbx-out-", dir="/var/tmp"))
+    try:
+        argv = [sys.executable, "probe.py", str(outside / "x"), str(live.socket), str(proc.pid)]
+        with live.sdk() as orcr:
+            orcr.run(None, provider="command", path="sb/probe", cwd=str(work), argv=argv,
+                     sandbox=True)  # fmt: skip
+        until(lambda: (work / "result.json").exists(), 30, "the probe's result")
+        result = json.loads((work / "result.json").read_text())
+        assert not (outside / "x").exists()
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+    assert result == {
+        "read_key": "FileNotFoundError",
+        "write_outside": "OSError",
+        "orcr_socket": "FileNotFoundError",
+        "signal_server": "ProcessLookupError",
+        "secret_env": None,
+        "orcr_id": True,
+    }, result
