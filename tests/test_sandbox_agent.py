@@ -89,18 +89,19 @@ def test_sandboxed_command_agent_cannot_escape(live, short_tmp):
     """A sandboxed command agent in a real pane (tmux, herdr) tries its way out: the
     planted ~/.ssh key, a write to a folder outside (/var/tmp), orcr's socket, a signal
     to orcr's server, a secret in the server's environment. Each is refused; it still
-    writes its own cwd and keeps its identity. Planted: home not covered and
-    ``--unshare-pid`` dropped -> read_key and signal_server say ESCAPED."""
-    home = short_tmp / "home"
+    writes its own cwd and keeps its identity. Planted: ``--unshare-pid`` dropped ->
+    signal_server says ESCAPED (the key is hidden twice, by the emptied home and the deny
+    list: test_sandbox_escape plants each)."""
+    outside = Path(tempfile.mkdtemp(prefix="orcr-sbx-out-", dir="/var/tmp"))
+    home = outside / "home"  # outside /tmp, which the sandbox empties anyway
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
     live.env.update(HOME=str(home), SECRET_TOKEN="s3cret")
-    proc = live.start_server()
     work = short_tmp / "work"
     work.mkdir()
     (work / "probe.py").write_text(PROBE)
-    outside = Path(tempfile.mkdtemp(prefix="orcr-sbx-out-", dir="/var/tmp"))
     try:
+        proc = live.start_server()
         argv = [sys.executable, "probe.py", str(outside / "x"), str(live.socket), str(proc.pid)]
         with live.sdk() as orcr:
             orcr.run(None, provider="command", path="sb/probe", cwd=str(work), argv=argv,
