@@ -31,7 +31,8 @@ def test_a_hand_edit_applies_and_a_bad_one_keeps_the_last_good(orcr_home):
     why everywhere; reload reports a change; fixing the file clears the error.
 
     Planted: the config-watch thread not started -> fails (the cap stays 1).
-    Planted: reload_config not keeping config_error -> fails (the bad edit is silent)."""
+    Planted: reload_config not keeping config_error -> fails (the bad edit is silent).
+    Planted: refuse_mux_switch not called -> fails (tmux.socket applied under live agents)."""
     path = orcr_home.path / "config.toml"
     path.write_text(BASE + "[concurrency]\nmax = 1\n")
     orcr_home.start_server()
@@ -76,6 +77,12 @@ def test_a_hand_edit_applies_and_a_bad_one_keeps_the_last_good(orcr_home):
     assert r.stdout == "concurrency.max: 3 -> 2\n", r.stdout
     assert orcr_home.status()["config_error"] is None
     assert "nothing changed" in orcr_home.run("config", "reload", check=True).stdout
+
+    # a hand edit that moves orcr to another multiplexer is not applied under live agents
+    path.write_text(BASE + '[concurrency]\nmax = 2\n[tmux]\nsocket = "elsewhere"\n')
+    with orcr_home.sdk() as o:
+        until(lambda: o.status()["config_error"], 5, "the switch to be refused")
+        assert "tmux.socket changed while 3 agents are live" in o.status()["config_error"]["error"]
 
 
 def test_set_refuses_a_webhook_url_that_is_not_http(orcr_home):

@@ -44,6 +44,21 @@ def changes(old: dict, new: dict, prefix: str = "") -> dict[str, list[Any]]:
     return out
 
 
+def refuse_mux_switch(changed: dict[str, list[Any]], live: int) -> None:
+    """A key that moves orcr to another multiplexer server is not applied while agents
+    are live: their panes would be lost to sight (``config set`` refuses it too)."""
+    from orcr_core.config import ConfigError
+    from orcr_core.config.edit import MUX_KEYS
+
+    switched = [k for k in changed if k in MUX_KEYS]
+    if switched and live:
+        raise ConfigError(
+            f"{', '.join(switched)} changed while {live} agent{'s are' if live != 1 else ' is'} "
+            "live on the multiplexer orcr drives now; the change would orphan them. Drain "
+            "them first (orcr agent kill '**', or wait until they end), then reload"
+        )
+
+
 def signature(path: Path) -> tuple | None:
     try:
         st = os.stat(path)

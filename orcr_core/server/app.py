@@ -175,6 +175,8 @@ class Server(MultiplexerMixin):
         with self._config_lock:
             try:
                 new = config_mod.load()
+                changed = changes(self.config.data, new.data)
+                config_watch.refuse_mux_switch(changed, self._live_or_lost())
             except config_mod.ConfigError as exc:
                 if self.config_error is None or self.config_error["error"] != str(exc):
                     self.config_error = {"error": str(exc), "since": time.time()}
@@ -183,7 +185,6 @@ class Server(MultiplexerMixin):
                         events.emit("config.invalid", error=str(exc), source=source)
                     self.notify(queue=False)
                 raise
-            changed = changes(self.config.data, new.data)
             self.config, self.config_error = new, None
             self.registry.timeouts["provider_call"] = new.duration("timings.provider_call")
             if any(k.split(".")[0] in ("driver", "herdr", "tmux") for k in changed):
@@ -293,6 +294,10 @@ class Server(MultiplexerMixin):
     def pipeline_active(self, uuid: str) -> bool:
         with self._pipe_lock:
             return uuid in self._active_pipelines
+
+    @staticmethod
+    def _live_or_lost() -> int:
+        return Agent.select().where(Agent.status.in_((*LIVE, "lost"))).count()
 
     def config_watch_loop(self) -> None:
         db.connect(reuse_if_open=True)
