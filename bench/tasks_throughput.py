@@ -25,7 +25,7 @@ from pathlib import Path
 
 
 def _tasks_worker(spec: str, start, done) -> None:
-    from orcr_tasks.backend import open_queue
+    from orcr_tasks.opener import open_queue
 
     q = open_queue(spec)
     q.lock_wait = 3600.0  # as a worker waits (stale/2): 32 processes queue for the file lock

@@ -9,7 +9,7 @@ import uuid as uuidlib
 
 import pytest
 
-from orcr_core.loops import defs, runs
+from orcr_core.loops import control, defs, runs
 from orcr_core.loops.fires import fire_due
 from orcr_core.store import db as store_db
 from orcr_core.store.models import Event, Loop, LoopRun, db
@@ -149,7 +149,7 @@ def test_a_once_loop_fires_once_then_releases_its_name(store):
     )  # the name is free, a new definition with its own uuid
     assert again.uuid != loop.uuid
     assert defs.resolve("once").uuid == again.uuid  # the active definition first
-    defs.remove(again)
+    control.remove(again)
     assert defs.resolve("once").uuid == again.uuid  # then the most recent ended one
 
 
@@ -171,7 +171,7 @@ def test_remove_cancels_pending_runs(store):
     loop = _create()
     _occupy(loop)
     fire_due(loop.next_fire_at, MISSED_AFTER)
-    canceled = defs.remove(loop)
+    canceled = control.remove(loop)
     assert [r.status for r in LoopRun.select().where(LoopRun.uuid == canceled[0].uuid)] == [
         "canceled"
     ]
@@ -186,7 +186,7 @@ def test_pause_holds_fires_and_pending_runs_resume_counts_from_now(store):
     with db.atomic("IMMEDIATE"):
         runs.allocate(Loop.get_by_id(loop.uuid), "manual", T0, T0)
     assert runs.take_pending(loop.uuid, T0) == []  # held while paused
-    resumed = defs.resume(Loop.get_by_id(loop.uuid), now=T0 + 86400)
+    resumed = control.resume(Loop.get_by_id(loop.uuid), now=T0 + 86400)
     assert resumed.next_fire_at == T0 + 86400 + 180
     assert [r.status for r in runs.take_pending(loop.uuid, T0)] == ["running"]
 
@@ -209,7 +209,7 @@ def test_a_paused_once_loop_whose_time_passed_is_skipped_and_logged_on_resume(st
         dict(name="once", once_at=T0 + 600, tz="UTC", argv=["/bin/true"], cwd="/"), now=T0
     )
     defs.pause(once)
-    resumed = defs.resume(Loop.get_by_id(once.uuid), now=T0 + 1200)
+    resumed = control.resume(Loop.get_by_id(once.uuid), now=T0 + 1200)
     assert fire_due(T0 + 1200, MISSED_AFTER) == [] and LoopRun.select().count() == 0
     assert (resumed.status, resumed.end_reason) == ("ended", "missed")
     (missed,) = _events("loop.missed")
@@ -220,7 +220,7 @@ def test_a_paused_once_loop_whose_time_passed_is_skipped_and_logged_on_resume(st
         dict(name="later", once_at=T0 + 600, tz="UTC", argv=["/bin/true"], cwd="/"), now=T0
     )
     defs.pause(later)
-    assert defs.resume(Loop.get_by_id(later.uuid), now=T0 + 60).next_fire_at == T0 + 600
+    assert control.resume(Loop.get_by_id(later.uuid), now=T0 + 60).next_fire_at == T0 + 600
     assert fire_due(T0 + 61, MISSED_AFTER) == []
     assert len(fire_due(T0 + 600.5, MISSED_AFTER)) == 1
 

@@ -10,8 +10,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+from orcr_core.common.times import UNITS as _UNITS
+from orcr_core.common.times import ConfigError, off, parse_duration  # noqa: F401 (re-exported)
+
 NAME = re.compile(r"[a-z0-9_]+")
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 _KEY_PART = re.compile(r"\s*(?:\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_-]+))\s*(\.|$)")
@@ -38,33 +39,6 @@ def split_key(key: str) -> list[str]:
 def join_key(parts: list[str]) -> str:
     """The dotted key of ``parts``, a part that is not a bare TOML key quoted."""
     return ".".join(p if _BARE.fullmatch(p) else f'"{p}"' for p in parts)
-
-
-class ConfigError(ValueError):
-    """A bad key or value; the message names the key, the value and what is allowed."""
-
-
-def parse_duration(value: Any, key: str = "duration") -> float:
-    """``"2m"`` -> 120.0; ``"1h30m"``, ``"250ms"``, plain numbers (seconds) too."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{key} = {value!r} is not a duration; use e.g. 30s, 2m, 1h30m")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ConfigError(f"{key} = {value!r} is negative; use a duration >= 0")
-        return float(value)
-    text = str(value).strip()
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if not text or pos != len(text):
-        raise ConfigError(
-            f"{key} = {value!r} is not a duration; use a number of seconds or units "
-            "ms, s, m, h, d (e.g. 30s, 2m, 1h30m)"
-        )
-    return total
 
 
 #: ``[concurrency]`` keys that are not a provider's cap.
@@ -147,16 +121,6 @@ def _duration_range(lo: float, hi: float) -> Callable[[str, Any], Any]:
 
     check.allowed = f"duration {_fmt_seconds(lo)}..{_fmt_seconds(hi)}"  # type: ignore[attr-defined]
     return check
-
-
-def off(value: Any) -> bool:
-    """Whether a ``0 (off)`` duration key is off: ``0``, ``"0"`` or any zero duration."""
-    if value in (0, "0") and not isinstance(value, bool):
-        return True
-    try:
-        return parse_duration(value) == 0
-    except ConfigError:
-        return False
 
 
 def _duration_or_off(lo: float, hi: float) -> Callable[[str, Any], Any]:

@@ -1,4 +1,5 @@
-"""Loop definitions: create, pause, resume, remove, resolve, and their JSON shape.
+"""Loop definitions: create, pause, resolve, end, and their JSON shape (resume and
+remove, which reach into fires and runs, are in :mod:`orcr_core.loops.control`).
 
 Every change is one ``BEGIN IMMEDIATE`` transaction with its event row. A loop
 name is one path segment, unique among loops that have not ended (a partial
@@ -13,11 +14,12 @@ import os
 import shutil
 import time
 import uuid as uuidlib
-from datetime import UTC, datetime
+from datetime import datetime
 
 from peewee import SQL, IntegrityError
 
 from orcr_core import paths
+from orcr_core.common.times import iso
 from orcr_core.loops import cadence
 from orcr_core.store import events
 from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
@@ -30,12 +32,6 @@ class LoopError(Exception):
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code = code
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 NAME_RULE = (
@@ -239,53 +235,12 @@ def pause(loop: Loop) -> Loop:
     return Loop.get_by_id(loop.uuid)
 
 
-def resume(loop: Loop, now: float | None = None) -> Loop:
-    """Fires that fell in the pause are not replayed: the next fire counts from now."""
-    now = time.time() if now is None else now
-    with db.atomic("IMMEDIATE"):
-        loop = Loop.get_by_id(loop.uuid)
-        if loop.status != "paused":
-            raise LoopError("not_paused", f"loop {loop.name} is {loop.status}, not paused")
-        if loop.cron:
-            nxt = cadence.next_fire(loop.cron, loop.tz, now)
-        else:
-            nxt = loop.once_at
-        Loop.update(status="active", next_fire_at=nxt).where(Loop.uuid == loop.uuid).execute()
-        events.emit("loop.resumed", loop=loop.uuid, name=loop.name, next_fire_at=iso(nxt))
-        if nxt is not None and nxt <= now:
-            # a once loop whose time passed during the pause: skipped and logged
-            # (the seed's rule for missed fires), never fired late
-            from orcr_core.loops.fires import _missed  # fires builds on defs
-
-            _missed(Loop.get_by_id(loop.uuid), nxt, now, {"reason": "paused"})
-    return Loop.get_by_id(loop.uuid)
-
-
 def end(loop: Loop, reason: str, now: float) -> None:
     """Inside a transaction: the loop ends and releases its name."""
     Loop.update(status="ended", end_reason=reason, ended_at=now, next_fire_at=None).where(
         Loop.uuid == loop.uuid
     ).execute()
     events.emit("loop.ended", loop=loop.uuid, name=loop.name, reason=reason)
-
-
-def remove(loop: Loop, now: float | None = None) -> list[LoopRun]:
-    from orcr_core.loops import runs as runs_mod  # runs builds on defs
-
-    """End the loop; its pending runs are canceled. Running runs finish (or are stopped
-    with ``loop run stop``). Returns the canceled runs."""
-    now = time.time() if now is None else now
-    with db.atomic("IMMEDIATE"):
-        loop = Loop.get_by_id(loop.uuid)
-        if loop.status == "ended":
-            raise LoopError("not_active", f"loop {loop.name} has ended already")
-        pending = list(
-            LoopRun.select().where((LoopRun.loop == loop.uuid) & (LoopRun.status == "pending"))
-        )
-        for run in pending:
-            runs_mod.set_status(run, "canceled", now, note={"why": "loop removed"})
-        end(loop, "removed", now)
-    return pending
 
 
 def missed_text(record: dict | None, tz: str) -> str | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 
 from orcr_core import dirs
-from orcr_core.loops.defs import iso
+from orcr_core.common.times import iso
 from orcr_core.store import events
 from orcr_core.store.models import RUN_ACTIVE, RUN_ENDED, Loop, LoopRun, db
 

@@ -8,7 +8,8 @@ event does not carry (a loop's name, a turn's length) and passes them in
 from __future__ import annotations
 
 import socket
-from datetime import UTC, datetime
+
+from orcr_core.common.times import iso, off, parse_duration
 
 #: rule -> (on by default, what it notifies about)
 RULES: dict[str, tuple[bool, str]] = {
@@ -33,10 +34,6 @@ def _glob_ok(patterns: list[str] | None, value: str | None) -> bool:
     from orcr_core.paths import glob_match
 
     return any(glob_match(p, value) for p in patterns)
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def rule_settings(cfg, rule: str) -> dict:
@@ -180,8 +177,6 @@ def notes_for(ev: dict, cfg, facts: dict) -> list[tuple[str, str, dict]]:
     if not settings["enabled"] or not _glob_ok(settings["match"], subject):
         return []
     if rule == "turn_ended":
-        from orcr_core.config import off, parse_duration
-
         longer = settings["longer_than"]
         if not settings["match"] and off(longer):
             return []  # opt-in needs a path or a length: every turn of every agent is noise
@@ -194,8 +189,8 @@ def notes_for(ev: dict, cfg, facts: dict) -> list[tuple[str, str, dict]]:
         **fields,
         "agent": ev["data"].get("path"),
         "uuid": ev.get("agent"),
-        "event": {"seq": ev["seq"], "kind": ev["kind"], "ts": _iso(ev["ts"])},
-        "at": _iso(ev["ts"]),
+        "event": {"seq": ev["seq"], "kind": ev["kind"], "ts": iso(ev["ts"], "seconds")},
+        "at": iso(ev["ts"], "seconds"),
         "host": socket.gethostname(),
     }
     return [(rule, subject or "-", note)]

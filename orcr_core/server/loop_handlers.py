@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from orcr_core.loops import defs, runs
+from orcr_core.loops import control, defs, runs
 from orcr_core.loops.defs import LoopError
 from orcr_core.protocol import ProtocolError
 from orcr_core.store import events
@@ -65,7 +65,7 @@ def loop_pause(server, params):
 
 @method("loop.resume")
 def loop_resume(server, params):
-    loop = defs.resume(defs.resolve(_target(params)))
+    loop = control.resume(defs.resolve(_target(params)))
     server.loops.start_pending(loop.uuid)
     server.loops.wake()
     server.notify(queue=False)
@@ -75,7 +75,7 @@ def loop_resume(server, params):
 @method("loop.rm")
 def loop_rm(server, params):
     loop = defs.resolve(_target(params))
-    canceled = defs.remove(loop)
+    canceled = control.remove(loop)
     server.loops.wake()
     server.notify(queue=False)
     return {

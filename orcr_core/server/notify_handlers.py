@@ -7,6 +7,7 @@ import json
 import socket
 import time
 
+from orcr_core.common.times import iso
 from orcr_core.notify import rules
 from orcr_core.protocol import ProtocolError
 from orcr_core.store.models import Notification
@@ -94,7 +95,7 @@ def notify_test(server, conn, rid, params):
         "title": "orcr test notification",
         "text": "this is a test from orcr notify test",
         "action": "orcr notify ls",
-        "at": rules._iso(time.time()),
+        "at": iso(time.time(), "seconds"),
         "host": socket.gethostname(),
     }
     results = []

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 from orcr_core.ceilings import step as ceilings_step
+from orcr_core.common.times import iso
 from orcr_core.protocol import ProtocolError
 from orcr_core.store.models import LIVE, Agent
 from orcr_core.workspaces import plan as workspace_plan
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def session_dict(row) -> dict | None:

@@ -4,7 +4,9 @@ the small formats its columns use (times, durations, the flags word). Pure Pytho
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
+
+from orcr_core.common.times import iso
 
 LIVE = ("starting", "working", "idle")
 STATUSES = ("queued", "starting", "working", "idle", "lost", "ended")
@@ -20,12 +22,6 @@ def parse_ts(value: str | None) -> float | None:
     if not value:
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def first_line(text: str | None) -> str | None:

@@ -7,8 +7,8 @@ its row). Both implement :class:`Backend` and share the rules of a task's life
 (:class:`orcr_tasks.moves.Moves`: attempts, verdicts, parking, releases), so every
 verb, the worker loop and ``status`` work the same on either (docs/tasks.md).
 
-The PostgreSQL backend is imported only when a URL is given: its driver never
-loads for a file queue nor on the CLI's client path.
+A leaf of the package: both backends import it, and it imports neither
+(:mod:`orcr_tasks.opener` opens the one a name picks).
 """
 
 from __future__ import annotations
@@ -27,28 +27,6 @@ class QueueError(Exception):
 
 def is_url(spec) -> bool:
     return isinstance(spec, str) and spec.startswith(URL_SCHEMES)
-
-
-def open_queue(spec):
-    """The queue ``spec`` names: a directory or a ``postgresql://`` URL."""
-    if is_url(spec):
-        from orcr_tasks.pg import PgQueue
-
-        return PgQueue.open(spec)
-    from orcr_tasks.queue import Queue
-
-    return Queue.open(spec)
-
-
-def init_queue(spec):
-    """Create the queue ``spec`` names (idempotent)."""
-    if is_url(spec):
-        from orcr_tasks.pg import PgQueue
-
-        return PgQueue.init(spec)
-    from orcr_tasks.queue import Queue
-
-    return Queue.init(spec)
 
 
 def check_new_task(

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
-from orcr_tasks.backend import init_queue, is_url, open_queue
+from orcr_tasks.backend import is_url
 from orcr_tasks.lock import LockBusy
+from orcr_tasks.opener import init_queue, open_queue
 from orcr_tasks.queue import MARKER, STATES, QueueError
 from orcr_tasks.taskfile import TaskFileError
 

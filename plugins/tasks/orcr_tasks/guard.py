@@ -24,13 +24,13 @@ docs/tasks.md ("Heartbeat or be reaped"); the decision in docs/decisions.md.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
 
-from orcr_tasks.location import agent_segment
+from orcr_tasks.location import agent_segment, whereabouts
+from orcr_tasks.spent import record
 
 #: the claim states: a task in any other has no claim
 CLAIMED = ("doing", "verifying")
@@ -69,8 +69,6 @@ def orphans(queue, agents: list[dict]) -> list[dict]:
 def sweep(queue, orcr) -> tuple[list[dict], int]:
     """End this host's agents of ``queue`` whose claims are gone; returns (the agents
     ended, how many of the queue's agents were live before)."""
-    from orcr_tasks.spent import record
-
     agents = orcr.list(prefix=f"tasks/{queue.name}")
     ended = []
     for a in orphans(queue, agents):
@@ -95,18 +93,6 @@ def task_of(queue, segment: str) -> str | None:
             if agent_segment(tid) == segment:
                 return tid
     return None
-
-
-def whereabouts() -> dict:
-    """What a claim records of where its agent runs: the host, and the orcr instance
-    (its id and data directory) that the worker's agents are started under."""
-    from orcr_core import dirs
-
-    return {
-        "host": socket.gethostname(),
-        "orcr": dirs.instance_id(),
-        "orcr_data": str(dirs.data_dir()),
-    }
 
 
 def end_agent(orcr, say=None):
@@ -154,7 +140,7 @@ def say(msg: str) -> None:
 def run(spec: str, every: float, limit: float) -> int:
     from orcr_core.sdk import Orcr
     from orcr_core.sdk.client import Client, ServerError
-    from orcr_tasks.backend import open_queue
+    from orcr_tasks.opener import open_queue
 
     worker_gone = threading.Event()
 

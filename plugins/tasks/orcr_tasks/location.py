@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+import socket
 from pathlib import Path
 
+from orcr_core import dirs
 from orcr_core.dirs import synced_by
 
 
@@ -58,3 +60,13 @@ def queue_segment(root: Path) -> str:
     """A queue directory as one orcr path segment: the readable part of its name
     plus a short hash of its absolute path, so two queues never share one."""
     return f"{readable(root.name, 55) or 'q'}_{_short_hash(str(root))}"
+
+
+def whereabouts() -> dict:
+    """What a claim records of where its agent runs: the host, and the orcr instance
+    (its id and data directory) that the worker's agents are started under."""
+    return {
+        "host": socket.gethostname(),
+        "orcr": dirs.instance_id(),
+        "orcr_data": str(dirs.data_dir()),
+    }

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from orcr_tasks.files import write_atomic
+from orcr_tasks.location import whereabouts
 
 FIELDS = ("input", "output", "cache_read", "cache_write", "tokens", "turns")
 
@@ -44,8 +45,6 @@ def record(queue, orcr, task_id: str, uuid: str, say=None) -> dict | None:
     """Write what the agent ``uuid`` (ended) spent into the queue; never raises: a
     record that cannot be written is said, and that agent's tokens are counted only
     by its own host's server."""
-    from orcr_tasks.guard import whereabouts
-
     try:
         e = entry(orcr.get(uuid), whereabouts())
         if e is not None:

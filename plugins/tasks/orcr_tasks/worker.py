@@ -32,8 +32,8 @@ from pathlib import Path
 
 from orcr_core.sdk.client import ServerError
 from orcr_tasks import checkouts, spent
-from orcr_tasks.guard import end_agent, whereabouts
-from orcr_tasks.location import agent_segment
+from orcr_tasks.guard import end_agent
+from orcr_tasks.location import agent_segment, whereabouts
 from orcr_tasks.lock import LockBusy
 from orcr_tasks.logline import write_line
 from orcr_tasks.prompts import (

@@ -22,7 +22,7 @@ from orcr_core.kit.testing import until
 
 OP = """
 import sys
-from orcr_tasks.backend import open_queue
+from orcr_tasks.opener import open_queue
 q = open_queue(sys.argv[1])
 op = sys.argv[2]
 if op == "claim":

@@ -124,7 +124,7 @@ def test_the_cli_loads_no_database_driver_for_a_file_queue(short_tmp):
 
 PARK = """
 import sys
-from orcr_tasks.backend import open_queue
+from orcr_tasks.opener import open_queue
 q = open_queue(sys.argv[1])
 if sys.argv[2] == "park":
     q.park("a", "w", "which port?")

@@ -121,7 +121,7 @@ def test_every_verb_reads_the_queue_from_the_environment(q):
 
 RACER = """
 import json, os, sys
-from orcr_tasks.backend import open_queue
+from orcr_tasks.opener import open_queue
 import time
 q = open_queue(sys.argv[1])
 out = open(sys.argv[2], "w")
@@ -161,7 +161,7 @@ def test_sixteen_processes_race_for_two_hundred_tasks(q, short_tmp):
 
 WORKER = """
 import sys
-from orcr_tasks.backend import open_queue
+from orcr_tasks.opener import open_queue
 from orcr_tasks.worker import Worker
 
 class Agentless:  # the SDK's shape; answers at once, so the race is all in the files

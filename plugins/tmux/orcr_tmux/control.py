@@ -111,7 +111,7 @@ def bound_to_this_thread(argv: list[str]) -> list[str]:
 
 
 def _sessions(driver) -> list[str]:
-    from orcr_tmux.driver import SESSION_PREFIX
+    from orcr_tmux.layout import SESSION_PREFIX
     from orcr_tmux.tmuxcli import TmuxError
 
     try:

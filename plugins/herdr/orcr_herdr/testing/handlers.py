@@ -8,13 +8,15 @@ emulator does not model answer ``not_implemented``.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orcr_herdr.testing import agent_handlers as agents
 from orcr_herdr.testing import pane_handlers as panes
 from orcr_herdr.testing.api_util import OK, _cwd, _env, _tab
-from orcr_herdr.testing.emulator import Emulator
 from orcr_herdr.testing.transport import ApiError
+
+if TYPE_CHECKING:
+    from orcr_herdr.testing.emulator import Emulator
 
 MAX_LAYOUT_PANES, MAX_LAYOUT_DEPTH = 24, 16
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from orcr_herdr.testing.api_util import OK, _env, _tab
-from orcr_herdr.testing.emulator import Emulator
 from orcr_herdr.testing.ids import encode_number
 from orcr_herdr.testing.keys import InvalidKey, encode_keys
 from orcr_herdr.testing.transport import ApiError
+
+if TYPE_CHECKING:
+    from orcr_herdr.testing.emulator import Emulator
 
 
 # ---------------------------------------------------------------- panes

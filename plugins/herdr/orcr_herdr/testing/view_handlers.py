@@ -15,10 +15,12 @@ emulator has no plugins, so every such set is refused ``plugin_not_found``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orcr_herdr.testing.emulator import Emulator
 from orcr_herdr.testing.transport import ApiError
+
+if TYPE_CHECKING:
+    from orcr_herdr.testing.emulator import Emulator
 
 FIELDS = ("status", "workspace_id", "tab_id", "pane_id", "agent", "seen", "state_change_seq")
 SORT_FIELDS = (

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
-from orcr_herdr.testing.emulator import Deferred, Emulator
+from orcr_herdr.testing.replies import Deferred
 from orcr_herdr.testing.transport import ApiError
+
+if TYPE_CHECKING:
+    from orcr_herdr.testing.emulator import Emulator
 
 POLL = 0.05
 PROMPT_SUBMIT_DELAY = 0.3  # AGENT_PROMPT_SUBMIT_DELAY
