@@ -55,7 +55,8 @@ class Limits:
 
 def size(value: Any, total: int, key: str) -> int | None:
     """A size (``512MiB``), a share of RAM (``25%``) or off (None)."""
-    from orcr_core.config.values import _SIZE, _SIZE_UNITS
+    from orcr_core.common.sizes import SIZE as _SIZE
+    from orcr_core.common.sizes import SIZE_UNITS as _SIZE_UNITS
 
     if value is None or value in ("off", 0, "0"):
         return None

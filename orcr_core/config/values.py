@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from orcr_core.common.sizes import SIZE as _SIZE
+from orcr_core.common.sizes import SIZE_UNITS as _SIZE_UNITS
 from orcr_core.common.times import UNITS as _UNITS
 from orcr_core.common.times import ConfigError, off, parse_duration  # noqa: F401 (re-exported)
 
@@ -44,9 +46,6 @@ def join_key(parts: list[str]) -> str:
 #: ``[concurrency]`` keys that are not a provider's cap.
 GLOBAL_CONCURRENCY_KEYS = ("max", "min_free_memory", "max_memory_pressure")
 
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)")
-_SIZE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-_SIZE_UNITS.update(KB=10**3, MB=10**6, GB=10**9, TB=10**12)
 MEMORY_HELP = (
     "use a size (2GiB, 512MiB), a share of RAM (10%), auto (the smaller of 10% of RAM "
     "and 2 GiB) or 0 (off)"
