@@ -26,6 +26,10 @@ VOLATILE = [
     (re.compile(r"\bstore /\S+"), "store <path>"),
     # the machine's memory, and the floor (10% of it by default)
     (re.compile(r"\bmemory [\d.]+ \w+ available  floor [\d.]+ \w+"), "memory <m> floor <f>"),
+    # the MEM column: a live agent's memory against its ceiling
+    (re.compile(r"(?<=\s)\d+(?:\.\d)?[MG]/(?:\d+(?:\.\d)?[MG]|none)(?=\s)"), "<mem>"),
+    # the ceilings line: the machine's mechanism, fleet ceiling and pressure (docs/ceilings.md)
+    (re.compile(r"^ceilings .*$", re.M), "ceilings <mechanism fleet pressure>"),
     (re.compile(r"(?<=\s)\d+[smhd](?=\s)"), "<age>"),  # the AGE column
     (re.compile(r"\btranscripts \d+ notified"), "transcripts <n> notified"),  # load-dependent
     # inotify, or off where the machine's inotify instances or watches are used up
