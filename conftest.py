@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +22,9 @@ ROOT = Path(__file__).resolve().parent
 TEST_PLUGINS = ROOT / "tests" / "plugins"
 # tests/ holds importable helpers: fake_models (fake model APIs), real_cli.tier
 sys.path.insert(0, str(ROOT / "tests"))
+
+from _support.home import OrcrHome  # noqa: E402  (after the sys.path line above)
+from _support.mux import Mux  # noqa: E402, F401  (Mux: imported by tests from here)
 
 #: the suite's plumbing, a module a job (tests/_support)
 pytest_plugins = ["_support.e2e"]
@@ -196,198 +196,6 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(f"conformance: {count} tests selected, corpus {corpus}")
 
 
-class OrcrHome:
-    """A private orcr installation: env, config, server process, CLI runner."""
-
-    def __init__(self, path: Path, env: dict):
-        self.path = path
-        self.env = env
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def socket(self) -> Path:
-        return self.path / "run" / "orcr.sock"
-
-    def config(self, text: str) -> None:
-        (self.path / "config.toml").write_text(text)
-
-    def start_server(self, extra_env: dict | None = None, wait: bool = True) -> subprocess.Popen:
-        env = dict(self.env, **(extra_env or {}))
-        log = open(self.path / "server.out", "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orcr_core.server"],
-            env=env,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-        log.close()
-        if wait:
-            self.wait_socket()
-        return self.proc
-
-    def run_second_server(self, timeout: float = 60) -> subprocess.CompletedProcess:
-        """Start another server on this home in the foreground: with one running, it
-        must refuse (and exit) at once."""
-        return subprocess.run(
-            [sys.executable, "-m", "orcr_core.server"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-    def wait_socket(self, timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"server exited {self.proc.returncode}: {self.server_log()}")
-            s = socket.socket(socket.AF_UNIX)
-            try:
-                s.connect(str(self.socket))
-                return
-            except OSError:
-                time.sleep(0.02)
-            finally:
-                s.close()
-        raise TimeoutError(f"server socket did not appear: {self.server_log()}")
-
-    def events(self, agent: str | None = None) -> list[dict]:
-        """The event log as the store holds it (read directly, as an auditor would)."""
-        import json
-        import sqlite3
-
-        conn = sqlite3.connect(self.path / "store.db")
-        try:
-            rows = conn.execute(
-                "SELECT seq, ts, kind, agent, data FROM event"
-                + (" WHERE agent = ?" if agent else "")
-                + " ORDER BY seq",
-                (agent,) if agent else (),
-            ).fetchall()
-        finally:
-            conn.close()
-        keys = ("seq", "ts", "kind", "agent", "data")
-        return [dict(zip(keys, (*r[:4], json.loads(r[4])), strict=True)) for r in rows]
-
-    def server_log(self) -> str:
-        p = self.path / "server.out"
-        return p.read_text()[-4000:] if p.exists() else ""
-
-    def kill_server(self) -> None:
-        """SIGKILL: no cleanup at all, as in a crash."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def reap(self) -> list[str]:
-        """End whatever still runs under this home once the test is over: a server a CLI
-        verb autostarted, the tmux server it started, their panes. Found by ORCR_HOME in
-        their environment; returns what it killed (so a test run leaves nothing behind)."""
-        import psutil
-
-        home, me, killed = str(self.path), os.getpid(), []
-        for p in psutil.process_iter(["pid", "name"]):
-            try:
-                if p.pid != me and p.environ().get("ORCR_HOME") == home:
-                    p.kill()
-                    killed.append(p.info["name"])
-            except (psutil.Error, OSError):
-                continue
-        return killed
-
-    def stop_server(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill_server()
-
-    def run(
-        self,
-        *args,
-        input: str | None = None,
-        check: bool = False,
-        timeout: float = 60,
-        env: dict | None = None,
-    ) -> subprocess.CompletedProcess:
-        res = subprocess.run(
-            [sys.executable, "-m", "orcr_core.cli", *args],
-            env=dict(self.env, **(env or {})),
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if check and res.returncode != 0:
-            raise AssertionError(f"orcr {' '.join(args)} exited {res.returncode}: {res.stderr}")
-        return res
-
-    def get(self, path: str) -> dict:
-        """``orcr agent get PATH --json`` (PATH or UUID), through the real CLI."""
-        import json
-
-        return json.loads(self.run("agent", "get", path, "--json", check=True).stdout)
-
-    def ended(self, path: str, timeout: float = 30) -> dict:
-        """Wait until the agent at ``path`` (or UUID) has ended; its row."""
-        return until(
-            lambda: (lambda a: a if a["status"] == "ended" else None)(self.get(path)),
-            timeout,
-            what=f"{path} to end",
-        )
-
-    def status(self) -> dict:
-        """``orcr server status --json``, through the real CLI."""
-        import json
-
-        return json.loads(self.run("server", "status", "--json", check=True).stdout)
-
-    #: what :meth:`save` copies: the store and the test driver's "multiplexer" state
-    SAVED = ("store.db", "store.db-wal", "store.db-shm", "testdriver.json")
-
-    def save(self, to: Path) -> None:
-        """Copy the store and the test driver's panes to ``to`` (the server stopped),
-        for :meth:`restore` to bring back: a crash test replays from the same start."""
-        to.mkdir(parents=True, exist_ok=True)
-        for name in self.SAVED:
-            if (self.path / name).exists():
-                shutil.copy2(self.path / name, to / name)
-
-    def restore(self, frm: Path) -> None:
-        for name in self.SAVED:
-            (self.path / name).unlink(missing_ok=True)
-            if (frm / name).exists():
-                shutil.copy2(frm / name, self.path / name)
-
-    def crashed_after_commit(self, n: int, saved: Path, done, what: str, first=None) -> bool:
-        """Replay from ``saved`` (see :meth:`save`) with the server set to SIGKILL
-        itself right after its ``n``-th commit (``ORCR_FAULT=after_commit:n``): once
-        its socket is up, ``first()`` (if given), then wait until ``done(sdk)`` holds
-        or the server is dead; stop it. True when the fault killed it."""
-        from orcr_core.sdk.client import ServerError
-
-        self.restore(saved)
-        self.start_server(extra_env={"ORCR_FAULT": f"after_commit:{n}"}, wait=False)
-        try:
-            self.wait_socket()
-            if first is not None:
-                first()
-            with self.sdk() as o:
-                until(lambda: self.proc.poll() is not None or done(o), 30, what)
-        except (RuntimeError, OSError, ServerError):
-            pass  # died while starting, or mid-call
-        self.stop_server()  # a clean stop, unless the fault killed it first
-        return self.proc.returncode == -signal.SIGKILL
-
-    def sdk(self):
-        from orcr_core.sdk import Orcr
-        from orcr_core.sdk.client import Client
-
-        return Orcr(Client(self.socket, autostart=False))
-
-
 @pytest.fixture
 def short_tmp():
     d = Path(tempfile.mkdtemp(prefix="orcr-", dir="/tmp"))
@@ -446,7 +254,6 @@ def orcr_home(short_tmp, monkeypatch):
     h.stop_server()
     h.kill_server()
     h.reap()
-    h.reap()
     _drop_ceiling_groups()
 
 
@@ -464,75 +271,6 @@ def _drop_ceiling_groups() -> None:
 def server(orcr_home):
     orcr_home.start_server()
     return orcr_home
-
-
-class Mux:
-    """The multiplexer under a live test: real tmux, or the herdr emulator speaking
-    ``protocol`` (22: herdr 0.9.3, the primary target; 20: herdr 0.8)."""
-
-    def __init__(self, kind: str, tmp: Path, protocol: int = 22):
-        self.kind = kind
-        self.tmp = tmp
-        self.protocol = protocol if kind == "herdr" else None
-        self.emulator = None
-        self.others: list = []  # the user's other herdr sessions (other_session)
-        if kind == "tmux":
-            self.socket = tmp / "tmux.sock"
-        else:
-            from orcr_herdr.testing.emulator import Emulator
-
-            self.socket = tmp / "herdr.sock"
-            self.emulator = Emulator(
-                self.socket, tmp / "herdr-state", protocol, shell=["/bin/sh"]
-            ).start()
-
-    def other_session(self, name: str = "work"):
-        """A user's own herdr session (not orcr's), under the test's XDG_CONFIG_HOME:
-        a schema-checked emulator a test populates with ``add_agent``. It exists
-        for tmux tests too (the tmux driver reports none of its agents)."""
-        from orcr_herdr.testing.emulator import Emulator
-
-        emu = Emulator.for_session(
-            self.tmp / "xdg", name, protocol=self.protocol or 22, shell=["/bin/sh"]
-        ).start()
-        self.others.append(emu)
-        return emu
-
-    def config(self) -> str:
-        if self.kind == "tmux":
-            return f'[driver]\nname = "tmux"\n[tmux]\nsocket = "{self.socket}"\n'
-        return f'[driver]\nname = "herdr"\n[herdr]\nsocket = "{self.socket}"\n'
-
-    def labels(self) -> list[str]:
-        """Every labelled pane's label, as the multiplexer itself reports it."""
-        if self.kind == "tmux":
-            res = subprocess.run(
-                [
-                    "tmux",
-                    "-S",
-                    str(self.socket),
-                    "list-panes",
-                    "-a",
-                    "-F",
-                    "#{@orcr_path}|#{pane_dead}",
-                ],
-                capture_output=True,
-                text=True,
-            )
-            rows = [ln.split("|") for ln in res.stdout.splitlines()]
-            return sorted(label for label, dead in rows if label and dead != "1")
-        return sorted(p.label for p in self.emulator.panes() if p.label)
-
-    def close(self) -> None:
-        emulators = list(self.others)
-        if self.kind == "tmux":
-            subprocess.run(["tmux", "-S", str(self.socket), "kill-server"], capture_output=True)
-        else:
-            emulators.append(self.emulator)
-        violations = [(v.kind, v.errors) for emu in emulators for v in emu.violations]
-        for emu in emulators:
-            emu.stop()
-        assert violations == [], violations
 
 
 #: ``live``'s multiplexers: tmux, the herdr emulator as herdr 0.9.3 (protocol 22) and,

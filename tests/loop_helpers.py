@@ -6,6 +6,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 import pytest
@@ -14,7 +15,8 @@ PY = sys.executable
 
 
 def _runs(home, name):
-    return json.loads(home.run("loop", "run", "ls", name, "--json", check=True).stdout)
+    """``orcr loop run ls NAME --json`` (through the SDK while the server answers)."""
+    return home.ask(lambda o: o.loop_run_list(name), "loop", "run", "ls", name, "--json")
 
 
 def _run(home, path):
@@ -81,15 +83,28 @@ TRAP_TERM = "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.
 IGNORE_TERM = "trap '' TERM; echo ready; exec sleep 300"
 
 
-def _ready(home, path):
+def _run_log(home, path) -> str:
+    """What ``orcr loop logs NAME --run RUN_ID --source run`` prints, the run's log file:
+    found through the SDK while the server answers (a poll then starts no CLI process),
+    else through the CLI itself."""
+    from orcr_core.sdk.client import ServerError
+
     name, run_id = path.split("/")
-    out = home.run("loop", "logs", name, "--run", run_id, "--source", "run").stdout
-    return "ready" in out
+    try:
+        with home.sdk() as o:
+            rows = o.loop_logs(name, run=run_id, source="run")["runs"]
+        logs = [Path(r["log"]) for r in rows]
+        return "".join(p.read_text(errors="replace") for p in logs if p.exists())
+    except (ServerError, OSError):
+        return home.run("loop", "logs", name, "--run", run_id, "--source", "run").stdout
+
+
+def _ready(home, path):
+    return "ready" in _run_log(home, path)
 
 
 def _ready_text(home, path, text):
-    name, run_id = path.split("/")
-    return text in home.run("loop", "logs", name, "--run", run_id, "--source", "run").stdout
+    return text in _run_log(home, path)
 
 
 def _sql(home, query, args=()):
