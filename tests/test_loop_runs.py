@@ -366,6 +366,11 @@ def test_recovery_closes_a_dead_run_and_glob_kills_its_agents(loops):
     _create(loops, "reboot", "0 0 1 1 *", "--", "sh", "-c", spawn)
     path = _start(loops, "reboot")
     until(lambda: _ready_text(loops, path, "spawned"), what="the agent to be admitted")
+    with loops.sdk() as o:  # a start SIGKILLed before its pane is recorded ends failed
+        until(
+            lambda: o.get(f"{path}/worker")["status"] != "starting",
+            what="the agent past its start",
+        )
     ((sup_pid, pgid),) = _sql(
         loops, "SELECT sup_pid, pgid FROM loop_run WHERE run_id = ?", (path.split("/")[1],)
     )
