@@ -110,6 +110,68 @@ def test_a_late_pane_of_an_ended_start_is_closed_by_its_marks(orcr_home):
     assert "x:twin" not in _closed()
 
 
+def test_a_pane_restored_after_its_agent_exited_is_closed_by_its_marks(orcr_home):
+    """A pane carrying the marks of an agent that exited (orcr ended it ``exited`` and
+    closed its pane) is a late pane too: herdr, SIGKILLed, restores its session from
+    a save made while the agent ran, so the pane comes back as a shell (the soak, seed
+    3302 on herdr, left such shells at its end).
+    Planted: ``exited`` left out of ``reconcile.ORCR_ENDED`` -> fails."""
+    orcr_home.config(CONFIG)
+    me = dirs.instance_id()
+    orcr_home.start_server()
+    with orcr_home.sdk() as o:
+        a = o.run("x", provider="testp", path="l/e", cwd="/")
+        until(lambda: o.get("l/e")["status"] == "working")
+        td.set_dead(o.get("l/e")["pane_id"])
+        until(lambda: o.list("l/e") == [], 30, "l/e ended")
+    ends = [e["data"].get("exit_reason") for e in orcr_home.events(a["uuid"])]
+    assert "exited" in ends, ends
+    token = json.loads((orcr_home.path / "agents" / a["uuid"] / "launch.json").read_text())[
+        "launch_token"
+    ]
+    td.add_pane("x:restored", "l/e", me, token)  # restored from a save made before the exit
+    td.add_pane("x:twin", "l/e", "another-instance", token)
+    until(lambda: "x:restored" in _closed(), 30, "the restored pane closed")
+    assert "x:twin" not in _closed()
+
+
+def test_a_pane_gone_while_its_close_failed_ends_the_row_as_the_close_meant(orcr_home):
+    """Idle GC's close refused (the multiplexer not answering it), then the pane gone
+    (herdr restarted from a save without it): the close is done (``pane.close_applied``,
+    ``gone``) and the row ends ``gc``, never ``lost`` and resumed. The soak (seed 3302
+    on herdr) saw the intent left open and a GC'd agent resumed.
+    Planted: ``panes._vanished`` without its ``_closing`` check -> fails."""
+    orcr_home.config(
+        CONFIG.replace('prompt_confirm = "200ms"\n', 'prompt_confirm = "200ms"\ngc_after = "1s"\n')
+        + "[recovery]\nresume_lost = true\n"
+    )
+    orcr_home.start_server()
+    try:
+        with orcr_home.sdk() as o:
+            a = o.run("x", provider="testp", path="g/a", cwd="/")
+            until(lambda: o.get("g/a")["status"] == "working")
+            pane = o.get("g/a")["pane_id"]
+            td.set_close_refused(True)
+            td.set_status(pane, "idle")
+            until(
+                lambda: any(
+                    e["kind"] == "pane.close_requested" for e in orcr_home.events(a["uuid"])
+                ),
+                30,
+                "GC's close requested",
+            )
+            td.remove_pane(pane)
+            until(lambda: o.list("g/a") == [], 30, "g/a ended")
+    finally:
+        td.set_close_refused(False)
+    evs = orcr_home.events(a["uuid"])
+    kinds = [e["kind"] for e in evs]
+    assert kinds[-1] != "pane.close_requested" and "pane.close_applied" in kinds, kinds
+    statuses = [e["data"].get("to") for e in evs if e["kind"] == "agent.status"]
+    assert statuses[-1] == "ended" and "lost" not in statuses, statuses
+    assert [e["data"].get("exit_reason") for e in evs if e["kind"] == "agent.status"][-1] == "gc"
+
+
 def test_an_outage_alone_never_frees_a_name(orcr_home):
     """The multiplexer stops answering as the agent's pane goes: nothing is decided
     while it is down, however long; once it answers, the agent is lost, and ended

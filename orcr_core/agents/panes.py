@@ -9,14 +9,15 @@ pane that comes back repairs the row.
 
 from __future__ import annotations
 
+import json
 import time
 
 from orcr_core.agents import lifecycle, native, pipeline, procs, rematch, resume
 from orcr_core.agents.launch import owned
 from orcr_core.ceilings import step as ceilings_step
 from orcr_core.contracts import DriverError
-from orcr_core.store import drift
-from orcr_core.store.models import Agent, db
+from orcr_core.store import drift, events
+from orcr_core.store.models import EXIT_REASONS, Agent, Event, db
 
 LOST_CONFIRM = 1.0  # seconds: the least time between lost and ended (lost)
 
@@ -138,7 +139,18 @@ def _vanished(server, agent: Agent) -> None:
         if agent.cancel_requested:
             return  # the kill that closed the pane ends the row itself
         exited = agent.pane_id in server.exited_panes  # the multiplexer saw the process end
-        if agent.status in ("working", "idle"):
+        closing = _closing(agent)
+        if closing is not None:
+            # orcr was closing this pane (the close failed, or the write of its applied
+            # did: a full disk) and it is gone now: the close is done
+            events.emit(
+                "pane.close_applied", agent.uuid, path=agent.path, pane_id=agent.pane_id, gone=True
+            )
+        if closing in EXIT_REASONS and agent.status in ("working", "idle", "lost"):
+            # an end's close (idle GC, a timeout, the program's exit): the row ends as
+            # that end meant, never lost (and resumed) in between
+            lifecycle.transition(agent, "ended", closing)
+        elif agent.status in ("working", "idle"):
             if exited:
                 lifecycle.transition(agent, "ended", "exited", pane_id=agent.pane_id)
             else:
@@ -168,3 +180,21 @@ def _confirm_later(server, first_seen: float) -> None:
     if monitor is not None:
         at = time.time() + max(0.0, first_seen + LOST_CONFIRM - time.monotonic()) + 0.01
         monitor.timers.arm(at, "", "lost")
+
+
+def _closing(agent: Agent) -> str | None:
+    """The ``why`` of a ``pane.close_requested`` of the row's pane that no
+    ``pane.close_applied`` followed, or None."""
+    last = (
+        Event.select(Event.kind, Event.data)
+        .where(
+            (Event.agent == agent.uuid)
+            & Event.kind.in_(("pane.close_requested", "pane.close_applied"))
+        )
+        .order_by(Event.seq.desc())
+        .first()
+    )
+    if last is None or last.kind != "pane.close_requested":
+        return None
+    data = json.loads(last.data or "{}")
+    return (data.get("why") or "") if data.get("pane_id") == agent.pane_id else None

@@ -22,8 +22,10 @@ from orcr_core.store.models import ACTIVE, Agent, db
 
 log = logging.getLogger("orcr.reconcile")
 
-#: exit reasons after which orcr itself decided the pane must not exist
-ORCR_ENDED = ("failed", "canceled", "killed", "timeout", "gc", "done")
+#: exit reasons after which orcr itself decided the pane must not exist (``exited``:
+#: orcr closes a dead pane as it ends the row; a pane with its marks after that is
+#: herdr's restore of a session saved while the agent ran)
+ORCR_ENDED = ("failed", "canceled", "killed", "timeout", "gc", "done", "exited")
 
 
 def _snapshot(server):

@@ -81,6 +81,12 @@ def remove_pane(pane_id: str) -> None:
         s["panes"].pop(pane_id, None)
 
 
+def set_dead(pane_id: str) -> None:
+    """The pane's program exited (a dead pane, as tmux keeps it with remain-on-exit)."""
+    with _state() as s:
+        s["panes"][pane_id]["dead"] = True
+
+
 def _down_flag() -> Path:
     return _state_path().with_name("testdriver.down")
 
@@ -232,6 +238,7 @@ class TestDriver:
                     agent_status=p["status"],
                     instance=p.get("instance"),
                     launch_token=p.get("token"),
+                    dead=p.get("dead", False),
                 )
                 for pid, p in s["panes"].items()
             ]
