@@ -17,6 +17,8 @@ import os
 import signal
 import socket
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import psutil
@@ -138,6 +140,60 @@ class Herdr:
             return f"herdr {servers[0].pid} stopped (server.stop: saved, restored as shells)"
         servers[0].kill()
         return f"herdr {servers[0].pid} SIGKILLed"
+
+    def relaunch(self, taken: str) -> tuple[str, list[tuple[str, str]], str | None] | None:
+        """SIGKILL herdr and start it again as it was started (its command, environment
+        and folder: as orcr would), then open unlabelled tabs in it, as a person
+        attached to it does, until one gets the pane id ``taken`` (an agent's pane made
+        since the last save: lost with the kill, its id handed out again). Returns what
+        happened, what was opened (``("tab" | "workspace", id)``, for :meth:`close`) and
+        the screen ``taken`` shows untouched (None: not drawn within 5 s); nothing is
+        opened when ``taken`` was saved and came back restored."""
+        servers = self.servers()
+        if not servers:
+            return None
+        proc = servers[0]
+        argv, env, cwd = proc.cmdline(), proc.environ(), proc.cwd()
+        proc.kill()  # its parent, orcr's server, is stopped: a zombie till it runs again
+        started = subprocess.Popen(
+            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        threading.Thread(target=started.wait, daemon=True).start()  # reaped when it ends
+        deadline = time.monotonic() + 20
+        while not self.call("ping") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ws_id = taken.partition(":")[0]
+        opened: list[tuple[str, str]] = []
+        for _ in range(16):
+            if taken in {p["pane_id"] for p in self.call("pane.list").get("panes", [])}:
+                break
+            if ws_id in {
+                w["workspace_id"] for w in self.call("workspace.list").get("workspaces", [])
+            }:
+                made = self.call("tab.create", {"workspace_id": ws_id, "focus": False})
+                opened.append(("tab", made.get("tab", {}).get("tab_id")))
+            else:
+                made = self.call("workspace.create", {"cwd": cwd, "focus": False})
+                opened.append(("workspace", made.get("workspace", {}).get("workspace_id")))
+            if not made:
+                break
+        what = f"herdr {proc.pid} SIGKILLed and started again"
+        if not opened:
+            return f"{what}, {taken} restored", [], None
+        deadline = time.monotonic() + 5
+        while not (drawn := (self.screen(taken) or "").strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the tab's shell draws its prompt: what it shows untouched
+        return f"{what}, {len(opened)} tab(s) opened to reach {taken}", opened, drawn or None
+
+    def screen(self, pane_id: str) -> str | None:
+        params = {"pane_id": pane_id, "source": "recent", "format": "text", "lines": 200}
+        return self.call("pane.read", params).get("read", {}).get("text")
+
+    def close(self, opened: list[tuple[str, str]]) -> None:
+        for kind, ident in reversed(opened):
+            if ident:
+                self.call(f"{kind}.close", {f"{kind}_id": ident})
 
     def keepers(self):
         """Whether a process is herdr's: the emulator, the shell of a pane nobody

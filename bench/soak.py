@@ -59,7 +59,7 @@ CLOCK = Path(__file__).resolve().parent / "_soak_clock"  # the faked wall clock
 CONFIG = (
     f"[concurrency]\nmax = {CAPS['max']}\necho = {CAPS['echo']}\n"
     'min_free_memory = "0"\n'
-    '[timings]\npoll_every = "100ms"\ngc_after = "4s"\npark_after = "2s"\n'
+    '[timings]\npoll_every = "100ms"\ngc_after = "4s"\npark_after = "2s"\nreconcile_every = "5s"\n'
     'stop_grace = "1s"\nprompt_confirm = "1s"\nmax_starting = "30s"\n'
     "[recovery]\nresume_lost = true\n"
     f'[loops]\nmissed_after = "{MISSED_AFTER:g}s"\n'
@@ -136,6 +136,24 @@ class Instance:
             return conn.execute(sql).fetchall()
         except sqlite3.Error:
             return []
+        finally:
+            conn.close()
+
+    def truncate_wal(self) -> bool:
+        """Checkpoint the store's ``-wal`` and truncate it to nothing (what SQLite does
+        to it when the last connection closes): the next commits must grow it again,
+        so on a full disk they are refused (``database or disk is full``). A ``-wal``
+        already as large as the writes need is reused in place, and a full disk then
+        refuses nothing (docs/internals.md "Chaos soak")."""
+        try:
+            conn = sqlite3.connect(self.home / "store.db", timeout=5)
+        except sqlite3.Error:
+            return False
+        try:
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return not busy
+        except sqlite3.Error:
+            return False
         finally:
             conn.close()
 
@@ -223,6 +241,11 @@ def wind_down(inst: Instance, log, tasks: Tasks) -> dict:
         if res is not None and res.returncode == 0 and not json.loads(res.stdout or "[]"):
             break
         time.sleep(1)
+    # a herdr SIGKILLed restores its last save, panes orcr closed since included: the
+    # reconciliation pass (every reconcile_every, 5 s here) closes those late panes
+    deadline = time.monotonic() + 15
+    while inst.mux.panes() and time.monotonic() < deadline:
+        time.sleep(0.5)
     final = {
         "active_agents": [
             r[0] for r in inst.store("SELECT path FROM agent WHERE status != 'ended'")
@@ -343,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         for t in threads:
             t.join(120)
         final = wind_down(inst, log, tasks)
+        final["typed_elsewhere"] = faults.typed
         (base / "final.json").write_text(json.dumps(final, indent=1))
         inst.log.close()
         events = soak_check.read_events(home / "store.db")

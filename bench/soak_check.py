@@ -392,6 +392,8 @@ class _Checker:
         for what in ("active_agents", "active_runs", "panes", "processes", "mux_violations"):
             if final.get(what):
                 self.bad("final", last, f"{what} left at the end: {final[what][:10]}")
+        for what in final.get("typed_elsewhere", []):  # seen by the herdr fault's aim
+            self.bad("pane", last, what)
 
 
 def check(events: list[dict], caps: dict, final: dict | None = None) -> Report:

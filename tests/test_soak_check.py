@@ -242,6 +242,16 @@ def test_leftovers_at_the_end_are_caught():
     assert rules(clean(), {"panes": ["w0/a"]}) == ["final"]
 
 
+def test_a_prompt_typed_into_a_tab_opened_after_a_herdr_restart_is_caught():
+    """The herdr fault's aim (bench/_soak_faults.py ``herdr_under_a_start``) reports a
+    prompt seen on a tab it opened after the restart; the checker turns it into a
+    violation. Planted with the soak: ``HerdrDriver._input`` without its marks check
+    (docs/internals.md "Chaos soak")."""
+    typed = ["w0/a's first prompt typed into w3:p2, a tab opened after herdr's restart"]
+    assert rules(clean(), {"typed_elsewhere": typed}) == ["pane"]
+    assert rules(clean(), {"typed_elsewhere": []}) == []
+
+
 def test_a_start_that_failed_settles_its_intents_but_never_a_close():
     h = History()
     h.admit("a1")
