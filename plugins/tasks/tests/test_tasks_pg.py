@@ -251,3 +251,26 @@ def test_init_of_an_unreachable_server_is_one_line_not_a_traceback():
     first = r.stderr.strip()
     assert first.startswith(f"Error: the PostgreSQL queue postgresql://nobody@127.0.0.1:{port}/db")
     assert "Connection refused" in r.stderr
+
+
+def test_a_lander_on_tables_made_before_landing_is_told_to_run_init(pq, pg_url):
+    """Tables made before landing/ and landed/ (the old state check) refuse a lander's
+    claim with a QueueError naming ``tasks init``, not PostgreSQL's raw check
+    violation; ``init`` brings them up to date. Planted: the IntegrityError passed on
+    as it is -> fails."""
+    from orcr_tasks.pg import PgQueue
+    from orcr_tasks.pg.schema import STATES_SQL
+
+    old = STATES_SQL.replace(",'landing','landed'", "")
+    pq._run("ALTER TABLE orcr_tasks DROP CONSTRAINT orcr_tasks_state_check")
+    pq._run(
+        f"ALTER TABLE orcr_tasks ADD CONSTRAINT orcr_tasks_state_check CHECK (state IN ({old}))"
+    )
+    pq.add("t", "x", task_id="a")
+    pq._run("UPDATE orcr_tasks SET state = 'done' WHERE queue = %s AND id = 'a'", [pq.queue])
+    with pytest.raises(QueueError) as err:
+        pq.claim("lander", "l1")
+    assert f"orcr tasks init {pq.label}" in str(err.value)
+    assert pq.where("a") == ["done"]  # nothing moved
+    PgQueue.init(pg_url).db.close()
+    assert pq.claim("lander", "l1") == "a"

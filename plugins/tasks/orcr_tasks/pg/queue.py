@@ -69,6 +69,14 @@ class PgQueue(Moves):
 
         try:
             return self.db.execute_sql(sql, params)
+        except peewee.IntegrityError as exc:
+            if "orcr_tasks_state_check" not in str(exc):
+                raise
+            raise QueueError(  # a table made before a state this orcr moves tasks into
+                f"the PostgreSQL queue {self.label} has tables older than this orcr (no "
+                f"landing/ or landed/ state): run `orcr tasks init {self.label}` once, with "
+                "a role that may ALTER its tables, to bring them up to date"
+            ) from None
         except (peewee.OperationalError, peewee.InterfaceError) as exc:
             raise QueueError(
                 f"the PostgreSQL queue {self.label}: "
