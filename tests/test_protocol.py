@@ -144,3 +144,14 @@ def test_other_users_are_refused_even_past_file_modes(server):
         for d in opened:
             os.chmod(d, 0o700)
     assert json.loads(r.stdout)["error"]["code"] == "forbidden", r.stderr
+
+
+def test_a_client_not_connected_says_so_rather_than_failing_on_none():
+    """Planted: send() on self.sock unchecked -> AttributeError on None, fails."""
+    import pytest
+
+    from orcr_core.sdk.client import Client, ServerError
+
+    with pytest.raises(ServerError, match="not connected; call connect()") as err:
+        Client("/nonexistent/orcr.sock", autostart=False).send("agent.list")
+    assert err.value.code == "not_connected"

@@ -42,3 +42,9 @@ def test_a_version_in_the_gap_is_refused_or_warned_naming_the_pin():
     assert GAP in str(err.value) and "2.1.250" in str(err.value)
     warning = check_version("claude", GAP, "2.1.250", {"allow_unpinned": True})
     assert warning.startswith("warning:") and "2.1.250" in warning
+
+
+def test_a_clause_without_an_operator_is_refused_naming_it_and_what_is_allowed():
+    """Planted: the unchecked re.match(...).groups() back -> AttributeError, fails."""
+    with pytest.raises(ValueError, match=r"'2\.0' in '2\.0,<3' is not allowed; use >=, <="):
+        matches("2.0,<3", "2.5.0")

@@ -66,18 +66,19 @@ def size(value: Any, total: int, key: str) -> int | None:
         out = value
     else:
         text = str(value).strip()
-        out = None
+        parsed: int | None = None
         if text.endswith("%"):
             try:
                 share = float(text[:-1])
             except ValueError:
                 share = -1.0
             if 0 < share <= 100:
-                out = int(total * share / 100)
+                parsed = int(total * share / 100)
         elif m := _SIZE.fullmatch(text):
-            out = int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
-        if out is None:
+            parsed = int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+        if parsed is None:
             raise LimitsError(f"{key} = {value!r} is not allowed; {SIZE_HELP}")
+        out = parsed
     if out < 4 * MiB:
         raise LimitsError(f"{key} = {value!r} is below 4MiB, too small for any program")
     return out

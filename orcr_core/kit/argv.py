@@ -21,7 +21,9 @@ _JOIN = os.path.join(
 )
 
 
-def _skip_env(argv: list[str], i: int, path: str | None, cwd: str):
+def _skip_env(
+    argv: list[str], i: int, path: str | None, cwd: str
+) -> tuple[int, str | None, str] | None:
     """Past ``env``'s options and assignments: (index of the program, PATH, cwd)."""
     i += 1
     while i < len(argv):
@@ -108,12 +110,12 @@ def missing_program(argv: Sequence[str], env: dict[str, str], cwd: str) -> str |
     found = program_of(argv, path, cwd)
     if found is None:
         return None
-    program, path, cwd = found
+    program, lookup, cwd = found  # env's -i/-u/PATH= may change the PATH it looks up on
     if "/" in program:
         full = os.path.join(cwd, program)
         if not os.path.isfile(full) or not os.access(full, os.X_OK):
             return f"{program}: no such file or not executable"
         return None
-    if shutil.which(program, path=path if path is not None else os.defpath) is None:
+    if shutil.which(program, path=lookup if lookup is not None else os.defpath) is None:
         return f"{program}: command not found"
     return None

@@ -31,7 +31,13 @@ def matches(spec: str, version: str) -> bool:
 def _matches_all(spec: str, version: str) -> bool:
     v = version_tuple(version)
     for clause in filter(None, (c.strip() for c in spec.split(","))):
-        op, target = re.match(r"(>=|<=|==|>|<)\s*(.+)", clause).groups()
+        m = re.match(r"(>=|<=|==|>|<)\s*(.+)", clause)
+        if m is None:
+            raise ValueError(
+                f"version clause {clause!r} in {spec!r} is not allowed; "
+                "use >=, <=, ==, > or < and a version (==1.2.* for a series)"
+            )
+        op, target = m.groups()
         if op == "==" and target.endswith(".*"):
             t = version_tuple(target[:-2])
             if v[: len(t)] != t:

@@ -10,8 +10,10 @@ with Orcr() as orcr:
 
 from __future__ import annotations
 
+import builtins
 import os
 import time
+from typing import Any
 
 from orcr_core import paths
 from orcr_core.protocol import prompt_not_utf8, prompt_too_large
@@ -133,7 +135,7 @@ class Orcr:
         limits=None,
     ) -> dict:
         check_prompt(prompt)
-        params = {"cwd": os.path.abspath(cwd or os.getcwd())}
+        params: dict[str, Any] = {"cwd": os.path.abspath(cwd or os.getcwd())}
         if worktree:
             params["worktree"] = True
         if provider is not None:
@@ -226,18 +228,19 @@ class Orcr:
         ``{"pruned": [...], "left": [...], "dry_run"}`` (``dry_run``: change nothing)."""
         return self.client.call("worktree.prune", dry_run=dry_run)
 
+    # past this method, `list` in the class body names it: annotations say builtins.list
     def list(self, prefix: str | None = None, all: bool = False) -> list[dict]:
         return self.client.call("agent.list", prefix=prefix, all=all)["agents"]
 
-    def unmanaged(self, all: bool = False) -> list[dict]:
+    def unmanaged(self, all: bool = False) -> builtins.list[dict]:
         """Agents herdr detects in your other herdr sessions (``all``: ended ones too).
         orcr lists them and never acts on them."""
         return self.client.call("unmanaged.list", all=all)["unmanaged"]
 
-    def kill(self, target: str) -> list[dict]:
+    def kill(self, target: str) -> builtins.list[dict]:
         return self._call("agent.kill", target)["killed"]
 
-    def kill_matches(self, target: str) -> list[dict]:
+    def kill_matches(self, target: str) -> builtins.list[dict]:
         """The agents ``kill(target)`` would kill now (``{path, uuid, status}``), killing none."""
         return self._call("agent.kill", target, dry_run=True)["matches"]
 
@@ -249,7 +252,7 @@ class Orcr:
         check_prompt(prompt)
         return self._call("agent.send", target, prompt=prompt, timeout=timeout)["agent"]
 
-    def keys(self, target: str, keys: list[str]) -> dict:
+    def keys(self, target: str, keys: builtins.list[str]) -> dict:
         """Press ``keys`` (``enter``, ``down``, ``ctrl+c``, a character) in the agent's pane."""
         return self._call("agent.keys", target, keys=list(keys))
 
@@ -268,7 +271,7 @@ class Orcr:
     def loop_create(
         self,
         name: str,
-        argv: list[str],
+        argv: builtins.list[str],
         *,
         cron: str | None = None,
         once_at: str | float | None = None,
@@ -311,7 +314,7 @@ class Orcr:
     def loop_get(self, name: str) -> dict:
         return self.client.call("loop.get", target=name)["loop"]
 
-    def loop_list(self, all: bool = False) -> list[dict]:
+    def loop_list(self, all: bool = False) -> builtins.list[dict]:
         return self.client.call("loop.list", all=all)["loops"]
 
     def loop_pause(self, name: str) -> dict:
@@ -335,18 +338,18 @@ class Orcr:
         """Allocate a manual run (it starts when a slot is free): ``{path, uuid, ...}``."""
         return self.client.call("loop.run.start", target=name)["run"]
 
-    def loop_run_stop(self, target: str, wait: bool = False) -> list[dict]:
+    def loop_run_stop(self, target: str, wait: bool = False) -> builtins.list[dict]:
         """Stop ``NAME/RUN_ID`` (or every unfinished run of ``NAME``); ``wait`` returns
         once the stop path has finished."""
         return self.client.call("loop.run.stop", target=target, wait=wait)["stopped"]
 
-    def loop_run_list(self, name: str) -> list[dict]:
+    def loop_run_list(self, name: str) -> builtins.list[dict]:
         return self.client.call("loop.run.list", target=name)["runs"]
 
     @staticmethod
     def loop_next(
         cron: str, tz: str | None = None, start: str | float | None = None, count: int = 5
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         """The next ``count`` fires after ``start`` (default now), UTC ISO 8601 with a
         ``Z``. Computed here; nothing is created."""
         import time as _time

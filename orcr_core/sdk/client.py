@@ -280,10 +280,23 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _live(self) -> _socket.socket:
+        """The connected socket; an error naming the fix when ``connect()`` was not called
+        or the connection was closed."""
+        if self.sock is None:
+            raise ServerError(
+                "not_connected", "this Client is not connected; call connect() (or use `with`)"
+            )
+        return self.sock
+
+    def settimeout(self, timeout: float | None) -> None:
+        """Bound the next ``recv()`` (None: block)."""
+        self._live().settimeout(timeout)
+
     def send(self, method: str, **params) -> int:
         rid = next(self._ids)
         try:
-            self.sock.sendall(encode({"id": rid, "method": method, "params": params}))
+            self._live().sendall(encode({"id": rid, "method": method, "params": params}))
         except OSError as exc:  # the server closed on us: its last reply says why, if any
             raise self._closed_error(exc) from None
         return rid
@@ -291,7 +304,7 @@ class Client:
     def _closed_error(self, exc: OSError) -> ServerError:
         """The error the server sent before it closed the connection, else a plain one."""
         try:
-            self.sock.settimeout(1.0)
+            self._live().settimeout(1.0)
             line = self.reader.readline()
             msg = json.loads(line) if line else None
         except (OSError, ValueError, ProtocolError):
@@ -305,8 +318,9 @@ class Client:
 
     def _reply(self, method: str) -> dict:
         """The next frame, within ``reply_timeout`` seconds."""
-        before = self.sock.gettimeout()
-        self.sock.settimeout(self.reply_timeout)
+        sock = self._live()
+        before = sock.gettimeout()
+        sock.settimeout(self.reply_timeout)
         try:
             return self.recv()
         except TimeoutError:

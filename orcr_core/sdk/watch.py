@@ -37,7 +37,7 @@ class Watcher:
 
     def __init__(
         self,
-        path: Path,
+        path: Path | str,
         autostart: bool = True,
         target: str | None = None,
         reconnect_for: float = 60.0,
@@ -131,7 +131,7 @@ class Watcher:
                     return None  # still reconnecting when the caller's time ran out
                 continue
             try:
-                self.conn.sock.settimeout(left if left is None or left > 0 else 0.001)
+                self.conn.settimeout(left if left is None or left > 0 else 0.001)
                 msg = self.conn.recv()
             except TimeoutError:
                 return None
@@ -179,7 +179,7 @@ class EventTail:
 
     def __init__(
         self,
-        path: Path,
+        path: Path | str,
         cursor: int,
         autostart: bool = True,
         reconnect_for: float = 60.0,
@@ -193,8 +193,9 @@ class EventTail:
         self.conn: Client | None = None
         self.last_seq = cursor  # the log's end when this tail (re)subscribed
 
-    def subscribe(self) -> None:
-        """Connect and resume from the cursor, retrying while the server is away."""
+    def subscribe(self) -> Client:
+        """Connect and resume from the cursor, retrying while the server is away;
+        the connection (also ``self.conn``)."""
         self.close()
         delay, give_up = 0.05, time.monotonic() + self.reconnect_for
         while True:
@@ -210,7 +211,7 @@ class EventTail:
                         self.on_gap(self.cursor + 1, res["since_seq"] + 1)
                     self.cursor = res["since_seq"]
                 self.conn, self.last_seq = c, res["last_seq"]
-                return
+                return c
             except (ServerError, OSError) as exc:
                 if isinstance(exc, ServerError) and exc.code not in GONE:
                     raise
@@ -223,14 +224,13 @@ class EventTail:
         """The next event after the cursor, or None after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if self.conn is None:
-                self.subscribe()
+            conn = self.conn if self.conn is not None else self.subscribe()
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return None
             try:
-                self.conn.sock.settimeout(left)
-                msg = self.conn.recv()
+                conn.settimeout(left)
+                msg = conn.recv()
             except TimeoutError:
                 return None
             except (ServerError, OSError) as exc:
