@@ -36,6 +36,18 @@ class StoreVersionMismatch(Exception):
     code = "store_version_mismatch"
 
 
+def add_columns(database, table: str, columns: dict[str, str]) -> None:
+    """Add each of ``columns`` (name -> SQL declaration) that ``table`` lacks.
+
+    Migrations run on blank stores (whose tables ``create_tables`` made from
+    today's models) and old ones alike, so adding a column must be idempotent;
+    SQLite has no ``ADD COLUMN IF NOT EXISTS``, hence the ``table_info`` check."""
+    have = {row[1] for row in database.execute_sql(f"PRAGMA table_info({table})")}
+    for name, decl in columns.items():
+        if name not in have:
+            database.execute_sql(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+
+
 def _initial(database) -> None:
     # create_tables follows the current models, so a blank store gets today's
     # schema here; every later migration must therefore be idempotent
@@ -56,22 +68,19 @@ def _drop_status_index(database) -> None:
 def _loops(database) -> None:
     # loops land (issue 11): the loop and loop_run tables gain the columns the
     # scheduler needs; a blank store already has them from 0001's create_tables
-    added = {
-        "loop": [("end_reason", "TEXT")],
-        "loop_run": [
-            ("created_at", "REAL"),
-            ("fires", "INTEGER NOT NULL DEFAULT 1"),
-            ("sup_pid", "INTEGER"),
-            ("sup_start", "REAL"),
-            ("stop_reason", "TEXT"),
-            ("error", "TEXT"),
-        ],
-    }
-    for table, cols in added.items():
-        have = {row[1] for row in database.execute_sql(f"PRAGMA table_info({table})")}
-        for name, decl in cols:
-            if name not in have:
-                database.execute_sql(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+    add_columns(database, "loop", {"end_reason": "TEXT"})
+    add_columns(
+        database,
+        "loop_run",
+        {
+            "created_at": "REAL",
+            "fires": "INTEGER NOT NULL DEFAULT 1",
+            "sup_pid": "INTEGER",
+            "sup_start": "REAL",
+            "stop_reason": "TEXT",
+            "error": "TEXT",
+        },
+    )
     # the scheduler's reads: the earliest next fire, a loop's runs by status
     database.execute_sql(
         "CREATE INDEX IF NOT EXISTS loop_status_next ON loop (status, next_fire_at)"
@@ -87,33 +96,23 @@ def _loops(database) -> None:
 
 def _pane_process(database) -> None:
     # the identity of the process orcr started in a pane (a blank store has it)
-    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
-    if "pane_process" not in have:
-        database.execute_sql("ALTER TABLE agent ADD COLUMN pane_process TEXT")
+    add_columns(database, "agent", {"pane_process": "TEXT"})
 
 
 def _turn_outcome(database) -> None:
     # agent wait and get say how the last turn ended (errored, with its error)
-    have = {c.name for c in database.get_columns("agent")}
-    for column in ("turn_status", "turn_error"):
-        if column not in have:
-            database.execute_sql(f"ALTER TABLE agent ADD COLUMN {column} TEXT")
+    add_columns(database, "agent", {"turn_status": "TEXT", "turn_error": "TEXT"})
 
 
 def _resumes(database) -> None:
     # how many times ``agent resume`` requeued the row (a blank store has it)
-    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
-    if "resumes" not in have:
-        database.execute_sql("ALTER TABLE agent ADD COLUMN resumes INTEGER")
+    add_columns(database, "agent", {"resumes": "INTEGER"})
 
 
 def _parking(database) -> None:
     # when the agent's pane was parked (None: in its workspace) and last un-parked
     # (the park clock restarts there); a blank store has both
-    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
-    for column in ("parked_at", "unparked_at"):
-        if column not in have:
-            database.execute_sql(f"ALTER TABLE agent ADD COLUMN {column} REAL")
+    add_columns(database, "agent", {"parked_at": "REAL", "unparked_at": "REAL"})
 
 
 def _unmanaged(database) -> None:
@@ -123,9 +122,7 @@ def _unmanaged(database) -> None:
 
 def _stalled_at(database) -> None:
     # the stalled flag of a working agent (a blank store already has it)
-    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
-    if "stalled_at" not in have:
-        database.execute_sql("ALTER TABLE agent ADD COLUMN stalled_at REAL")
+    add_columns(database, "agent", {"stalled_at": "REAL"})
 
 
 def _drift(database) -> None:
@@ -135,23 +132,17 @@ def _drift(database) -> None:
 
 def _blocked(database) -> None:
     # a starting agent whose TUI asks a person something first (a trust dialog)
-    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
-    for column, decl in (("blocked_reason", "TEXT"), ("blocked_at", "REAL")):
-        if column not in have:
-            database.execute_sql(f"ALTER TABLE agent ADD COLUMN {column} {decl}")
+    add_columns(database, "agent", {"blocked_reason": "TEXT", "blocked_at": "REAL"})
 
 
 def _loop_run_agents_env_missed(database) -> None:
     # issue 20/23 (loops): --keep-agents, the creating shell's PATH and --env, and
     # the last missed fire with why (loop ls, top)
-    have = {row[1] for row in database.execute_sql("PRAGMA table_info(loop)")}
-    for column, decl in (
-        ("keep_agents", "INTEGER NOT NULL DEFAULT 0"),
-        ("env", "TEXT"),
-        ("last_missed", "TEXT"),
-    ):
-        if column not in have:
-            database.execute_sql(f"ALTER TABLE loop ADD COLUMN {column} {decl}")
+    add_columns(
+        database,
+        "loop",
+        {"keep_agents": "INTEGER NOT NULL DEFAULT 0", "env": "TEXT", "last_missed": "TEXT"},
+    )
 
 
 def _notify_outbox(database) -> None:
@@ -170,10 +161,11 @@ def _worktree(database) -> None:
     # an agent's own checkout and its per-run model and flags (issue 22); a blank
     # store has the columns; the partial index serves the monitor's sweep for ended
     # agents whose checkout is still to be kept or removed (workspaces/finish.py)
-    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
-    for column in ("worktree", "worktree_state", "model", "run_args"):
-        if column not in have:
-            database.execute_sql(f"ALTER TABLE agent ADD COLUMN {column} TEXT")
+    add_columns(
+        database,
+        "agent",
+        dict.fromkeys(("worktree", "worktree_state", "model", "run_args"), "TEXT"),
+    )
     database.execute_sql(
         "CREATE INDEX IF NOT EXISTS agent_worktree_open ON agent (worktree_state) "
         "WHERE worktree_state IN ('requested', 'created')"
@@ -183,9 +175,7 @@ def _worktree(database) -> None:
 def _pending_prompt(database) -> None:
     # an ``agent send`` prompt is written before it is typed, so a restart after a
     # crash resumes its delivery (issue 19: exactly once for every prompt)
-    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
-    if "pending_prompt" not in have:
-        database.execute_sql("ALTER TABLE agent ADD COLUMN pending_prompt TEXT")
+    add_columns(database, "agent", {"pending_prompt": "TEXT"})
 
 
 #: Ordered, named migrations. Never rename or reorder an applied one: the name
@@ -202,18 +192,12 @@ def _notices(database) -> None:
 
 def _resume_reported(database) -> None:
     # issue 21 item 7: the pane process herdr was told how to resume the agent for
-    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
-    if "resume_reported" not in have:
-        database.execute_sql("ALTER TABLE agent ADD COLUMN resume_reported TEXT")
+    add_columns(database, "agent", {"resume_reported": "TEXT"})
 
 
 def _rm(database) -> None:
     # issue 38: agents that finish (agent run --rm) and a per-run --gc-after
-    have = {row[1] for row in database.execute_sql("PRAGMA table_info(agent)")}
-    if "rm" not in have:
-        database.execute_sql("ALTER TABLE agent ADD COLUMN rm INTEGER DEFAULT 0")
-    if "gc_after" not in have:
-        database.execute_sql("ALTER TABLE agent ADD COLUMN gc_after REAL")
+    add_columns(database, "agent", {"rm": "INTEGER DEFAULT 0", "gc_after": "REAL"})
 
 
 MIGRATIONS: list[tuple[str, callable]] = [
