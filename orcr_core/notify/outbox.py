@@ -28,6 +28,7 @@ import threading
 import time
 from types import SimpleNamespace
 
+from orcr_core.common.backoff import Backoff
 from orcr_core.notify import notices, rules
 from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, Loop, Meta, Notification, db
@@ -37,6 +38,7 @@ log = logging.getLogger("orcr.notify")
 CURSOR_EVERY = 10.0  # seconds between cursor writes for batches that matched nothing
 BATCH = 500
 BACKOFF_MIN, BACKOFF_MAX = 1.0, 300.0
+RETRY = Backoff(BACKOFF_MIN, BACKOFF_MAX)  # a failed send waits RETRY.after(attempts)
 IDLE_WAIT = 5.0  # a sink thread with nothing due re-checks this often (stop, config)
 
 
@@ -291,7 +293,7 @@ class Notifier:
                     )
                     log.warning("notify: %s gave up on %s: %s", name, row.seq, error)
                 else:
-                    delay = min(BACKOFF_MIN * 2**row.attempts, BACKOFF_MAX)
+                    delay = RETRY.after(row.attempts)
                     Notification.update(
                         due=now + delay, attempts=row.attempts + 1, error=error
                     ).where(Notification.id == row.id).execute()

@@ -15,6 +15,7 @@ import os
 import sys
 import time
 
+from orcr_core.common.backoff import Backoff
 from orcr_core.protocol import PROTOCOL_VERSION, LineReader, ProtocolError, encode
 
 TYPE_CHECKING = False  # typing costs milliseconds at every CLI start
@@ -143,16 +144,15 @@ class Client:
         ``HANDSHAKE_RETRY`` seconds."""
         if self.sock is not None:
             return self
-        delay, give_up = 0.05, time.monotonic() + HANDSHAKE_RETRY
+        backoff = Backoff(0.05, 1.0, give_up_after=HANDSHAKE_RETRY)
         while True:
             try:
                 return self._connect_and_hello()
             except ServerError as exc:
-                if exc.code != "connection_closed" or time.monotonic() > give_up:
+                if exc.code != "connection_closed" or backoff.expired():
                     raise
                 self.close()
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
+            time.sleep(backoff.next())
 
     def _connect_and_hello(self) -> Client:
         try:

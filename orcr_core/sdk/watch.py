@@ -19,17 +19,48 @@ from __future__ import annotations
 
 import time
 
+from orcr_core.common.backoff import Backoff
 from orcr_core.sdk.client import Client, ServerError
 
 TYPE_CHECKING = False  # typing costs milliseconds at every CLI start
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
+    from typing import Any
 
 #: Error codes that mean "the server went away", worth reconnecting for.
 GONE = ("connection_closed", "server_not_running", "server_start_failed")
 RESNAPSHOT = "watch.snapshot"
 NOT_ANSWERING = "server_not_answering"
+
+
+def reconnecting(
+    attempt: Callable[[], Any],
+    outage: Callable[[Exception], bool],
+    reconnect_for: float,
+    deadline: float | None = None,
+) -> Any:
+    """``attempt()`` until it returns, while the server is away: what :class:`Watcher`
+    and :class:`EventTail` share.
+
+    A ``ServerError`` or ``OSError`` that ``outage`` calls an outage is retried after
+    a backoff of 0.05 s doubling to 2 s, for up to ``reconnect_for`` seconds (then
+    it is raised); any other is raised at once. None when the monotonic
+    ``deadline`` passes first (the caller tries again on its next call)."""
+    backoff = Backoff(0.05, 2.0, give_up_after=reconnect_for)
+    while True:
+        try:
+            return attempt()
+        except (ServerError, OSError) as exc:
+            if not outage(exc) or backoff.expired():
+                raise
+        delay = backoff.next()
+        if deadline is not None:
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            delay = min(delay, deadline - now)
+        time.sleep(delay)
 
 
 class Watcher:
@@ -55,19 +86,17 @@ class Watcher:
 
     def _first_open(self) -> dict:
         """The first snapshot, retried like a reconnect if the server goes away mid-handshake."""
-        delay, give_up, dropped = 0.05, time.monotonic() + self.reconnect_for, False
-        while True:
-            try:
-                return self._open()
-            except (ServerError, OSError) as exc:
-                code = exc.code if isinstance(exc, ServerError) else "connection_closed"
-                if code not in GONE or (code != "connection_closed" and not dropped):
-                    raise  # no server to begin with is an answer, not an outage
-                dropped = True
-                if time.monotonic() > give_up:
-                    raise
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+        dropped = False
+
+        def outage(exc: Exception) -> bool:
+            nonlocal dropped
+            code = exc.code if isinstance(exc, ServerError) else "connection_closed"
+            if code not in GONE or (code != "connection_closed" and not dropped):
+                return False  # no server to begin with is an answer, not an outage
+            dropped = True
+            return True
+
+        return reconnecting(self._open, outage, self.reconnect_for)
 
     def _open(self) -> dict:
         """``watch.open`` on a fresh connection: the snapshot, and the cursor at it."""
@@ -91,32 +120,26 @@ class Watcher:
         call tries again).
         """
         self.close()
-        delay, give_up = 0.05, time.monotonic() + self.reconnect_for
-        while True:
+
+        def attempt() -> dict | None:
+            c = Client(self.path, self.autostart).connect()
             try:
-                c = Client(self.path, self.autostart).connect()
-                try:
-                    c.call("events.subscribe", since_seq=self.cursor)
-                except ServerError as exc:
-                    c.close()
-                    if exc.cause != "cursor_expired":
-                        raise
-                    snap = self.snapshot = self._open()
-                    return {"seq": self.cursor, "kind": RESNAPSHOT, "agent": None, "data": snap}
-                self.conn = c
-                return None
-            except (ServerError, OSError) as exc:
-                # a server that does not answer a hello (5 s) is an outage here too: a
-                # long wait keeps its own bound (reconnect_for), not the handshake's
-                if isinstance(exc, ServerError) and exc.code not in (*GONE, NOT_ANSWERING):
+                c.call("events.subscribe", since_seq=self.cursor)
+            except ServerError as exc:
+                c.close()
+                if exc.cause != "cursor_expired":
                     raise
-                if time.monotonic() > give_up:
-                    raise
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                return None
-            time.sleep(min(delay, (deadline - now) if deadline is not None else delay))
-            delay = min(delay * 2, 2.0)
+                snap = self.snapshot = self._open()
+                return {"seq": self.cursor, "kind": RESNAPSHOT, "agent": None, "data": snap}
+            self.conn = c
+            return None
+
+        # a server that does not answer a hello (5 s) is an outage here too: a long
+        # wait keeps its own bound (reconnect_for), not the handshake's
+        def outage(exc: Exception) -> bool:
+            return not isinstance(exc, ServerError) or exc.code in (*GONE, NOT_ANSWERING)
+
+        return reconnecting(attempt, outage, self.reconnect_for, deadline)
 
     def next(self, timeout: float | None = None) -> dict | None:
         """The next event (or ``watch.snapshot``), or None after ``timeout`` seconds."""
@@ -197,28 +220,25 @@ class EventTail:
         """Connect and resume from the cursor, retrying while the server is away;
         the connection (also ``self.conn``)."""
         self.close()
-        delay, give_up = 0.05, time.monotonic() + self.reconnect_for
-        while True:
+
+        def attempt() -> Client:
+            c = Client(self.path, self.autostart).connect()
             try:
-                c = Client(self.path, self.autostart).connect()
-                try:
-                    res = c.call("events.subscribe", since_seq=self.cursor, clamp=True)
-                except BaseException:
-                    c.close()
-                    raise
-                if res["since_seq"] > self.cursor:
-                    if self.on_gap:
-                        self.on_gap(self.cursor + 1, res["since_seq"] + 1)
-                    self.cursor = res["since_seq"]
-                self.conn, self.last_seq = c, res["last_seq"]
-                return c
-            except (ServerError, OSError) as exc:
-                if isinstance(exc, ServerError) and exc.code not in GONE:
-                    raise
-                if time.monotonic() > give_up:
-                    raise
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+                res = c.call("events.subscribe", since_seq=self.cursor, clamp=True)
+            except BaseException:
+                c.close()
+                raise
+            if res["since_seq"] > self.cursor:
+                if self.on_gap:
+                    self.on_gap(self.cursor + 1, res["since_seq"] + 1)
+                self.cursor = res["since_seq"]
+            self.conn, self.last_seq = c, res["last_seq"]
+            return c
+
+        def outage(exc: Exception) -> bool:
+            return not isinstance(exc, ServerError) or exc.code in GONE
+
+        return reconnecting(attempt, outage, self.reconnect_for)
 
     def next(self, timeout: float | None = None) -> dict | None:
         """The next event after the cursor, or None after ``timeout`` seconds."""

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 
+from orcr_core.common.backoff import Backoff
 from orcr_core.contracts import DriverError
 
 log = logging.getLogger("orcr.server")
@@ -26,11 +27,11 @@ class MultiplexerMixin:
         self.driver_info: dict | None = None
         self._driver_lock = threading.Lock()
         self._driver_retry_at = 0.0
-        self._driver_backoff = 0.125
+        self._driver_backoff = Backoff(0.25, 5.0)
         self._mux_lock = threading.Lock()
         self._mux_error: str | None = None  # why the multiplexer is unreachable, if it is
         self._mux_retry_at = 0.0
-        self._mux_backoff = MUX_BACKOFF_MIN
+        self._mux_backoff = Backoff(MUX_BACKOFF_MIN, MUX_BACKOFF_MAX)
         self.mux_events_live = False  # the driver's event stream is connected
         self.mux_resyncs = 0  # event streams that lost events and were resubscribed
 
@@ -45,10 +46,9 @@ class MultiplexerMixin:
             if self._driver is None and time.monotonic() >= self._driver_retry_at:
                 self._driver, self._driver_error = self._make_driver()
                 if self._driver is None:
-                    self._driver_backoff = min(self._driver_backoff * 2, 5.0)
-                    self._driver_retry_at = time.monotonic() + self._driver_backoff
+                    self._driver_retry_at = time.monotonic() + self._driver_backoff.next()
                 else:
-                    self._driver_backoff = 0.125
+                    self._driver_backoff.reset()
             return self._driver
 
     def mux_ready(self) -> str | None:
@@ -74,15 +74,14 @@ class MultiplexerMixin:
                     f"multiplexer: {drv.name} does not answer and could not be started again "
                     f"({exc}); queued agents start when it answers"
                 )
-                self._mux_retry_at = time.monotonic() + self._mux_backoff
-                self._mux_backoff = min(self._mux_backoff * 2, MUX_BACKOFF_MAX)
+                self._mux_retry_at = time.monotonic() + self._mux_backoff.next()
                 if first:
                     log.warning("%s", self._mux_error)
                 return self._mux_error
             if self._mux_error is not None:
                 log.info("multiplexer %s answers again", drv.name)
             self._mux_error = None
-            self._mux_backoff = MUX_BACKOFF_MIN
+            self._mux_backoff.reset()
             return None
 
     def driver_status(self) -> dict:
@@ -132,7 +131,7 @@ class MultiplexerMixin:
         are harmless. While the stream is down the monitor polls snapshots
         every ``timings.poll_every``; a reconnect is followed by a snapshot.
         """
-        backoff = 0.25
+        backoff = Backoff(0.25, 5.0)
         while not self.stopping.is_set():
             drv = self.driver
             stream = getattr(drv, "events", None)
@@ -142,7 +141,7 @@ class MultiplexerMixin:
                 continue
             try:
                 for ev in stream(stop=self.stopping, on_start=self._mux_events_started):
-                    backoff = 0.25
+                    backoff.reset()
                     if ev.get("event") == "pane_exited":
                         pane_id = (ev.get("data") or {}).get("pane_id")
                         if pane_id:
@@ -162,9 +161,8 @@ class MultiplexerMixin:
             if self.mux_events_live:
                 self.mux_events_live = False
                 self.monitor.events_live_changed()
-            if self.stopping.wait(backoff):
+            if self.stopping.wait(backoff.next()):
                 return
-            backoff = min(backoff * 2, 5.0)
 
     def _mux_events_started(self) -> None:
         """The event stream is connected: from now on pane changes are announced."""

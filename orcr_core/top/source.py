@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from orcr_core.common.backoff import Backoff
 from orcr_core.sdk.client import Client, ServerError
 from orcr_core.top.model import FleetModel
 
@@ -60,7 +61,7 @@ class WatchSource:
                 pass
 
     def _run(self) -> None:
-        backoff = 0.05
+        backoff = Backoff(0.05, BACKOFF_MAX)
         while not self._stop.is_set():
             c = Client(self.path, autostart=False)
             try:
@@ -69,7 +70,7 @@ class WatchSource:
                     self._client = c
                 snap = c.call("watch.open", all=False)
                 self.sink.on_snapshot(snap)
-                backoff = 0.05
+                backoff.reset()
                 c.sock.settimeout(0.5)
                 while not self._stop.is_set():
                     batch = self._read_batch(c)
@@ -79,8 +80,7 @@ class WatchSource:
                 if self._stop.is_set():
                     break
                 self.sink.on_down(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX)
+                self._stop.wait(backoff.next())
             finally:
                 with self._lock:
                     self._client = None
