@@ -223,37 +223,56 @@ class Driver(Protocol):
     def agent_status(self, pane: PaneRef) -> str | None:
         """The multiplexer's agent state for a pane, or None when it has none."""
 
-    # Optional: ``events(stop=None, on_start=None) -> Iterator[dict]``: the
-    # multiplexer's pushed pane events as ``{"event", "data"}`` hints, calling
-    # ``on_start()`` once the stream is up (the core then stops polling snapshots);
-    # ``pane_exited`` with ``data.pane_id`` means that pane's process exited by
-    # itself. Read with getattr (docs/plugins/index.md).
-    # Optional: ``move(pane, dest) -> PaneRef``: park and un-park. ``dest`` is
-    # :data:`PARKING` (this instance's parking area, created on demand) or a
-    # workspace id from :meth:`ensure_workspace` (back where the agent belongs).
-    # The pane keeps its process, label and marks; the move is one multiplexer
-    # step (the agent is in exactly one place before and after it) and returns
-    # where the pane now is (herdr gives a pane a new id in another workspace).
-    # A pane that does not carry ``pane.instance``/``pane.launch_token`` is not
-    # moved (``DriverError`` code ``pane_not_found``). Snapshots then report
-    # ``PaneInfo.parked``. A driver without ``move`` never parks: agents stay.
-    # Optional: ``discover() -> dict[str, list[UnmanagedAgent] | None]``: the agents
-    # the multiplexer detects in the user's *other* sessions, by session name; None
-    # for a session that exists but did not answer (its rows are kept as they are),
-    # and a session left out is gone (its rows end). Read-only: it never changes a
-    # session. A driver without it reports none (tmux).
-    # Optional: ``pane_pid(pane) -> int | None``, the pid of the pane's own
-    # process (the root of what the agent started), or None when unknown. orcr
-    # ends that process tree when the agent ends; a driver without it leaves
-    # orcr only the pids its snapshots carried (``PaneInfo.pid``).
-    # Optional, a multiplexer that restores agents itself (herdr 0.9,
-    # orcr_core/agents/native.py): ``reports_resume() -> bool``;
-    # ``report_resume(pane, agent, state, argv, env, detected=None) -> bool``, the
-    # command that resumes the agent in its own session (``detected``: the agent the
-    # multiplexer detects in the pane; True when orcr's report now owns the pane's
-    # agent status; a refusal is a non-retryable DriverError);
-    # ``foreground_pids(pane) -> list[int] | None``, the pane's foreground processes
-    # other than its shell (None: cannot say yet).
+    # Optional: the Protocols below (checked with ``isinstance``), and, read with
+    # getattr (docs/plugins/index.md): ``events(stop=None, on_start=None)``, pushed
+    # pane events as ``{"event", "data"}`` hints (``pane_exited``: that pane's process
+    # exited by itself), ``on_start()`` once up; ``discover()``, the agents detected in
+    # the user's *other* sessions by name (None: did not answer; left out: gone).
+
+
+@runtime_checkable
+class SplitPrompt(Protocol):
+    """Paste and Enter as two calls, each after its own intent (else ``send_prompt``)."""
+
+    def paste_prompt(self, pane: PaneRef, text: str) -> None: ...
+    def submit_prompt(self, pane: PaneRef) -> None: ...
+
+
+@runtime_checkable
+class Parking(Protocol):
+    """Park (``dest`` :data:`PARKING`) and un-park (a workspace id) in one step,
+    keeping process, label and marks; returns where the pane now is. An unmarked pane
+    is not moved (``pane_not_found``). Without it a driver never parks."""
+
+    def move(self, pane: PaneRef, dest: str) -> PaneRef: ...
+
+
+@runtime_checkable
+class PaneProcesses(Protocol):
+    """The pane's own process, the root of the tree orcr ends with the agent (None:
+    unknown). Without it orcr has only the snapshots' ``PaneInfo.pid``."""
+
+    def pane_pid(self, pane: PaneRef) -> int | None: ...
+
+
+@runtime_checkable
+class NativeResume(Protocol):
+    """A multiplexer that restores agents itself (herdr 0.9; agents/native.py):
+    ``report_resume`` gives it the command resuming the agent (True: orcr's report now
+    owns the pane's status; a refusal is a non-retryable DriverError);
+    ``foreground_pids``: the pane's processes but its shell (None: cannot say yet)."""
+
+    def reports_resume(self) -> bool: ...
+    def report_resume(
+        self,
+        pane: PaneRef,
+        agent: str,
+        state: str,
+        argv: list[str],
+        env: dict[str, str],
+        detected: str | None = None,
+    ) -> bool: ...
+    def foreground_pids(self, pane: PaneRef) -> list[int] | None: ...
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from peewee import PeeweeException, fn
 from orcr_core.agents import dialogs, lifecycle, parking, resubmit, sessions, transcripts
 from orcr_core.agents.exclusive import agent_lock
 from orcr_core.agents.launch import pane_of
-from orcr_core.contracts import DriverError
+from orcr_core.contracts import DriverError, SplitPrompt
 from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, Event, db
 
@@ -129,8 +129,8 @@ def _type(server, agent: Agent, prompt: str, before: int, paste: bool, still=Non
     driver = server.driver
     pane = pane_of(agent)
     turn = before + 1
-    split = hasattr(driver, "paste_prompt") and hasattr(driver, "submit_prompt")
-    if not split:  # a driver with send_prompt only: one step, recorded as both
+    # a driver with send_prompt only (no SplitPrompt): one step, recorded as both
+    if not isinstance(driver, SplitPrompt):
         if paste:
             _record(agent, turn, PASTE_REQUESTED, ENTER_REQUESTED, still=still)
             driver.send_prompt(pane, prompt)

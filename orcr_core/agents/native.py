@@ -32,7 +32,7 @@ from orcr_core.agents import lifecycle, procs, resume
 from orcr_core.agents.launch import launch_command, launch_info, launch_spec, ref_of
 from orcr_core.agents.rematch import identity
 from orcr_core.ceilings import step as ceilings_step
-from orcr_core.contracts import DriverError, PaneInfo
+from orcr_core.contracts import DriverError, NativeResume, PaneInfo, PaneProcesses
 from orcr_core.store import drift, events, faults
 from orcr_core.store.models import Agent, db
 
@@ -53,8 +53,7 @@ _first_seen: dict[tuple[str, str | None], float] = {}
 
 def _provider(server, agent: Agent):
     driver = server.driver
-    takes = getattr(driver, "reports_resume", None)
-    if takes is None or not takes():
+    if not isinstance(driver, NativeResume) or not driver.reports_resume():
         return None
     provider = server.registry.providers.get(agent.provider)
     if provider is None or not provider.has_transcript or not resume.supports_resume(provider):
@@ -159,10 +158,10 @@ def exited(server, agent: Agent, pane: PaneInfo) -> bool:
     launch token (in a pane orcr started, the root is the agent's own program)."""
     if not holds(agent) or pane.agent is not None or pane.dead or pane.restore_error:
         return False
-    probe = getattr(server.driver, "foreground_pids", None)
-    root = getattr(server.driver, "pane_pid", None)
-    if probe is None or root is None:
+    drv = server.driver
+    if not isinstance(drv, NativeResume) or not isinstance(drv, PaneProcesses):
         return False
+    probe, root = drv.foreground_pids, drv.pane_pid
     try:
         pids = probe(ref_of(pane))
         if pids is None:
@@ -180,9 +179,9 @@ def restored(server, agent: Agent, pane: PaneInfo) -> str:
     The grace counts from when this server first saw that process."""
     if pane.restore_error or pane.dead:
         return "other"
-    probe = getattr(server.driver, "foreground_pids", None)
-    if probe is None:
+    if not isinstance(server.driver, NativeResume):
         return "other"
+    probe = server.driver.foreground_pids
     try:
         pids = probe(ref_of(pane))
     except DriverError:

@@ -28,7 +28,7 @@ import time
 
 from orcr_core.agents import lifecycle
 from orcr_core.agents.launch import owned, pane_of
-from orcr_core.contracts import PARKING, DriverError, PaneRef
+from orcr_core.contracts import PARKING, DriverError, PaneRef, Parking
 from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, db
 
@@ -46,7 +46,7 @@ def _lock(uuid: str) -> threading.Lock:
 
 
 def supported(server) -> bool:
-    return server.driver is not None and callable(getattr(server.driver, "move", None))
+    return isinstance(server.driver, Parking)
 
 
 def due_at(server, agent: Agent, backoff: bool = True) -> float | None:

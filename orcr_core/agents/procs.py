@@ -31,7 +31,7 @@ from pathlib import Path
 
 import psutil
 
-from orcr_core.contracts import DriverError, PaneRef
+from orcr_core.contracts import DriverError, PaneProcesses, PaneRef
 from orcr_core.store import events
 from orcr_core.store.models import Agent, db
 
@@ -150,7 +150,7 @@ def _tree(root: Proc, kids: dict[int, list[int]]) -> dict[int, float]:
 def _root_of(server, agent: Agent, pid: int | None) -> Proc | None:
     """The pane's root process: ``pid`` from the snapshot, else asked of the driver."""
     if pid is None:
-        ask = getattr(server.driver, "pane_pid", None)
+        ask = server.driver.pane_pid if isinstance(server.driver, PaneProcesses) else None
         pane = _ref(agent)
         if ask is None or pane is None:
             return None
@@ -211,17 +211,15 @@ def collect(server, agent: Agent, pane: PaneRef | None) -> dict[int, float]:
     with _lock:
         if agent.uuid in _roots:
             roots.append(_roots[agent.uuid])
-    if pane is not None and server.driver is not None:
-        ask = getattr(server.driver, "pane_pid", None)
-        if ask is not None:
-            try:
-                pid = ask(pane)
-            except DriverError:
-                pid = None
-            if pid:
-                ctime = _create_time(pid)
-                if ctime is not None:
-                    roots.append((pid, ctime))
+    if pane is not None and isinstance(server.driver, PaneProcesses):
+        try:
+            pid = server.driver.pane_pid(pane)
+        except DriverError:
+            pid = None
+        if pid:
+            ctime = _create_time(pid)
+            if ctime is not None:
+                roots.append((pid, ctime))
     if roots:
         try:
             kids = _children_map()
