@@ -286,6 +286,9 @@ def test_a_driver_without_parking_keeps_agents_where_they_are(orcr_home):
     orcr_home.run("agent", "run", "--provider", "testp", "--path", "s/x", "hi", check=True)
     until(lambda: any(p["prompts"] for p in td.read_state()["panes"].values()), what="prompt")
     (pane_id,) = td.read_state()["panes"]
+    # the turn ends only once orcr saw it start: testp's turns follow the driver's status,
+    # and an idle set before orcr's first look left the turn unconfirmed (a loaded rerun)
+    until(lambda: orcr_home.get("s/x")["status"] == "working", what="turn started")
     td.set_status(pane_id, "idle")
     row = until(lambda: (a := orcr_home.get("s/x"))["status"] == "ended" and a, 30, what="gc")
     assert row["exit_reason"] == "gc" and not row["parked"]
