@@ -11,35 +11,26 @@ with Orcr() as orcr:
 from __future__ import annotations
 
 import builtins
-import os
-import time
-from typing import Any
 
-from orcr_core import paths
-from orcr_core.protocol import prompt_not_utf8, prompt_too_large
-from orcr_core.sdk.client import Client, ServerError, scope_from_env
-from orcr_core.sdk.watch import RESNAPSHOT, Watcher
+from orcr_core.sdk.client import Client, ServerError
+from orcr_core.sdk.params import check_prompt, loop_params, run_params, scope_hint, scoped
+from orcr_core.sdk.waiting import BAD_ENDINGS, AgentEnded, WaitTimeout, wait_for
+from orcr_core.sdk.watch import Watcher
+
+__all__ = [
+    "BAD_ENDINGS",
+    "AgentEnded",
+    "Client",
+    "Orcr",
+    "ServerError",
+    "WaitTimeout",
+    "check_prompt",
+    "scoped",
+]
 
 TYPE_CHECKING = False  # typing costs milliseconds at every CLI start
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-#: exit reasons after which ``wait`` reports failure
-BAD_ENDINGS = ("failed", "timeout", "lost", "canceled")
-
-
-class WaitTimeout(ServerError):
-    def __init__(self, message: str):
-        super().__init__("wait_timeout", message)
-
-
-class AgentEnded(ServerError):
-    def __init__(self, agent: dict):
-        msg = f"agent {agent['path']} ended: {agent['exit_reason']}"
-        if agent.get("error"):
-            msg += f" ({agent['error']})"
-        super().__init__("agent_ended", msg)
-        self.agent = agent
 
 
 class Orcr:
@@ -92,7 +83,7 @@ class Orcr:
         worktree on ``branch``, default ``orcr/<path>``, from ``base``, default
         HEAD; or a jj workspace). ``model`` and ``args`` are this run's provider
         options, over ``[providers.<name>] model`` and added to ``extra_args``."""
-        params = self._run_params(
+        params = run_params(
             prompt,
             provider=provider,
             path=path,
@@ -112,53 +103,6 @@ class Orcr:
             limits=limits,
         )
         return self.client.call("agent.run", **params)
-
-    @staticmethod
-    def _run_params(
-        prompt=None,
-        *,
-        provider=None,
-        path=None,
-        name=None,
-        cwd=None,
-        timeout=None,
-        argv=None,
-        scope=None,
-        worktree=False,
-        branch=None,
-        base=None,
-        model=None,
-        args=None,
-        rm=None,
-        gc_after=None,
-        sandbox=None,
-        limits=None,
-    ) -> dict:
-        check_prompt(prompt)
-        params: dict[str, Any] = {"cwd": os.path.abspath(cwd or os.getcwd())}
-        if worktree:
-            params["worktree"] = True
-        if provider is not None:
-            params["provider"] = provider
-        for key, value in (
-            ("prompt", prompt),
-            ("path", path),
-            ("name", name),
-            ("timeout", timeout),
-            ("argv", argv),
-            ("scope", scope if scope is not None else scope_from_env()),
-            ("branch", branch),
-            ("base", base),
-            ("model", model),
-            ("args", list(args) if args is not None else None),
-            ("rm", rm),
-            ("gc_after", gc_after),
-            ("sandbox", sandbox),
-            ("limits", limits or None),
-        ):
-            if value is not None:
-                params[key] = value
-        return params
 
     def run_many(self, specs: list[dict], window: int = 64) -> list[dict]:
         """Admit many agents over this connection, pipelined: up to ``window``
@@ -181,7 +125,7 @@ class Orcr:
 
         for spec in specs:
             try:
-                params = self._run_params(**spec)
+                params = run_params(**spec)
             except ServerError as exc:  # refused before sending: keep the order
                 while pending:
                     collect()
@@ -201,7 +145,7 @@ class Orcr:
             return self.client.call(method, target=full, **params)
         except ServerError as exc:
             if exc.code == "not_found" and full != target:
-                exc.message = _scope_hint(exc.message, target, full)
+                exc.message = scope_hint(exc.message, target, full)
                 exc.args = (exc.message,)
             raise
 
@@ -288,27 +232,19 @@ class Orcr:
         this machine's zone. A loop is global: ``$ORCR_PATH`` is never applied.
         Runs get this process's ``PATH`` and ``env`` on top of the server's
         environment; ``keep_agents`` lets a run's agents outlive its exit."""
-        from orcr_core.loops.zone import local_zone_name
-
-        params = {
-            "name": name,
-            "argv": list(argv),
-            "tz": tz or local_zone_name(),
-            "overlap": overlap,
-            "max_concurrency": max_concurrency,
-            "cwd": os.path.abspath(cwd or os.getcwd()),
-            "keep_agents": keep_agents,
-        }
-        if os.environ.get("PATH") is not None:
-            params["path_env"] = os.environ["PATH"]
-        for key, value in (
-            ("cron", cron),
-            ("once_at", once_at),
-            ("timeout", timeout),
-            ("env", env),
-        ):
-            if value is not None:
-                params[key] = value
+        params = loop_params(
+            name,
+            argv,
+            cron=cron,
+            once_at=once_at,
+            tz=tz,
+            overlap=overlap,
+            max_concurrency=max_concurrency,
+            timeout=timeout,
+            cwd=cwd,
+            keep_agents=keep_agents,
+            env=env,
+        )
         return self.client.call("loop.create", **params)["loop"]
 
     def loop_get(self, name: str) -> dict:
@@ -393,97 +329,4 @@ class Orcr:
         ``errored``, ``interrupted``; None when the provider has no transcript)
         and ``turn_error``.
         """
-        if until not in ("idle", "ended"):
-            raise ValueError("until must be 'idle' or 'ended'")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        given, target = target, scoped(target)
-        w = Watcher(self.client.path, self.client.autostart, target)
-        try:
-            try:
-                agent = _pick(w.snapshot["agents"], target)
-            except ServerError as exc:
-                if target != given:
-                    exc.message = _scope_hint(exc.message, given, target)
-                    exc.args = (exc.message,)
-                raise
-            while True:
-                if on_change:
-                    on_change(agent)
-                if _done(agent, until):
-                    return agent
-                left = None
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise WaitTimeout(
-                            f"agent {agent['path']} still {agent['status']} after {timeout:g}s"
-                        )
-                ev = w.next(left)
-                if ev is None:
-                    continue
-                if ev["kind"] == RESNAPSHOT:
-                    agent = _pick(ev["data"]["agents"], agent["uuid"])
-                elif ev["agent"] == agent["uuid"] and ev["kind"] == "agent.status":
-                    d = ev["data"]
-                    agent = dict(
-                        agent,
-                        status=d["to"],
-                        exit_reason=d.get("exit_reason"),
-                        error=d.get("error", agent.get("error")),
-                    )
-                    if "turn_status" in d:  # a turn ended: how
-                        agent.update(
-                            turn=d.get("turn", agent["turn"]),
-                            turn_status=d["turn_status"],
-                            turn_error=d.get("turn_error"),
-                        )
-        finally:
-            w.close()
-
-
-def scoped(target: str, scope: str | None = None) -> str:
-    """The target an SDK call sends: ``target`` read from inside the caller's scope
-    (``ORCR_PATH``), as ``run`` places a path there (:func:`orcr_core.paths.in_scope`):
-    ``kid`` is ``<scope>/kid``; ``/top/kid`` names a path from the top; uuids as given."""
-    return paths.in_scope(target, scope if scope is not None else scope_from_env())
-
-
-def _scope_hint(message: str, target: str, full: str) -> str:
-    return (
-        f"{message}; {target!r} was read inside ORCR_PATH as {full!r} "
-        f"(name a path from the top with a leading /, e.g. /{target})"
-    )
-
-
-def check_prompt(prompt: str | None) -> None:
-    """Refuse a prompt that is not valid UTF-8 (``invalid_prompt``) or oversized
-    (``prompt_too_large``) before sending it (the server checks both again)."""
-    if not isinstance(prompt, str):
-        return
-    why = prompt_not_utf8(prompt)
-    if why:
-        raise ServerError("invalid_prompt", why)
-    why = prompt_too_large(prompt)
-    if why:
-        raise ServerError("prompt_too_large", why)
-
-
-def _pick(rows: list[dict], target: str) -> dict:
-    """The row ``target`` names: by uuid, else the active one, else the newest."""
-    if not rows:
-        raise ServerError("not_found", f"no agent {target!r}")
-    for a in rows:
-        if a["uuid"] == target:
-            return a
-    active = [a for a in rows if a["status"] != "ended"]
-    return active[0] if active else max(rows, key=lambda a: a["created_at"] or "")
-
-
-def _done(agent: dict, until: str) -> bool:
-    if agent["status"] == "ended":
-        if agent["exit_reason"] == "done":
-            return True  # an --rm agent: its turn ended, as idle would say
-        if agent["exit_reason"] in BAD_ENDINGS or until == "idle":
-            raise AgentEnded(agent)
-        return True
-    return until == "idle" and agent["status"] == "idle"
+        return wait_for(self.client, target, until, timeout, on_change)
