@@ -184,7 +184,7 @@ STEPS = [
 
 LAND = """
 import sys
-from orcr_tasks.backend import open_queue
+from orcr_tasks.opener import open_queue
 from orcr_tasks import status
 from orcr_tasks.land.lander import Lander
 Lander(open_queue(sys.argv[1]), sys.argv[2], check=sys.argv[3], heartbeat=5).run()
