@@ -106,8 +106,14 @@ def test_sandboxed_command_agent_cannot_escape(live, short_tmp):
         with live.sdk() as orcr:
             orcr.run(None, provider="command", path="sb/probe", cwd=str(work), argv=argv,
                      sandbox=True)  # fmt: skip
-        until(lambda: (work / "result.json").exists(), 30, "the probe's result")
-        result = json.loads((work / "result.json").read_text())
+
+        def written():  # the probe writes it in place: whole once it parses
+            try:
+                return json.loads((work / "result.json").read_text())
+            except (FileNotFoundError, ValueError):
+                return None
+
+        result = until(written, 30, "the probe's result")
         assert not (outside / "x").exists()
     finally:
         shutil.rmtree(outside, ignore_errors=True)

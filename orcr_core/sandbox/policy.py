@@ -188,17 +188,35 @@ def _abs(path: str, home: str) -> str:
     return os.path.normpath(path)
 
 
-def _install_dir(program: str, home: str) -> str | None:
-    """The folder a CLI installed under the home directory runs from (``~/.local``,
-    ``~/.nvm/versions/node/vX``): read-only, or a hidden home would hide the program."""
+def _under(path: str, areas: list[str]) -> bool:
+    return any(path.startswith(a.rstrip("/") + "/") for a in areas)
+
+
+def _install_dirs(program: str, home: str) -> list[str]:
+    """The folders a program under a hidden area (the home directory, ``/tmp``) runs
+    from, read-only, or the sandbox would hide the program itself: a CLI's install
+    (``~/.local``, ``~/.nvm/versions/node/vX``), a virtualenv (``~/.orcr``, a clone's
+    ``.venv`` in /tmp) by the path it is called by as well as the one it resolves to;
+    and, for orcr's own interpreter (the echo agent), the folders orcr's packages are
+    imported from (an editable install in such a clone)."""
+    areas = [a for a in (home, "/tmp") if a not in ("", "/")]
     found = shutil.which(program) if "/" not in program else program
     if not found:
-        return None
-    real = os.path.realpath(found)
-    if not real.startswith(home.rstrip("/") + "/"):
-        return None
-    top = os.path.dirname(os.path.dirname(real))
-    return top if top != home else os.path.dirname(real)
+        return []
+    out = []
+    for path in dict.fromkeys((os.path.abspath(found), os.path.realpath(found))):
+        if _under(path, areas):
+            top = os.path.dirname(os.path.dirname(path))
+            out.append(top if top not in areas else os.path.dirname(path))
+    if os.path.realpath(found) == os.path.realpath(sys.executable):
+        for prefix in (sys.prefix, sys.base_prefix):
+            if _under(prefix, areas):
+                out.append(prefix)
+        for name, module in list(sys.modules.items()):
+            where = getattr(module, "__file__", None)
+            if name.startswith("orcr") and "." not in name and where and _under(where, areas):
+                out.append(os.path.dirname(os.path.dirname(where)))
+    return list(dict.fromkeys(out))
 
 
 def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str, str]) -> list[str]:
@@ -214,9 +232,7 @@ def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str,
         state.append(_abs(path, home))
     read = list(policy["allow_read"])
     if argv:
-        found = _install_dir(argv[0], home)
-        if found:
-            read.append(found)
+        read += _install_dirs(argv[0], home)
     write = [policy["cwd"], policy["data_dir"], *state, *policy["allow_write"]]
     keep = [*ENV_ALLOW, *env, *getattr(provider, "sandbox_env", ()), *policy["pass_env"]]
     launcher = [sys.executable, "-I", "-S", enter.__file__]
