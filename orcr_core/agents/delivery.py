@@ -163,7 +163,7 @@ def _on_screen(server, agent: Agent, prompt: str, wait: float = 0.0) -> bool:
             screen = server.driver.read(pane_of(agent))
         except DriverError:
             return False
-        if resubmit.holds(screen, prompt):
+        if resubmit.holds(screen, prompt, tail=True):
             return True
         if time.monotonic() >= deadline:
             return False

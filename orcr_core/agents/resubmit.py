@@ -73,15 +73,18 @@ REASONS = {
 }
 
 
-def holds(text: str, prompt: str) -> bool:
+def holds(text: str, prompt: str, tail: bool = False) -> bool:
     """Whether ``text`` holds the prompt (whitespace ignored: a composer wraps it) or
-    a TUI's placeholder for a pasted text. The prompt's head or its tail will do: a
-    composer narrower than the prompt scrolls, showing only the end of it."""
+    a TUI's placeholder for a pasted text. With ``tail``, the prompt's end will do too
+    (a composer narrower than the prompt scrolls its head off): only for a look at the
+    whole screen when the provider reads no composer, never to judge a resubmit."""
     if any(mark in text for mark in PASTE_PLACEHOLDERS):
         return True
     want = "".join(prompt.split())
     flat = "".join(text.split())
-    return bool(want) and (want[:SCREEN_MATCH] in flat or want[-SCREEN_MATCH:] in flat)
+    if not want:
+        return False
+    return want[:SCREEN_MATCH] in flat or (tail and want[-SCREEN_MATCH:] in flat)
 
 
 def load_factor() -> float:
