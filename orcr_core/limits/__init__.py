@@ -57,17 +57,7 @@ class Limits:
             self._waits[agent.uuid] = Wait(agent.provider, reason, until, now, since)
         if old is not None and old.reason == reason:
             return
-        with db.atomic():
-            events.emit(
-                "agent.usage_limit",
-                agent.uuid,
-                path=agent.path,
-                provider=agent.provider,
-                reason=reason,
-                until=until,
-                hold=self._holds(server, agent.provider),
-            )
-        server.notify()
+        self._announce(server, agent, reason, until)
 
     def turn_error(self, server, agent: Agent, provider, error: str) -> None:
         """A turn ended on ``error``: when the provider's optional ``usage_limit(error)``
@@ -80,6 +70,10 @@ class Limits:
         now, reason = time.time(), shown.reason or "usage limit"
         with self._lock:
             self._waits[agent.uuid] = Wait(agent.provider, reason, shown.until, now, now, True)
+        self._announce(server, agent, reason, shown.until, turn_ended=True)
+
+    def _announce(self, server, agent: Agent, reason: str, until, **extra) -> None:
+        """The ``agent.usage_limit`` event (with whether the provider's queue is held)."""
         with db.atomic():
             events.emit(
                 "agent.usage_limit",
@@ -87,9 +81,9 @@ class Limits:
                 path=agent.path,
                 provider=agent.provider,
                 reason=reason,
-                until=shown.until,
+                until=until,
                 hold=self._holds(server, agent.provider),
-                turn_ended=True,
+                **extra,
             )
         server.notify()
 
