@@ -124,18 +124,20 @@ class OrcrHome:
         One pass over ``/proc`` reading raw environments (psutil parsed every process's
         whole environment, twice a test); another only while a pass found something, for
         what a dying process started."""
-        killed: list[str] = []
+        killed: dict[int, str] = {}
         for _ in range(3):
-            found = processes_under(self.path)
+            # A process SIGKILLed in one pass can still be in /proc (dying) in the next:
+            # only a pid not yet killed counts, or one kill was counted two or three times.
+            found = [(pid, name) for pid, name in processes_under(self.path) if pid not in killed]
             for pid, name in found:
                 try:
                     os.kill(pid, signal.SIGKILL)
-                    killed.append(name)
+                    killed[pid] = name
                 except OSError:
                     continue
             if not found:
                 break
-        return killed
+        return list(killed.values())
 
     def stop_server(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
