@@ -439,7 +439,7 @@ class Provider(Protocol):
     # shows anything (docs/plugins/index.md). The same hook reads a working
     # agent's screen once its transcript goes quiet: a ``dialog`` there (a
     # permission prompt) shows the agent blocked mid-turn (agents/asking.py); a
-    # ``waiting`` (``usage_limit``) a wait on the plan's usage limit (orcr_core/limits).
+    # ``waiting`` (``usage_limit``) a wait on the plan's usage limit (orcr_core/usage_limits).
     # Optional: ``usage_limit(error) -> ScreenState | None``: a turn's error that is
     # the CLI's usage limit (Codex ends the turn there): holds the provider's queue.
     # Optional: ``input_state(screen) -> InputState``: the composer's text and what

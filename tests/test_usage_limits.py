@@ -91,8 +91,8 @@ def test_hold_on_limit_false_lets_the_provider_start(monkeypatch):
     from types import SimpleNamespace
 
     from orcr_core.config import DEFAULTS, Config, _merge
-    from orcr_core.limits import Limits, Wait
     from orcr_core.notify.rules import classify
+    from orcr_core.usage_limits import Limits, Wait
 
     cfg = Config(_merge(DEFAULTS, {"providers": {"codex": {"hold_on_limit": False}}}), None)
     server = SimpleNamespace(config=cfg)

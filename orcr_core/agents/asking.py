@@ -43,9 +43,11 @@ def check(server, agent: Agent, state: TurnState, provider, now: float) -> None:
     if agent.blocked_reason and grew is not None and grew > (agent.blocked_at or now):
         _clear(server, agent, "the transcript moved on")  # answered: the turn goes on
         return
-    limited = server.limits.noticed(agent.uuid)  # waiting out a usage limit (orcr_core/limits)
+    limited = server.usage_limits.noticed(
+        agent.uuid
+    )  # waiting out a usage limit (orcr_core/usage_limits)
     if limited is not None and grew is not None and grew > limited:
-        server.limits.over(server, agent, "the transcript moved on")  # the CLI went on
+        server.usage_limits.over(server, agent, "the transcript moved on")  # the CLI went on
     hook = getattr(provider, "screen_state", None)
     if hook is None:  # the adapter's guess is all there is
         if state.state == "blocked" and not agent.blocked_reason:
@@ -72,13 +74,13 @@ def check(server, agent: Agent, state: TurnState, provider, now: float) -> None:
     except DriverError:
         return  # a pane gone is the monitor's business, not this check's
     shown = hook(screen, launch_spec(server, agent))
-    if shown.state == "waiting" and shown.kind == "usage_limit":  # orcr_core/limits
-        server.limits.seen(server, agent, shown.reason or "usage limit", shown.until)
+    if shown.state == "waiting" and shown.kind == "usage_limit":  # orcr_core/usage_limits
+        server.usage_limits.seen(server, agent, shown.reason or "usage limit", shown.until)
         if agent.stalled_at is not None:  # quiet because it waits the limit out: no stall
             stall._flag(server, agent, None, waiting="usage_limit")
         return
-    if server.limits.noticed(agent.uuid) is not None:
-        server.limits.over(server, agent, "the limit left the screen")
+    if server.usage_limits.noticed(agent.uuid) is not None:
+        server.usage_limits.over(server, agent, "the limit left the screen")
     if shown.state == "dialog" and shown.reason:
         if shown.reason != agent.blocked_reason:
             _block(server, agent, shown.kind or "question", shown.reason)

@@ -43,8 +43,8 @@ def deadline(server, agent: Agent) -> float | None:
     (not working, already flagged, no transcript yet, or ``stall_after = 0``)."""
     if agent.status != "working" or agent.stalled_at is not None or agent.blocked_reason:
         return None  # a question waiting for a person is no stall (agents/asking.py)
-    if server.limits.noticed(agent.uuid) is not None:
-        return None  # waiting out a usage limit is no stall (orcr_core/limits)
+    if server.usage_limits.noticed(agent.uuid) is not None:
+        return None  # waiting out a usage limit is no stall (orcr_core/usage_limits)
     after = server.config.duration("timings.stall_after")
     if after <= 0:
         return None
@@ -60,7 +60,7 @@ def check(server, agent: Agent, now: float) -> None:
     if grew is None:
         return
     if agent.stalled_at is None:
-        if agent.blocked_reason or server.limits.noticed(agent.uuid) is not None:
+        if agent.blocked_reason or server.usage_limits.noticed(agent.uuid) is not None:
             return  # a person is asked, or a usage limit waited out: quiet, not stalled
         after = server.config.duration("timings.stall_after")
         if after > 0 and now - grew >= after:

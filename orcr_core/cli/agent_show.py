@@ -100,7 +100,7 @@ def agent_table(rows: list[dict]) -> None:
             status += " (stalled)"
         if a.get("blocked"):
             status += " (blocked)"
-        if a.get("waiting"):  # its CLI waits out a usage limit (orcr_core/limits)
+        if a.get("waiting"):  # its CLI waits out a usage limit (orcr_core/usage_limits)
             status += f" (waiting: {a['waiting']})"
         if a.get("held"):  # queued, and the queue waits: "memory" or "multiplexer"
             status += f" (held: {a['held'].split(': ', 1)[0]})"

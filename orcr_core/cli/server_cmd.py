@@ -130,7 +130,7 @@ def _print_status(s: dict) -> None:
     click.echo(f"queue {s['queue_depth']} queued  live {s['live']}/{s['caps']['max']}")
     if s.get("held"):
         click.echo(f"held: {s['held']}")
-    for reason in (s.get("usage_limits") or {}).values():  # orcr_core/limits
+    for reason in (s.get("usage_limits") or {}).values():  # orcr_core/usage_limits
         click.echo(f"held: {reason}")
     if s.get("config_error"):  # an edit the server refused: it runs the last good config
         click.echo(

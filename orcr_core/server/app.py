@@ -19,7 +19,6 @@ from orcr_core import config as config_mod
 from orcr_core.agents import memory, queue, unmanaged
 from orcr_core.ceilings import pressure
 from orcr_core.config import watch as config_watch
-from orcr_core.limits import Limits
 from orcr_core.pm.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION
 from orcr_core.server import lockfile
@@ -29,6 +28,7 @@ from orcr_core.store.db import SCHEMA_VERSION, open_store
 from orcr_core.store.events import Bus
 from orcr_core.store.models import LIVE, Agent, db
 from orcr_core.usage import budgets
+from orcr_core.usage_limits import Limits
 
 log = logging.getLogger("orcr.server")
 
@@ -66,7 +66,7 @@ class Server(MultiplexerMixin):
         self.pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="orcr-pipe")
         self.held: str | None = None  # why promotion waits (multiplexer, memory), for status/get
         self.memory = memory.Ledger()  # footprints, estimates, reservations (agents/memory.py)
-        self.limits = Limits()  # agents waiting out a usage limit (orcr_core/limits)
+        self.usage_limits = Limits()  # agents waiting out a usage limit (orcr_core/usage_limits)
         self.init_multiplexer()  # the driver and its state (server/multiplexer.py)
         self._active_pipelines: set[str] = set()
         self._waiting: dict[str, list] = {}
@@ -231,7 +231,7 @@ class Server(MultiplexerMixin):
                 # promoted-but-loading agents reserve their footprint first
                 budget = self.memory.budget(self, self.config)
                 gate = budgets.gate(self)  # token budgets (usage/budgets.py)
-                limited = self.limits.held(self)  # a provider waiting out a usage limit
+                limited = self.usage_limits.held(self)  # a provider waiting out a usage limit
                 providers = set(self.registry.providers) - set(limited)
                 promoted = queue.promote(self.config, budget=budget, gate=gate, providers=providers)
                 self.held = budget.held() if budget is not None else None
@@ -249,7 +249,7 @@ class Server(MultiplexerMixin):
             timeout = 5.0 if self._driver is None else None
         if wake := gate and gate.wake_at():  # a spent budget's window rolls over
             timeout = max(0.05, min(timeout or 3600.0, wake - time.time()))
-        if wake := self.limits.wake_at():  # a usage limit's reset
+        if wake := self.usage_limits.wake_at():  # a usage limit's reset
             timeout = max(0.05, min(timeout or 3600.0, wake - time.time()))
         return gen, timeout
 
@@ -332,8 +332,8 @@ class Server(MultiplexerMixin):
             "uptime": round(time.time() - self.started_at, 3),
             "queue_depth": queue.queue_depth(),
             "held": self.held,
-            # providers whose queue a usage limit holds, and why (orcr_core/limits)
-            "usage_limits": self.limits.held(self),
+            # providers whose queue a usage limit holds, and why (orcr_core/usage_limits)
+            "usage_limits": self.usage_limits.held(self),
             # an edit of the config file that was not applied, and why (config/watch.py)
             "config_error": self.config_error,
             # token budgets: each scope's spend in its window, the queued agents it holds

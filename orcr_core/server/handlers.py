@@ -156,13 +156,13 @@ def _mark_held(server, agents: list[dict]) -> None:
     holds the queue, a provider no plugin registers (uninstalled since admission);
     else a full cap (``cap echo 3/3``, ``cap global 4/4``). ``waiting`` on a working
     agent whose CLI waits out a usage limit, which holds its provider's queued rows
-    (``usage limit claude until 19:00``, orcr_core/limits)."""
+    (``usage limit claude until 19:00``, orcr_core/usage_limits)."""
     for a in agents:
-        a["waiting"] = server.limits.waiting(a["uuid"]) if a["status"] == "working" else None
+        a["waiting"] = server.usage_limits.waiting(a["uuid"]) if a["status"] == "working" else None
     queued = [a for a in agents if a["status"] == "queued"]
     if not queued:
         return
-    limited = server.limits.held(server)
+    limited = server.usage_limits.held(server)
     if server.held:
         for a in queued:
             a["held"] = server.held

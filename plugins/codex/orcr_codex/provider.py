@@ -188,7 +188,7 @@ class CodexProvider(JsonlAdapter):
         return screen.screen_state(text, spec)
 
     def usage_limit(self, error: str) -> ScreenState | None:
-        """A turn's error that is Codex's usage limit, with its reset (orcr_core/limits)."""
+        """A turn's error that is Codex's usage limit, with its reset (orcr_core/usage_limits)."""
         return screen.usage_limit(error)
 
     def turns(self, settle: float, blocked_after: float | None) -> CodexTurns:
