@@ -225,6 +225,11 @@ def test_an_agent_past_its_memory_ceiling_ends_oom_and_the_rest_lives(live):
         calm_line = next(ln for ln in ls.splitlines() if ln.startswith("c/calm "))
         assert re.search(r" \d+M/\d+\.\dG ", calm_line), calm_line  # MEM: used/ceiling
         assert "ceilings cgroup_v1  fleet " in live.run("server", "status", check=True).stdout
+        mem = o.status()["ceilings"]["agents"][calm["uuid"]]  # top's MEM, refreshed
+        assert mem["current"] > 0 and mem["max"] == calm["memory"]["max"], mem
+        top = live.run("top", "--once", check=True).stdout
+        calm_line = next(ln for ln in top.splitlines() if ln.startswith("c/calm "))
+        assert re.search(r" \d+M/\d+\.\dG( |$)", calm_line), top  # MEM: used/ceiling
         o.kill("c/calm")
         until(lambda: not _groups_of(calm["uuid"]), 30, "calm's groups to go")
     assert live.proc.poll() is None

@@ -234,8 +234,8 @@ def test_text_frame_lists_groups_and_columns():
     text = format_frame(m.frame(now=T0 + 1 + 65))
     assert "demo/ (1 ended)" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("demo/a"))
-    assert line.split() == [
-        "demo/a", "echo", "ended", "1m05s", "3", "-", "killed", "the", "answer"
+    assert line.split() == [  # TOKENS -, MEM -
+        "demo/a", "echo", "ended", "1m05s", "3", "-", "-", "killed", "the", "answer"
     ]  # fmt: skip
 
 
@@ -263,6 +263,38 @@ def test_tokens_come_from_the_snapshot_and_each_turn_end_and_total_in_the_header
     # a duplicate (a replayed event) adds nothing
     assert m.apply(status(3, "b", "demo/b", "working", "idle", tokens=7)) is False
     assert m.rows["b"].tokens == 7
+
+
+def test_mem_comes_from_the_snapshot_then_each_status_and_goes_with_the_group():
+    """Issue 35: MEM (current/ceiling of a live agent's group) from the snapshot's
+    ``memory``, then each server.status's ``ceilings.agents``; an ended agent shows '-'.
+
+    Planted: set_status not reading ceilings.agents -> fails (still 100M).
+    Planted: the ended status keeping row.memory -> fails (MEM of an ended row)."""
+    from orcr_core.top.table import COLUMNS
+
+    MiB = 2**20
+    m = FleetModel()
+    m.load_snapshot(
+        snapshot(
+            0,
+            agent("a", "demo/a", memory={"current": 100 * MiB, "max": 2**31, "peak": 1}),
+            agent("b", "demo/b", status="idle"),  # no group: '-'
+        )
+    )
+    assert m.rows["a"].memory["current"] == 100 * MiB and m.rows["b"].memory is None
+    m.set_status({"ceilings": {"agents": {"a": {"current": 300 * MiB, "max": 2**31}}}})
+    text = format_frame(m.frame(now=T0 + 5))
+    head = text.splitlines()[3].split()
+    assert head[head.index("TOKENS") + 1] == "MEM" and "MEM" in dict(COLUMNS)
+    line = next(ln for ln in text.splitlines() if ln.startswith("demo/a")).split()
+    assert line[6] == "300M/2.0G", line
+    assert next(ln for ln in text.splitlines() if ln.startswith("demo/b")).split()[6] == "-"
+    assert m.frame(now=T0)["groups"][0]["agents"][0]["memory"]["current"] == 300 * MiB
+    m.apply(status(1, "a", "demo/a", "working", "ended", exit_reason="oom"))
+    assert m.rows["a"].memory is None
+    m.set_status({})  # a status without the field (an older server) changes nothing
+    assert m.rows["a"].memory is None and m.rows["b"].memory is None
 
 
 def test_ended_rows_age_out_oldest_first():

@@ -124,6 +124,30 @@ def usage(uuid: str) -> dict | None:
         return None
 
 
+def status(config) -> dict:
+    """``server status``'s ceilings: the mechanism, the fleet's memory against its
+    ceiling, the pressure, and each live agent's memory ``{current, max}`` by uuid
+    (``agents``: top's MEM column, refreshed with every status)."""
+    from orcr_core.ceilings import pressure
+    from orcr_core.store.models import LIVE, Agent
+
+    found = ceilings.current()
+    backend = found.backend
+    agents = {}
+    if backend is not None:
+        for a in Agent.select(Agent.uuid).where(Agent.status.in_(LIVE)):
+            u = usage(a.uuid)
+            if u:
+                agents[a.uuid] = {k: u["memory"][k] for k in ("current", "max")}
+    return {
+        **found.as_dict(),
+        "fleet": backend.fleet_usage() if backend is not None else None,
+        "pressure": pressure.some_avg10(),
+        "max_memory_pressure": config.get("concurrency.max_memory_pressure"),
+        "agents": agents,
+    }
+
+
 def release(uuid: str) -> None:
     """Remove an ended agent's group if it is empty; else the next sweep does."""
     backend = ceilings.current().backend

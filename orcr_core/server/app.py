@@ -18,6 +18,7 @@ from orcr_core import __version__, ceilings, dirs
 from orcr_core import config as config_mod
 from orcr_core.agents import memory, queue, unmanaged
 from orcr_core.ceilings import pressure
+from orcr_core.ceilings import step as ceilings_step
 from orcr_core.config import watch as config_watch
 from orcr_core.pm.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION
@@ -33,18 +34,6 @@ from orcr_core.usage_limits import Limits
 log = logging.getLogger("orcr.server")
 
 MEMORY_RECHECK = 1.0  # seconds between readings while promotion is held (memory, multiplexer)
-
-
-def ceiling_status(config) -> dict:
-    """``server status``'s ceilings: the mechanism, the fleet's memory, the pressure."""
-    found = ceilings.current()
-    backend = found.backend
-    return {
-        **found.as_dict(),
-        "fleet": backend.fleet_usage() if backend is not None else None,
-        "pressure": pressure.some_avg10(),
-        "max_memory_pressure": config.get("concurrency.max_memory_pressure"),
-    }
 
 
 class AlreadyRunning(Exception):
@@ -340,7 +329,7 @@ class Server(MultiplexerMixin):
             "budgets": budgets.status(self),
             # available memory, the floor, what loading agents reserve, the estimates
             "memory": self.memory.read(self, self.config).as_dict(),
-            "ceilings": ceiling_status(self.config),  # mechanism, fleet, pressure
+            "ceilings": ceilings_step.status(self.config),  # mechanism, fleet, pressure
             "live": sum(counts.values()),
             "caps": caps,
             "providers": providers,

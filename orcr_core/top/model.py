@@ -179,6 +179,8 @@ class FleetModel:
                 row.stalled = False
             if row.status not in ("starting", "working") or prev == "working":
                 row.blocked = None  # a question is over with its turn
+            if row.status not in LIVE:
+                row.memory = None  # its group is gone (or not made yet)
             if row.status not in ("working", "idle"):
                 row.parked = False  # no pane any more (or a new one, in its workspace)
             if "turn_status" in data:
@@ -232,7 +234,13 @@ class FleetModel:
         self.loops = {lp["name"]: lp for lp in loops if lp.get("status") != "ended"}
 
     def set_status(self, status: dict) -> None:
+        """The last server.status; it carries each live agent's memory (MEM)."""
         self.status = status or {}
+        mem = (self.status.get("ceilings") or {}).get("agents")
+        if mem is None:
+            return  # a server without the field: keep what the snapshot said
+        for r in self.rows.values():
+            r.memory = mem.get(r.uuid) if r.status in LIVE else None
 
     def set_answer(self, uuid: str, text: str | None) -> None:
         row = self.rows.get(uuid)

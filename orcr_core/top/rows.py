@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from orcr_core.cli.agent_show import mem_text
 from orcr_core.common.times import iso
 
 LIVE = ("starting", "working", "idle")
@@ -71,6 +72,9 @@ class Row:
     worktree: str | None = None  # its own checkout's state (orcr_core/workspaces)
     tokens: int | None = None  # what its ended turns spent (None: no usage reported)
     held: str | None = None  # a queued row's hold (cap echo 3/3), set by the model's view
+    #: a live agent's memory ``{current, max}`` (bytes) in its ceiling group: from the
+    #: snapshot, then each server.status (``ceilings.agents``); None without a group
+    memory: dict | None = None
 
     @property
     def flag(self) -> str:
@@ -104,6 +108,7 @@ class Row:
             self.parked,
             self.worktree,
             self.held,
+            mem_text(self.memory),
         )
 
     @classmethod
@@ -136,6 +141,7 @@ class Row:
             parked=bool(a.get("parked")),
             worktree=(a.get("worktree") or {}).get("state"),
             tokens=(a.get("usage") or {}).get("tokens"),
+            memory=a.get("memory") if status in LIVE else None,
             # an agent that has finished a turn has an answer worth reading
             answer_stale=status in ("idle", "ended", "lost") and (a.get("turn") or 0) > 0,
         )
@@ -157,6 +163,7 @@ class Row:
             "parked": self.parked,
             "worktree": self.worktree,
             "tokens": self.tokens,
+            "memory": self.memory,
             "held": self.held if self.status == "queued" else None,
         }
 

@@ -18,7 +18,7 @@ from textual.strip import Strip
 
 from orcr_core.top.loops import loop_info, loop_summary
 from orcr_core.top.model import Group
-from orcr_core.top.rows import STATUSES, Row, duration, tokens_text
+from orcr_core.top.rows import STATUSES, Row, duration, mem_text, tokens_text
 
 STATUS_STYLE = {
     "working": Style(color="green", bold=True),
@@ -43,6 +43,7 @@ COLUMNS = [
     ("TIME", 7),
     ("TURN", 5),
     ("TOKENS", 7),
+    ("MEM", 11),
     ("STALLED", 8),
     ("EXIT", 9),
     ("ANSWER", 0),
@@ -167,6 +168,7 @@ class FleetTable(ScrollView, can_focus=True):
             (duration(age), None),
             (str(row.turn), None),
             (tokens_text(row.tokens), None),
+            (mem_text(row.memory), None),
             (row.flag, PARKED_STYLE if row.flag == "parked" else STALLED_STYLE),
             (row.exit_reason or "", None),
             # a queued row says what holds it where its answer will be (STATUS is narrow)

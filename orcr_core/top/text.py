@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 
 from orcr_core.top.loops import loop_summary
-from orcr_core.top.rows import STATUSES, duration, flag, tokens_text
+from orcr_core.top.rows import STATUSES, duration, flag, mem_text, tokens_text
 
-COLUMNS = ("PATH", "PROVIDER", "STATUS", "TIME", "TURN", "TOKENS", "STALLED", "EXIT", "ANSWER")
+COLUMNS = (
+    "PATH", "PROVIDER", "STATUS", "TIME", "TURN", "TOKENS", "MEM", "STALLED", "EXIT", "ANSWER"
+)  # fmt: skip
 
 
 def header_line(h: dict) -> str:
@@ -98,6 +100,7 @@ def cells(a: dict) -> tuple[str, ...]:
         duration(a["in_status"]),
         str(a["turn"]),
         tokens_text(a.get("tokens")),
+        mem_text(a.get("memory")),  # memory/ceiling of a live agent's group
         flag(a.get("blocked"), a["stalled"], a.get("parked", False), a.get("worktree")),
         a["exit_reason"] or "",
         # a blocked agent shows what it waits for where its answer will be
