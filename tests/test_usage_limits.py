@@ -16,11 +16,16 @@ from orcr_core.contracts import LaunchSpec
 from orcr_core.kit.screens import reset_at
 from orcr_core.kit.testing import until
 
-#: the line as seen on a real Claude Code pane (issue 38's report), and as Claude Code's
-#: own documentation shows it ("Wait for usage limit reset", v2.1.234+)
+#: the line as seen on a real Claude Code pane (issue 38's report), as Claude Code's
+#: own documentation shows it ("Wait for usage limit reset", v2.1.234+), and as the
+#: 2.1.332 binary's strings word it (started, rearmed, waiting; not seen on a pane: a
+#: claude.ai plan's login shows them, an API key never does)
 REAL_LINES = (
     "Usage limit reached · continuing automatically at 7pm · esc or type to cancel",
     "Usage limit reached · continuing automatically at 3:45pm · esc to cancel",
+    "Usage limit reached · set to continue automatically at 7pm",
+    "Usage limit reached again · set to continue automatically at 3:45pm",
+    "Continuing automatically at 7pm · Esc to cancel",
 )
 
 
@@ -45,6 +50,28 @@ def test_claude_reads_the_usage_limit_line(line):
     assert shown.reason == f"usage limit until {clock}" and shown.until is not None
     # the line Claude Code draws once the reset came is no wait
     assert usage_limit("Usage limit reset · continuing automatically") is None
+
+
+def test_claude_reads_a_shortly_reset_and_its_429_turn_error():
+    """The real 2.1.332 with an API key ends the turn on the API's 429 (captured:
+    plugins/claude/tests/fixtures/screens/2.1.332-api-429.txt); that holds claude too.
+
+    Planted: ClaudeProvider.usage_limit missing -> fails (no hook)."""
+    from pathlib import Path
+
+    from orcr_claude import ClaudeProvider
+
+    shown = usage_limit("Continuing automatically shortly · Esc to cancel")
+    assert (shown.kind, shown.reason, shown.until) == ("usage_limit", "usage limit", None)
+    screen = (
+        Path(__file__).parent.parent / "plugins/claude/tests/fixtures/screens/2.1.332-api-429.txt"
+    ).read_text()
+    (line,) = [ln for ln in screen.splitlines() if "API Error" in ln]
+    error = line.strip().removeprefix("● ")
+    assert ClaudeProvider().usage_limit(error).kind == "usage_limit"
+    assert ClaudeProvider().usage_limit("API Error: 500 Internal server error") is None
+    spec = LaunchSpec(uuid="u", path="w/a", cwd="/", data_dir="/tmp")
+    assert screen_state(screen, spec).kind != "usage_limit"  # the turn ended: no wait
 
 
 @pytest.mark.parametrize("live", ["tmux"], indirect=True)
@@ -121,11 +148,22 @@ CODEX_ERRORS = (
         "usage limit until 12:30",
     ),
     ("You've hit your usage limit. Try again later.", "usage limit"),
+    # the real 0.171.0's (captured, plugins/codex/tests/fixtures/screens/README.md): a
+    # typographic apostrophe, a plan's hint, another day's reset
+    (
+        "You\u2019ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), "
+        "visit https://chatgpt.com/settings/usage to purchase more credits or try again at "
+        "Dec 7th, 2026 2:01 AM.",
+        "usage limit until 02:01",
+    ),
+    ("Quota exceeded. Check your plan and billing details.", "usage limit"),
 )
 
 
 @pytest.mark.parametrize("error, reason", CODEX_ERRORS)
 def test_codex_reads_its_usage_limit_error(error, reason):
+    """Planted: the pattern's apostrophe only ASCII (as before the capture) -> fails
+    (the real 0.171.0's "You\u2019ve")."""
     from orcr_codex.screen import usage_limit as codex_limit
 
     shown = codex_limit(error)

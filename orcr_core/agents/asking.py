@@ -43,9 +43,7 @@ def check(server, agent: Agent, state: TurnState, provider, now: float) -> None:
     if agent.blocked_reason and grew is not None and grew > (agent.blocked_at or now):
         _clear(server, agent, "the transcript moved on")  # answered: the turn goes on
         return
-    limited = server.usage_limits.noticed(
-        agent.uuid
-    )  # waiting out a usage limit (orcr_core/usage_limits)
+    limited = server.usage_limits.noticed(agent.uuid)  # waiting out a usage limit
     if limited is not None and grew is not None and grew > limited:
         server.usage_limits.over(server, agent, "the transcript moved on")  # the CLI went on
     hook = getattr(provider, "screen_state", None)

@@ -46,9 +46,7 @@ def follow(server, agent: Agent) -> None:
         if last is not None and last.error:
             outcome["turn_error"] = last.error
         _set(server, agent, "idle", turns_done=len(state.turns), ended=state.turns, **outcome)
-        if (
-            last is not None and last.error
-        ):  # a usage limit holds the provider (orcr_core/usage_limits)
+        if last is not None and last.error:  # a usage limit holds the provider
             server.usage_limits.turn_error(server, agent, provider, last.error)
         monitor = getattr(server, "monitor", None)
         if monitor is not None:  # herdr's completion_seq as a second witness

@@ -98,12 +98,17 @@ class Error:
 
 @dataclass(eq=False)
 class RateLimit:
-    """A 429 served ``times`` times, then the turn's next step answers."""
+    """A 429 served ``times`` times, then the turn's next step answers. ``body``: the
+    vendor's own JSON error body instead of the API's generic one (a usage limit, as the
+    real API words it: tests/fake_models/limits.py); ``headers``: more response headers
+    (Anthropic's ``anthropic-ratelimit-unified-*``); ``retry_after`` None sends none."""
 
-    retry_after: int = 1
+    retry_after: int | None = 1
     message: str = "rate limited (fake)"
     times: int = 1
     served: int = 0
+    body: dict | None = None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

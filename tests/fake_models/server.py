@@ -191,11 +191,15 @@ class Handler(BaseHTTPRequestHandler):
         """Send a :class:`RateLimit` (429, ``retry-after``) or an :class:`Error` step as
         the API's error reply; False for any other step (it is an answer)."""
         if isinstance(step, RateLimit):
-            self.send_json(
-                429,
-                self.error(429, self.RATE_LIMITED, step.message),
-                {"retry-after": str(step.retry_after)},
+            headers = dict(step.headers)
+            if step.retry_after is not None:
+                headers.setdefault("retry-after", str(step.retry_after))
+            body = (
+                step.body
+                if step.body is not None
+                else self.error(429, self.RATE_LIMITED, step.message)
             )
+            self.send_json(429, body, headers)
         elif isinstance(step, Error):
             self.send_json(step.status, self.error(step.status, step.type, step.message))
         else:

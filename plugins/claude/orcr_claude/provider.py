@@ -138,6 +138,12 @@ class ClaudeProvider(JsonlAdapter):
         """The composer and a running turn, after a prompt's Enter (:mod:`orcr_claude.screen`)."""
         return screen.input_state(text)
 
+    def usage_limit(self, error: str) -> ScreenState | None:
+        """A turn that ended on the API's 429 (an API key's rate or spend limit: Claude
+        Code ends the turn there, it waits only on a claude.ai plan's limit) holds
+        claude's queue for 5 minutes (orcr_core/usage_limits)."""
+        return screen.limit_error(error)
+
     def screen_state(self, text: str, spec: LaunchSpec) -> ScreenState:
         """Ready at its input, or a start-up question first (:mod:`orcr_claude.screen`)."""
         return screen.screen_state(text, spec)

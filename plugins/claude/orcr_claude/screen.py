@@ -66,7 +66,15 @@ def _below_answered_dialog(lines: list[str]) -> list[str]:
 #: the reset. Seen on a real pane (issue 38): "Usage limit reached · continuing
 #: automatically at 7pm · esc or type to cancel"; Claude Code's docs: "... at 3:45pm · esc
 #: to cancel". The reset line ("Usage limit reset · continuing automatically") is not it.
-USAGE_LIMIT = re.compile(r"Usage limit reached · continuing automatically at ([0-9:]+\s*[ap]m)\b")
+#: The 2.1.332 binary's own strings (not yet seen on a pane: it shows them to a claude.ai
+#: plan's login only) say "Usage limit reached · set to continue automatically at 7pm"
+#: ("Usage limit reached again · ..." when it hits the limit again) and, while it waits,
+#: "Continuing automatically at 7pm · Esc to cancel"; "shortly" instead of "at 7pm" when
+#: the reset is past.
+USAGE_LIMIT = re.compile(
+    r"(?:Usage limit reached(?: again)? · (?:continuing|set to continue) automatically"
+    r"|Continuing automatically) (?:at ([0-9:]+\s*[ap]m)\b|shortly)"
+)
 
 
 def usage_limit(screen: str) -> ScreenState | None:
@@ -75,7 +83,7 @@ def usage_limit(screen: str) -> ScreenState | None:
     if not found:
         return None
     m = found[-1]  # the last one: an older notice may stay in the scrollback above
-    until = reset_at(m.group(1))
+    until = reset_at(m.group(1)) if m.group(1) else None
     return ScreenState(
         "waiting",
         kind="usage_limit",
@@ -202,3 +210,17 @@ def input_state(screen: str) -> InputState:
         body.append(line)
     text = "\n".join(ln.strip().strip("│").strip() for ln in body).strip()
     return InputState(text, running)
+
+
+#: a turn that ended on the API's 429 (captured from the real 2.1.332 with an API key,
+#: tests/fake_models/limits.py ``anthropic_usage_limit``): "API Error: Request rejected
+#: (429) · This request would exceed your account's rate limit. Please try again later."
+#: (its transcript: ``isApiErrorMessage``, ``apiErrorStatus: 429``)
+LIMIT_ERROR = re.compile(r"^API Error: .*\(429\)|^API Error: 429\b")
+
+
+def limit_error(error: str) -> ScreenState | None:
+    """``waiting`` (``usage_limit``, no reset known) when a turn's error is a 429."""
+    if not LIMIT_ERROR.search(error):
+        return None
+    return ScreenState("waiting", kind="usage_limit", reason="usage limit")

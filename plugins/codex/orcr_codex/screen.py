@@ -115,8 +115,12 @@ def input_state(screen: str) -> InputState:
 #: source (codex-rs/core/src/error.rs, ``UsageLimitReachedError``): "You've hit your
 #: usage limit." then, by plan, an upgrade or admin hint, and " Try again at 3:28 PM."
 #: (" or try again at ..." after a hint; "Aug 8th, 2026 12:30 PM" for another day;
-#: "later." with no reset known)
-USAGE_LIMIT = re.compile(r"You've hit your usage limit\.")
+#: "later." with no reset known). The real 0.171.0 writes it with a typographic
+#: apostrophe ("You’ve", fixture screens/0.171.0-usage-limit.txt, captured against a
+#: 429 ``usage_limit_reached``); an API key's spent credits (429 ``insufficient_quota``)
+#: end the turn with "Quota exceeded. Check your plan and billing details." (captured
+#: too): a usage limit with no reset.
+USAGE_LIMIT = re.compile(r"You[’']ve hit your usage limit\b|Quota exceeded\. Check your plan")
 _RETRY = re.compile(r"[Tt]ry again at (.+?)\.?\s*$")
 _DAY = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2})(?:st|nd|rd|th), (\d{4}) (\d{1,2}:\d{2} [AP]M)$")
 

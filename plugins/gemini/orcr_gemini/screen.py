@@ -13,7 +13,9 @@ Recognised from real screens (plugins/gemini/tests/fixtures/screens, Gemini CLI
 - a permission question mid-turn: a box with "Allow execution of [Shell]?" (or
   "Apply this change?", "Allow execution of MCP tool ...?") over the menu
   "● 1. Allow once / 2. Allow for this session / 3. No, suggest changes (esc)";
-  the tool and its command are the box's first line ("? Shell  touch x").
+  the tool and its command are the box's first line ("? Shell  touch x");
+- a usage limit mid-turn: "Usage limit reached for all Pro models." over "Keep trying /
+  Stop" (``waiting``, kind ``usage_limit``: it holds new gemini agents).
 
 Gemini CLI draws its menus inside boxes (``│ ● 1. Allow once │``): the borders are
 taken off before the menu is read.
@@ -24,7 +26,14 @@ from __future__ import annotations
 import re
 
 from orcr_core.contracts import InputState, LaunchSpec, ScreenState
-from orcr_core.kit.screens import choose, keys_hint, menu, trust_question
+from orcr_core.kit.screens import (
+    choose,
+    clock_text,
+    keys_hint,
+    menu,
+    reset_at,
+    trust_question,
+)
 
 READY = "Type your message or @path/to/file"
 #: what Gemini CLI prints under the trust question once it is answered (it restarts)
@@ -72,12 +81,46 @@ def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
                 "GEMINI_API_KEY and security.auth.selectedType in its settings"
             ),
         )
+    limit = usage_limit(text, spec)
+    if limit is not None:
+        return limit
     asked = _permission(lines, spec)
     if asked is not None:
         return asked
     if any(READY in ln for ln in lines):
         return ScreenState("ready")
     return ScreenState("unknown")
+
+
+#: Gemini CLI's usage-limit question (fixture 0.61.0-usage-limit.txt, captured from the
+#: real CLI against the Gemini API's 429 for a spent daily quota): a box with "Usage limit
+#: reached for all Pro models." (or "... for gemini-2.5-flash."), "Access resets at
+#: 3:45 PM UTC." when the quota names its reset (its source: ``getResetTimeMessage``),
+#: "/stats model for usage details", "/model to switch models." over the menu
+#: "● 1. Keep trying / 2. Stop". The turn waits on it until someone chooses.
+USAGE_LIMIT = re.compile(r"Usage limit reached for (.+?)\.\s*$")
+_RESETS = re.compile(r"Access resets at (\d{1,2}:\d{2}\s*[AP]M)\b")
+
+
+def usage_limit(text: str, spec: LaunchSpec) -> ScreenState | None:
+    """``waiting`` (``usage_limit``) while Gemini CLI asks what to do about a usage limit
+    ("Keep trying" or "Stop"): it does not go on by itself, so the reason says how to
+    answer; the hold on new gemini agents lasts while the question shows (5 minutes past
+    the last sighting, or until the reset it names)."""
+    lines = text.splitlines()
+    at = max((i for i, ln in enumerate(lines) if USAGE_LIMIT.search(ln.strip())), default=None)
+    if at is None or not any("Keep trying" in ln for ln in lines[at:]):
+        return None
+    m = next((m for ln in lines[at:] if (m := _RESETS.search(ln))), None)
+    until = reset_at(m.group(1)) if m else None
+    clock = f" until {clock_text(until)}" if until else ""
+    return ScreenState(
+        "waiting",
+        kind="usage_limit",
+        reason=f"usage limit{clock}; Gemini CLI asks to keep trying or stop: "
+        f"`orcr agent attach {spec.path}`",
+        until=until,
+    )
 
 
 def _permission(lines: list[str], spec: LaunchSpec) -> ScreenState | None:

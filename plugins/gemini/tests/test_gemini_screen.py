@@ -83,3 +83,18 @@ def test_a_trust_question_answered_is_no_question_while_the_cli_restarts():
         " Gemini CLI is restarting to apply the trust changes...",
     ])  # fmt: skip
     assert screen_state(screen, SPEC).state == "unknown"
+
+
+def test_the_usage_limit_question_is_a_wait_on_the_limit():
+    """Captured from the real Gemini CLI 0.61.0 answered with the Gemini API's 429 for a
+    spent daily quota (tests/fake_models/limits.py ``gemini_daily``): a wait (it holds
+    new gemini agents), not a permission question, and no reset is named.
+
+    Planted: usage_limit not consulted by screen_state -> fails (``unknown``)."""
+    s = screen_state(read("0.61.0-usage-limit.txt"), SPEC)
+    assert (s.state, s.kind, s.until) == ("waiting", "usage_limit", None)
+    assert s.reason.startswith("usage limit; Gemini CLI asks to keep trying or stop")
+    assert "orcr agent attach demo/g" in s.reason
+    # the working screen and the permission question are no usage limit
+    for name in ("0.61.0-working.txt", "0.61.0-permission.txt", "0.61.0-ready.txt"):
+        assert screen_state(read(name), SPEC).kind != "usage_limit", name

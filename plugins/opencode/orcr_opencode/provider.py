@@ -128,6 +128,11 @@ class OpenCodeProvider:
         """Ready at its input, or a question (:mod:`orcr_opencode.screen`)."""
         return screen.screen_state(text, spec)
 
+    def usage_limit(self, error: str) -> ScreenState | None:
+        """A turn that ended on a usage limit (OpenCode gives up retrying a spent quota):
+        it holds opencode's queue (orcr_core/usage_limits)."""
+        return screen.usage_limit(error)
+
     def summarize(self, path: str) -> dict[str, Any]:
         """One whole database as ``{"provider", "version", "state", "turns"}``."""
         if not os.path.isfile(db_path(path)):

@@ -11,11 +11,21 @@ the composer with ``△ Permission required``, what it wants to do, and the choi
 ``Allow once   Allow always   Reject`` (``Allow once`` selected: Enter allows it,
 Escape rejects it); choosing ``Allow always`` asks once more (``△ Always allow``
 with ``Confirm   Cancel``).
+
+A usage limit (fixtures 1.18.33-usage-limit-retrying.txt, captured from the real
+OpenCode against an OpenAI-compatible API's 429 ``insufficient_quota``): OpenCode
+retries with a growing backoff, the footer showing the error and ``[retrying in 8s
+attempt #4]``, for about a minute (7 requests), then ends the turn with ``APIError: You
+exceeded your current quota, ...``. Both are read as a usage limit (:func:`usage_limit`).
 """
 
 from __future__ import annotations
 
+import re
+import time
+
 from orcr_core.contracts import InputState, LaunchSpec, ScreenState
+from orcr_core.kit.screens import clock_text
 
 READY = ("Ask anything",)
 FOOTER = "ctrl+p commands"
@@ -25,7 +35,38 @@ CHOICES = "Allow once"
 ALWAYS = ("Always allow", "Confirm   Cancel")
 
 
+#: a usage limit in OpenCode's words or the API's: OpenAI's "You exceeded your current
+#: quota" (``insufficient_quota``), OpenCode Go's "5-hour usage limit reached. It will
+#: reset in 2 hours 5 minutes." (its source, 1.18.33), its Zen's ``FreeUsageLimitError``
+#: ("Free limit reached"); a plain rate limit (per minute) is not one
+USAGE_LIMIT = re.compile(
+    r"exceeded your current quota|insufficient_quota|usage limit\"? reached|"
+    r"FreeUsageLimitError|GoUsageLimitError|Free limit reached",
+    re.IGNORECASE,
+)
+#: the footer while OpenCode retries a request: "... [retrying in 8s attempt #4]"
+RETRYING = re.compile(r"\[retrying (?:in \S+ )?attempt #\d+\]")
+_RESET_IN = re.compile(r"reset in ((?:\d+ (?:day|hour|minute)s? ?)+)")
+_UNITS = {"day": 86400, "hour": 3600, "minute": 60}
+
+
+def usage_limit(text: str, now: float | None = None) -> ScreenState | None:
+    """``waiting`` (``usage_limit``, ``until`` when OpenCode names the reset) when
+    ``text`` (a turn's error, or the retry footer) is a usage limit."""
+    if not USAGE_LIMIT.search(text):
+        return None
+    until = None
+    if m := _RESET_IN.search(text):
+        secs = sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+) (day|hour|minute)", m[1]))
+        until = (time.time() if now is None else now) + secs
+    reason = f"usage limit until {clock_text(until)}" if until else "usage limit"
+    return ScreenState("waiting", kind="usage_limit", reason=reason, until=until)
+
+
 def screen_state(screen: str, spec: LaunchSpec) -> ScreenState:
+    retrying = [ln for ln in screen.splitlines() if RETRYING.search(ln)]
+    if retrying and (limit := usage_limit(retrying[-1])) is not None:
+        return limit  # retried until it gives up: a wait on the limit meanwhile
     lines = [ln.strip(" ┃╹") for ln in screen.splitlines()]
     text = "\n".join(lines)
     if PERMISSION in text and CHOICES in text:

@@ -33,7 +33,7 @@ from orcr_core.contracts import InputState, LaunchSpec, ProviderError, ScreenSta
 from orcr_core.kit.adapter_helpers import JsonlAdapter, base_argv, str_list
 from orcr_core.kit.jsonl_tail import JsonlTurnReader
 from orcr_core.kit.versions import check_version
-from orcr_pi.turns import PiTurns
+from orcr_pi.turns import PiTurns, limit_error
 
 #: pi's npm package: its name since 1.x, and the one it had up to 0.73.1
 PACKAGES = ("@earendil-works/pi-coding-agent", "@mariozechner/pi-coding-agent")
@@ -135,6 +135,18 @@ class PiProvider(JsonlAdapter):
         if len(rules) >= 2 and len(lines) > rules[-1] + 1:
             return ScreenState("ready")
         return ScreenState("unknown")
+
+    def usage_limit(self, error: str) -> ScreenState | None:
+        """A turn that ended on a usage limit holds pi's queue (orcr_core/usage_limits).
+
+        pi does not wait out a limit: against the Anthropic API's 429 for a spent plan
+        (``rate_limit_error``, ``anthropic-ratelimit-unified-status: rejected``) the real
+        pi 1.6.0 retried three times ("Retrying (3/3) in 1s...") and ended the turn
+        ``errored`` with ``429 {"type":"error","error":{"type":"rate_limit_error",...}}``
+        (captured, plugins/pi/tests/test_pi_provider.py); a quota it never retries
+        (``insufficient_quota``, "Monthly usage limit reached") ends it at once. pi shows
+        no reset, so the hold lasts 5 minutes."""
+        return limit_error(error)
 
     def input_state(self, text: str) -> InputState:
         """The composer (the lines between the last two rules: pi's input box) and

@@ -48,7 +48,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from orcr_core.contracts import Turn, TurnState, Usage
+from orcr_core.contracts import ScreenState, Turn, TurnState, Usage
 
 #: pi's own test of a transient error (``isRetryableAssistantError``, pi-ai
 #: ``utils/retry.js``, 1.6.0; a superset of 0.73.1's ``AgentSession._isRetryableError``):
@@ -83,6 +83,24 @@ RETRYABLE = re.compile(
     r"subscription_sharing_user_unavailable",
     re.IGNORECASE,
 )
+
+
+#: a turn's error that is a usage or rate limit: an HTTP 429 (pi's errors start with the
+#: status, "429 {...}"), or a quota or usage limit in the provider's words (the
+#: quota half of :data:`NOT_RETRYABLE`)
+LIMIT = re.compile(
+    r"^(?:Retry failed after \d+ attempts: )?429\b|rate_limit_error|insufficient_quota|"
+    r"GoUsageLimitError|FreeUsageLimitError|usage limit reached|quota exceeded|"
+    r"subscription_sharing(?:_workplace_individual)?_usage_limit_exceeded",
+    re.IGNORECASE,
+)
+
+
+def limit_error(error: str) -> ScreenState | None:
+    """``waiting`` (``usage_limit``, no reset known) when ``error`` is a usage limit."""
+    if not LIMIT.search(error):
+        return None
+    return ScreenState("waiting", kind="usage_limit", reason="usage limit")
 
 
 def retryable(error: str) -> bool:

@@ -151,3 +151,26 @@ def test_the_composer_is_the_input_box_and_working_shows_a_turn():
     working = READY.replace(f"\n{rule}\n\n", f"\n⠋ Working... (escape to interrupt)\n{rule}\n\n", 1)
     assert PiProvider().input_state(working).running == "Working..."
     assert PiProvider().input_state("fd not found.\n").composer is None
+
+
+#: the errorMessage the real pi 1.6.0 wrote for each failed try of a turn the Anthropic
+#: API answered with its 429 for a spent plan (tests/fake_models/limits.py
+#: ``anthropic_usage_limit``; captured in tests/real_cli); its screen ended with
+#: "Error: Retry failed after 3 attempts: 429 {...}"
+PI_LIMIT_ERROR = (
+    '429 {"type":"error","error":{"type":"rate_limit_error","message":"This request would '
+    "exceed your account's rate limit. Please try again later.\"},"
+    '"request_id":"req_011CV2fake0limit0reached000"}'
+)
+
+
+def test_a_turn_that_ended_on_a_usage_limit_holds_pi():
+    """Planted: LIMIT without the leading 429 or rate_limit_error -> fails (None)."""
+    p = orcr_pi.PiProvider()
+    shown = p.usage_limit(PI_LIMIT_ERROR)
+    assert (shown.state, shown.kind, shown.reason) == ("waiting", "usage_limit", "usage limit")
+    assert p.usage_limit("Retry failed after 3 attempts: " + PI_LIMIT_ERROR) is not None
+    assert p.usage_limit("Error: 402 insufficient_quota") is not None
+    for other in ("500 Internal server error", "fetch failed", "401 invalid x-api-key",
+                  "400 prompt is too long: 212000 tokens > 200000, request_id req_429"):  # fmt: skip
+        assert p.usage_limit(other) is None, other
