@@ -6,7 +6,9 @@ each prompt with the prompt's own text and writes a JSONL transcript that
 
 Leading directives change a turn: ``[sleep N]`` works N seconds first,
 ``[fail]`` ends the turn with an error, ``[exit]`` ends the process after
-the turn. On a terminal it runs a small raw-mode TUI with bracketed paste;
+the turn, ``[sh] CMD`` (to the end of its line) runs CMD with ``sh -c`` in the
+agent's directory and answers with its output first: a scripted agent that
+really edits files and commits (docs/tasks.md's playbook example). On a terminal it runs a small raw-mode TUI with bracketed paste;
 with stdin not a terminal it reads lines and prints answers, and at end of
 input finishes the queued turns and exits.
 
@@ -26,7 +28,7 @@ import signal
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from orcr_providers import __version__
 from orcr_providers.echo_input import InputParser
@@ -34,6 +36,8 @@ from orcr_providers.echo_input import InputParser
 HEADER = "orcr echo agent"
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
 _DIRECTIVE = re.compile(r"\s*\[(?:(sleep)\s+(\d+(?:\.\d*)?|\.\d+)|(fail)|(exit))\]", re.IGNORECASE)
+#: ``[sh] CMD``: the command is the rest of the directive's line
+_SH = re.compile(r"\s*\[sh\][ \t]*([^\n]*)", re.IGNORECASE)
 
 
 @dataclass
@@ -44,13 +48,16 @@ class Plan:
     fail: bool = False
     exit: bool = False
     text: str = ""
+    commands: list[str] = field(default_factory=list)
 
 
 def parse_prompt(text: str) -> Plan:
     plan = Plan()
     pos = 0
-    while m := _DIRECTIVE.match(text, pos):
-        if m.group(1):
+    while m := _DIRECTIVE.match(text, pos) or _SH.match(text, pos):
+        if m.re is _SH:
+            plan.commands.append(m.group(1).strip())
+        elif m.group(1):
             plan.sleep += float(m.group(2))
         elif m.group(3):
             plan.fail = True
@@ -59,6 +66,18 @@ def parse_prompt(text: str) -> Plan:
         pos = m.end()
     plan.text = text[pos:].strip()
     return plan
+
+
+def run_sh(command: str) -> str:
+    """``[sh] CMD``: run it in this directory (the agent waits for it), its output and,
+    when it failed, its exit status (``[sh: exit 3]``)."""
+    import subprocess
+
+    r = subprocess.run(
+        ["sh", "-c", command], stdin=subprocess.DEVNULL, capture_output=True, text=True
+    )
+    out = (r.stdout + r.stderr).strip()
+    return f"{out}\n[sh: exit {r.returncode}]".strip() if r.returncode else out
 
 
 class Transcript:
@@ -148,6 +167,8 @@ class EchoAgent:
         self.dirty = True
 
     def _finish(self, job: Job) -> None:
+        if job.plan.commands:
+            job.plan.text = "\n".join([*map(run_sh, job.plan.commands), job.plan.text]).strip()
         if job.plan.fail:
             error = job.plan.text or "failed on request ([fail])"
             self.transcript.write(

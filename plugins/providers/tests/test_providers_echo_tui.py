@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from orcr_providers.echo_reader import EchoTranscriptReader
@@ -149,3 +150,18 @@ def test_exit_directive_answers_then_exits(echo_pty):
     state = EchoTranscriptReader(agent.transcript_path).poll()
     assert state.final_text == "bye" and state.state == "idle"
     assert agent.records()[-1] == {**agent.records()[-1], "type": "exit", "reason": "exit"}
+
+
+def test_sh_directive_runs_in_the_agents_directory_and_answers_with_its_output(echo_pty):
+    """``[sh] CMD`` lines (pasted with the rest of the prompt) run in the agent's
+    directory, in order, before the answer, which starts with their output; a command
+    that failed adds its exit status. Planted: the commands not run (only parsed) ->
+    fails; run in another directory -> made.txt is not in the agent's, fails."""
+    agent = echo_pty()
+    prompt = b"[sh] echo made > made.txt && echo wrote it\n[sh] cat made.txt; exit 3\nthe rest"
+    agent.write(b"\x1b[200~" + prompt + b"\x1b[201~\r")
+    agent.wait(lambda: "turn_end" in _types(agent), what="turn_end")
+    made = os.path.join(agent.spec.cwd, "made.txt")
+    assert open(made).read() == "made\n"
+    state = EchoTranscriptReader(agent.transcript_path).poll()
+    assert state.final_text == "wrote it\nmade\n[sh: exit 3]\nthe rest"
