@@ -108,3 +108,11 @@ def place(agent: Agent, event_kind: str | None, pane, **fields) -> None:
         workspace_id=pane.workspace_id,
         **fields,
     )
+
+
+def serve_sandbox(server, uuid: str, policy: dict | None) -> None:
+    """Before a sandboxed agent's pane starts: the server listens on the agent's own
+    socket (orcr_core/server/agent_sockets.py), its only way to orcr."""
+    sockets = getattr(server, "agent_sockets", None)
+    if policy and sockets is not None:
+        sockets.ensure(uuid, policy.get("socket_dir"))

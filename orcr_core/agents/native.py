@@ -94,6 +94,7 @@ def report(server, agent: Agent, pane: PaneInfo) -> None:
             resume=True,
             sandbox=launch.get("sandbox"),
         )
+        lifecycle.serve_sandbox(server, agent.uuid, launch.get("sandbox"))
         # herdr runs it itself after a restart: through the launch step, so the
         # restored agent is back in its group (which lives while the agent does)
         argv = ceilings_step.restore_argv(agent.uuid, argv)

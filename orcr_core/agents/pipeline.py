@@ -109,6 +109,7 @@ def _run(server, agent: Agent) -> None:
         argv, env = launch_command(
             provider, spec, agent, resume=resuming, sandbox=launch.get("sandbox")
         )
+        lifecycle.serve_sandbox(server, agent.uuid, launch.get("sandbox"))
         # its group first; the launch step joins it, then execs argv (ceilings/join.py)
         wrapped = ceilings_step.wrap(server, agent, launch, argv, env)
         # chosen up front, and asked before the pane starts and outside the write

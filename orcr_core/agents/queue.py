@@ -62,6 +62,8 @@ class RunSpec:
     rm: bool = False  # end the agent (done) when its first turn ends
     gc_after: float | None = None  # this agent's timings.gc_after, in seconds
     sandbox: bool | None = None  # --sandbox/--no-sandbox; None: [sandbox] default
+    allow_net: list[str] | None = None  # --allow-net: over the config's and the provider's
+    parent: dict | None = None  # started from inside this sandboxed agent (its policy)
     limits: dict | None = None  # this run's ceilings (orcr_core/ceilings): memory_max, ...
 
 
@@ -296,14 +298,14 @@ def admit(
                     raise AdmissionError(exc.code, str(exc)) from None
             cwd = worktree["cwd"] if worktree else spec.cwd
             try:  # fail closed: asked for and impossible is refused, never run unconfined
+                adapter = providers[spec.provider]
                 sandbox = sandbox_policy.admission(
-                    spec.sandbox,
-                    spec.provider,
-                    cwd,
-                    data_dir,
-                    config,
-                    getattr(providers[spec.provider], "sandbox_hosts", ()),
-                )
+                    spec.sandbox, spec.provider, cwd, data_dir, config,
+                    getattr(adapter, "sandbox_hosts", ()), allow_net=spec.allow_net,
+                    parent=spec.parent, source_cwd=spec.cwd,
+                    declared=lambda: sandbox_policy.declared(
+                        adapter, uuid, path, cwd, data_dir, options),
+                )  # fmt: skip
             except SandboxError as exc:
                 raise AdmissionError(exc.code, str(exc)) from None
             run_args = json.dumps(spec.args) if spec.args is not None else None

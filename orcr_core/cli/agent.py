@@ -75,6 +75,15 @@ def agent():
     "(default: [sandbox] default; docs/sandbox.md).",
 )
 @click.option(
+    "--allow-net",
+    "allow_net",
+    multiple=True,
+    metavar="HOST[:PORT]",
+    help="Its sandbox's allow_net (repeatable), over [sandbox] allow_net and the "
+    "provider's API hosts; needs a sandbox. Inside a sandboxed agent, only a subset of "
+    "its own (docs/sandbox.md).",
+)
+@click.option(
     "--memory-max",
     metavar="SIZE",
     help="Its memory ceiling (512MiB, 2GiB, 25% of RAM, off): the kernel kills it past "
@@ -87,7 +96,8 @@ def agent():
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def agent_run(
     provider, path_, name, cwd, timeout, prompt_opt, worktree, branch, base, model, extra,
-    rm, gc_after, sandbox, memory_max, memory_high, pids_max, cpu_weight, json_, args,
+    rm, gc_after, sandbox, allow_net, memory_max, memory_high, pids_max, cpu_weight, json_,
+    args,
 ):  # fmt: skip
     """Admit an agent and print "<path> <uuid>" at once.
 
@@ -109,6 +119,10 @@ def agent_run(
     --memory-max, --memory-high, --pids-max and --cpu-weight are its ceilings
     (docs/ceilings.md); where no mechanism holds them here (orcr doctor) the
     run is refused with limits_unavailable.
+
+    Run from inside a sandboxed agent, the new agent is sandboxed and no wider than
+    it (its allow_net, paths and variables; --no-sandbox or a wider --allow-net is
+    refused with sandbox_wider).
     """
     argv = None
     if provider == "command":
@@ -139,6 +153,7 @@ def agent_run(
         rm=rm or None,  # no --rm: the server applies [agent] rm
         gc_after=gc_after,
         sandbox=sandbox,
+        allow_net=list(allow_net) if allow_net else None,
         limits=_limits(memory_max, memory_high, pids_max, cpu_weight),
     )
 

@@ -96,6 +96,7 @@ VERBS: dict[str, tuple[dict, int, int]] = {  # verb: (options, least, most posit
             "--gc-after": ("gc_after", _gc_after),
             "--sandbox": ("sandbox", "flag"),
             "--no-sandbox": ("sandbox", "off"),
+            "--allow-net": ("allow_net", "multi"),
             **JSON,
         },
         0,

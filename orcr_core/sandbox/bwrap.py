@@ -10,7 +10,9 @@ The mounts, in order (a later mount covers an earlier one):
    own data dir, its provider's state paths and ``allow_write`` read-write;
 4. orcr's own dirs hidden again (the store, the config, the socket, every agent's
    checkout), after the binds so that no allowed path (a cwd of ``~``) exposes them,
-   then the agent's own data dir and checkout bound back when they lie inside;
+   then the agent's own data dir and checkout bound back when they lie inside, and
+   the folder of its own orcr socket (``/run/orcr``: the server knows each agent by
+   the socket a connection arrives on, orcr_core/server/agent_sockets.py);
 5. the deny list last, so it wins over anything allowed: an empty tmpfs over a
    directory, ``/dev/null`` over a file.
 
@@ -100,8 +102,13 @@ def argv(
     net: list[str],
     command: list[str],
     own: tuple[str, ...] = (),
+    socket: tuple[str, str] | None = None,
 ) -> list[str]:
-    """The ``bwrap`` argv running ``command`` (module docstring: the mounts, in order)."""
+    """The ``bwrap`` argv running ``command`` (module docstring: the mounts, in order).
+
+    ``socket``: (the folder of the agent's own orcr socket, where it is seen inside):
+    bound read-only (a connect works, a replace does not) after orcr's dirs are
+    hidden, with ``ORCR_SOCKET`` naming it inside."""
     out = [engine, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
            "--unshare-cgroup-try", "--cap-drop", "ALL"]  # fmt: skip
     shared_net = net == ["*"]
@@ -125,6 +132,9 @@ def argv(
     for path in own:  # its own data dir, its checkout under the checkouts dir
         if any(_real(path).startswith(h.rstrip("/") + "/") for h in hidden):
             out += ["--bind-try", _real(path), _real(path)]
+    if socket is not None:
+        out += ["--ro-bind-try", socket[0], socket[1]]
+        out += ["--setenv", "ORCR_SOCKET", os.path.join(socket[1], "orcr.sock")]
     for path in dict.fromkeys(deny):
         if os.path.isdir(path):
             out += ["--tmpfs", _real(path)]

@@ -144,26 +144,62 @@ def admission(
     data_dir: str,
     config,
     hosts: tuple[str, ...] = (),
+    *,
+    allow_net: list[str] | None = None,
+    parent: dict[str, Any] | None = None,
+    source_cwd: str | None = None,
+    declared=None,
 ) -> dict[str, Any] | None:
     """The policy launch.json records, or None when the agent runs unsandboxed.
 
     Raises :class:`SandboxError`: ``sandbox_unavailable`` when the engine cannot start
     one here (with its error and the install line), or
     ``invalid_sandbox`` for a policy it cannot enforce. ``hosts``: the provider's model
-    API hosts (``sandbox_hosts``), ``allow_net`` unless the config sets one."""
-    if not wanted(requested, provider, config):
+    API hosts (``sandbox_hosts``), ``allow_net`` unless the config sets one;
+    ``allow_net``: the request's (``--allow-net``), over both.
+
+    ``parent``: the policy of the sandboxed agent whose socket the request came
+    through (with its ``uuid``, ``path`` and ``provider``): the child is sandboxed and
+    no wider (:func:`orcr_core.sandbox.inherit.narrow`, which refuses
+    ``sandbox_wider``); ``source_cwd`` is the folder asked for (a worktree's source),
+    ``declared()`` what the provider declares, (state paths, variables): recorded, a
+    child of this agent is checked against them."""
+    if parent is None and not wanted(requested, provider, config):
+        if allow_net is not None:
+            raise SandboxError(
+                "invalid_sandbox", "--allow-net needs a sandbox (--sandbox or [sandbox] default)"
+            )
         return None
+    state, env = declared() if declared is not None else ([], [])
+    if parent is not None:
+        from orcr_core.sandbox import inherit
+
+        if allow_net is not None:
+            check_net(allow_net)
+        home = os.path.expanduser("~")
+        lists = inherit.narrow(
+            parent,
+            requested=requested,
+            allow_net=allow_net,
+            source_cwd=source_cwd or cwd,
+            provider=provider,
+            state=[_abs(os.path.expanduser(p), home) for p in state],
+            env=env,
+            deny_read=[_abs(p, home) for p in _lists(provider, config)["deny_read"]],
+            hide=hidden_dirs(config),
+            env_allow=ENV_ALLOW,
+        )
+        return _engine(config) | {
+            "home": home, "cwd": cwd, "data_dir": data_dir, "state": state, "env": env,
+            "socket_dir": socket_dir(data_dir), **lists,
+        }  # fmt: skip
     lists = _lists(provider, config)
-    lists["allow_net"] = _net(provider, config, tuple(hosts))
+    lists["allow_net"] = (
+        list(allow_net) if allow_net is not None else _net(provider, config, tuple(hosts))
+    )
     check_net(lists["allow_net"])
-    program = config.get("sandbox.bwrap", "bwrap") if config is not None else "bwrap"
-    reason = bwrap.unavailable(program)
-    if reason:
-        raise SandboxError("sandbox_unavailable", reason)
     home = os.path.expanduser("~")
-    return {
-        "engine": "bwrap",
-        "binary": bwrap.binary(program),
+    return _engine(config) | {
         "home": home,
         "cwd": cwd,
         "data_dir": data_dir,
@@ -175,7 +211,44 @@ def admission(
         ],
         "allow_net": lists["allow_net"],
         "pass_env": lists["pass_env"],
+        "state": state,
+        "env": env,
+        "socket_dir": socket_dir(data_dir),
     }
+
+
+#: where an agent's own socket is inside its sandbox (a read-only bind of its folder)
+INNER_SOCKET_DIR = "/run/orcr"
+
+
+def socket_dir(data_dir: str) -> str:
+    """The folder of the agent's own orcr socket, outside (``run/sbx/<uuid>``, next to
+    orcr's socket, in its 0700 folder): bound read-only at :data:`INNER_SOCKET_DIR`,
+    so a socket the server makes again after a restart is seen inside."""
+    from orcr_core import dirs
+
+    return str(dirs.socket_path().parent / "sbx" / os.path.basename(data_dir))
+
+
+def declared(
+    adapter, uuid: str, path: str, cwd: str, data_dir: str, options
+) -> tuple[list[str], list[str]]:
+    """(the state paths, the variables) a provider adapter declares for this agent."""
+    from orcr_core.contracts import LaunchSpec
+
+    paths = getattr(adapter, "sandbox_paths", None)
+    spec = LaunchSpec(uuid=uuid, path=path, cwd=cwd, data_dir=data_dir, options=dict(options or {}))
+    state = [str(p) for p in paths(spec)] if paths is not None else []
+    return state, list(getattr(adapter, "sandbox_env", ()))
+
+
+def _engine(config) -> dict[str, Any]:
+    """The engine's part of a policy; ``sandbox_unavailable`` when it cannot start one."""
+    program = config.get("sandbox.bwrap", "bwrap") if config is not None else "bwrap"
+    reason = bwrap.unavailable(program)
+    if reason:
+        raise SandboxError("sandbox_unavailable", reason)
+    return {"engine": "bwrap", "binary": bwrap.binary(program)}
 
 
 def _abs(path: str, home: str) -> str:
@@ -256,6 +329,7 @@ def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str,
         net=policy["allow_net"],
         command=argv,
         own=(policy["cwd"], policy["data_dir"]),
+        socket=(policy["socket_dir"], INNER_SOCKET_DIR) if policy.get("socket_dir") else None,
     )
     keep = [k for k in dict.fromkeys(keep) if k != "ORCR_SOCKET"]
     # run as a file, isolated and without site (-I -S): it imports only the standard
@@ -274,4 +348,7 @@ def public(policy: dict[str, Any] | None) -> dict[str, Any] | None:
         "allow_write": [policy["cwd"], *policy["allow_write"]],
         "deny_read": policy["deny_read"],
         "pass_env": policy["pass_env"],
+        # started from inside a sandboxed agent: its parent's uuid, and every ancestor's
+        "parent": policy.get("parent"),
+        "lineage": policy.get("lineage", []),
     }

@@ -68,11 +68,15 @@ class Orcr:
         rm: bool | None = None,
         gc_after: float | None = None,
         sandbox: bool | None = None,
+        allow_net: list[str] | None = None,
         limits: dict | None = None,
     ) -> dict:
         """Admit an agent; returns ``{path, uuid, status, queue_seq}`` at once.
 
         ``sandbox``: run it in a sandbox (docs/sandbox.md); None: ``[sandbox] default``.
+        ``allow_net``: its sandbox's ``allow_net`` (hosts, ``host:port``), over the
+        config's and the provider's. From inside a sandboxed agent it is sandboxed and
+        no wider than that agent (``sandbox_wider`` otherwise).
 
         ``rm``: a job: it ends ``done`` with its first turn (None: ``[agent] rm``);
         ``gc_after``: seconds idle before it ends ``gc`` (over ``timings.gc_after``).
@@ -100,6 +104,7 @@ class Orcr:
             rm=rm,
             gc_after=gc_after,
             sandbox=sandbox,
+            allow_net=allow_net,
             limits=limits,
         )
         return self.client.call("agent.run", **params)

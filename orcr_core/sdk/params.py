@@ -63,6 +63,7 @@ def run_params(
     rm=None,
     gc_after=None,
     sandbox=None,
+    allow_net=None,
     limits=None,
 ) -> dict:
     """The ``agent.run`` params of :meth:`orcr_core.sdk.Orcr.run`'s keywords: the
@@ -87,6 +88,7 @@ def run_params(
         ("rm", rm),
         ("gc_after", gc_after),
         ("sandbox", sandbox),
+        ("allow_net", list(allow_net) if allow_net is not None else None),
         ("limits", limits or None),
     ):
         if value is not None:

@@ -75,8 +75,10 @@ class Server(MultiplexerMixin):
         #: an edit of the config file that was not applied: {"error", "since"} (config/watch.py)
         self.config_error: dict | None = None
         from orcr_core.agents.monitor import Monitor
+        from orcr_core.server.agent_sockets import AgentSockets
 
         self.monitor = Monitor(self)
+        self.agent_sockets = AgentSockets(self)  # each sandboxed agent's own socket
 
     # -- plumbing ---------------------------------------------------------
     def acquire_lock(self) -> None:
@@ -388,6 +390,7 @@ class Server(MultiplexerMixin):
         listener = Listener(self)
         listener.bind()
         lockfile.mark_listening(self._lock_fd, self.socket_path)
+        self.agent_sockets.restore()
         for target, name in (
             (listener.serve, "orcr-listen"),
             (lambda: self.watch_run_dir(listener), "orcr-run-watch"),
@@ -410,6 +413,7 @@ class Server(MultiplexerMixin):
         self.stopping.wait()
         lockfile.mark_stopping(self._lock_fd)  # before the socket goes: clients wait
         listener.close()
+        self.agent_sockets.close_all()
         if self.store_broken:  # no checkpoint into a damaged file, no thread's cleanup
             ANSWERING.drain(1.0)  # the request that found the damage says so
             logging.shutdown()

@@ -10,6 +10,7 @@ from orcr_core import __version__, paths
 from orcr_core.agents import cli_check, queue
 from orcr_core.loops.runs import admission_refusal
 from orcr_core.protocol import ProtocolError
+from orcr_core.server import sandboxed
 from orcr_core.server.loop_handlers import LOOP_HANDLERS
 from orcr_core.server.notify_handlers import NOTIFY_HANDLERS
 from orcr_core.server.pane_handlers import PANE_HANDLERS, agent_report_session  # noqa: F401
@@ -46,7 +47,12 @@ def dispatch(server, conn, rid, name, params):
     fn = HANDLERS.get(name)
     if fn is None:
         raise ProtocolError("unknown_method", f"unknown method {name!r}; known: {sorted(HANDLERS)}")
-    return fn(server, conn, rid, params)
+    caller = getattr(conn, "caller", None)
+    if caller is None:
+        return fn(server, conn, rid, params)
+    sandboxed.guard(server, caller, name, params)  # a sandboxed agent's own socket
+    result = fn(server, conn, rid, params)
+    return sandboxed.filter_list(server, caller, result) if name == "agent.list" else result
 
 
 @method("hello")
@@ -84,6 +90,9 @@ def agent_run(server, conn, rid, params):
         rm=param(params, "rm", bool, required=False, default=server.config.get("agent.rm", False)),
         gc_after=params.get("gc_after"),
         sandbox=param(params, "sandbox", bool, required=False),
+        allow_net=_str_list(params, "allow_net"),
+        # through a sandboxed agent's own socket: its child, no wider than itself
+        parent=sandboxed.parent_policy(server, conn.caller) if conn.caller else None,
         limits=params.get("limits"),  # this run's ceilings (orcr_core/ceilings)
     )
     try:
@@ -112,6 +121,15 @@ def agent_run(server, conn, rid, params):
     if warning and not spec.argv:  # admitted all the same: the CLI may come before its start
         out["warning"] = warning
     return out
+
+
+def _str_list(params: dict, key: str) -> list[str] | None:
+    value = params.get(key)
+    if value is not None and (
+        not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+    ):
+        raise ProtocolError("invalid_params", f"{key} must be a list of strings")
+    return value
 
 
 #: the most ``agent.list {ended: N}`` returns

@@ -70,9 +70,12 @@ def peer_uid(conn: socket.socket) -> int:
 
 
 class Connection:
-    def __init__(self, server, sock: socket.socket):
+    def __init__(self, server, sock: socket.socket, caller: str | None = None):
         self.server = server
         self.sock = sock
+        #: the sandboxed agent whose own socket this came through (agent_sockets), else
+        #: None: orcr's socket, the user
+        self.caller = caller
         self.reader = LineReader(sock)
         self.negotiated = False
         self.lock = threading.Lock()
