@@ -18,6 +18,8 @@ def test_program_is_found_behind_env_and_nice_prefixes():
         (["env", "-uX", "--unset=Y", "-i", "prog"], "prog"),
         (["nice", "-n", "0", "--", "prog"], "prog"),
         (["/usr/bin/env", "nice", "-n5", "env", "-u", "Z", "--", "deep"], "deep"),
+        # the systemd ceilings' launch step (ceilings/systemd.py); planted: not skipped -> fails
+        (["systemd-run", "--user", "--scope", "-p", "MemoryMax=1", "--", "claude"], "claude"),
     ]:
         assert program_of(argv, path, "/")[0] == program, argv
     assert program_of(["env"], path, "/") is None  # prints the environment: nothing to check

@@ -82,8 +82,8 @@ def test_effective_ceilings_and_bad_values():
             ceilings.check_run(bad)
     with pytest.raises(ConfigError, match="limits.pids_max = 'many'"):
         validate({"limits": {"pids_max": "many"}})
-    with pytest.raises(ConfigError, match="not built in this version"):
-        validate({"limits": {"mechanism": "cgroup_v2"}})
+    with pytest.raises(ConfigError, match="'cgroup_v3' is not allowed; use one of"):
+        validate({"limits": {"mechanism": "cgroup_v3"}})
     with pytest.raises(ConfigError, match="up to 100"):
         validate({"concurrency": {"max_memory_pressure": 150}})
 

@@ -1,13 +1,20 @@
 """Ceilings: every agent in its own memory, process and CPU limits, the fleet in one.
 
 Admission decides who starts; ceilings bound what each agent and all of them
-may take once started. A :class:`Backend` is one mechanism that enforces them:
-:mod:`orcr_core.ceilings.v1` (cgroup v1 with the memory, pids and cpu
-controllers mounted writable: what these machines have, as root) is the only
-one built and tested on a real kernel. cgroup v2 delegation and systemd scopes
-are not built: ``limits.mechanism`` refuses them by name instead of pretending.
+may take once started. A :class:`Backend` is one mechanism that enforces them,
+all behind the one interface and tested by one suite
+(``tests/test_ceilings_backends.py``):
 
-The server detects the mechanism at start (:func:`detect`) and installs it
+* :mod:`~orcr_core.ceilings.v2`: cgroup v2, a delegated subtree (tested only
+  against :mod:`~orcr_core.ceilings.mimic`, never on a real kernel);
+* :mod:`~orcr_core.ceilings.systemd`: systemd user scopes (tested only against a
+  fake ``systemd-run``/``systemctl``);
+* :mod:`~orcr_core.ceilings.v1`: cgroup v1 with the memory, pids and cpu
+  controllers mounted writable (what these machines have, as root): the one
+  tested on a real kernel.
+
+The server detects the mechanism at start (:func:`detect`, in that order:
+:mod:`~orcr_core.ceilings.detect`) and installs it
 (:func:`install`); admission, the spawn pipeline and the end of an agent read it
 through :func:`current`. The launch step (:mod:`orcr_core.ceilings.join`) puts
 the agent's process in its group before it runs anything.
@@ -27,8 +34,7 @@ GiB = 2**30
 #: per-agent keys, in ``[limits]``, ``[limits.<provider>]`` and per run
 AGENT_KEYS = ("memory_max", "memory_high", "pids_max", "cpu_weight")
 #: ``limits.mechanism`` values; the others are named so they are refused clearly
-MECHANISMS = ("auto", "cgroup_v1", "none")
-NOT_BUILT = ("cgroup_v2", "systemd")
+MECHANISMS = ("auto", "cgroup_v2", "systemd", "cgroup_v1", "none")
 PIDS_RANGE = (8, 4_194_304)
 WEIGHT_RANGE = (1, 10_000)  # systemd's CPUWeight scale; 100 is a normal process
 SIZE_HELP = "use a size (512MiB, 2GiB), a share of RAM (25%) or off"
@@ -108,11 +114,6 @@ def check_value(key: str, value: Any, last: str | None = None) -> Any:
     elif last == "cpu_weight":
         count(value, key, *WEIGHT_RANGE)
     elif last == "mechanism":
-        if value in NOT_BUILT:
-            raise LimitsError(
-                f"{key} = {value!r}: that mechanism is not built in this version (untested "
-                "here); use auto, cgroup_v1 or none (docs/ceilings.md)"
-            )
         if value not in MECHANISMS:
             raise LimitsError(f"{key} = {value!r} is not allowed; use one of {MECHANISMS}")
     return value
@@ -187,7 +188,13 @@ class Detected:
     reason: str
 
     def as_dict(self) -> dict:
-        return {"mechanism": self.mechanism, "reason": self.reason}
+        from orcr_core.ceilings.detection import TESTED
+
+        return {
+            "mechanism": self.mechanism,
+            "reason": self.reason,
+            "tested": TESTED.get(self.mechanism),  # real kernel, or a mimic/fake only
+        }
 
 
 _current: Detected = Detected(None, "none", "not detected yet (no server in this process)")
@@ -203,20 +210,11 @@ def current() -> Detected:
 
 
 def detect(config, instance: str) -> Detected:
-    """The mechanism this server can use, by ``limits.mechanism``."""
-    from orcr_core.ceilings import v1
+    """The mechanism this server can use, by ``limits.mechanism`` (auto: cgroup v2
+    delegated, then systemd user scopes, then cgroup v1, then none)."""
+    from orcr_core.ceilings.detection import detect as _detect
 
-    want = config.get("limits.mechanism", "auto")
-    if want == "none":
-        return Detected(None, "none", "limits.mechanism = none")
-    why = v1.unusable()
-    if why is None:
-        return Detected(v1.CgroupV1(instance), "cgroup_v1", "memory, pids and cpu controllers")
-    fix = (
-        "run the server as root on a host with the cgroup v1 memory, pids and cpu "
-        "controllers mounted writable (cgroup v2 delegation is not built yet)"
-    )
-    return Detected(None, "none", f"{why}; {fix}")
+    return _detect(config, instance)
 
 
 def human(n: int | None) -> str:

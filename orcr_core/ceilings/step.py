@@ -103,14 +103,15 @@ def verdict(uuid: str) -> str | None:
         if hit.get("task")
         else f"the kernel killed {hit['kills']} process(es) in it"
     )
-    own, peak = hit["max"], hit["peak"] or 0
-    if own is None or peak < own * 0.95:  # its own ceiling was not reached: the fleet's was
+    own, peak = hit["max"], hit["peak"]  # peak None: not reported (systemd before 256)
+    if own is None or (peak is not None and peak < own * 0.95):  # the fleet's ceiling was
         fleet = hit.get("fleet_max")
         return (
             f"fleet memory ceiling {human(fleet)} (limits.fleet_memory_max) reached "
-            f"(this agent's peak {human(peak)}): {killed}"
+            f"(this agent's peak {human(peak or 0)}): {killed}"
         )
-    return f"memory ceiling {human(own)} reached (peak {human(peak)}): {killed}"
+    seen = human(peak) if peak is not None else "not reported"
+    return f"memory ceiling {human(own)} reached (peak {seen}): {killed}"
 
 
 def usage(uuid: str) -> dict | None:

@@ -106,6 +106,8 @@ def _ceilings_line(c: dict) -> str:
     from orcr_core.ceilings import human
 
     line = f"ceilings {c['mechanism']}" + ("" if c["mechanism"] != "none" else f" ({c['reason']})")
+    if c.get("tested") and "real kernel" not in c["tested"].split(",")[0]:
+        line += f" ({c['tested']})"  # cgroup_v2, systemd: a mimic or a fake only
     fleet = c.get("fleet")
     if fleet:
         line += f"  fleet {human(fleet.get('current') or 0)}/{human(fleet.get('max'))}"

@@ -94,6 +94,8 @@ def program_of(
             i = _skip_nice(args, i)
         elif _JOIN in args[i + 1 : i + 4] and "--" in args[i:]:
             i = args.index("--", i) + 1  # orcr's launch step (ceilings/join.py): its argv
+        elif name == "systemd-run" and "--" in args[i:]:
+            i = args.index("--", i) + 1  # the systemd scope launch step (ceilings/systemd.py)
         else:
             return args[i], path, cwd
     return None  # ``env`` alone prints the environment; nothing to check
