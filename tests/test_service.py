@@ -64,6 +64,7 @@ def test_the_unit_passes_systemd_analyze_verify(orcr_home, short_tmp):
     assert r.returncode == 0 and not problems, r.stderr
     lines = text.splitlines()
     assert "Restart=on-failure" in lines and "KillMode=process" in lines
+    assert "Delegate=yes" in lines  # the cgroup v2 ceilings' subtree (ceilings/v2.py)
     assert any(ln.startswith("StartLimitBurst=") for ln in lines)
     exec_start = next(ln for ln in lines if ln.startswith("ExecStart="))[len("ExecStart=") :]
     exe = exec_start.split()[0]

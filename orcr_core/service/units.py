@@ -64,7 +64,9 @@ def systemd_unit(argv: list[str], env: dict[str, str]) -> str:
     ``Restart=on-failure`` with a start limit; ``KillMode=process`` because the
     multiplexer server orcr starts (tmux, herdr) and the agents in its panes
     must outlive a stop or a restart of orcr's server, as they do outside
-    systemd.
+    systemd. ``Delegate=yes`` hands the unit's cgroup v2 subtree to the server,
+    which makes its fleet and one group per agent there (the ``cgroup_v2``
+    ceilings mechanism, orcr_core/ceilings/v2.py).
     """
     exec_start = " ".join(_systemd_quote(w) for w in argv)
     lines = [
@@ -82,6 +84,7 @@ def systemd_unit(argv: list[str], env: dict[str, str]) -> str:
         f"RestartSec={RESTART_SEC}",
         f"TimeoutStopSec={STOP_TIMEOUT}",
         "KillMode=process",
+        "Delegate=yes",
     ]
     lines += [f"Environment={_systemd_quote(f'{k}={v}')}" for k, v in sorted(env.items())]
     lines += ["", "[Install]", "WantedBy=default.target", ""]
