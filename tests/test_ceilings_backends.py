@@ -305,3 +305,19 @@ def test_the_launch_step_fails_closed(harness):
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert r.returncode != 0 and not ran.exists(), r.stderr
+
+
+def test_systemd_status_readings_are_one_show_for_all_scopes(tmp_path, monkeypatch):
+    """server status and top read every live agent's usage each refresh: with systemd
+    that is one ``systemctl show`` of all the scopes, not one process per agent.
+
+    Planted: usage() always fresh (no shared reading) -> fails (3 shows)."""
+    h = _Systemd(tmp_path, monkeypatch)
+    agents = [str(uuidlib.uuid4()) for _ in range(3)]
+    for u in agents:
+        h.backend.create(u, Limits(memory_max=64 * MiB))
+    log = h.state / "argv.jsonl"
+    seen = len(log.read_text().splitlines()) if log.exists() else 0
+    got = [h.backend.usage(u)["memory"]["max"] for u in agents]
+    calls = [json.loads(ln) for ln in log.read_text().splitlines()[seen:]]
+    assert got == [64 * MiB] * 3 and [c[:3] for c in calls] == [["systemctl", "--user", "show"]]

@@ -29,12 +29,16 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 SHOWN = ("LoadState", "ActiveState", "Result", "MemoryCurrent", "MemoryPeak", "MemoryHigh",
          "MemoryMax", "TasksCurrent", "TasksMax", "CPUWeight")  # fmt: skip
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 TIMEOUT = 10
+#: readings for status and top are shared for this long: one ``systemctl show`` of
+#: every agent's scope, not one process per agent per status
+CACHE_FOR = 1.0
 
 
 def _systemctl(*args: str) -> subprocess.CompletedProcess:
@@ -85,6 +89,8 @@ class SystemdScopes:
         self.prefix = f"orcr-{instance}-"
         self.state = Path(state_dir)
         self._fleet_max: object = ()  # the last fleet ceiling set (() = none yet)
+        self._cache: dict[str, dict[str, str]] = {}
+        self._cache_at = 0.0
 
     def scope(self, uuid: str) -> str:
         return f"{self.prefix}{uuid}.scope"
@@ -107,6 +113,7 @@ class SystemdScopes:
         tmp = self._stash(uuid).with_suffix(".tmp")
         tmp.write_text(json.dumps(limits.as_dict()))
         os.replace(tmp, self._stash(uuid))
+        self._cache_at = 0.0
 
     def properties(self, uuid: str) -> list[str]:
         """The scope's resource-control assignments (systemd.resource-control(5))."""
@@ -128,16 +135,32 @@ class SystemdScopes:
             argv += ["-p", prop]
         return [*argv, "--"]
 
-    def _show(self, unit: str) -> dict[str, str]:
-        r = _systemctl("show", unit, *(f"--property={p}" for p in SHOWN))
-        out = {}
+    def _show_many(self, units: list[str]) -> dict[str, dict[str, str]]:
+        """``systemctl show`` of several units: one block each, in order, blank-line apart."""
+        r = _systemctl("show", *units, *(f"--property={p}" for p in SHOWN))
+        blocks: list[dict[str, str]] = [{}]
         for line in r.stdout.splitlines():
+            if not line.strip():
+                blocks.append({})
+                continue
             key, _, value = line.partition("=")
-            out[key] = value
-        return out
+            blocks[-1][key] = value
+        blocks = [b for b in blocks if b]
+        return dict(zip(units, blocks, strict=False))
 
-    def usage(self, uuid: str) -> dict | None:
-        s = self._show(self.scope(uuid))
+    def _show(self, unit: str) -> dict[str, str]:
+        return self._show_many([unit]).get(unit, {})
+
+    def _cached(self, unit: str) -> dict[str, str]:
+        if unit not in self._cache or time.monotonic() - self._cache_at > CACHE_FOR:
+            known = {self.scope(p.stem) for p in self.state.glob("*.json")}
+            units = sorted(known | {unit})
+            self._cache, self._cache_at = self._show_many(units), time.monotonic()
+        return self._cache.get(unit, {})
+
+    def usage(self, uuid: str, fresh: bool = False) -> dict | None:
+        """The scope's readings; shared for :data:`CACHE_FOR` unless ``fresh``."""
+        s = self._show(self.scope(uuid)) if fresh else self._cached(self.scope(uuid))
         if s.get("LoadState") != "loaded" and not self._stash(uuid).exists():
             return None
         limits = {}
@@ -159,7 +182,7 @@ class SystemdScopes:
         }
 
     def oom(self, uuid: str) -> dict | None:
-        u = self.usage(uuid)
+        u = self.usage(uuid, fresh=True)
         if not u or not u["oom_kills"]:
             return None
         return {
@@ -176,6 +199,7 @@ class SystemdScopes:
             return False
         _systemctl("reset-failed", unit)  # a failed scope stays loaded until this
         self._stash(uuid).unlink(missing_ok=True)
+        self._cache_at = 0.0
         return True
 
     def sweep(self, live: set[str]) -> list[str]:

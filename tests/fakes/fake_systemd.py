@@ -17,7 +17,7 @@ It records every argv (``$FAKE_SYSTEMD_STATE/argv.jsonl``), keeps the units in
   scope whose name is loaded already is refused. ``--scope`` runs the command
   in systemd-run's own process (synchronous, the caller's environment), after
   "Running scope as unit: NAME" on stderr unless ``--quiet``.
-* ``systemctl --user``: ``show [UNIT] -p/--property``, ``set-property
+* ``systemctl --user``: ``show [UNIT...] -p/--property`` (a block per unit, blank-line apart), ``set-property
   [--runtime] UNIT K=V...`` (a slice is loaded on demand; another unit must
   exist), ``stop``, ``kill --signal=``, ``reset-failed``, ``list-units
   --type=scope --all --plain --no-legend PATTERN``.
@@ -212,7 +212,10 @@ def systemctl(args: list[str]) -> None:
             else:
                 names.append(a)
             i += 1
-        show(units, names[0] if names else None, props)
+        for n, name in enumerate(names or [None]):  # one block per unit, blank-line apart
+            if n:
+                print()
+            show(units, name, props)
     elif verb == "set-property":
         rest = [a for a in rest if a != "--runtime"]
         unit, assignments = rest[0], rest[1:]
