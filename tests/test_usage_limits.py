@@ -76,7 +76,7 @@ def test_claude_reads_a_shortly_reset_and_its_429_turn_error():
 
 @pytest.mark.parametrize("live", ["tmux"], indirect=True)
 def test_a_usage_limit_holds_its_provider_until_the_cli_goes_on(live, short_tmp):
-    """w/lim's turn waits out a limit for 5 s; w/next (claude) stays queued, held, while
+    """w/lim's turn waits out a limit for 12 s; w/next (claude) stays queued, held, while
     a codex agent starts; w/lim's turn then ends with its answer and w/next starts.
 
     Planted: Limits.held ignored in the queue worker -> fails (w/next starts at once).
@@ -87,7 +87,9 @@ def test_a_usage_limit_holds_its_provider_until_the_cli_goes_on(live, short_tmp)
     cwd.mkdir()
     configure(live, short_tmp, timings='blocked_after = "1s"\nstall_after = "1s"\n')
     live.start_server()
-    run_agent(live, "claude", "w/lim", "[limit 5] went on", cwd=cwd)
+    # 12 s of limit: the checks below (two CLI runs, a codex start) took over 5 s on the
+    # loaded 2-core machine, and the hold had lifted before top was asked (a rerun)
+    run_agent(live, "claude", "w/lim", "[limit 12] went on", cwd=cwd)
     with live.sdk() as o:
         a = until(lambda: (a := o.get("w/lim"))["waiting"] and a, 15, "w/lim waiting")
         assert a["status"] == "working" and a["waiting"].startswith("usage limit until ")

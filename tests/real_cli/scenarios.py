@@ -282,3 +282,30 @@ def errored_turn(real, start_cli, error=None) -> None:
     real.orcr("agent", "send", "x/err", "next please")
     real.wait_idle("x/err")
     assert real.read("x/err")["text"] == "fine again", real.why("x/err")
+
+
+def usage_limit_holds(real, start_cli, limit: dict, waits: bool | None = False, timeout=150.0):
+    """The real CLI meets its vendor's usage-limit 429 (``limit``: a
+    tests/fake_models/limits.py body) on every request: its queue is held, a second agent
+    of the provider stays ``queued (held: usage limit <provider>…)``. ``waits``: the CLI
+    waits (asks) instead of ending the turn, and the agent shows it, still working."""
+    from fake_models import RateLimit, Script
+
+    real.timings.setdefault("blocked_after", "2s")
+    start_cli(Script({"go": RateLimit(**limit)}))
+    real.run("x/lim", "go now")
+    provider = real.provider
+    with real.home.sdk() as o:
+        try:
+            until(lambda: provider in (o.status().get("usage_limits") or {}), timeout, "a hold")
+        except AssertionError as exc:
+            raise AssertionError(real.why("x/lim", str(exc))) from None
+        a = o.get("x/lim")
+        if waits:
+            assert a["status"] == "working" and a["waiting"].startswith("usage limit"), a
+        elif waits is not None:  # None: either (OpenCode waits, then ends the turn)
+            assert a["status"] == "idle" and a["turn_error"], a
+        real.run("x/next", "next one")
+        b = o.get("x/next")
+        assert b["status"] == "queued" and b["held"].startswith(f"usage limit {provider}"), b
+    return a

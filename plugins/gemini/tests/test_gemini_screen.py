@@ -98,3 +98,16 @@ def test_the_usage_limit_question_is_a_wait_on_the_limit():
     # the working screen and the permission question are no usage limit
     for name in ("0.61.0-working.txt", "0.61.0-permission.txt", "0.61.0-ready.txt"):
         assert screen_state(read(name), SPEC).kind != "usage_limit", name
+
+
+def test_the_usage_limit_question_with_its_reset():
+    """With a quota that names its reset Gemini CLI adds "Access resets at 3:45 PM UTC."
+    (its source's ``getResetTimeMessage``: en-US, hour and minute, the zone's short
+    name; not captured: the API-key path gave none) under the first line."""
+    screen = read("0.61.0-usage-limit.txt").replace(
+        "│ /stats model for usage details",
+        "│ Access resets at 3:45 PM UTC.\n│ /stats model for usage details",
+    )
+    s = screen_state(screen, SPEC)
+    assert (s.state, s.kind) == ("waiting", "usage_limit") and s.until is not None
+    assert s.reason.startswith("usage limit until 15:45; Gemini CLI asks")
