@@ -5,12 +5,7 @@ hierarchy. Files are opened for writing without ``O_CREAT`` (the kernel makes
 every interface file itself; a file that is not there is ``ENOENT``, as it is
 for a controller not yet enabled in the parent's ``cgroup.subtree_control``).
 
-:func:`open_root` picks the hierarchy: ``ORCR_CGROUP_V2_ROOT`` (tests only),
-else ``/sys/fs/cgroup`` when it is the unified hierarchy, else
-``/sys/fs/cgroup/unified`` (a hybrid host, like this project's machines). A
-root holding the mimic's marker file (:mod:`orcr_core.ceilings.mimic`, which
-no cgroupfs can hold: files cannot be created there) is served by the mimic,
-so a server pointed at one in a test meets the kernel's rules too.
+:func:`orcr_core.ceilings.hierarchy.open_root` picks the hierarchy.
 """
 
 from __future__ import annotations
@@ -75,26 +70,6 @@ class KernelFs:
             os.access(self.path(group, f), os.W_OK)
             for f in (None, "cgroup.procs", "cgroup.subtree_control")
         )
-
-
-def root_path() -> Path:
-    env = os.environ.get("ORCR_CGROUP_V2_ROOT")
-    if env:
-        return Path(env)
-    base = Path("/sys/fs/cgroup")
-    if (base / "cgroup.controllers").exists():
-        return base
-    return base / "unified"
-
-
-def open_root() -> KernelFs:
-    """The unified hierarchy this process sees (a mimic tree where one is pointed at)."""
-    root = root_path()
-    if (root / MIMIC_MARKER).exists():
-        from orcr_core.ceilings.mimic import MimicFs
-
-        return MimicFs(root)
-    return KernelFs(root)
 
 
 def keyed(text: str | None, key: str) -> int:

@@ -37,9 +37,9 @@ def _try(mechanism: str, instance: str) -> tuple[Detected | None, str]:
 
         why = v2.unusable()
         if why is None:
-            backend = v2.CgroupV2(instance)
-            where = f"delegated group {backend.base} ({' '.join(backend.controllers)})"
-            return Detected(backend, mechanism, f"{where}; {TESTED[mechanism]}"), ""
+            group = v2.CgroupV2(instance)
+            where = f"delegated group {group.base} ({' '.join(group.controllers)})"
+            return Detected(group, mechanism, f"{where}; {TESTED[mechanism]}"), ""
         return None, why
     if mechanism == "systemd":
         from orcr_core import dirs
@@ -47,9 +47,9 @@ def _try(mechanism: str, instance: str) -> tuple[Detected | None, str]:
 
         why = systemd.unusable()
         if why is None:
-            backend = systemd.SystemdScopes(instance, dirs.data_dir() / "ceilings" / "systemd")
-            where = f"systemd user manager, scopes under {backend.slice}"
-            return Detected(backend, mechanism, f"{where}; {TESTED[mechanism]}"), ""
+            scopes = systemd.SystemdScopes(instance, dirs.data_dir() / "ceilings" / "systemd")
+            where = f"systemd user manager, scopes under {scopes.slice}"
+            return Detected(scopes, mechanism, f"{where}; {TESTED[mechanism]}"), ""
         return None, why
     from orcr_core.ceilings import v1
 

@@ -58,7 +58,7 @@ def _num(value: str | None) -> int | None:
 
 def unusable() -> str | None:
     """Why a systemd user manager cannot hold ceilings here, or None."""
-    from orcr_core.ceilings.cgroupfs import open_root
+    from orcr_core.ceilings.hierarchy import open_root
 
     if shutil.which("systemd-run") is None or shutil.which("systemctl") is None:
         return "systemd-run or systemctl not found"

@@ -34,7 +34,8 @@ import re
 import signal
 import sys
 
-from orcr_core.ceilings.cgroupfs import KernelFs, keyed, open_root
+from orcr_core.ceilings.cgroupfs import KernelFs, keyed
+from orcr_core.ceilings.hierarchy import open_root
 
 WANTED = ("memory", "pids", "cpu")
 REQUIRED = ("memory", "pids")
