@@ -28,7 +28,8 @@ def top(once, json_, all_, filter_, sort):
     """The fleet at a glance: agents grouped by level-1 path, live.
 
     One watch.open stream feeds the view (it never polls the store) and it
-    reconnects after a server restart. Keys: / filter, s sort, enter last
+    reconnects after a server restart. A lander (orcr tasks land) running on
+    this machine has a header line: its queue, branch, task and step. Keys: / filter, s sort, enter last
     answer, p prompt, k kill, a attach, r resume a lost agent, space
     pause/resume a loop, f fire a loop now, ? help, q quit (docs/top.md).
     """

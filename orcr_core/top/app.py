@@ -23,6 +23,7 @@ from textual.widgets import Footer, Input, Static
 
 from orcr_core.sdk.client import ServerError
 from orcr_core.top.actions import KeyActions
+from orcr_core.top.activities import activity_line, read_activities
 from orcr_core.top.ended import EndedToggle
 from orcr_core.top.filtering import Filter
 from orcr_core.top.model import FleetModel, Gap
@@ -256,6 +257,7 @@ class TopApp(EndedToggle, KeyActions, App[None]):
         if held := held_line(h):
             lines.append(held)
         lines.append(drift_line(h))
+        lines.extend(activity_line(a) for a in self.model.activities)
         extra = f"sort {self.sort}"
         if self.flt:
             extra += f"  filter: {self.flt.text}"
@@ -263,8 +265,13 @@ class TopApp(EndedToggle, KeyActions, App[None]):
         return "\n".join(lines)
 
     def _tick(self) -> None:
-        """The TIME column ages: redraw the lines in view (no rebuild)."""
+        """The TIME column ages: redraw the lines in view (no rebuild); the activities
+        (a lander) are read again, and the header redrawn when they changed."""
         self.table.refresh()
+        activities = read_activities()
+        if activities != self.model.activities:
+            self.model.set_activities(activities)
+            self._update_header()
         if self._status_due and time.monotonic() >= self._status_due:
             self.refresh_status()
 

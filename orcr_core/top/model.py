@@ -82,6 +82,7 @@ class FleetModel:
         self.snapshot_seq: int | None = None
         self.status: dict = {}  # the last server.status
         self.loops: dict[str, dict] = {}  # active loops by name (loop.list)
+        self.activities: list[dict] = []  # landers and the like (top/activities.py)
         self.duplicates = 0  # events ignored because already applied
         self.applied = 0
 
@@ -233,6 +234,10 @@ class FleetModel:
         """The loops as ``loop.list`` returns them (asked again after loop events)."""
         self.loops = {lp["name"]: lp for lp in loops if lp.get("status") != "ended"}
 
+    def set_activities(self, activities: list[dict]) -> None:
+        """What :func:`orcr_core.top.activities.read_activities` found (read every second)."""
+        self.activities = activities
+
     def set_status(self, status: dict) -> None:
         """The last server.status; it carries each live agent's memory (MEM)."""
         self.status = status or {}
@@ -358,6 +363,7 @@ class FleetModel:
             "sort": sort,
             "filter": flt.text if flt else "",
             "header": self.header(),
+            "activities": self.activities,
             "groups": [
                 {
                     "name": g.name,

@@ -145,8 +145,12 @@ class Requests:
 
 def load_once(socket_path: Path, all: bool = False, answers: bool = True) -> FleetModel:
     """One frame's model, for ``orcr top --once``: a snapshot, the server's status,
-    the loops and the last answer of every agent that has one."""
+    the loops, the last answer of every agent that has one, and the activities
+    (a lander) running on this machine."""
+    from orcr_core.top.activities import read_activities
+
     model = FleetModel()
+    model.set_activities(read_activities())
     with Client(socket_path, autostart=False) as c:
         model.load_snapshot(c.call("watch.open", all=all))
     req = Requests(socket_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from orcr_core.top.activities import activity_line
 from orcr_core.top.loops import loop_summary
 from orcr_core.top.rows import STATUSES, duration, flag, mem_text, tokens_text
 
@@ -114,6 +115,7 @@ def format_frame(frame: dict) -> str:
     if held := held_line(h):
         lines.append(held)
     lines.append(drift_line(h))
+    lines.extend(activity_line(a) for a in frame.get("activities") or [])
     rows: list[tuple[str, ...] | str] = [COLUMNS]
     for g in frame["groups"]:
         rows.append(group_label(g["name"], g["agents"], g.get("loop")))

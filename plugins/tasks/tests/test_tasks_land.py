@@ -20,6 +20,8 @@ from orcr_tasks import status
 from orcr_tasks.land.lander import Lander
 from orcr_tasks.testing import age_claim, is_pg, spec, states_of
 
+from orcr_core.kit.testing import until
+
 
 def git(repo, *args) -> str:
     return subprocess.run(
@@ -272,7 +274,7 @@ def test_the_cli_watches_for_done_tasks_and_releases_landed_dependants(q, repo):
     proc = subprocess.Popen(
         [sys.executable, "-m", "orcr_core.cli", "tasks", "land", spec(q), "--repo", str(repo),
          "--watch", "--max", "1", "--check", "test -e a.txt"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, text=True, env=dict(os.environ, ORCR_HOME=str(repo.parent / "h")),
     )  # fmt: skip
     base = git(repo, "rev-parse", "main")
     git(repo, "commit", "-q", "--allow-empty", "-m", "main moved")
@@ -321,3 +323,39 @@ def test_a_file_queue_made_before_landing_opens_and_lands(fq, repo):
     build_and_pass(q, repo, "T1", {"a.txt": "a\n"})
     assert lander(q, repo).run() == {"landed": 1}
     assert q.where("T1") == ["landed"]
+
+
+def test_orcr_top_shows_the_lander_with_its_queue_task_and_step(fq, repo, orcr_home):
+    """While a lander runs a check, ``orcr top --once`` has its line (queue, branch,
+    task, step) and ``--json`` its activity; once it exits the line is gone. Planted:
+    the lander's step not shown (``Lander.show`` a no-op) -> fails; the activity file
+    left behind at exit (no ``close``) -> the pid is dead, so top still shows nothing,
+    but the file stays: fails."""
+    from orcr_core.top.activities import activities_dir
+
+    build_and_pass(fq, repo, "T1", {"a.txt": "a\n"})
+    started, gate = repo.parent / "started", repo.parent / "go"
+    check = f"touch {started}; while [ ! -e {gate} ]; do sleep 0.05; done"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orcr_core.cli", "tasks", "land", spec(fq), "--repo", str(repo),
+         "--check", check], env=orcr_home.env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        until(started.exists, timeout=60, what="the check to start")
+        frame = json.loads(orcr_home.run("top", "--once", "--json", check=True).stdout)
+        [a] = frame["activities"]
+        assert (a["kind"], a["name"], a["onto"], a["task"], a["step"]) == (
+            "lander",
+            fq.name,
+            "main",
+            "T1",
+            "check",
+        ), a
+        text = orcr_home.run("top", "--once", check=True).stdout
+        assert f"lander {fq.name} → main: T1 check · pid {proc.pid}" in text, text
+    finally:
+        gate.touch()
+        out, _ = proc.communicate(timeout=60)
+    assert out.splitlines()[-1].startswith("landed 1"), out
+    assert list(activities_dir().glob("*.json")) == []
+    assert "lander" not in orcr_home.run("top", "--once", check=True).stdout

@@ -58,6 +58,7 @@ def tasks_land(
     Git only: jj is not supported (it cannot be tested here; a colocated jj
     repository lands through git).
     """
+    from orcr_core.top.activities import Activity
     from orcr_tasks.land.git import GitError
     from orcr_tasks.land.lander import Lander
 
@@ -67,7 +68,10 @@ def tasks_land(
             q, repo, onto=onto, check=check, strategy=strategy, keep_branches=keep_branches,
             heartbeat=heartbeat, stale=stale, say=lambda m: click.echo(f"orcr tasks [lander] {m}"),
         )  # fmt: skip
-        counts = lander.run(watch=watch, max_landed=max_)
+        # orcr top shows the lander while it runs (its queue, task and step)
+        with Activity("lander", q.name, queue=q.label, onto=lander.onto, repo=lander.repo) as a:
+            lander.activity = a
+            counts = lander.run(watch=watch, max_landed=max_)
     except GitError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:

@@ -71,6 +71,9 @@ class Lander:
         self.stale = stale
         self.say = say
         self.info = dict(me(), role="lander", onto=self.onto)
+        #: where ``orcr top`` sees this lander (the command sets it: an
+        #: :class:`orcr_core.top.activities.Activity`); None: unseen
+        self.activity = None
         queue.repo = self.repo  # dependants = landed: released against this repository
         if queue.local_root is not None:  # a file queue made before landing/ and landed/
             for folder in ("landing", "landed"):
@@ -89,11 +92,23 @@ class Lander:
             if tid is None:
                 if not watch:
                     break
+                self.show(None, "waiting for done/", counts)
                 time.sleep(poll)
                 self.recover()
                 continue
+            self.show(tid, "claimed", counts)
             counts[self.land(tid, token)] += 1
+            self.show(None, "next task", counts)
         return counts
+
+    def show(self, tid: str | None, step: str, counts: Counter | None = None) -> None:
+        """What ``orcr top`` shows of this lander: the task it holds and its step."""
+        if self.activity is None:
+            return
+        fields: dict = {"task": tid, "step": step}
+        if counts is not None:
+            fields["counts"] = {k: counts[k] for k in ("landed", "failed", "refused") if counts[k]}
+        self.activity.update(**fields)
 
     def recover(self) -> None:
         """Finish what dead landers left: their scratch checkouts, their claims (back to
@@ -121,8 +136,10 @@ class Lander:
     # -- one task -------------------------------------------------------------------
 
     def step(self, tid: str, token: str, name: str) -> None:
-        """Record the step in the claim's heartbeat (``tasks status`` shows it)."""
+        """Record the step in the claim's heartbeat (``tasks status`` shows it) and in
+        the lander's activity (``orcr top`` does)."""
         self.q.write_heartbeat(tid, dict(self.info, token=token, step=name))
+        self.show(tid, name)
 
     def land(self, tid: str, token: str) -> str:
         try:
