@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import uuid as uuidlib
 from pathlib import Path
 
@@ -33,6 +34,16 @@ FORKS = (
     "import os, sys, time\nn = 0\nwhile True:\n    try:\n        pid = os.fork()\n"
     "    except OSError:\n        print('refused after', n, flush=True)\n        break\n"
     "    if pid == 0:\n        os.close(1)\n        time.sleep(60)\n        os._exit(0)\n    n += 1\n"
+)
+
+
+#: a fork loop: children that sleep, and on a refused fork it tries again (as a runaway
+#: tool would); bounded (200 children, exit 3) so that a broken ceiling fails the test
+FORK_LOOP = (
+    "import os, time\nn = 0\nwhile n < 200:\n    try:\n        pid = os.fork()\n"
+    "    except OSError:\n        time.sleep(0.05)\n        continue\n"
+    "    if pid == 0:\n        time.sleep(300)\n        os._exit(0)\n    n += 1\n"
+    "raise SystemExit(3)\n"
 )
 
 
@@ -139,6 +150,37 @@ def test_v1_ceilings_on_the_real_kernel():
     assert not any(p.exists() for p in backend.fleets.values())
 
 
+def test_the_pids_note_names_the_ceiling_and_the_refusals():
+    """An ended agent's error keeps what its pids ceiling refused: the kernel's count
+    (``pids.events`` max), else a group found at its ceiling; nothing otherwise.
+
+    Planted: pids_note reading pids.current instead of refused -> fails (first assert)."""
+    from orcr_core.ceilings import step
+
+    class Fake:
+        name = "fake"
+        pids: dict = {}
+
+        def usage(self, uuid):
+            return {"memory": {}, "pids": self.pids, "oom_kills": 0}
+
+    fake, before = Fake(), ceilings.current()
+    ceilings.install(ceilings.Detected(fake, "fake", "a test"))  # type: ignore[arg-type]
+    try:
+        fake.pids = {"current": 9, "max": 64, "refused": 37}
+        assert step.pids_note("u") == "process ceiling 64 reached: forks refused 37 times"
+        fake.pids = {"current": 64, "max": 64, "refused": 1}
+        assert step.pids_note("u") == "process ceiling 64 reached: forks refused once"
+        fake.pids = {"current": 64, "max": 64, "refused": None}  # no count kept
+        assert step.pids_note("u") == "process ceiling 64 reached"
+        fake.pids = {"current": 63, "max": 64, "refused": 0}
+        assert step.pids_note("u") is None
+        fake.pids = {"current": 3, "max": None, "refused": 0}  # no pids ceiling
+        assert step.pids_note("u") is None
+    finally:
+        ceilings.install(before)
+
+
 def test_pressure_reading(tmp_path, monkeypatch):
     """PSI's some avg10, from a file tests point at, and from the real kernel.
 
@@ -232,6 +274,82 @@ def test_an_agent_past_its_memory_ceiling_ends_oom_and_the_rest_lives(live):
         assert re.search(r" \d+M/\d+\.\dG( |$)", calm_line), top  # MEM: used/ceiling
         o.kill("c/calm")
         until(lambda: not _groups_of(calm["uuid"]), 30, "calm's groups to go")
+    assert live.proc.poll() is None
+
+
+def _ended(o, path: str) -> dict | None:
+    r = o.get(path)
+    return r if r["status"] == "ended" else None
+
+
+def test_a_fork_loop_stops_at_its_pids_ceiling_and_the_agent_says_so(live):
+    """On tmux and the herdr emulator: a command agent running a fork loop under
+    ``--pids-max 16`` is contained (its group stays at 16, it keeps running, refused),
+    an ``agent.pids_refused`` event says so while it lives, its sibling, the server and
+    the multiplexer live on, and once ended its error names the pids ceiling.
+
+    Planted: lifecycle not asking step.pids_note -> fails (the killed agent's error is None).
+    Planted: reconcile not calling report_refusals -> fails (no agent.pids_refused).
+    Planted: create() not writing pids.max -> fails (the loop is not contained: no refusal)."""
+    _v1_or_skip()
+    from orcr_core.sdk.watch import Watcher
+
+    live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\nreconcile_every = "300ms"\n')
+    live.start_server()
+    with live.sdk() as o:
+        watch = Watcher(o.client.path, autostart=False)
+        try:
+            o.run(None, provider="command", path="f/calm", argv=["sleep", "300"], cwd="/")
+            bomb = o.run(None, provider="command", path="f/bomb", cwd="/",
+                         argv=[sys.executable, "-c", FORK_LOOP], limits={"pids_max": 16})  # fmt: skip
+            told, deadline = None, time.monotonic() + 20
+            while told is None and time.monotonic() < deadline:
+                ev = watch.next(timeout=1)
+                if ev and ev["kind"] == "agent.pids_refused" and ev["agent"] == bomb["uuid"]:
+                    told = ev["data"]
+        finally:
+            watch.close()
+        assert told and told["pids_max"] == 16 and told["refused"] >= 1, told
+        a = o.get("f/bomb")
+        assert a["status"] == "idle" and a["pids"]["current"] <= 16, a  # contained, running
+        o.kill("f/bomb")
+        a = until(lambda: _ended(o, "f/bomb"), 30, "the bomb to end")
+        assert a["exit_reason"] == "killed", a
+        assert re.fullmatch(r"process ceiling 16 reached: forks refused \d+ times", a["error"]), a
+        until(lambda: not _groups_of(bomb["uuid"]), 30, "the bomb's groups to go")
+        assert o.get("f/calm")["status"] == "idle" and "f/calm" in live.mux.labels()
+    assert live.proc.poll() is None
+
+
+def test_a_fleet_ceiling_makes_the_kernels_kill_fall_inside_the_fleet(live):
+    """On tmux and the herdr emulator: ``[limits] fleet_memory_max = "160MiB"``, below
+    a hog's own 1 GiB ceiling: the kernel kills inside the fleet, the hog ends ``oom``
+    naming the fleet's ceiling, ``server status`` shows the fleet at its ceiling, and
+    the sibling, the server and the multiplexer (all but the sibling outside) live on.
+
+    Planted: the agents' groups made beside the fleet group, not in it -> fails (the
+    hog grows to its own 1 GiB ceiling: its error names that one, not the fleet's)."""
+    _v1_or_skip()
+    live.config(
+        live.mux.config()
+        + '[timings]\npoll_every = "50ms"\n[limits]\nfleet_memory_max = "160MiB"\n'
+    )
+    live.start_server()
+    with live.sdk() as o:
+        o.run(None, provider="command", path="m/calm", argv=["sleep", "300"], cwd="/")
+        until(lambda: o.get("m/calm")["status"] == "idle", 30, "calm to start")
+        o.run(None, provider="command", path="m/hog", cwd="/",
+              argv=[sys.executable, "-c", "import time\ntime.sleep(0.5)\n" + HOG],
+              limits={"memory_max": "1GiB"})  # fmt: skip
+        a = until(lambda: _ended(o, "m/hog"), 30, "the hog to end")
+        assert a["exit_reason"] == "oom", a
+        assert a["error"].startswith(
+            "fleet memory ceiling 160 MiB (limits.fleet_memory_max) reached"
+        ), a["error"]
+        fleet = o.status()["ceilings"]["fleet"]
+        # the fleet reached its ceiling (v1 counts the kill in the hog's group, not here)
+        assert fleet["max"] == 160 * MiB and fleet["peak"] >= 150 * MiB, fleet
+        assert o.get("m/calm")["status"] == "idle" and "m/calm" in live.mux.labels()
     assert live.proc.poll() is None
 
 

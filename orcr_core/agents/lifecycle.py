@@ -46,6 +46,10 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
         oom = step.verdict(agent.uuid)
         if oom:
             exit_reason, data["error"] = "oom", oom
+    if to == "ended" and (pids := step.pids_note(agent.uuid)):
+        # its pids ceiling refused forks: the ended agent keeps that in its error
+        before = data.get("error") or getattr(agent, "error", None) or ""
+        data["error"] = before if pids in before else f"{before}; {pids}" if before else pids
     now = time.time()
     fields: dict = {"status": to}
     if to == "ended":

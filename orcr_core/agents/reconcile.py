@@ -218,5 +218,6 @@ def run(server) -> None:
     if snap is not None:
         _count(server, snap, close_late=True)
     _sweep()
-    if unmanaged.discover(server):
+    told = ceilings_step.report_refusals()  # forks a pids ceiling refused (agent.pids_refused)
+    if unmanaged.discover(server) or told:
         server.notify(queue=False)

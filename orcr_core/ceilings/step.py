@@ -9,6 +9,10 @@
   server did not decide: ``exited``, ``lost``, ``failed``): a group whose memory
   ceiling made the kernel kill turns the end into ``oom`` with the ceiling, the
   peak and the process killed.
+* :func:`pids_note` (the same transition, on every end): a group whose pids
+  ceiling refused forks leaves that in the ended agent's error;
+  :func:`report_refusals` (the reconciliation pass) records it on a live one as
+  ``agent.pids_refused`` events.
 * :func:`release` and :func:`sweep`: groups of agents that ended (or whose rows
   a crash left behind) are removed, their leftover processes killed.
 """
@@ -112,6 +116,57 @@ def verdict(uuid: str) -> str | None:
         )
     seen = human(peak) if peak is not None else "not reported"
     return f"memory ceiling {human(own)} reached (peak {seen}): {killed}"
+
+
+def pids_note(uuid: str) -> str | None:
+    """``process ceiling 64 reached: forks refused 3 times`` when the agent's pids
+    ceiling refused forks (the group's ``pids.events`` ``max`` counter; where none is
+    kept, a group found at its ceiling), else None."""
+    p = (usage(uuid) or {}).get("pids") or {}
+    refused, limit, now = p.get("refused"), p.get("max"), p.get("current")
+    if limit is None:
+        return None
+    if refused:
+        times = "once" if refused == 1 else f"{refused} times"
+        return f"process ceiling {limit} reached: forks refused {times}"
+    if refused is None and now is not None and now >= limit:
+        return f"process ceiling {limit} reached"
+    return None
+
+
+#: forks refused per live agent, as last reported in an ``agent.pids_refused`` event
+_refused: dict[str, int] = {}
+
+
+def report_refusals() -> int:
+    """An ``agent.pids_refused`` event (``path, pids_max, refused, current``) for each
+    live agent whose pids ceiling refused forks since the last look; how many. Run by
+    the reconciliation pass; after a server restart each such agent is reported once
+    more (the count is read from the kernel, the last report is not kept)."""
+    if ceilings.current().backend is None:
+        return 0
+    from orcr_core.store import events
+    from orcr_core.store.models import LIVE, Agent, db
+
+    seen: dict[str, int] = {}
+    for a in Agent.select(Agent.uuid, Agent.path).where(Agent.status.in_(LIVE)):
+        p = (usage(a.uuid) or {}).get("pids") or {}
+        refused = p.get("refused") or 0
+        seen[a.uuid] = max(refused, _refused.get(a.uuid, 0))
+        if refused > _refused.get(a.uuid, 0):
+            with db.atomic("IMMEDIATE"):
+                events.emit(
+                    "agent.pids_refused",
+                    a.uuid,
+                    path=a.path,
+                    pids_max=p.get("max"),
+                    refused=refused,
+                    current=p.get("current"),
+                )
+    told = sum(seen[u] > _refused.get(u, 0) for u in seen)
+    _refused.clear()
+    _refused.update(seen)
+    return told
 
 
 def usage(uuid: str) -> dict | None:

@@ -90,7 +90,12 @@ def agent():
     "this (exit reason oom). Default [limits.<provider>], then [limits] memory_max.",
 )
 @click.option("--memory-high", metavar="SIZE", help="Where reclaim starts (default 90% of max).")
-@click.option("--pids-max", metavar="N", help="Its process ceiling (8..4194304, off).")
+@click.option(
+    "--pids-max",
+    metavar="N",
+    help="Its process ceiling (8..4194304, off): forks past it are refused, and its "
+    "error says so (process ceiling N reached: forks refused M times).",
+)
 @click.option("--cpu-weight", metavar="N", help="Its CPU weight (1..10000; 100 = normal).")
 @click.option("--json", "json_", is_flag=True, help="Print the admission as JSON.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
