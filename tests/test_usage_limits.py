@@ -74,6 +74,28 @@ def test_claude_reads_a_shortly_reset_and_its_429_turn_error():
     assert screen_state(screen, spec).kind != "usage_limit"  # the turn ended: no wait
 
 
+def test_claude_reads_a_plans_usage_limit_as_the_real_cli_shows_it():
+    """The real 2.1.332 logged in to a claude.ai plan (``.credentials.json``), the API's
+    429 with ``anthropic-ratelimit-unified-status: rejected``: the turn ends with "You've
+    hit your 5-hour limit · resets 12:24am (UTC)" and the pane waits to continue
+    (captured: plugins/claude/tests/fixtures/screens/2.1.332-usage-limit-plan.txt).
+
+    Planted: LIMIT_ERROR without the plan's "You've hit your ... limit" -> fails (None)."""
+    from pathlib import Path
+
+    from orcr_claude import ClaudeProvider
+
+    shown = ClaudeProvider().usage_limit("You've hit your 5-hour limit · resets 12:24am (UTC)")
+    assert (shown.kind, shown.reason) == ("usage_limit", "usage limit until 00:24")
+    screen = (
+        Path(__file__).parent.parent
+        / "plugins/claude/tests/fixtures/screens/2.1.332-usage-limit-plan.txt"
+    ).read_text()
+    spec = LaunchSpec(uuid="u", path="w/a", cwd="/", data_dir="/tmp")
+    waiting = screen_state(screen, spec)
+    assert (waiting.state, waiting.reason) == ("waiting", "usage limit until 00:24")
+
+
 @pytest.mark.parametrize("live", ["tmux"], indirect=True)
 def test_a_usage_limit_holds_its_provider_until_the_cli_goes_on(live, short_tmp):
     """w/lim's turn waits out a limit for 12 s; w/next (claude) stays queued, held, while

@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -94,12 +95,20 @@ class Real:
         self.home.start_server()
         return self
 
-    def claude(self, script: Script | None = None, extra: str = "", settings: dict | None = None):
+    def claude(self, script: Script | None = None, extra: str = "", settings: dict | None = None,
+               plan: bool = False):  # fmt: skip
         """Claude Code with a private CLAUDE_CONFIG_DIR: onboarding done, the fake key
         approved, the project folder trusted, permission mode ``default`` (a Bash call
-        asks); ``settings`` replaces settings.json."""
+        asks); ``settings`` replaces settings.json. ``plan``: logged in to a claude.ai
+        plan instead (a ``.credentials.json`` with a fake OAuth token, no API key), as a
+        usage limit's wait needs."""
         self.model = self.stack.enter_context(anthropic_server(script))
         cfg = self.cli_home
+        if plan:
+            token = {"accessToken": "sk-ant-oat01-fake", "refreshToken": "sk-ant-ort01-fake",
+                     "expiresAt": int(time.time() * 1000) + 86_400_000,
+                     "scopes": ["user:inference", "user:profile"], "subscriptionType": "max"}  # fmt: skip
+            (cfg / ".credentials.json").write_text(json.dumps({"claudeAiOauth": token}))
         state = {
             "hasCompletedOnboarding": True,
             "theme": "dark",
@@ -124,6 +133,10 @@ class Real:
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
         }
+        if plan:
+            del env["ANTHROPIC_API_KEY"]
+            self.monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+            self.home.env.pop("ANTHROPIC_API_KEY", None)
         toml = f'argv = ["{self.bin / "claude"}"]\nhome = "{cfg}"\nallow_unpinned = true\n'
         return self._start("claude", toml, env, extra)
 

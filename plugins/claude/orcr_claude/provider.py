@@ -139,9 +139,10 @@ class ClaudeProvider(JsonlAdapter):
         return screen.input_state(text)
 
     def usage_limit(self, error: str) -> ScreenState | None:
-        """A turn that ended on the API's 429 (an API key's rate or spend limit: Claude
-        Code ends the turn there, it waits only on a claude.ai plan's limit) holds
-        claude's queue for 5 minutes (orcr_core/usage_limits)."""
+        """A turn that ended on the API's 429 or the plan's usage limit holds claude's
+        queue, until the reset it names (5 minutes when none: an API key's 429). Claude
+        Code 2.1.332 ends the turn on a plan's limit too ("You've hit your 5-hour limit ·
+        resets 12:24am (UTC)") and then waits to go on by itself (orcr_core/usage_limits)."""
         return screen.limit_error(error)
 
     def screen_state(self, text: str, spec: LaunchSpec) -> ScreenState:

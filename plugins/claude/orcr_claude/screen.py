@@ -212,15 +212,26 @@ def input_state(screen: str) -> InputState:
     return InputState(text, running)
 
 
-#: a turn that ended on the API's 429 (captured from the real 2.1.332 with an API key,
-#: tests/fake_models/limits.py ``anthropic_usage_limit``): "API Error: Request rejected
-#: (429) · This request would exceed your account's rate limit. Please try again later."
-#: (its transcript: ``isApiErrorMessage``, ``apiErrorStatus: 429``)
-LIMIT_ERROR = re.compile(r"^API Error: .*\(429\)|^API Error: 429\b")
+#: a turn that ended on the API's 429 (captured from the real 2.1.332,
+#: tests/fake_models/limits.py ``anthropic_usage_limit``): with an API key "API Error:
+#: Request rejected (429) · This request would exceed your account's rate limit. Please
+#: try again later."; with a claude.ai plan's login "You've hit your 5-hour limit ·
+#: resets 12:24am (UTC)" (screens/2.1.332-usage-limit-plan.txt: the turn ends there in the
+#: transcript, ``isApiErrorMessage``, ``error: rate_limit``, while the pane says
+#: "Continuing automatically at 12:24am · Esc to cancel" and the CLI goes on by itself
+#: at the reset, a new turn orcr follows)
+LIMIT_ERROR = re.compile(
+    r"^API Error: .*\(429\)|^API Error: 429\b|"
+    r"^You[’']ve hit your (?:[\w-]+ )?limit(?: · resets ([0-9:]+\s*[ap]m)\b)?"
+)
 
 
 def limit_error(error: str) -> ScreenState | None:
-    """``waiting`` (``usage_limit``, no reset known) when a turn's error is a 429."""
-    if not LIMIT_ERROR.search(error):
+    """``waiting`` (``usage_limit``, ``until`` when it names the reset) when a turn's
+    error is a 429 or the plan's usage limit."""
+    m = LIMIT_ERROR.search(error)
+    if m is None:
         return None
-    return ScreenState("waiting", kind="usage_limit", reason="usage limit")
+    until = reset_at(m.group(1)) if m.group(1) else None
+    reason = f"usage limit until {clock_text(until)}" if until else "usage limit"
+    return ScreenState("waiting", kind="usage_limit", reason=reason, until=until)
