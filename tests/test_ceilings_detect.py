@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from orcr_core import ceilings
+from orcr_core.ceilings import Limits, v1, v2
 from orcr_core.ceilings import detection as detect_mod
-from orcr_core.ceilings import v1
 from orcr_core.ceilings.cgroupfs import KernelFs
 from orcr_core.ceilings.mimic import MimicFs
 from orcr_core.kit.testing import until
@@ -109,7 +109,10 @@ def test_the_mimic_answers_as_the_real_v2_kernel(tmp_path):
             except OSError:
                 pass
         if not had:
-            real.write("/", "cgroup.subtree_control", "-hugetlb")
+            try:
+                real.write("/", "cgroup.subtree_control", "-hugetlb")
+            except OSError:
+                pass  # EBUSY: another run's probe enables it now; it disables it after
     mimic = MimicFs.make(tmp_path / "cg", "/probe", controllers=("hugetlb",))
     assert _sequence(mimic, "/probe") == seen
     assert seen[:3] == ["ENOENT", "EINVAL", "EINVAL"], seen  # what the kernel said here
@@ -213,3 +216,26 @@ def _instance(home) -> str:
         env=home.env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     return out.stdout.strip()
+
+
+def test_v2_as_a_systemd_service_needs_its_server_leaf(tmp_path, monkeypatch):
+    """A server systemd started directly in its delegated group (no DelegateSubgroup=,
+    systemd < 254) is not given cgroup v2: once the fleet enabled controllers there, a
+    restart of the unit would fail with EBUSY while agents live (systemd issue 24064).
+    Started in ``<unit>/orcr-server`` it is, and the fleet is made beside it.
+
+    Planted: the INVOCATION_ID check left out of v2.unusable -> fails (first assert)."""
+    monkeypatch.setenv("INVOCATION_ID", "0123abcd")  # what systemd gives a service
+    plain = MimicFs.make(tmp_path / "a", START)
+    why = v2.unusable(plain) or ""
+    assert "DelegateSubgroup=orcr-server" in why and "restart" in why, why
+    fs = MimicFs.make(tmp_path / "b", START + "/orcr-server", unit=START)
+    assert v2.unusable(fs) is None
+    backend = v2.CgroupV2("t2", fs=fs)
+    assert backend.base == START and backend.fleet == START + "/orcr-t2"
+    backend.ensure_fleet(None)
+    uuid = str(uuidlib.uuid4())
+    backend.create(uuid, Limits(memory_max=64 * 2**20))
+    assert fs.read(f"{START}/orcr-t2/{uuid}", "memory.max").strip() == str(64 * 2**20)
+    assert str(os.getpid()) in fs.read(START + "/orcr-server", "cgroup.procs").split()
+    assert fs.check() == []

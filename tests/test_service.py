@@ -65,6 +65,12 @@ def test_the_unit_passes_systemd_analyze_verify(orcr_home, short_tmp):
     lines = text.splitlines()
     assert "Restart=on-failure" in lines and "KillMode=process" in lines
     assert "Delegate=yes" in lines  # the cgroup v2 ceilings' subtree (ceilings/v2.py)
+    from orcr_core.service.units import SUBGROUP_SINCE, systemd_version
+
+    # systemd 254+ only (252 here): the server starts in its leaf, so a restart with
+    # agents in the fleet meets no EBUSY; verified above where that systemd is installed
+    newer = (systemd_version() or 0) >= SUBGROUP_SINCE
+    assert ("DelegateSubgroup=orcr-server" in lines) == newer
     assert any(ln.startswith("StartLimitBurst=") for ln in lines)
     exec_start = next(ln for ln in lines if ln.startswith("ExecStart="))[len("ExecStart=") :]
     exe = exec_start.split()[0]

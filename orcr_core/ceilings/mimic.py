@@ -129,22 +129,29 @@ class MimicFs(KernelFs):
         start: str,
         controllers: tuple[str, ...] = ("memory", "pids", "cpu"),
         delegated: bool = True,
+        unit: str | None = None,
     ) -> MimicFs:
-        """A hierarchy whose root offers ``controllers``, enabled down to ``start``
-        (the group systemd starts the service in), as a service manager does.
-        ``delegated``: ``start`` is this user's (``Delegate=yes``)."""
+        """A hierarchy whose root offers ``controllers``, enabled down to the unit's
+        group ``unit`` (default ``start``) as a service manager does; ``start`` is
+        where the service's process starts (``unit/orcr-server`` for a unit with
+        ``DelegateSubgroup=orcr-server``). ``delegated``: the unit's group is this
+        user's (``Delegate=yes``)."""
+        unit = unit or start
         root = Path(root)
         root.mkdir(parents=True, exist_ok=True)
         for name, text in CORE.items():
             (root / name).write_text(text)
         (root / "cgroup.controllers").write_text(" ".join(controllers) + "\n")
         (root / "memory.stat").write_text("anon 0\nfile 0\n")
-        marker = {"start": start, "delegated": [start] if delegated else []}
+        marker = {"start": start, "delegated": [unit] if delegated else []}
         (root / MIMIC_MARKER).write_text(json.dumps(marker))
         fs = cls(root)
         group = ""
         for part in [p for p in start.split("/") if p]:
-            fs.write(group or "/", "cgroup.subtree_control", " ".join(f"+{c}" for c in controllers))
+            if len(group) < len(unit.rstrip("/")):  # above the unit: the manager enables
+                fs.write(
+                    group or "/", "cgroup.subtree_control", " ".join(f"+{c}" for c in controllers)
+                )
             group += "/" + part
             fs.mkdir(group)
         return fs

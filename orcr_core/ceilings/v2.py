@@ -72,6 +72,13 @@ def unusable(fs: KernelFs | None = None) -> str | None:
         )
     if not fs.writable(group):
         return f"cgroup v2 group {group} is not delegated to this user (not writable)"
+    if os.environ.get("INVOCATION_ID") and not fs.own().rstrip("/").endswith("/" + SERVER_LEAF):
+        return (
+            f"the server runs as a systemd service directly in {group}: once the fleet "
+            "enables controllers there, a restart of the unit fails while agents live "
+            f"(EBUSY, the no-internal-process rule); its unit needs DelegateSubgroup={SERVER_LEAF} "
+            "(systemd 254+; `orcr service install` writes it there)"
+        )
     return None
 
 

@@ -82,7 +82,8 @@ class Systemd:
         self.path = Path(base) / "systemd" / "user" / self.name
 
     def text(self) -> str:
-        return units.systemd_unit(units.orcr_argv(), units.service_env())
+        subgroup = (units.systemd_version() or 0) >= units.SUBGROUP_SINCE
+        return units.systemd_unit(units.orcr_argv(), units.service_env(), subgroup=subgroup)
 
     def _ctl(self, *args: str) -> tuple[int | None, str]:
         return _run(["systemctl", "--user", *args])

@@ -58,7 +58,28 @@ def _systemd_quote(word: str) -> str:
     return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def systemd_unit(argv: list[str], env: dict[str, str]) -> str:
+#: systemd 254 added ``DelegateSubgroup=``: the server then starts in a leaf of its
+#: delegated group, so a restart never meets the no-internal-process rule
+SUBGROUP_SINCE = 254
+SUBGROUP = "orcr-server"  # the cgroup v2 ceilings' server leaf (ceilings/v2.py)
+
+
+def systemd_version() -> int | None:
+    """The local systemd's version (``systemctl --version``), or None."""
+    import re
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["systemctl", "--version"], capture_output=True, text=True, timeout=10
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.match(r"systemd (\d+)", out)
+    return int(m.group(1)) if m else None
+
+
+def systemd_unit(argv: list[str], env: dict[str, str], subgroup: bool = False) -> str:
     """The ``orcr.service`` user unit.
 
     ``Restart=on-failure`` with a start limit; ``KillMode=process`` because the
@@ -66,7 +87,10 @@ def systemd_unit(argv: list[str], env: dict[str, str]) -> str:
     must outlive a stop or a restart of orcr's server, as they do outside
     systemd. ``Delegate=yes`` hands the unit's cgroup v2 subtree to the server,
     which makes its fleet and one group per agent there (the ``cgroup_v2``
-    ceilings mechanism, orcr_core/ceilings/v2.py).
+    ceilings mechanism, orcr_core/ceilings/v2.py). ``subgroup`` (systemd 254+)
+    adds ``DelegateSubgroup=orcr-server``: without it, a restart while agents
+    live in the fleet would fail (the unit's group then enables controllers and
+    may hold no process), so the server does not use cgroup v2 there.
     """
     exec_start = " ".join(_systemd_quote(w) for w in argv)
     lines = [
@@ -85,6 +109,7 @@ def systemd_unit(argv: list[str], env: dict[str, str]) -> str:
         f"TimeoutStopSec={STOP_TIMEOUT}",
         "KillMode=process",
         "Delegate=yes",
+        *([f"DelegateSubgroup={SUBGROUP}"] if subgroup else []),
     ]
     lines += [f"Environment={_systemd_quote(f'{k}={v}')}" for k, v in sorted(env.items())]
     lines += ["", "[Install]", "WantedBy=default.target", ""]
