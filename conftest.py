@@ -22,6 +22,9 @@ ROOT = Path(__file__).resolve().parent
 TEST_PLUGINS = ROOT / "tests" / "plugins"
 # tests/ holds importable helpers: fake_models (fake model APIs), real_cli.tier
 sys.path.insert(0, str(ROOT / "tests"))
+# testing/ is the test distribution orcr-testing (the herdr emulator), kept out of
+# orcr's wheel: importable from the checkout whether or not it is installed
+sys.path.append(str(ROOT / "testing"))
 
 from _support.home import OrcrHome  # noqa: E402  (after the sys.path line above)
 from _support.mux import Mux  # noqa: E402, F401  (Mux: imported by tests from here)

@@ -22,6 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# the test distribution (testing/: the herdr emulator the herdr benches and the soak
+# run), importable from the checkout whether or not it is installed
+sys.path.append(str(ROOT / "testing"))
 #: where benchmark stores live; ORCR_BENCH_DIR=/dev/shm takes the disk out of the figures
 BENCH_DIR = os.environ.get("ORCR_BENCH_DIR", "/tmp")
 TICK = os.sysconf("SC_CLK_TCK")

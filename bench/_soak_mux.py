@@ -1,5 +1,5 @@
 """The soak's multiplexer (bench/soak.py ``--driver``): real tmux, or orcr's own herdr
-server run by the herdr emulator (plugins/herdr/orcr_herdr/testing) through its
+server run by the herdr emulator (testing/orcr_testing/herdr) through its
 ``herdr`` shim on ``PATH``, which orcr starts and, once it is gone, starts again.
 
 Each gives the soak the ``config.toml`` lines, the labelled panes with their root
@@ -71,7 +71,7 @@ class Herdr:
     name = "herdr"
 
     def __init__(self, home: Path, env: dict[str, str]):
-        from orcr_herdr.testing.shim import write_herdr_shim
+        from orcr_testing.herdr.shim import write_herdr_shim
 
         self.bindir = home.parent / "bin"  # outside a small ORCR_HOME disk
         self.violations_file = home.parent / "herdr-violations.jsonl"

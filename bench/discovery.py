@@ -37,7 +37,7 @@ from _harness import (  # noqa: E402
 
 class Setup:
     def __init__(self, sessions: int, agents: int, every: str):
-        from orcr_herdr.testing.emulator import Emulator
+        from orcr_testing.herdr.emulator import Emulator
 
         self.home = Path(tempfile.mkdtemp(prefix="orcr-disc-", dir="/tmp"))
         xdg = self.home / "xdg"

@@ -55,7 +55,7 @@ class Fleet:
             self.mux_socket = self.home / "tmux.sock"
             driver = f'[driver]\nname = "tmux"\n[tmux]\nsocket = "{self.mux_socket}"\n'
         else:
-            from orcr_herdr.testing.emulator import Emulator
+            from orcr_testing.herdr.emulator import Emulator
 
             self.mux_socket = self.home / "herdr.sock"
             self.emulator = Emulator(

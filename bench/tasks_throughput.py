@@ -7,7 +7,7 @@ loop in SQL on the same PostgreSQL (claim one row, mark it done).
 
 Each worker is a process of its own (as workers on several hosts would be), each
 opening the queue itself; all start together and the clock runs until every task
-is finished. PostgreSQL is a throwaway cluster (orcr_tasks.testing.PgCluster, as
+is finished. PostgreSQL is a throwaway cluster (orcr_testing.tasks.PgCluster, as
 in the tests: fsync off) unless ``--url`` names a database to use. Prints a Markdown
 table (docs/tasks.md, "Throughput").
 """
@@ -22,6 +22,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+# the test distribution (testing/: PgCluster), importable from the checkout
+sys.path.append(str(Path(__file__).resolve().parent.parent / "testing"))
 
 
 def _tasks_worker(spec: str, start, done) -> None:
@@ -133,7 +136,7 @@ def main() -> int:
     cluster = None
     url = args.url
     if url is None:
-        from orcr_tasks.testing import PgCluster
+        from orcr_testing.tasks import PgCluster
 
         cluster = PgCluster().start()
         url = cluster.url("postgres", "bench")

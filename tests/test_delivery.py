@@ -18,7 +18,7 @@ AGENTS, TURNS = 10, 20
 
 
 def test_200_deliveries_leave_none_unsubmitted(orcr_home, short_tmp):
-    from orcr_herdr.testing.emulator import Emulator
+    from orcr_testing.herdr.emulator import Emulator
 
     sock = short_tmp / "herdr.sock"
     emu = Emulator(

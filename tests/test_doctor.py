@@ -189,8 +189,8 @@ def test_running_server_and_integration_found(doc):
 
 @pytest.mark.parametrize("protocol, level", [(20, "ok"), (22, "ok"), (18, "fail"), (21, "fail")])
 def test_herdr_protocol_from_a_live_herdr(doc, protocol, level):
-    pytest.importorskip("orcr_herdr.testing.emulator")
-    from orcr_herdr.testing.emulator import Emulator
+    pytest.importorskip("orcr_testing.herdr.emulator")
+    from orcr_testing.herdr.emulator import Emulator
 
     doc.tool("herdr", "herdr 0.8.0")
     sock = doc.bin.parent / "xdg" / "herdr" / "sessions" / "orcr" / "herdr.sock"

@@ -35,7 +35,7 @@ def test_auto_picks_tmux_without_herdr(registry, monkeypatch, tmp_path):
 
 
 def test_auto_picks_herdr_when_its_binary_is_on_path(registry, tmp_path):
-    from orcr_herdr.testing.shim import write_herdr_shim
+    from orcr_testing.herdr.shim import write_herdr_shim
 
     shim = write_herdr_shim(tmp_path)
     factory, why = choose_driver(_cfg(herdr__binary=str(shim)), registry)

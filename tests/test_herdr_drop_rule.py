@@ -1,5 +1,5 @@
 """herdr 0.9.2 drops a self-reported agent while the pane's own shell is the foreground
-job (HERDR-0.9.md §7.2; the emulator's rule: orcr_herdr.testing.droprule). orcr starts
+job (HERDR-0.9.md §7.2; the emulator's rule: orcr_testing.herdr.droprule). orcr starts
 each agent as its pane's ``command`` (no shell): a ``command`` agent whose program is a
 ``#!/bin/sh`` script reporting itself to herdr, as Crush or Autohand do, keeps its
 report, and orcr follows the turns it reports. orcr's own report after a native restore:

@@ -19,7 +19,7 @@ from orcr_core.kit.testing import until as _until  # noqa: E402
 def test_orcr_starts_its_own_herdr_and_runs_an_agent(orcr_home, short_tmp, protocol):
     """On herdr 0.8 and 0.9.3: ``herdr --session NAME server`` (a background server
     per session; 0.9 has no ``--no-session``), an agent run end to end, status."""
-    from orcr_herdr.testing.shim import write_herdr_shim
+    from orcr_testing.herdr.shim import write_herdr_shim
 
     bindir = short_tmp / "bin"
     write_herdr_shim(
@@ -65,7 +65,7 @@ def test_orcr_starts_its_own_herdr_and_runs_an_agent(orcr_home, short_tmp, proto
     finally:
         orcr_home.stop_server()
         out = subprocess.run(
-            ["pgrep", "-f", f"orcr_herdr.testing.emulator.*{xdg}|{bindir}/herdr"],
+            ["pgrep", "-f", f"orcr_testing.herdr.emulator.*{xdg}|{bindir}/herdr"],
             capture_output=True,
             text=True,
         ).stdout.split()

@@ -57,6 +57,8 @@ def _packages() -> dict[str, Path]:
     found = {"orcr_core": ROOT}
     for init in sorted(REPO.glob("plugins/*/orcr_*/__init__.py")):
         found[init.parent.name] = init.parent
+    # the test distribution (testing/: the herdr emulator), outside orcr's wheel
+    found["orcr_testing"] = REPO / "testing" / "orcr_testing"
     return found
 
 

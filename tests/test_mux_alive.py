@@ -31,7 +31,7 @@ def _herdr_pid(sock, bindir) -> int | None:
     and exits (its own start finds the old one listening), and that new pid, seen
     once, was taken for a herdr that answers (the test then failed: connection
     refused on the next request)."""
-    from orcr_herdr.testing.wire import raw
+    from orcr_testing.herdr.wire import raw
 
     before = _herdr_pids(bindir)
     if len(before) != 1:
@@ -53,8 +53,8 @@ def _broken_herdr(bindir) -> None:
 
 
 def test_owned_herdr_restarted_and_queue_held_while_it_is_down(orcr_home, short_tmp):
-    from orcr_herdr.testing.shim import write_herdr_shim
-    from orcr_herdr.testing.wire import raw
+    from orcr_testing.herdr.shim import write_herdr_shim
+    from orcr_testing.herdr.wire import raw
 
     bindir = short_tmp / "bin"
     write_herdr_shim(bindir, env={"ORCR_HERDR_EMU_SHELL": "/bin/sh"})

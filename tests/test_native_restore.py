@@ -293,7 +293,7 @@ def _drop_checks(emu, n: int) -> None:
 
 
 def _held_by_orcr(emu, pane_id: str) -> bool:
-    from orcr_herdr.testing.model import resume_held
+    from orcr_testing.herdr.model import resume_held
 
     pane = emu.pane(pane_id)
     return pane.agent_authority == "custom:orcr" and resume_held(pane) is not None

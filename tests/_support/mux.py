@@ -20,7 +20,7 @@ class Mux:
         if kind == "tmux":
             self.socket = tmp / "tmux.sock"
         else:
-            from orcr_herdr.testing.emulator import Emulator
+            from orcr_testing.herdr.emulator import Emulator
 
             self.socket = tmp / "herdr.sock"
             self.emulator = Emulator(
@@ -31,7 +31,7 @@ class Mux:
         """A user's own herdr session (not orcr's), under the test's XDG_CONFIG_HOME:
         a schema-checked emulator a test populates with ``add_agent``. It exists
         for tmux tests too (the tmux driver reports none of its agents)."""
-        from orcr_herdr.testing.emulator import Emulator
+        from orcr_testing.herdr.emulator import Emulator
 
         emu = Emulator.for_session(
             self.tmp / "xdg", name, protocol=self.protocol or 22, shell=["/bin/sh"]

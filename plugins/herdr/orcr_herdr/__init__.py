@@ -1,6 +1,7 @@
 """orcr's bundled herdr plugin: the ``herdr`` driver.
 
-``orcr_herdr.testing`` holds a faithful herdr emulator for tests.
+The faithful herdr emulator for tests is ``orcr_testing.herdr``, in the test
+distribution (testing/), not in orcr's wheel.
 """
 
 import orcr_core

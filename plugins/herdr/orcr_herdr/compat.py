@@ -2,7 +2,8 @@
 
 ``scripts/herdr-compat SCHEMA.json`` (what ``herdr api schema --json`` prints)
 compares every method, result type, event and record field in :data:`USES`
-with the schemas vendored for the emulator (``orcr_herdr/testing/herdr_schema``):
+with the schemas vendored for the emulator (``testing/orcr_testing/herdr/herdr_schema``
+in the checkout; the script passes them, as they are not in orcr's wheel):
 what was added, removed or changed, for orcr's use only. It exits 1 when
 something orcr depends on was removed or changed against the newest vendored
 schema (0.9, protocol 22), 0 otherwise; the comparison with 0.8's is shown
@@ -198,22 +199,21 @@ def compare(new: Schema, old: Schema) -> list[tuple[str, str]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(vendored: tuple[Path, Path], argv: list[str] | None = None) -> int:
+    """Compare ``argv[0]``'s schema with ``vendored``: (herdr 0.9's, herdr 0.8's)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or argv[0] in ("-h", "--help"):
         print(__doc__.strip().split("\n\n")[0], file=sys.stderr)
         print("usage: scripts/herdr-compat SCHEMA.json  (herdr api schema --json > SCHEMA.json)")
         return 2
-    from orcr_herdr.testing.schema import VENDORED, VENDORED_09
-
     try:
         new = Schema.load(argv[0])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"herdr-compat: {argv[0]} is not a herdr API schema: {exc!r}", file=sys.stderr)
         return 2
     broken = False
-    for vendored, newest in ((VENDORED_09, True), (VENDORED, False)):
-        old = Schema.load(vendored)
+    for path, newest in ((vendored[0], True), (vendored[1], False)):
+        old = Schema.load(path)
         lines = compare(new, old)
         print(f"{new.name} (protocol {new.protocol}) against {old.name} (protocol {old.protocol}):")
         for kind, text in lines:
@@ -227,7 +227,3 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print("herdr-compat: everything orcr depends on is as in the newest vendored schema")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

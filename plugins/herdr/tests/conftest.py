@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from orcr_herdr.driver import HerdrDriver
 from orcr_herdr.paths import session_socket
-from orcr_herdr.testing.emulator import Emulator
+from orcr_testing.herdr.emulator import Emulator
 
 from orcr_core.config import DEFAULTS, Config
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orcr_herdr
 from orcr_herdr import compat
-from orcr_herdr.testing.schema import VENDORED, VENDORED_09
+from orcr_testing.herdr.schema import VENDORED, VENDORED_09
 
 ROOT = Path(__file__).resolve().parents[3]
 

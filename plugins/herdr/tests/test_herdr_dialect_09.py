@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from orcr_herdr.testing.dialect import HERDR_09
-from orcr_herdr.testing.schema import VENDORED, VENDORED_09
-from orcr_herdr.testing.wire import call, ok
+from orcr_testing.herdr.dialect import HERDR_09
+from orcr_testing.herdr.schema import VENDORED, VENDORED_09
+from orcr_testing.herdr.wire import call, ok
 
 
 def _methods(path) -> set[str]:

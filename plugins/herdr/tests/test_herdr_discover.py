@@ -7,7 +7,7 @@ import socket
 from orcr_herdr.client import HerdrClient
 from orcr_herdr.driver import HerdrDriver, tab_label
 from orcr_herdr.paths import config_dir
-from orcr_herdr.testing.emulator import Emulator
+from orcr_testing.herdr.emulator import Emulator
 
 from orcr_core.contracts import SessionPointer
 

@@ -8,7 +8,7 @@ import time
 import pytest
 from orcr_herdr.driver import HerdrDriver
 from orcr_herdr.paths import session_socket
-from orcr_herdr.testing.wire import LINE_AGENT
+from orcr_testing.herdr.wire import LINE_AGENT
 
 from orcr_core import dirs
 from orcr_core.contracts import Driver, DriverError, PaneRef, SessionPointer, StartSpec

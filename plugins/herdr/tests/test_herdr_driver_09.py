@@ -47,7 +47,7 @@ def test_resume_command_reported_on_22_only_and_under_herdrs_pair_for_its_agents
     """``report_resume``: nothing on 0.8; on 0.9 ``custom:orcr`` for an agent herdr
     does not know, herdr's own pair for one it detects, and not at all (retryable)
     for one of herdr's agents it has not detected yet."""
-    from orcr_herdr.testing.wire import LINE_AGENT, apply_tab
+    from orcr_testing.herdr.wire import LINE_AGENT, apply_tab
 
     from orcr_core.contracts import PaneRef
 

@@ -9,12 +9,14 @@ import socket
 import subprocess
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 
+import orcr_testing
 import pytest
 from orcr_herdr.driver import HERDR_CONFIG, HerdrDriver
 from orcr_herdr.paths import session_dir, session_socket
-from orcr_herdr.testing.shim import write_herdr_shim
-from orcr_herdr.testing.wire import LINE_AGENT, call, ok
+from orcr_testing.herdr.shim import write_herdr_shim
+from orcr_testing.herdr.wire import LINE_AGENT, call, ok
 
 from orcr_core.contracts import DriverError, StartSpec
 from orcr_core.kit.testing import until
@@ -180,13 +182,24 @@ def test_explicit_socket_is_never_started(shim_env, config_factory, short_tmp):
     assert driver._server is None
 
 
+#: where orcr_testing is imported from (testing/ in a checkout, not installed)
+_TESTING = os.pathsep.join(
+    filter(None, [str(Path(orcr_testing.__file__).parents[1]), os.environ.get("PYTHONPATH")])
+)
+
+
 @contextmanager
 def _emulator_program(args, env=None):
     """The emulator run as a program (``python -m``), as herdr is; SIGKILLed at the
     end if it is still running."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orcr_herdr.testing.emulator", *args],
-        env={**os.environ, "ORCR_HERDR_EMU_SHELL": "/bin/sh", **(env or {})},
+        [sys.executable, "-m", "orcr_testing.herdr.emulator", *args],
+        env={
+            **os.environ,
+            "ORCR_HERDR_EMU_SHELL": "/bin/sh",
+            "PYTHONPATH": _TESTING,
+            **(env or {}),
+        },
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

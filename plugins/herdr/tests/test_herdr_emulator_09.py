@@ -9,14 +9,14 @@ import re
 import socket
 from pathlib import Path
 
-import orcr_herdr.testing
+import orcr_testing.herdr
 import pytest
-from orcr_herdr.testing.schema import VENDORED, VENDORED_09, checker_for
-from orcr_herdr.testing.wire import call, ok, raw
+from orcr_testing.herdr.schema import VENDORED, VENDORED_09, checker_for
+from orcr_testing.herdr.wire import call, ok, raw
 
 
 def test_the_09_schema_is_vendored_with_its_provenance():
-    here = Path(orcr_herdr.testing.__file__).parent / "herdr_schema"
+    here = Path(orcr_testing.herdr.__file__).parent / "herdr_schema"
     notice = (here / "NOTICE").read_text()
     block = notice[notice.index("herdr-api-0.9.schema.json (herdr 0.9") :]
     digest = re.search(r"sha256\s+([0-9a-f]{64})", block).group(1)

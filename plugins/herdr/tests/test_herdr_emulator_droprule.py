@@ -1,5 +1,5 @@
 """herdr 0.9.2's drop of a self-reported agent in the emulator (HERDR-0.9.md §7.2, §11
-item 6; :mod:`orcr_herdr.testing.droprule`): a custom report on a pane whose own shell
+item 6; :mod:`orcr_testing.herdr.droprule`): a custom report on a pane whose own shell
 is the foreground job is dropped at its first check (~0.3 s) and stays dropped once a
 command starts; a report made after a command started is kept until the shell is back
 in front; a ``command`` pane (even a ``#!/bin/sh`` script) has no shell of its own.
@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from orcr_herdr.testing.model import resume_held
-from orcr_herdr.testing.wire import apply_tab, call, ok
+from orcr_testing.herdr.model import resume_held
+from orcr_testing.herdr.wire import apply_tab, call, ok
 
 from orcr_core.kit.testing import until
 

@@ -6,7 +6,7 @@ import json
 import socket
 import time
 
-from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, ok
+from orcr_testing.herdr.wire import LINE_AGENT, apply_tab, ok
 
 from orcr_core.kit.testing import until
 
@@ -110,7 +110,7 @@ def test_status_stream_uses_dotted_envelope_and_only_reaches_pane_subscribers(em
 
 
 def test_subscribing_to_a_missing_pane_echoes_the_probe_id(emulator):
-    from orcr_herdr.testing.wire import call
+    from orcr_testing.herdr.wire import call
 
     reply = call(
         emulator,

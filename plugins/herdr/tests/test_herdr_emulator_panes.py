@@ -6,7 +6,7 @@ import json
 import sys
 import time
 
-from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, call, ok
+from orcr_testing.herdr.wire import LINE_AGENT, apply_tab, call, ok
 
 from orcr_core.kit.testing import until
 
@@ -264,7 +264,7 @@ def test_a_panes_program_gets_default_signals_whatever_the_emulator_inherited(tm
     sets a pane's program back to the defaults."""
     import signal
 
-    from orcr_herdr.testing.ptyproc import PaneProcess
+    from orcr_testing.herdr.ptyproc import PaneProcess
 
     saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})

@@ -7,7 +7,7 @@ none). Every message is checked against its protocol's schema."""
 from __future__ import annotations
 
 import pytest
-from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, call, ok
+from orcr_testing.herdr.wire import LINE_AGENT, apply_tab, call, ok
 
 from orcr_core.kit.testing import until
 

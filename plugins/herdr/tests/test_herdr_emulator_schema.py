@@ -6,15 +6,15 @@ import hashlib
 import re
 from pathlib import Path
 
-import orcr_herdr.testing
+import orcr_testing.herdr
 import pytest
-from orcr_herdr.testing.schema import VENDORED, SchemaChecker, default_checker, find_schema
-from orcr_herdr.testing.wire import ok
+from orcr_testing.herdr.schema import VENDORED, SchemaChecker, default_checker, find_schema
+from orcr_testing.herdr.wire import ok
 
 
 def test_the_vendored_schema_is_used_with_its_licence_and_provenance(monkeypatch):
     monkeypatch.delenv("ORCR_HERDR_SCHEMA", raising=False)
-    here = Path(orcr_herdr.testing.__file__).parent / "herdr_schema"
+    here = Path(orcr_testing.herdr.__file__).parent / "herdr_schema"
     assert find_schema() == VENDORED == here / "herdr-api.schema.json"
     assert default_checker().path == VENDORED
     assert default_checker().protocol == 20
@@ -76,7 +76,7 @@ def test_planted_bad_event_is_recorded(emulator):
 
 def test_a_busy_session_stays_schema_clean(emulator):
     """Every reply and event of a typical session validates (the fixture asserts it)."""
-    from orcr_herdr.testing.wire import LINE_AGENT, apply_tab
+    from orcr_testing.herdr.wire import LINE_AGENT, apply_tab
 
     ok(emulator, "workspace.create", {"label": "p", "cwd": "/tmp"})
     pane = apply_tab(emulator, LINE_AGENT)

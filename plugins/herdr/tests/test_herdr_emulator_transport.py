@@ -9,7 +9,7 @@ def test_a_late_stop_leaves_a_newer_servers_socket_file(tmp_path):
     import os
     import socket as _socket
 
-    from orcr_herdr.testing.transport import Listener
+    from orcr_testing.herdr.transport import Listener
 
     path = str(tmp_path / "herdr.sock")
     old = Listener(path, lambda conn: None)

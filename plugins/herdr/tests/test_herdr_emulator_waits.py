@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-import orcr_herdr.testing.waits as waits
-from orcr_herdr.testing.wire import LINE_AGENT, apply_tab, call, ok
+import orcr_testing.herdr.waits as waits
+from orcr_testing.herdr.wire import LINE_AGENT, apply_tab, call, ok
 
 from orcr_core.kit.testing import until
 

@@ -6,9 +6,9 @@ import json
 import socket
 
 import pytest
-from orcr_herdr.testing.ids import decode_number, encode_number
-from orcr_herdr.testing.transport import MAX_REQUEST_BYTES
-from orcr_herdr.testing.wire import call, ok, raw
+from orcr_testing.herdr.ids import decode_number, encode_number
+from orcr_testing.herdr.transport import MAX_REQUEST_BYTES
+from orcr_testing.herdr.wire import call, ok, raw
 
 
 @pytest.mark.parametrize("protocol", [19, 20])

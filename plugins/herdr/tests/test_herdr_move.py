@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from orcr_herdr.testing.wire import LINE_AGENT
+from orcr_testing.herdr.wire import LINE_AGENT
 
 from orcr_core import dirs
 from orcr_core.contracts import PARKING, DriverError, PaneRef, StartSpec

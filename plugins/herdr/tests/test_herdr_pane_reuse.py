@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from orcr_herdr.driver import HerdrDriver
-from orcr_herdr.testing.wire import LINE_AGENT
+from orcr_testing.herdr.wire import LINE_AGENT
 
 from orcr_core.contracts import DriverError, PaneRef, StartSpec
 from orcr_core.kit.testing import until

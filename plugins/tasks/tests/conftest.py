@@ -2,7 +2,7 @@
 
 ``q`` is a fresh queue on each backend in turn: a directory, and a PostgreSQL
 queue in a database of its own on a throwaway cluster (one per test session,
-so one per pytest-xdist worker; orcr_tasks.testing.PgCluster), started once the
+so one per pytest-xdist worker; orcr_testing.tasks.PgCluster), started once the
 tests are collected rather than in the first test's setup. Where PostgreSQL
 cannot be found the PostgreSQL half is skipped with a one-line reason, unless
 ``ORCR_TASKS_PG=required`` (set by .ci/run), which makes that an error.
@@ -14,7 +14,7 @@ import os
 
 import pytest
 from orcr_tasks.queue import Queue
-from orcr_tasks.testing import NOT_FOUND, PgCluster, find_bin
+from orcr_testing.tasks import NOT_FOUND, PgCluster, find_bin
 
 BACKENDS = ["file", "postgresql"]
 

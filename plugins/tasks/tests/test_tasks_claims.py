@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from orcr_tasks.testing import age_claim, is_pg
+from orcr_testing.tasks import age_claim, is_pg
 
 from orcr_core.store import faults
 

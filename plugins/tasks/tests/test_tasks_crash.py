@@ -16,7 +16,7 @@ import sys
 
 import pytest
 from orcr_tasks.queue import STATES, Queue
-from orcr_tasks.testing import age_claim, is_pg, spec
+from orcr_testing.tasks import age_claim, is_pg, spec
 
 from orcr_core.kit.testing import until
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from orcr_tasks.testing import spec
+from orcr_testing.tasks import spec
 
 from orcr_core.kit.testing import until
 
@@ -147,7 +147,7 @@ def test_the_guard_ends_only_agents_whose_claim_is_gone(q):
     taken-over claim's old agent is kept); a claim that cannot be read taken as gone
     -> fails ("blind"'s agent is ended)."""
     from orcr_tasks.guard import orphans
-    from orcr_tasks.testing import age_claim, is_pg
+    from orcr_testing.tasks import age_claim, is_pg
 
     for tid in ("held", "reaped", "taken", "blind"):
         q.add(f"work {tid}", "VERDICT: pass", task_id=tid)

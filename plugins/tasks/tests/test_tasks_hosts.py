@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from orcr_tasks.testing import spec, states_of
+from orcr_testing.tasks import spec, states_of
 
 from orcr_core.kit.testing import until
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from orcr_tasks import status
 from orcr_tasks.land.lander import Lander
-from orcr_tasks.testing import age_claim, is_pg, spec, states_of
+from orcr_testing.tasks import age_claim, is_pg, spec, states_of
 
 from orcr_core.kit.testing import until
 

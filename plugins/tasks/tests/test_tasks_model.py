@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from orcr_tasks.backend import QueueError
-from orcr_tasks.testing import is_pg, spec
+from orcr_testing.tasks import is_pg, spec
 
 
 def cli(*args) -> subprocess.CompletedProcess:

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 from orcr_tasks.queue import STATES, Queue, QueueError
-from orcr_tasks.testing import age_claim, spec
 from orcr_tasks.worker import Worker
+from orcr_testing.tasks import age_claim, spec
 
 from orcr_core.kit.testing import until
 from orcr_core.sdk.client import ServerError

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 from orcr_tasks.backend import QueueError
-from orcr_tasks.testing import age_claim
+from orcr_testing.tasks import age_claim
 
 
 def cli(*args, env=None) -> subprocess.CompletedProcess:

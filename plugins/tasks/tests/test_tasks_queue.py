@@ -14,8 +14,8 @@ import pytest
 from orcr_tasks.queue import STATES, QueueError
 from orcr_tasks.status import compute
 from orcr_tasks.taskfile import TaskFileError, parse
-from orcr_tasks.testing import age_claim, heartbeats, move_by_hand, spec, states_of
 from orcr_tasks.worker import builder_prompt, last_line, pick_verifier_provider, verifier_prompt
+from orcr_testing.tasks import age_claim, heartbeats, move_by_hand, spec, states_of
 
 from orcr_core.kit.testing import until
 

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 from orcr_tasks.queue import STATES
-from orcr_tasks.testing import last_beat, spec
+from orcr_testing.tasks import last_beat, spec
 
 from orcr_core.kit.testing import until
 

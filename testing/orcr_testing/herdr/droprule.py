@@ -45,7 +45,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from orcr_herdr.testing.model import DETECTED, OFFICIAL_SOURCES, Pane
+from orcr_testing.herdr.model import DETECTED, OFFICIAL_SOURCES, Pane
 
 #: seconds from a registration to its first check ("dropped within 0.3 s")
 FIRST_CHECK = 0.3

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orcr_herdr.testing.transport import ApiError
+from orcr_testing.herdr.transport import ApiError
 
 if TYPE_CHECKING:
-    from orcr_herdr.testing.emulator import Emulator
+    from orcr_testing.herdr.emulator import Emulator
 
 FIELDS = ("status", "workspace_id", "tab_id", "pane_id", "agent", "seen", "state_change_seq")
 SORT_FIELDS = (

@@ -1,6 +1,6 @@
 """The emulator's request loop: one connection, one request, one reply (or a stream).
 
-:class:`Serving` is a mixin of :class:`orcr_herdr.testing.emulator.Emulator`:
+:class:`Serving` is a mixin of :class:`orcr_testing.herdr.emulator.Emulator`:
 it decodes a request line, validates it, runs its handler (under the app lock,
 ``ping`` and waits aside), validates and sends the reply, and streams events
 for a subscription. Violations of the schema are recorded, never fatal.
@@ -14,10 +14,10 @@ import sys
 import threading
 from typing import Any
 
-from orcr_herdr.testing.dialect import BATCH
-from orcr_herdr.testing.events import TICK, TypeEntry
-from orcr_herdr.testing.replies import Deferred, Stream, Violation  # noqa: F401 (re-exported)
-from orcr_herdr.testing.transport import ApiError, peer_gone, read_request, send_line
+from orcr_testing.herdr.dialect import BATCH
+from orcr_testing.herdr.events import TICK, TypeEntry
+from orcr_testing.herdr.replies import Deferred, Stream, Violation  # noqa: F401 (re-exported)
+from orcr_testing.herdr.transport import ApiError, peer_gone, read_request, send_line
 
 
 class Serving:
@@ -99,7 +99,7 @@ class Serving:
         echo = ""
         if self.dialect.error_ids and isinstance(request, dict):
             echo = request["id"] if isinstance(request.get("id"), str) else ""
-        from orcr_herdr.testing.handlers import HANDLERS
+        from orcr_testing.herdr.handlers import HANDLERS
 
         method = request.get("method") if isinstance(request, dict) else None
         if self.dialect.error_ids and isinstance(method, str) and not _basic_problems(request):

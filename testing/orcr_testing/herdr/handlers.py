@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from orcr_herdr.testing import agent_handlers as agents
-from orcr_herdr.testing import pane_handlers as panes
-from orcr_herdr.testing.api_util import OK, _cwd, _env, _tab
-from orcr_herdr.testing.transport import ApiError
+from orcr_testing.herdr import agent_handlers as agents
+from orcr_testing.herdr import pane_handlers as panes
+from orcr_testing.herdr.api_util import OK, _cwd, _env, _tab
+from orcr_testing.herdr.transport import ApiError
 
 if TYPE_CHECKING:
-    from orcr_herdr.testing.emulator import Emulator
+    from orcr_testing.herdr.emulator import Emulator
 
 MAX_LAYOUT_PANES, MAX_LAYOUT_DEPTH = 24, 16
 
@@ -298,10 +298,10 @@ HANDLERS = {
 
 
 def _register_waits() -> None:
-    from orcr_herdr.testing.waits import WAIT_HANDLERS
+    from orcr_testing.herdr.waits import WAIT_HANDLERS
 
     HANDLERS.update(WAIT_HANDLERS)
-    from orcr_herdr.testing.view_handlers import VIEW_HANDLERS
+    from orcr_testing.herdr.view_handlers import VIEW_HANDLERS
 
     HANDLERS.update(VIEW_HANDLERS)
 

@@ -1,6 +1,6 @@
 """The emulator as a program: what a ``herdr`` shim on PATH runs.
 
-``python -m orcr_herdr.testing.emulator [--session NAME] server`` listens where
+``python -m orcr_testing.herdr.emulator [--session NAME] server`` listens where
 herdr would (``--session`` > ``HERDR_SOCKET_PATH`` > ``HERDR_SESSION`` >
 default) and keeps ``session.json`` in the session dir, which follows the
 session name only. ``HERDR_CONFIG_PATH`` is read for
@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 from orcr_herdr.paths import config_dir
-from orcr_herdr.testing.dialect import dialect_for
-from orcr_herdr.testing.emulator import Emulator
+
+from orcr_testing.herdr.dialect import dialect_for
+from orcr_testing.herdr.emulator import Emulator
 
 
 def session_paths(session: str | None) -> tuple[Path, Path]:
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("HERDR_CLIENT_SOCKET_PATH", None)
     cfg = _read_herdr_config()
     resume = cfg.get("session", {}).get("resume_agents_on_restore", True)
-    from orcr_herdr.testing.schema import find_schema
+    from orcr_testing.herdr.schema import find_schema
 
     strict_env = os.environ.get("ORCR_HERDR_EMU_STRICT", "")
     strict = strict_env != "0" and (strict_env == "1" or find_schema(protocol) is not None)

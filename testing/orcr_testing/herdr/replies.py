@@ -22,7 +22,7 @@ class Violation:
 
 class Deferred:
     """Returned by a waiting handler: ``run()`` is called outside the app lock and
-    returns the result (or raises :class:`~orcr_herdr.testing.transport.ApiError`) while the connection stays open."""
+    returns the result (or raises :class:`~orcr_testing.herdr.transport.ApiError`) while the connection stays open."""
 
     def __init__(self, run: Callable[[], dict]):
         self.run = run

@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from orcr_herdr.testing.ids import new_terminal_id
-from orcr_herdr.testing.ptyproc import PaneProcess
+from orcr_testing.herdr.ids import new_terminal_id
+from orcr_testing.herdr.ptyproc import PaneProcess
 
 STATUS_RANK = {"blocked": 4, "working": 3, "done": 2, "idle": 1, "unknown": 0}
 #: (source, agent) pairs herdr treats as official session reporters.

@@ -11,11 +11,11 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from orcr_herdr.testing.replies import Deferred
-from orcr_herdr.testing.transport import ApiError
+from orcr_testing.herdr.replies import Deferred
+from orcr_testing.herdr.transport import ApiError
 
 if TYPE_CHECKING:
-    from orcr_herdr.testing.emulator import Emulator
+    from orcr_testing.herdr.emulator import Emulator
 
 POLL = 0.05
 PROMPT_SUBMIT_DELAY = 0.3  # AGENT_PROMPT_SUBMIT_DELAY
@@ -24,7 +24,7 @@ DEFAULT_UNTIL = ("idle", "done", "blocked")
 
 
 def _agent_pane(emu: Emulator, target: str):
-    from orcr_herdr.testing.agent_handlers import _agent_pane as find
+    from orcr_testing.herdr.agent_handlers import _agent_pane as find
 
     return find(emu, target)
 

@@ -1,6 +1,6 @@
 """A faithful fake herdr server for tests: herdr 0.8 (socket protocols 19, 20;
 ORCR-NOTES §15) or herdr 0.9.3 (protocol 22; HERDR-0.9.md §11), chosen by
-``protocol`` (:mod:`orcr_herdr.testing.dialect` lists what differs).
+``protocol`` (:mod:`orcr_testing.herdr.dialect` lists what differs).
 
 In-process::
 
@@ -8,9 +8,9 @@ In-process::
     emu.start(); ...; emu.stop()
 
 As a program (what a ``herdr`` shim on PATH runs; see
-:mod:`orcr_herdr.testing.program`)::
+:mod:`orcr_testing.herdr.program`)::
 
-    python -m orcr_herdr.testing.emulator --session NAME server
+    python -m orcr_testing.herdr.emulator --session NAME server
  Panes run real processes on real PTYs, rendered with pyte.
 Every request, reply and event is checked against the schema of its protocol
 (``herdr-api.schema.json`` for 0.8, ``herdr-api-0.9.schema.json`` for 0.9) when
@@ -29,15 +29,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orcr_herdr.testing import droprule, persist
-from orcr_herdr.testing.dialect import dialect_for
-from orcr_herdr.testing.events import TICK, EventHub
-from orcr_herdr.testing.hooks import TestHooks
-from orcr_herdr.testing.ids import new_terminal_id
-from orcr_herdr.testing.model import DETECTED, RESUME_ARGV, Pane, Views, Workspace
-from orcr_herdr.testing.serving import Deferred, Serving, Stream, Violation
-from orcr_herdr.testing.session import ENTER_TOO_EARLY_WINDOW, SessionState
-from orcr_herdr.testing.transport import REQUEST_TIMEOUT, ApiError, Listener
+from orcr_testing.herdr import droprule, persist
+from orcr_testing.herdr.dialect import dialect_for
+from orcr_testing.herdr.events import TICK, EventHub
+from orcr_testing.herdr.hooks import TestHooks
+from orcr_testing.herdr.ids import new_terminal_id
+from orcr_testing.herdr.model import DETECTED, RESUME_ARGV, Pane, Views, Workspace
+from orcr_testing.herdr.serving import Deferred, Serving, Stream, Violation
+from orcr_testing.herdr.session import ENTER_TOO_EARLY_WINDOW, SessionState
+from orcr_testing.herdr.transport import REQUEST_TIMEOUT, ApiError, Listener
 
 __all__ = ["Deferred", "Emulator", "Stream", "Violation"]
 
@@ -73,7 +73,7 @@ class Emulator(SessionState, TestHooks, Serving):
         request_timeout: how long a connection may take to send its request line (5 s).
         enter_window: the "too early" window after text for ``enter_too_early`` (0.3 s).
         drop_self_reported: herdr 0.9.2's drop of a self-reported agent while the
-            pane's own shell is the foreground job (:mod:`orcr_herdr.testing.droprule`);
+            pane's own shell is the foreground job (:mod:`orcr_testing.herdr.droprule`);
             default: the dialect's (on for protocol 22 only).
 
     Test hooks (thread-safe): :meth:`pane`, :meth:`panes`, :meth:`screen`,
@@ -139,7 +139,7 @@ class Emulator(SessionState, TestHooks, Serving):
         self.self_report_drops: list[dict] = []  # {pane_id, agent, status, at} per drop
         self.checker = None
         if strict:
-            from orcr_herdr.testing.schema import checker_for
+            from orcr_testing.herdr.schema import checker_for
 
             self.checker = checker_for(protocol)
         self.violations: list[Violation] = []
@@ -342,6 +342,6 @@ class Emulator(SessionState, TestHooks, Serving):
 
 
 if __name__ == "__main__":
-    from orcr_herdr.testing.program import main
+    from orcr_testing.herdr.program import main
 
     raise SystemExit(main())

@@ -6,7 +6,7 @@ import os
 import re
 from typing import Any
 
-from orcr_herdr.testing.transport import ApiError
+from orcr_testing.herdr.transport import ApiError
 
 OK = {"type": "ok"}
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")

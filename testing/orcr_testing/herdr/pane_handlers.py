@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from orcr_herdr.testing.api_util import OK, _env, _tab
-from orcr_herdr.testing.ids import encode_number
-from orcr_herdr.testing.keys import InvalidKey, encode_keys
-from orcr_herdr.testing.transport import ApiError
+from orcr_testing.herdr.api_util import OK, _env, _tab
+from orcr_testing.herdr.ids import encode_number
+from orcr_testing.herdr.keys import InvalidKey, encode_keys
+from orcr_testing.herdr.transport import ApiError
 
 if TYPE_CHECKING:
-    from orcr_herdr.testing.emulator import Emulator
+    from orcr_testing.herdr.emulator import Emulator
 
 
 # ---------------------------------------------------------------- panes
@@ -163,7 +163,7 @@ def pane_move(emu: Emulator, params: dict, rid: str) -> dict:
     "pane.move"). The terminal (process, label, input history) goes with it; in
     another workspace it gets that workspace's next pane id. An emptied source
     tab, then workspace, closes; no pane close/create events, one ``pane_moved``."""
-    from orcr_herdr.testing.model import Workspace
+    from orcr_testing.herdr.model import Workspace
 
     pane = emu.find_pane(params["pane_id"])
     dest = params["destination"]

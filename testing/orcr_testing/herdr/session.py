@@ -2,7 +2,7 @@
 changes emit (with herdr's close quirks, ORCR-NOTES §7 and §9.5), and pane input
 with the optional "Enter too early" failure modes.
 
-:class:`SessionState` is a mixin of :class:`orcr_herdr.testing.emulator.Emulator`,
+:class:`SessionState` is a mixin of :class:`orcr_testing.herdr.emulator.Emulator`,
 which owns the attributes used here; every method runs under the emulator's lock.
 """
 
@@ -12,11 +12,11 @@ import os
 import time
 from typing import Any
 
-from orcr_herdr.testing import persist
-from orcr_herdr.testing.ids import encode_number
-from orcr_herdr.testing.model import DETECTED, InputRecord, Pane, Tab, Workspace
-from orcr_herdr.testing.ptyproc import PaneProcess
-from orcr_herdr.testing.transport import ApiError
+from orcr_testing.herdr import persist
+from orcr_testing.herdr.ids import encode_number
+from orcr_testing.herdr.model import DETECTED, InputRecord, Pane, Tab, Workspace
+from orcr_testing.herdr.ptyproc import PaneProcess
+from orcr_testing.herdr.transport import ApiError
 
 ENTER_TOO_EARLY_WINDOW = 0.3
 #: what herdr 0.9.2 no longer passes from its own environment into new panes

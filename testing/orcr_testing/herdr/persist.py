@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from orcr_herdr.testing.model import Pane, Tab, Workspace, resume_held
+from orcr_testing.herdr.model import Pane, Tab, Workspace, resume_held
 
 FORMAT = 1
 

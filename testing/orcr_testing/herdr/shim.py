@@ -2,7 +2,7 @@
 
 The shim is a Python script (shebang = ``sys.executable``), so no shell is
 involved. Emulator knobs are baked in as environment variables (see
-:func:`orcr_herdr.testing.program.main`).
+:func:`orcr_testing.herdr.program.main`).
 """
 
 from __future__ import annotations
@@ -11,14 +11,18 @@ import os
 import sys
 from pathlib import Path
 
+#: the folder ``orcr_testing`` is imported from (testing/ in a checkout)
+_ROOT = str(Path(__file__).resolve().parents[2])
+
 _TEMPLATE = """\
 #!{python}
-# herdr emulator shim written by orcr_herdr.testing.shim (tests only)
+# herdr emulator shim written by orcr_testing.herdr.shim (tests only)
 import os
 import sys
 
 os.environ.update({env!r})
-from orcr_herdr.testing.program import main
+sys.path.append({root!r})  # the test distribution, installed or not
+from orcr_testing.herdr.program import main
 
 sys.exit(main())
 """
@@ -35,6 +39,6 @@ def write_herdr_shim(
     bin_dir = Path(bin_dir)
     bin_dir.mkdir(parents=True, exist_ok=True)
     path = bin_dir / name
-    path.write_text(_TEMPLATE.format(python=sys.executable, env=dict(env or {})))
+    path.write_text(_TEMPLATE.format(python=sys.executable, env=dict(env or {}), root=_ROOT))
     path.chmod(0o755)
     return path

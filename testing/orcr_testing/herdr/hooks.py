@@ -1,6 +1,6 @@
 """The emulator's test hooks: what a test may change or ask while it runs.
 
-:class:`TestHooks` is a mixin of :class:`orcr_herdr.testing.emulator.Emulator`;
+:class:`TestHooks` is a mixin of :class:`orcr_testing.herdr.emulator.Emulator`;
 every hook is thread-safe (it takes the emulator's lock).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from orcr_herdr.testing.model import InputRecord, Pane
+from orcr_testing.herdr.model import InputRecord, Pane
 
 
 class TestHooks:

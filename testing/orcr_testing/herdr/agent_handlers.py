@@ -6,17 +6,17 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from orcr_herdr.testing import droprule
-from orcr_herdr.testing.api_util import CONTROL as _CONTROL
-from orcr_herdr.testing.api_util import OK
-from orcr_herdr.testing.events import TYPE_ONLY, OutputEntry, QuietEntry, StatusEntry, TypeEntry
-from orcr_herdr.testing.model import DETECTED, OFFICIAL_SOURCES, REPLACE_DEFAULT, REPLACE_SOURCES
-from orcr_herdr.testing.pane_handlers import pane_read
-from orcr_herdr.testing.replies import Stream
-from orcr_herdr.testing.transport import ApiError
+from orcr_testing.herdr import droprule
+from orcr_testing.herdr.api_util import CONTROL as _CONTROL
+from orcr_testing.herdr.api_util import OK
+from orcr_testing.herdr.events import TYPE_ONLY, OutputEntry, QuietEntry, StatusEntry, TypeEntry
+from orcr_testing.herdr.model import DETECTED, OFFICIAL_SOURCES, REPLACE_DEFAULT, REPLACE_SOURCES
+from orcr_testing.herdr.pane_handlers import pane_read
+from orcr_testing.herdr.replies import Stream
+from orcr_testing.herdr.transport import ApiError
 
 if TYPE_CHECKING:
-    from orcr_herdr.testing.emulator import Emulator
+    from orcr_testing.herdr.emulator import Emulator
 
 
 # ---------------------------------------------------------------- agent reports
