@@ -43,6 +43,7 @@ from pathlib import Path
 from orcr_core.ceilings.cgroupfs import MIMIC_MARKER, KernelFs, keyed
 
 PAGE = 4096
+TMP_PREFIX = ".orcr-mkdir-"  # a group being made (see MimicFs.mkdir)
 CORE = {
     "cgroup.controllers": "",
     "cgroup.subtree_control": "",
@@ -156,12 +157,18 @@ class MimicFs(KernelFs):
             fs.mkdir(group)
         return fs
 
+    def _groups(self):
+        """(directory, its files) of every group, none being made."""
+        for dirpath, dirs, files in os.walk(self.root):
+            dirs[:] = [d for d in dirs if not d.startswith(TMP_PREFIX)]
+            yield dirpath, files
+
     def _marker(self) -> dict:
         return json.loads((self.root / MIMIC_MARKER).read_text())
 
     def own(self) -> str:
         me = str(os.getpid())
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, files in self._groups():
             if "cgroup.procs" in files and me in self._procs(Path(dirpath)):
                 return "/" + str(Path(dirpath).relative_to(self.root)).strip(".")
         start = self._marker()["start"]
@@ -185,7 +192,7 @@ class MimicFs(KernelFs):
         return live
 
     def _place(self, pid: int, group: str) -> None:
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, files in self._groups():
             if "cgroup.procs" in files:
                 p = Path(dirpath)
                 if str(pid) in self._procs(p):
@@ -203,15 +210,26 @@ class MimicFs(KernelFs):
             raise _err(errno.EEXIST, path)
         if not path.parent.is_dir():
             raise _err(errno.ENOENT, path)
-        path.mkdir()
+        # made aside, then renamed in: the kernel's mkdir shows a group whole, never
+        # a directory still without its files (another process may be looking)
+        tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.getpid()}"
+        tmp.mkdir()
         parent = "/" + str(path.parent.relative_to(self.root)).strip(".")
         enabled = self._enabled(parent)
         for name, text in CORE.items():
-            (path / name).write_text(text)
-        (path / "cgroup.controllers").write_text(" ".join(enabled) + ("\n" if enabled else ""))
+            (tmp / name).write_text(text)
+        (tmp / "cgroup.controllers").write_text(" ".join(enabled) + ("\n" if enabled else ""))
         for c in enabled:
             for name, text in FILES[c].items():
-                (path / name).write_text(text)
+                (tmp / name).write_text(text)
+        try:
+            os.rename(tmp, path)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise _err(errno.EEXIST, path) from None
+
+    def children(self, group: str) -> list[str]:
+        return [c for c in super().children(group) if not c.startswith(TMP_PREFIX)]
 
     def rmdir(self, group: str) -> None:
         path = self.path(group)
@@ -352,7 +370,7 @@ class MimicFs(KernelFs):
         """What the kernel would never show: a process in a non-root group that
         enables controllers for its children (the no-internal-process rule)."""
         bad = []
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, files in self._groups():
             p = Path(dirpath)
             if p != self.root and "cgroup.subtree_control" in files:
                 if (p / "cgroup.subtree_control").read_text().split() and self._procs(p):
