@@ -1,4 +1,4 @@
-"""Activities (orcr_core/top/activities.py): what a process that is not an agent (a
+"""Activities (orcr_core/kit/activities.py): what a process that is not an agent (a
 lander) shows in ``orcr top``, and how a dead one's file is told and removed. The
 end-to-end check, a real lander in ``orcr top --once``, is
 plugins/tasks/tests/test_tasks_land.py::test_orcr_top_shows_the_lander_with_its_queue_task_and_step."""
@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 
-from orcr_core.top.activities import Activity, activities_dir, activity_line, read_activities
+from orcr_core.kit.activities import Activity, activities_dir, activity_line, read_activities
 from orcr_core.top.text import format_frame
 
 

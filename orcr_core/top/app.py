@@ -21,9 +21,9 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
+from orcr_core.kit.activities import activity_line, read_activities
 from orcr_core.sdk.client import ServerError
 from orcr_core.top.actions import KeyActions
-from orcr_core.top.activities import activity_line, read_activities
 from orcr_core.top.ended import EndedToggle
 from orcr_core.top.filtering import Filter
 from orcr_core.top.model import FleetModel, Gap

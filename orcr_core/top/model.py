@@ -82,7 +82,7 @@ class FleetModel:
         self.snapshot_seq: int | None = None
         self.status: dict = {}  # the last server.status
         self.loops: dict[str, dict] = {}  # active loops by name (loop.list)
-        self.activities: list[dict] = []  # landers and the like (top/activities.py)
+        self.activities: list[dict] = []  # landers and the like (kit/activities.py)
         self.duplicates = 0  # events ignored because already applied
         self.applied = 0
 
@@ -235,7 +235,7 @@ class FleetModel:
         self.loops = {lp["name"]: lp for lp in loops if lp.get("status") != "ended"}
 
     def set_activities(self, activities: list[dict]) -> None:
-        """What :func:`orcr_core.top.activities.read_activities` found (read every second)."""
+        """What :func:`orcr_core.kit.activities.read_activities` found (read every second)."""
         self.activities = activities
 
     def set_status(self, status: dict) -> None:

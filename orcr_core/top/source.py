@@ -147,7 +147,7 @@ def load_once(socket_path: Path, all: bool = False, answers: bool = True) -> Fle
     """One frame's model, for ``orcr top --once``: a snapshot, the server's status,
     the loops, the last answer of every agent that has one, and the activities
     (a lander) running on this machine."""
-    from orcr_core.top.activities import read_activities
+    from orcr_core.kit.activities import read_activities
 
     model = FleetModel()
     model.set_activities(read_activities())

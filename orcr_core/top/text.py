@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from orcr_core.top.activities import activity_line
+from orcr_core.kit.activities import activity_line
 from orcr_core.top.loops import loop_summary
 from orcr_core.top.rows import STATUSES, duration, flag, mem_text, tokens_text
 

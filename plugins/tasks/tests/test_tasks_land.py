@@ -331,7 +331,7 @@ def test_orcr_top_shows_the_lander_with_its_queue_task_and_step(fq, repo, orcr_h
     the lander's step not shown (``Lander.show`` a no-op) -> fails; the activity file
     left behind at exit (no ``close``) -> the pid is dead, so top still shows nothing,
     but the file stays: fails."""
-    from orcr_core.top.activities import activities_dir
+    from orcr_core.kit.activities import activities_dir
 
     build_and_pass(fq, repo, "T1", {"a.txt": "a\n"})
     started, gate = repo.parent / "started", repo.parent / "go"

@@ -58,7 +58,7 @@ def tasks_land(
     Git only: jj is not supported (it cannot be tested here; a colocated jj
     repository lands through git).
     """
-    from orcr_core.top.activities import Activity
+    from orcr_core.kit.activities import Activity
     from orcr_tasks.land.git import GitError
     from orcr_tasks.land.lander import Lander
 

@@ -72,7 +72,7 @@ class Lander:
         self.say = say
         self.info = dict(me(), role="lander", onto=self.onto)
         #: where ``orcr top`` sees this lander (the command sets it: an
-        #: :class:`orcr_core.top.activities.Activity`); None: unseen
+        #: :class:`orcr_core.kit.activities.Activity`); None: unseen
         self.activity = None
         queue.repo = self.repo  # dependants = landed: released against this repository
         if queue.local_root is not None:  # a file queue made before landing/ and landed/

@@ -1,6 +1,7 @@
 """Activities: long-running processes that work for orcr on this machine without being
-agents, shown by ``orcr top`` beside the agents (docs/top.md, "Activities"). The first
-is the lander of ``orcr tasks land``: its queue, the branch it lands on, the task it
+agents, shown by ``orcr top`` beside the agents (docs/top.md, "Landers and other
+activities"; part of the plugin kit, docs/plugins/kit.md). The first is the lander of
+``orcr tasks land``: its queue, the branch it lands on, the task it
 holds and its step.
 
 A process publishes what it does as one small JSON file in the data directory's
