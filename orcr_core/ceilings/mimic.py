@@ -25,6 +25,12 @@ one controller, hugetlb); the others follow Documentation/admin-guide/cgroup-v2.
   to open for writing, ``EINVAL`` to write for root, who may open it (seen);
   ``cgroup.kill``: ``1`` kills every process in the subtree.
 
+Where it is looser than the kernel, knowingly: it does not see forks. A process
+is in the group its pid was written to (a launch step's ``exec`` keeps the pid,
+so an agent's own process is placed right), but its children are not listed, so
+a child that outlives its parent does not keep a group busy as the kernel would.
+The suite's cgroup v1 leg shows that behaviour on the real kernel instead.
+
 The tree's marker file (:data:`~orcr_core.ceilings.cgroupfs.MIMIC_MARKER`)
 records the group new processes start in and the groups delegated to this
 user. What the kernel does on its own (a kill at ``memory.max``, a refused
