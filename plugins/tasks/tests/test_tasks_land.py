@@ -189,16 +189,19 @@ import sys
 from orcr_tasks.opener import open_queue
 from orcr_tasks import status
 from orcr_tasks.land.lander import Lander
-Lander(open_queue(sys.argv[1]), sys.argv[2], check=sys.argv[3], heartbeat=5).run()
+lander = Lander(open_queue(sys.argv[1]), sys.argv[2], check=sys.argv[3], heartbeat=5)
+lander.run(batch=int(sys.argv[4]))
 """
 
 
-def run_lander(q, repo, check: str, fault: str | None = None) -> subprocess.Popen:
+def run_lander(q, repo, check: str, fault: str | None = None, batch: int = 1) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "ORCR_FAULT"}
     if fault:
         env["ORCR_FAULT"] = fault
     return subprocess.Popen(
-        [sys.executable, "-c", LAND, spec(q), str(repo), check], env=env, stdout=subprocess.DEVNULL
+        [sys.executable, "-c", LAND, spec(q), str(repo), check, str(batch)],
+        env=env,
+        stdout=subprocess.DEVNULL,
     )
 
 
@@ -281,7 +284,8 @@ def test_the_cli_watches_for_done_tasks_and_releases_landed_dependants(q, repo):
     build_and_pass(q, repo, "T1", {"a.txt": "a\n"}, add=False, start=base)
     out, _ = proc.communicate(timeout=60)
     assert (
-        proc.returncode == 0 and out.splitlines()[-1] == "landed 1, failed 0, refused 0, returned 0"
+        proc.returncode == 0
+        and out.splitlines()[-1] == "landed 1, failed 0, refused 0, returned 0, checks 1"
     )
     t1 = q.read("landed", "T1")
     assert t1.meta["landed_commit"] != t1.meta["revision"]  # rebased onto the moved main
@@ -359,3 +363,87 @@ def test_orcr_top_shows_the_lander_with_its_queue_task_and_step(fq, repo, orcr_h
     assert out.splitlines()[-1].startswith("landed 1"), out
     assert list(activities_dir().glob("*.json")) == []
     assert "lander" not in orcr_home.run("top", "--once", check=True).stdout
+
+
+# -- batches: tasks land --batch K (issue 37 item 5) ------------------------------
+
+
+def on_main(repo) -> list[str]:
+    """The files of main's tree."""
+    return git(repo, "ls-tree", "--name-only", "main").split()
+
+
+def test_a_batch_lands_with_one_check_and_bisects_to_the_red_task(q, repo):
+    """Three green tasks: one check lands all three, each with its own commit (task i's
+    holds the ones before it). Then four with T5 red (its file says BAD): the batch is
+    red, bisected down to T5, sent back with the check's output, and the
+    three others land: 5 checks for 4 tasks, each landed tree checked. Planted: no
+    bisection (a red batch sent back whole) -> fails; the branch moved to the batch's
+    head before its check -> fails (main holds BAD)."""
+    base = git(repo, "rev-parse", "main")
+    tested = repo.parent / "tested"
+    check = f"git rev-parse HEAD >> {tested}; ! grep -q BAD *.txt"
+    for n in (1, 2, 3):
+        build_and_pass(q, repo, f"T{n}", {f"t{n}.txt": "ok\n"})
+    ld = lander(q, repo, check=check)
+    assert ld.run(batch=8) == {"landed": 3} and ld.checks == 1
+    commits = [q.read("landed", f"T{n}").meta["landed_commit"] for n in (1, 2, 3)]
+    assert git(repo, "rev-parse", "main") == commits[2]
+    assert git(repo, "rev-parse", f"{commits[2]}^") == commits[1]  # one commit each, in order
+    assert git(repo, "rev-parse", f"{commits[1]}^") == commits[0]
+    for n in (4, 5, 6, 7):
+        build_and_pass(q, repo, f"T{n}", {f"t{n}.txt": "BAD\n" if n == 5 else "ok\n"})
+    ld = lander(q, repo, check=check)
+    assert ld.run(batch=8) == {"landed": 3, "failed": 1}
+    # [T4..T7] red, [T4 T5] red, [T4] green, [T5] red, [T6 T7] green
+    assert ld.checks == 5
+    t5 = q.read("todo", "T5")
+    assert t5.attempts == 1 and "exit 1" in t5.body and "with it applied as" in t5.body
+    assert "t5.txt" not in on_main(repo)
+    assert {"t4.txt", "t6.txt", "t7.txt"} <= set(on_main(repo))
+    # main only ever pointed at a commit the check ran on
+    pointed = git(repo, "reflog", "--format=%H", "refs/heads/main").split()
+    assert set(pointed) - {base} <= set(tested.read_text().split())
+
+
+def test_a_task_conflicting_only_with_its_batch_is_tried_again_after_it(q, repo):
+    """T1 and T2 both rewrite base.txt: in one batch T2 conflicts with T1, not with main,
+    so it goes back to done/ (not an attempt) and, tried alone after T1 landed, back to
+    todo/ as a conflict with main (an attempt). Planted: a batch conflict sent to todo/
+    at once -> attempts 2 after the second try, fails."""
+    build_and_pass(q, repo, "T1", {"base.txt": "one\n"})
+    build_and_pass(q, repo, "T2", {"base.txt": "two\n"})
+    build_and_pass(q, repo, "T3", {"c.txt": "c\n"})
+    assert lander(q, repo).run(batch=3) == {"landed": 2, "returned": 1, "failed": 1}
+    t2 = q.read("todo", "T2")
+    assert t2.attempts == 1 and t2.sections("Land failed") == 1
+    assert "conflicts with T1 of its batch (base.txt)" in t2.body
+    assert states_of(q)["T1"] == ["landed"] and states_of(q)["T3"] == ["landed"]
+
+
+@pytest.mark.parametrize("step", ["land.check_done", "land.intent", "land.ref_updated"])
+def test_a_batch_lander_killed_lands_each_task_exactly_once(q, repo, step):
+    """A batch lander SIGKILLed before, at and after its ref update, then a lander
+    again: every task landed once with its own commit, not checked again once on main,
+    no intent ref or scratch checkout left. Planted: intent refs written after the
+    compare-and-swap -> fails at land.ref_updated (the batch checked and landed again:
+    git's rebase drops the patches already on main, so both are marked with main's
+    tip)."""
+    assert step in STEPS
+    for tid in ("A", "B"):
+        build_and_pass(q, repo, tid, {f"{tid}.txt": tid})
+    git(repo, "commit", "-q", "--allow-empty", "-m", "main moved")  # a real rebase
+    tested = repo.parent / "tested"
+    check = f"git rev-parse HEAD >> {tested}"
+    proc = run_lander(q, repo, check, fault=step, batch=2)
+    assert proc.wait(timeout=60) == -9
+    lander(q, repo, check=check).run(batch=2)
+    assert states_of(q) == {"A": ["landed"], "B": ["landed"]}
+    assert landed_commits(repo, "A") == 1 and landed_commits(repo, "B") == 1
+    for tid in ("A", "B"):  # each marked landed with its own commit
+        commit = q.read("landed", tid).meta["landed_commit"]
+        assert git(repo, "log", "-1", "--format=%s", commit) == f"tasks/q/{tid}/a1 change"
+    checks = len(tested.read_text().split())
+    assert checks == (1 if step == "land.ref_updated" else 2), step  # found, not checked again
+    assert git(repo, "for-each-ref", "refs/orcr/") == ""
+    assert len(git(repo, "worktree", "list").splitlines()) == 1

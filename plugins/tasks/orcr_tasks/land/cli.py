@@ -34,6 +34,14 @@ from orcr_tasks.cli import _duration, _errors, _open, queue_arg, stale_option
 @click.option("--max", "max_", type=click.IntRange(min=1), help="Stop after N tasks landed.")
 @click.option("--keep-branches", is_flag=True, help="Keep a landed task's builder branch.")
 @click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="K",
+    help="Land up to K tasks with one check, bisecting on red (docs/tasks.md#batches).",
+)
+@click.option(
     "--heartbeat",
     callback=_duration,
     default="30s",
@@ -43,7 +51,7 @@ from orcr_tasks.cli import _duration, _errors, _open, queue_arg, stale_option
 @stale_option("Take back other landers' claims whose heartbeat is older.")
 @_errors
 def tasks_land(
-    queue_dir, repo, onto, check, strategy, watch, max_, keep_branches, heartbeat, stale
+    queue_dir, repo, onto, check, strategy, watch, max_, keep_branches, batch, heartbeat, stale
 ):
     """Land done/ tasks on BRANCH, oldest first: a merge queue (docs/tasks.md#landing-tasks-land).
 
@@ -71,12 +79,11 @@ def tasks_land(
         # orcr top shows the lander while it runs (its queue, task and step)
         with Activity("lander", q.name, queue=q.label, onto=lander.onto, repo=lander.repo) as a:
             lander.activity = a
-            counts = lander.run(watch=watch, max_landed=max_)
+            counts = lander.run(watch=watch, max_landed=max_, batch=batch)
     except GitError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
         return
-    click.echo(
-        ", ".join(f"{k} {counts.get(k, 0)}" for k in ("landed", "failed", "refused", "returned"))
-    )
+    outcomes = ("landed", "failed", "refused", "returned")
+    click.echo(", ".join(f"{k} {counts.get(k, 0)}" for k in outcomes) + f", checks {lander.checks}")

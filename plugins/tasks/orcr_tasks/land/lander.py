@@ -34,6 +34,7 @@ import psutil
 from orcr_core.store import faults
 from orcr_tasks.land import git as g
 from orcr_tasks.land import moves
+from orcr_tasks.land.batch import land_batch
 from orcr_tasks.lock import me, owner_alive
 from orcr_tasks.moves import reaped_claim
 
@@ -45,6 +46,8 @@ TAIL_LINES = 40
 
 
 class Lander:
+    max_retries = MAX_RETRIES
+
     def __init__(
         self,
         queue,
@@ -74,6 +77,8 @@ class Lander:
         #: where ``orcr top`` sees this lander (the command sets it: an
         #: :class:`orcr_core.kit.activities.Activity`); None: unseen
         self.activity = None
+        #: check runs so far (``tasks land`` reports them: tasks landed per check)
+        self.checks = 0
         queue.repo = self.repo  # dependants = landed: released against this repository
         if queue.local_root is not None:  # a file queue made before landing/ and landed/
             for folder in ("landing", "landed"):
@@ -81,14 +86,27 @@ class Lander:
 
     # -- the loop -------------------------------------------------------------------
 
-    def run(self, watch: bool = False, max_landed: int | None = None, poll: float = 2.0):
+    def run(
+        self, watch: bool = False, max_landed: int | None = None, poll: float = 2.0, batch: int = 1
+    ):
         """Land until done/ is empty (or, with ``watch``, forever); stop after
-        ``max_landed`` landings. Returns the count of each outcome."""
+        ``max_landed`` landings. ``batch`` > 1 lands up to that many tasks with one
+        check, bisecting on red (:mod:`orcr_tasks.land.batch`). Returns the count of
+        each outcome."""
         counts: Counter = Counter()
         self.recover()
         while max_landed is None or counts["landed"] < max_landed:
-            token = secrets.token_hex(4)
-            tid = self.q.claim("lander", token=token, info=self.info)
+            if batch > 1:
+                room = batch if max_landed is None else min(batch, max_landed - counts["landed"])
+                claims = self.claim_many(room)
+                if claims:
+                    counts.update(land_batch(self, claims))
+                    self.show(None, "next batch", counts)
+                    continue
+                tid = None
+            else:
+                token = secrets.token_hex(4)
+                tid = self.q.claim("lander", token=token, info=self.info)
             if tid is None:
                 if not watch:
                     break
@@ -100,6 +118,17 @@ class Lander:
             counts[self.land(tid, token)] += 1
             self.show(None, "next task", counts)
         return counts
+
+    def claim_many(self, n: int) -> list[tuple[str, str]]:
+        """Up to ``n`` done/ tasks claimed, oldest first: ``(task, token)`` each."""
+        claims = []
+        while len(claims) < n:
+            token = secrets.token_hex(4)
+            tid = self.q.claim("lander", token=token, info=self.info)
+            if tid is None:
+                break
+            claims.append((tid, token))
+        return claims
 
     def show(self, tid: str | None, step: str, counts: Counter | None = None) -> None:
         """What ``orcr top`` shows of this lander: the task it holds and its step."""
@@ -149,7 +178,10 @@ class Lander:
             self.say(f"{tid}: not landed, back to done/: {exc}")
             return "returned"
 
-    def _land(self, tid: str, token: str) -> str:
+    def ready(self, tid: str, token: str):
+        """A claimed task's way in: an outcome when it is settled without a check (found
+        landed through its intent ref after a restart, refused, its revision already on
+        the branch), else ``(task, revision)`` to bring onto the tip and check."""
         task = self.q.read("landing", tid)
         intent = g.intent_ref(self.q.name, tid)
         found = g.commit_of(self.repo, intent)
@@ -166,6 +198,13 @@ class Lander:
         revision = g.commit_of(self.repo, task.meta["revision"])
         if g.is_ancestor(self.repo, revision, tip):
             return self._landed(tid, token, task, revision, "its verified revision was there")
+        return task, revision
+
+    def _land(self, tid: str, token: str) -> str:
+        ready = self.ready(tid, token)
+        if isinstance(ready, str):
+            return ready
+        task, revision = ready
         for _ in range(MAX_RETRIES):
             tip = g.commit_of(self.repo, f"refs/heads/{self.onto}")
             outcome = self._try(tid, token, task, revision, tip)
@@ -217,7 +256,7 @@ class Lander:
             if self.check:
                 self.step(tid, token, "check")
                 faults.point("land.check_started")
-                code, tail = self.run_check(tid, token, scratch.path, tip)
+                code, tail = self.run_check([(tid, token)], scratch.path, tip)
                 faults.point("land.check_done")
                 if code != 0:
                     why = (
@@ -241,9 +280,12 @@ class Lander:
         finally:
             scratch.remove()
 
-    def run_check(self, tid: str, token: str, cwd, tip: str) -> tuple[int, str]:
-        """The check in the scratch checkout, the heartbeat touched while it runs."""
-        env = dict(os.environ, ORCR_LAND_TASK=tid, ORCR_LAND_REPO=self.repo, ORCR_LAND_TIP=tip)
+    def run_check(self, claims: list[tuple[str, str]], cwd, tip: str) -> tuple[int, str]:
+        """The check in the scratch checkout, the heartbeat of each claim (a batch's:
+        several) touched while it runs. ``ORCR_LAND_TASK`` names them, space separated."""
+        self.checks += 1
+        tasks = " ".join(tid for tid, _ in claims)
+        env = dict(os.environ, ORCR_LAND_TASK=tasks, ORCR_LAND_REPO=self.repo, ORCR_LAND_TIP=tip)
         with tempfile.TemporaryFile() as out:
             proc = subprocess.Popen(
                 ["sh", "-c", self.check], cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env
@@ -253,7 +295,8 @@ class Lander:
                     code = proc.wait(timeout=self.heartbeat)
                     break
                 except subprocess.TimeoutExpired:
-                    self.q.touch(tid, token)
+                    for tid, token in claims:
+                        self.q.touch(tid, token)
             out.seek(0)
             text = out.read().decode(errors="replace")
         return code, "\n".join(text.rstrip().splitlines()[-TAIL_LINES:])
