@@ -36,7 +36,11 @@ _ABSENT = (
 _ABSENT_CONNECT = re.compile(
     r"error connecting to .*\((No such file or directory|Connection refused)\)"
 )
-_NOT_FOUND = re.compile(r"can't find (pane|window|session)|no such (pane|window|session)")
+#: "no current target" is a live server holding no session at all (one another client's
+#: new-session has started but not yet made its session): nothing by that name exists.
+_NOT_FOUND = re.compile(
+    r"can't find (pane|window|session)|no such (pane|window|session)|no current target"
+)
 
 
 #: codes of errors tmux may recover from: orcr holds its queue meanwhile

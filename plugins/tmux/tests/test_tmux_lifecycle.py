@@ -87,6 +87,22 @@ def test_concurrent_ensure_workspace_creates_one_session(driver, socket_path, sa
     assert [s.split()[1] for s in _sessions(sandbox, ["-S", socket_path])] == ["orcr-gamma"]
 
 
+def test_a_live_server_holding_no_session_gets_the_workspace(driver, socket_path, sandbox):
+    """A tmux server that is up but holds no session (one another client is starting,
+    before its new-session has made the session) answers ``has-session`` with "no current
+    target", not "can't find session": the workspace is made, not an error (the race
+    test above hit it in CI). Planted: "no current target" not read as not_found -> fails."""
+    import subprocess
+
+    subprocess.run(
+        ["tmux", "-S", socket_path, "-f", "/dev/null", "start-server", ";",
+         "set", "-g", "exit-empty", "off"],
+        check=True,
+    )  # fmt: skip
+    assert driver.ensure_workspace("delta") == "orcr-delta"
+    assert [s.split()[1] for s in _sessions(sandbox, ["-S", socket_path])] == ["orcr-delta"]
+
+
 def test_the_users_tmux_servers_are_untouched(sandbox, monkeypatch, h):
     # The "user's" default server and another named socket, both in the sandbox's
     # TMUX_TMPDIR, and orcr running inside the user's tmux ($TMUX set).

@@ -61,6 +61,7 @@ def test_parse_version():
         ("error connecting to /tmp/x (Permission denied)", "tmux_error"),
         ("can't find pane: %9", "not_found"),
         ("can't find session: =orcr-x", "not_found"),
+        ("no current target", "not_found"),  # a live server holding no session
         ("duplicate session: orcr-a", "tmux_error"),
     ],
 )
