@@ -100,6 +100,9 @@ def test_path_in_use_then_reusable_after_end(server):
     assert r.returncode == 1 and "path_in_use" in r.stderr
     assert len(list((server.path / "agents").iterdir())) == 1  # the loser's data dir is gone
     server.run("agent", "kill", "p/x", check=True)
+    # A kill of an agent still starting is a cancel request (the row ends when its start
+    # step sees it): the path is free once the row has ended, not when kill returns.
+    server.ended("p/x")
     server.run("agent", "run", "--provider", "testp", "--path", "p/x", "hi", check=True)
 
 
