@@ -57,3 +57,48 @@ def test_transcript_is_writable_in_the_sandbox(provider, tmp_path, monkeypatch):
     assert any(where.startswith(w.rstrip("/") + "/") for w in writable), (where, writable)
     for var in provider.sandbox_env:
         assert var.isupper()
+
+
+def test_a_config_file_an_option_names_is_bound_read_only(tmp_path, monkeypatch):
+    """OpenCode's ``config`` and Gemini CLI's ``settings_dir`` live wherever the user
+    put them (a hidden home, /tmp): ``sandbox_read`` binds them back read-only. Found
+    by the real_cli tier: without it sandboxed OpenCode ran on its default model (and
+    was refused opencode.ai). Planted: ``wrap`` not asking ``sandbox_read`` -> fails."""
+    from orcr_gemini.provider import GeminiProvider
+    from orcr_opencode.provider import OpenCodeProvider
+
+    from orcr_core.sandbox import policy
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    config, settings = tmp_path / "home" / "oc.json", tmp_path / "gem"
+    for provider, options, path in (
+        (OpenCodeProvider(), {"config": str(config)}, str(config)),
+        (GeminiProvider(), {"settings_dir": str(settings)}, str(settings)),
+    ):
+        spec = _spec(tmp_path, **options)
+        pol = {"home": str(tmp_path / "home"), "cwd": str(tmp_path), "data_dir": spec.data_dir,
+               "allow_read": [], "allow_write": [], "deny_read": [], "hide": [],
+               "allow_net": [], "pass_env": [], "binary": "/usr/bin/bwrap"}  # fmt: skip
+        argv = policy.wrap(pol, provider, spec, ["true"], {})
+        binds = [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind-try"]
+        assert os.path.realpath(path) in binds, (provider.name, argv)
+
+
+def test_the_launcher_of_a_clone_under_tmp_is_bound(tmp_path, monkeypatch):
+    """With ``allow_net`` hosts the sandbox runs orcr's launcher (the bridge) before the
+    CLI: its interpreter in a virtualenv under /tmp (CI's clone) must be bound, or
+    bubblewrap cannot exec it (``execvp .venv/bin/python: No such file``; the real_cli
+    tier run from a clone under /tmp showed it). Planted: only the home checked (the
+    old ``path.startswith(home)``) -> fails."""
+    from orcr_claude.provider import ClaudeProvider
+
+    from orcr_core.sandbox import policy
+
+    monkeypatch.setattr(policy.sys, "prefix", "/tmp/clone/.venv")
+    spec = _spec(tmp_path)
+    pol = {"home": str(tmp_path / "home"), "cwd": str(tmp_path), "data_dir": spec.data_dir,
+           "allow_read": [], "allow_write": [], "deny_read": [], "hide": [],
+           "allow_net": ["127.0.0.1:8080"], "pass_env": [], "binary": "/usr/bin/bwrap"}  # fmt: skip
+    argv = policy.wrap(pol, ClaudeProvider(), spec, ["/usr/bin/true"], {})
+    binds = [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind-try"]
+    assert "/tmp/clone/.venv" in binds, argv

@@ -304,6 +304,8 @@ def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str,
             os.makedirs(path, exist_ok=True)
         state.append(_abs(path, home))
     read = list(policy["allow_read"])
+    reads = getattr(provider, "sandbox_read", None)  # files it reads from a hidden place
+    read += [_abs(os.path.expanduser(str(p)), home) for p in (reads(spec) if reads else [])]
     if argv:
         read += _install_dirs(argv[0], home)
     write = [policy["cwd"], policy["data_dir"], *state, *policy["allow_write"]]
@@ -316,7 +318,7 @@ def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str,
         proxy = ["--proxy", sock, ",".join(net)]
         argv = [*launcher, "--bridge", sock, "--", *argv]
         for path in (os.path.dirname(enter.__file__), sys.prefix, sys.base_prefix):
-            if path.startswith(home.rstrip("/") + "/"):  # the launcher under a hidden home
+            if _under(path, [home, "/tmp"]):  # the launcher in a hidden home or /tmp (a clone)
                 read.append(path)
     inner = bwrap.argv(
         engine=policy["binary"],

@@ -309,3 +309,43 @@ def usage_limit_holds(real, start_cli, limit: dict, waits: bool | None = False, 
         b = o.get("x/next")
         assert b["status"] == "queued" and b["held"].startswith(f"usage limit {provider}"), b
     return a
+
+
+def sandboxed_turns(
+    real, start_cli, pass_env: tuple[str, ...] = (), approve: str | None = None, tool=None
+) -> None:
+    """The CLI answers in a sandboxed agent whose ``allow_net`` is only the fake model
+    API (``--allow-net 127.0.0.1:<port>``: its requests go through orcr's allowlist
+    proxy, the ``HTTP(S)_PROXY`` it is given), keeps its transcript (orcr follows two
+    turns), and a tool call writing outside its cwd is refused while one inside works.
+    ``pass_env``: the test's variables the CLI needs (its fake key, ...), by name;
+    ``approve``: the CLI's permission question, answered with Enter (its first choice);
+    ``tool(command)``: the CLI's shell call (default ``Tool.bash``)."""
+    import tempfile
+    from pathlib import Path
+
+    from fake_models import Script, Tool
+
+    outside = Path(tempfile.mkdtemp(prefix="orcr-sbx-", dir="/var/tmp"))  # not hidden
+    real.stack.callback(__import__("shutil").rmtree, outside, True)
+    command = f"touch inside-ok; touch {outside}/escaped"
+    extra = f"[sandbox]\npass_env = {list(pass_env)!r}\n".replace("'", '"')
+    call = (tool or Tool.bash)(command)
+    start_cli(Script({"write": [call, "wrote it"], "again": "second answer"}), extra=extra)
+    port = real.model.url.rsplit(":", 1)[1]
+    uuid = real.run("s/box", "write please", "--sandbox", "--allow-net", f"127.0.0.1:{port}")
+    if approve:
+        real.until_blocked("s/box", approve, timeout=real.idle_wait)
+        real.orcr("agent", "send", "s/box", "--key", "enter")
+    real.wait_idle("s/box")
+    assert real.read("s/box")["text"] == "wrote it", real.why("s/box")
+    assert (real.cwd / "inside-ok").exists(), real.why("s/box", "the tool call did not run")
+    assert not (outside / "escaped").exists()
+    real.orcr("agent", "send", "s/box", "again please")
+    real.wait_idle("s/box")
+    a = real.get("s/box")
+    assert (a["turn"], a["sandbox"]["allow_net"]) == (2, [f"127.0.0.1:{port}"]), a
+    assert real.read("s/box")["text"] == "second answer"
+    assert real.model.prompts()[-1] == "again please"
+    started = [e for e in real.home.events(uuid) if e["kind"] == "pane.start_requested"]
+    assert "--unshare-net" in started[0]["data"]["argv"]  # no way out but the proxy

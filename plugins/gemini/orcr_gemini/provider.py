@@ -212,6 +212,12 @@ class GeminiProvider(JsonlAdapter):
                 env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = str(path)
         return env
 
+    def sandbox_read(self, spec: LaunchSpec) -> list[str]:
+        """``settings_dir`` (orcr's system settings file with the turn-end hook):
+        read-only; the default place, the agent's data dir, is bound already."""
+        where = spec.options.get("settings_dir")
+        return [os.path.expanduser(str(where))] if where else []
+
     def sandbox_paths(self, spec: LaunchSpec) -> list[str]:
         """``<home>/.gemini``: its settings and the session files (the transcripts)."""
         return [f"{gemini_home(spec.options) / '.gemini'}/"]

@@ -97,6 +97,12 @@ class OpenCodeProvider:
         str_list(spec.options.get("extra_args", []), "providers.opencode.extra_args")
         return env
 
+    def sandbox_read(self, spec: LaunchSpec) -> list[str]:
+        """The ``opencode.json`` ``config`` names (``OPENCODE_CONFIG``): read-only, or a
+        sandbox that hides where it lives leaves OpenCode on its default model."""
+        config = spec.options.get("config")
+        return [os.path.expanduser(config)] if isinstance(config, str) and config else []
+
     def sandbox_paths(self, spec: LaunchSpec) -> list[str]:
         """Its data and cache folders (auth, caches); the database orcr reads lives in the
         agent's data dir, which every sandboxed agent writes."""
