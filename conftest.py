@@ -1,4 +1,6 @@
-"""Shared fixtures: a private ORCR_HOME, a real server process, the real CLI.
+"""orcr's own test hooks: xdist defaults, the conformance and real_cli groups, rerun
+reasons. The fixtures (a private ORCR_HOME, a real server process, the real CLI, the
+multiplexers) come from orcr's pytest plugin, ``orcr_testing.plugin`` (testing/).
 
 Every test that touches orcr state gets its own ``ORCR_HOME`` under a short
 /tmp directory (AF_UNIX paths are limited to 107 bytes), so nothing reads or
@@ -8,10 +10,7 @@ writes the user's real config, store or socket.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -22,15 +21,19 @@ ROOT = Path(__file__).resolve().parent
 TEST_PLUGINS = ROOT / "tests" / "plugins"
 # tests/ holds importable helpers: fake_models (fake model APIs), real_cli.tier
 sys.path.insert(0, str(ROOT / "tests"))
-# testing/ is the test distribution orcr-testing (the herdr emulator), kept out of
-# orcr's wheel: importable from the checkout whether or not it is installed
+# testing/ is the test distribution orcr-testing (the herdr emulator, orcr's pytest
+# plugin with the home, server and multiplexer fixtures, the conformance suites), kept
+# out of orcr's wheel: importable from the checkout whether or not it is installed;
+# its plugins/ folder holds the echo test driver (``import orcr_test_driver``)
 sys.path.append(str(ROOT / "testing"))
+sys.path.append(str(ROOT / "testing" / "orcr_testing" / "plugins"))
 
-from _support.home import OrcrHome  # noqa: E402  (after the sys.path line above)
-from _support.mux import Mux  # noqa: E402, F401  (Mux: imported by tests from here)
+from orcr_testing.home import OrcrHome  # noqa: E402, F401  (after the sys.path lines above)
+from orcr_testing.mux import Mux  # noqa: E402, F401  (Mux: imported by tests from here)
 
-#: the suite's plumbing, a module a job (tests/_support)
-pytest_plugins = ["_support.e2e"]
+#: the suite's plumbing, a module a job (tests/_support); orcr's pytest plugin, by the
+#: name of its ``pytest11`` entry point, so an installed orcr-testing is not loaded twice
+pytest_plugins = ["_support.e2e", "orcr_testing.plugin"]
 
 # The conformance group: tests marked ``conformance`` read the third-party transcript
 # corpus, which stays outside the repository (mixed licences). They run whenever it
@@ -71,11 +74,6 @@ def pytest_configure(config):
         "markers",
         "conformance: reads the third-party transcript corpus (shared/fixtures/transcripts); "
         "runs when it is found, else is reported as not run",
-    )
-    config.addinivalue_line(
-        "markers",
-        "herdr_08: a test using ``live`` that also runs on the herdr emulator as herdr 0.8 "
-        "(socket protocol 20), not only as 0.9 (22): its path differs by herdr protocol",
     )
     config.addinivalue_line(
         "markers",
@@ -200,129 +198,7 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 @pytest.fixture
-def short_tmp():
-    d = Path(tempfile.mkdtemp(prefix="orcr-", dir="/tmp"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-#: zones far from UTC on both sides, each with DST: a day that starts at UTC midnight
-#: instead of local midnight is off by 11-13 h in one and 7-8 h in the other
-LOCAL_ZONES = ("Pacific/Auckland", "America/Los_Angeles")
-
-
-@pytest.fixture(params=LOCAL_ZONES)
-def local_zone(request):
-    """The test process in a non-UTC zone (``$TZ`` and ``time.tzset``), restored after.
-    Every test process otherwise runs in UTC, where local midnight is UTC midnight and
-    a window or a date computed in the wrong zone passes unnoticed. An ``orcr_home``
-    copies the environment when it is made: set ``home.env["TZ"]`` for its processes."""
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = request.param
-    time.tzset()
-    yield request.param
-    if old is None:
-        os.environ.pop("TZ", None)
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
-
-
-@pytest.fixture
-def orcr_home(short_tmp, monkeypatch):
-    """A private ORCR_HOME using the test driver; the server is started by the test."""
-    home = short_tmp / "h"
-    home.mkdir()
-    env = dict(os.environ)
-    env.update(
-        ORCR_HOME=str(home),
-        ORCR_PLUGIN_MODULES="orcr_test_driver",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(TEST_PLUGINS), env.get("PYTHONPATH")])),
-    )
-    for var in (
-        "ORCR_PATH",
-        "ORCR_SOCKET",
-        "ORCR_FAULT",
-        "ORCR_LOAD_PLUGINS",
-        "TMUX",
-        "HERDR_SOCKET_PATH",
-    ):
-        env.pop(var, None)
-    monkeypatch.setenv("ORCR_HOME", str(home))
-    monkeypatch.delenv("ORCR_PATH", raising=False)
-    monkeypatch.delenv("ORCR_SOCKET", raising=False)
-    h = OrcrHome(home, env)
-    h.config('[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\nprompt_confirm = "200ms"\n')
-    yield h
-    h.stop_server()
-    h.kill_server()
-    h.reap()
-    _drop_ceiling_groups()
-
-
-def _drop_ceiling_groups() -> None:
-    """The test's orcr instance is gone for good: its ceiling groups go too (a
-    server that stopped leaves its live agents' groups, as it leaves the agents)."""
-    from orcr_core import dirs
-    from orcr_core.ceilings import v1
-
-    if v1.unusable() is None:
-        v1.CgroupV1(dirs.instance_id()).drop_all()
-
-
-@pytest.fixture
-def server(orcr_home):
-    orcr_home.start_server()
-    return orcr_home
-
-
-#: ``live``'s multiplexers: tmux, the herdr emulator as herdr 0.9.3 (protocol 22) and,
-#: for tests marked ``herdr_08``, as herdr 0.8 (protocol 20)
-LIVE_MUXES = {"tmux": ("tmux", None), "herdr": ("herdr", 22), "herdr08": ("herdr", 20)}
-
-
-def pytest_generate_tests(metafunc):
-    """Parametrise ``live`` (asked for directly or through ``twin``): every test runs
-    on tmux and on herdr 0.9; the tests marked ``herdr_08`` (those whose path differs
-    by herdr protocol) on herdr 0.8 as well. The 0.8 leg is kept to them because
-    doubling every emulator test would cost minutes of CI (docs/internals.md)."""
-    if "live" not in metafunc.fixturenames:
-        return
-    for mark in metafunc.definition.iter_markers("parametrize"):
-        if "live" in mark.args[0]:
-            return  # the test names its legs itself
-    legs = ["tmux", "herdr"]
-    if metafunc.definition.get_closest_marker("herdr_08"):
-        legs.append("herdr08")
-    metafunc.parametrize("live", legs, indirect=True)
-
-
-@pytest.fixture
-def live(request, orcr_home, short_tmp):
-    """orcr on a real multiplexer (tmux) or the schema-checked herdr emulator, with echo agents."""
-    kind, protocol = LIVE_MUXES[request.param]
-    mux = Mux(kind, short_tmp, protocol)
-    orcr_home.mux = mux
-    # herdr's config dir (its sessions) is the test's own: never the user's sessions
-    orcr_home.env["XDG_CONFIG_HOME"] = str(short_tmp / "xdg")
-    orcr_home.config(mux.config() + '[timings]\npoll_every = "50ms"\n')
-    yield orcr_home
-    orcr_home.stop_server()
-    orcr_home.kill_server()
-    mux.close()
-    orcr_home.reap()
-
-
-@pytest.fixture
-def twin(live, short_tmp):
-    """A second orcr instance (its own ORCR_HOME) on the same multiplexer server as ``live``
-    (the socket is set explicitly in both configs, so they share it on purpose)."""
-    home = short_tmp / "h2"
-    home.mkdir()
-    h = OrcrHome(home, dict(live.env, ORCR_HOME=str(home)))
-    h.mux = live.mux
-    h.config(live.mux.config() + '[timings]\npoll_every = "50ms"\n')
-    yield h
-    h.stop_server()
-    h.kill_server()
-    h.reap()
+def orcr_plugin_paths() -> list[Path]:
+    """orcr's own test plugins (tests/plugins: orcr_test_broken, orcr_test_memory) on
+    the PYTHONPATH of ``orcr_home``'s processes, beside the plugin's echo driver."""
+    return [TEST_PLUGINS]

@@ -1,7 +1,7 @@
 """Shared pieces of the benchmarks: a private orcr server and what measures it.
 
 :func:`bench_server` is a private server on the in-repo test driver
-(tests/plugins/orcr_test_driver.py), which starts no processes, so the figures
+(testing/orcr_testing/plugins/orcr_test_driver.py), which starts no processes, so the figures
 measure orcr itself: the CLI, the socket, admission and promotion. The benches
 that need a real multiplexer (idle, discovery) write their own ``config.toml``
 and use :func:`start_server`, :func:`idle_window` and :func:`stop_server`.
@@ -151,7 +151,7 @@ def bench_server(config: str = "", where: str = BENCH_DIR):
         os.environ,
         ORCR_HOME=str(home),
         ORCR_PLUGIN_MODULES="orcr_test_driver",
-        PYTHONPATH=str(ROOT / "tests" / "plugins"),
+        PYTHONPATH=str(ROOT / "testing" / "orcr_testing" / "plugins"),
     )
     env.pop("ORCR_PATH", None)
     proc = start_server(env, timeout=15)

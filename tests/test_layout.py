@@ -44,6 +44,8 @@ INTERNAL_USES = {
     "the server's notifications (a task parked or failed)",
     ("orcr_gemini", "orcr_core.store.durable"): "fsync_dir, for the settings file it "
     "writes for a Gemini CLI agent",
+    ("orcr_testing", "orcr_core.ceilings.v1"): "the orcr_home fixture drops its test "
+    "instance's ceiling groups at teardown (no public call ends an instance for good)",
 }
 
 #: import edges that may close a circle, each with why. Empty: the CLI's lazy

@@ -1,4 +1,4 @@
-"""``OrcrHome``'s shortcuts (tests/_support/home.py) keep the CLI's meaning: ``get`` and
+"""``OrcrHome``'s shortcuts (orcr_testing/home.py) keep the CLI's meaning: ``get`` and
 ``status`` answer what ``agent get --json`` and ``server status --json`` print, and
 ``reap`` ends exactly the processes under the home."""
 
@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from _support.home import processes_under
+from orcr_testing.home import processes_under
 
 
 def test_get_and_status_through_the_sdk_are_what_the_cli_prints(server):

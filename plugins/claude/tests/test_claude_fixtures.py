@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orcr_claude import ClaudeProvider, summarize
+from orcr_testing.conformance import ProviderSuite
 
 from orcr_core.kit.adapter_helpers import summary
 from orcr_core.kit.testing import (
@@ -216,3 +217,13 @@ def test_fixture_freshly_written_is_provisional_until_settled(name, tmp_path):
     if name in ("claude-1.0.98-init.jsonl", "orcr-1.0.98-init-sidechain.jsonl"):
         # stop_reason end_turn: 0.5 s would do
         assert first.state == "working" and first.turns[-1].status == "open"
+
+
+class TestClaudeConformance(ProviderSuite):
+    """The provider suite (orcr_testing.conformance), run as a third party's provider
+    runs it, on orcr's own Claude fixtures."""
+
+    provider = ClaudeProvider
+    fixtures = OWN
+    truth = OWN_TRUTH
+    launch_options = {"argv": ["claude"]}

@@ -15,6 +15,7 @@ from orcr_tasks.queue import STATES, QueueError
 from orcr_tasks.status import compute
 from orcr_tasks.taskfile import TaskFileError, parse
 from orcr_tasks.worker import builder_prompt, last_line, pick_verifier_provider, verifier_prompt
+from orcr_testing.conformance import QueueSuite
 from orcr_testing.tasks import age_claim, heartbeats, move_by_hand, spec, states_of
 
 from orcr_core.kit.testing import until
@@ -216,83 +217,7 @@ def test_sixteen_worker_processes_build_two_hundred_tasks_once_each(q, short_tmp
 # -- the reaper, attempts and the cap ------------------------------------------------------
 
 
-def _age(q, state: str, tid: str, seconds: float) -> None:
-    """Make a claim look ``seconds`` old (a file's heartbeat mtime; a row's hb_at)."""
-    age_claim(q, tid, seconds)
-
-
-def test_reaper_returns_stale_builds_with_an_attempt_and_caps_at_three(q):
-    q.add("t", "x", task_id="a")
-    for attempt in (1, 2, 3):
-        assert q.claim("builder", token="w") == "a"
-        assert q.reap(stale=60) == []  # fresh: left alone
-        _age(q, "doing", "a", 3600)
-        assert q.reap(stale=0.001) == [("a", "doing", "failed" if attempt == 3 else "todo")]
-        state = q.where("a")
-        assert state == (["failed"] if attempt == 3 else ["todo"])
-        assert q.read(state[0], "a").attempts == attempt
-        assert heartbeats(q) == {}
-    assert q.read("failed", "a").sections("Attempt failed") == 3
-
-
-def test_a_reaped_verification_is_not_an_attempt(q):
-    q.add("t", "x", task_id="a")
-    q.claim("builder", token="b")
-    q.finish_build("a", "b", "rev1", "echo")
-    assert q.claim("verifier", token="v") == "a"
-    _age(q, "verifying", "a", 3600)
-    assert q.reap(stale=0.001) == [("a", "verifying", "review")]
-    t = q.read("review", "a")
-    assert t.attempts == 0 and t.meta["revision"] == "rev1"
-
-
-def test_a_reaped_worker_cannot_finish_over_the_next_claim(q):
-    q.add("t", "x", task_id="a")
-    q.claim("builder", token="old")
-    _age(q, "doing", "a", 3600)
-    q.reap(stale=0.001)
-    q.claim("builder", token="new")
-    with pytest.raises(QueueError, match="no longer claimed"):
-        q.finish_build("a", "old", None, "echo")
-    assert q.where("a") == ["doing"]
-    q.finish_build("a", "new", None, "echo")
-    assert q.where("a") == ["review"]
-
-
-def test_reject_cap_and_passes(q):
-    q.add("t", "x", task_id="a", verifiers=2)
-    q.claim("builder", token="b")
-    q.finish_build("a", "b", "r", "claude")
-    q.claim("verifier", token="v1")
-    assert q.verdict("a", "v1", True, "codex", "ok") == "review"  # one of two verifiers
-    q.claim("verifier", token="v2")
-    assert q.verdict("a", "v2", False, "echo", "reject: tests fail") == "todo"
-    t = q.read("todo", "a")
-    assert t.attempts == 1 and t.meta["passes"] == [] and "tests fail" in t.body
-    for n in (2, 3):
-        q.claim("builder", token="b")
-        q.finish_build("a", "b", "r", "claude")
-        q.claim("verifier", token="v")
-        dst = q.verdict("a", "v", False, "codex", "no")
-        assert dst == ("failed" if n == 3 else "todo")
-    assert q.read("failed", "a").sections("Reject") == 3
-
-
 # -- dependencies, inbox --------------------------------------------------------------------
-
-
-def test_dependencies_wait_in_backlog_until_done(q):
-    q.add("first", "x", task_id="a")
-    q.add("second", "x", task_id="b")
-    assert q.add("after both", "x", task_id="c", depends_on=["a", "b"]) == ("c", "backlog")
-    for tid in ("a", "b"):
-        assert q.claim("builder", token=tid) == tid
-        q.finish_build(tid, tid, None, "echo")
-        q.claim("verifier", token=tid)
-        q.verdict(tid, tid, True, "codex", "ok")
-        assert q.where("c") == (["todo"] if tid == "b" else ["backlog"])
-    # added after its dependency is done: straight to todo/
-    assert q.add("late", "x", task_id="d", depends_on=["a"]) == ("d", "todo")
 
 
 def test_park_and_answer(q):
@@ -360,7 +285,7 @@ def test_status_is_computed_from_the_files(q):
     q.claim("verifier", token="v")
     q.verdict("b", "v", False, "codex", "no")
     q.claim("builder", token="w")  # c (b went back to todo/ after it)
-    _age(q, "doing", "c", 3600)
+    age_claim(q, "c", 3600)
     s = compute(q, stale=600)
     assert s["counts"] == dict.fromkeys(STATES, 0) | {
         "done": 1,
@@ -503,7 +428,7 @@ def test_a_reaped_builder_writes_no_results_and_moves_nothing(q):
     assert q.claim("builder", token="old") == "a"
 
     def reaped_and_reclaimed():
-        _age(q, "doing", "a", 3600)
+        age_claim(q, "a", 3600)
         q.reap(stale=60)
         assert q.claim("builder", token="new") == "a"
 
@@ -612,3 +537,8 @@ def test_work_sandbox_reaches_every_agent(q):
     assert q.claim("builder", token="d") == "c"
     Worker(q, "builder").build(fake, "c", "d")
     assert "sandbox" not in fake.options
+
+
+class TestQueueBackends(QueueSuite):
+    """The backend suite (orcr_testing.conformance.QueueSuite) on both backends:
+    ``q`` (conftest.py) is the file queue and PostgreSQL in turn."""
