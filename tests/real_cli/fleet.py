@@ -31,8 +31,18 @@ class Fleet:
         return self.claude if provider == CLAUDE else self.codex
 
 
-def start(real, claude: Script, codex: Script, extra: str = "") -> Fleet:
-    """One orcr server running both CLIs, each against its fake (no dialog appears)."""
+def start(
+    real,
+    claude: Script,
+    codex: Script,
+    extra: str = "",
+    settings: dict | None = None,
+    codex_config: str = "",
+    table: str = "",
+) -> Fleet:
+    """One orcr server running both CLIs, each against its fake (no dialog appears).
+    ``settings`` replaces Claude Code's settings.json, ``codex_config`` adds top-level
+    keys to Codex's config.toml, ``table`` adds keys to both ``[providers.*]`` tables."""
     anth = real.stack.enter_context(anthropic_server(claude))
     resp = real.stack.enter_context(responses_server(codex))
     real.model = anth
@@ -50,12 +60,13 @@ def start(real, claude: Script, codex: Script, extra: str = "") -> Fleet:
         },
     }
     (home / ".claude.json").write_text(json.dumps(state))
-    (home / "settings.json").write_text(
-        json.dumps({"permissions": {"defaultMode": "default"}, "disableAutoMode": "disable"})
-    )
+    if settings is None:
+        settings = {"permissions": {"defaultMode": "default"}, "disableAutoMode": "disable"}
+    (home / "settings.json").write_text(json.dumps(settings))
     (home / "config.toml").write_text(
         'model = "gpt-5-codex"\nmodel_provider = "fake"\ncheck_for_update_on_startup = false\n'
-        f'[model_providers.fake]\nname = "fake"\nbase_url = "{resp.url}/v1"\n'
+        + codex_config
+        + f'[model_providers.fake]\nname = "fake"\nbase_url = "{resp.url}/v1"\n'
         'wire_api = "responses"\nenv_key = "FAKE_MODEL_API_KEY"\n'
         f'[projects."{real.cwd}"]\ntrust_level = "trusted"\n'
     )
@@ -67,10 +78,10 @@ def start(real, claude: Script, codex: Script, extra: str = "") -> Fleet:
         "FAKE_MODEL_API_KEY": resp.api_key,
     }
 
-    def table(name: str) -> str:
-        return f'argv = ["{real.bin / name}"]\nhome = "{home}"\nallow_unpinned = true\n'
+    def keys(name: str) -> str:
+        return f'argv = ["{real.bin / name}"]\nhome = "{home}"\nallow_unpinned = true\n' + table
 
-    real._start(CLAUDE, table(CLAUDE), env, f"[providers.{CODEX}]\n{table(CODEX)}" + extra)
+    real._start(CLAUDE, keys(CLAUDE), env, f"[providers.{CODEX}]\n{keys(CODEX)}" + extra)
     real.provider = None  # both: Real.run would pick one
     return Fleet(real, anth, resp)
 

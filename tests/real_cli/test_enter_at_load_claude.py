@@ -18,37 +18,19 @@ question, "Ran 1 shell command"; docs/providers/real-cli.md).
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
-
 import pytest
 from fake_models import Script, Tool
+from real_cli.enters import accepted, late, resubmits
 
 from orcr_core.kit.testing import until
 from orcr_core.sdk import Orcr
 from orcr_core.sdk.client import Client
 
 AGENTS = 6
-#: the events of a key orcr sends for a prompt: the first Enter and any pressed again
-ENTERS = ("prompt.enter_requested", "prompt.resubmit")
 
 
 def _prompt(name: str) -> str:
     return f"enter check {name}: run the command"
-
-
-def _accepted(real, path: str, prompt: str) -> float:
-    """When Claude Code took the prompt: its user record's own timestamp (the record
-    may be written seconds later; its timestamp is the prompt's)."""
-    session = real.get(path)["agent_session"]["value"]
-    (transcript,) = real.cli_home.glob(f"projects/*/{session}.jsonl")
-    for line in transcript.read_text().splitlines():
-        r = json.loads(line)
-        content = r.get("message", {}).get("content") if r.get("type") == "user" else None
-        text = content if isinstance(content, str) else json.dumps(content)
-        if content and prompt in text:
-            return datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")).timestamp()
-    raise AssertionError(f"{path}: no user record holds {prompt!r}")
 
 
 @pytest.mark.timeout(900)
@@ -86,29 +68,26 @@ def test_six_claude_agents_at_once_get_no_enter_after_their_turn_began(real):
         return any(e["kind"] == "prompt.applied" for e in real.home.events(uuid))
 
     until(lambda: all(delivered(u) for u in uuids.values()), 120, "every delivery done")
-    late, decisions, timeline = {}, {}, {}
+    after, decisions, timeline = {}, {}, {}
     for n in names:
-        accepted = _accepted(real, f"e/{n}", _prompt(n))
+        session = real.get(f"e/{n}")["agent_session"]["value"]
+        took = accepted(real, session, _prompt(n))
+        assert took is not None, f"e/{n}: no user record holds {_prompt(n)!r}"
         asked = min(r.at for r in real.model.requests if r.prompt and f"check {n}:" in r.prompt)
-        began = min(accepted, asked)
+        began = min(took, asked)
         events = real.home.events(uuids[n])
         enter = next(e["ts"] for e in events if e["kind"] == "prompt.enter_requested")
         applied = next(e["ts"] for e in events if e["kind"] == "prompt.applied")
         # seconds after orcr's Enter: Claude Code took the prompt, asked the model,
         # and orcr's delivery ended (the transcript showed the turn, or the look ended)
-        timeline[n] = tuple(round(t - enter, 2) for t in (accepted, asked, applied))
-        enters = [e for e in events if e["kind"] in ENTERS]
-        late[n] = [(e["kind"], round(e["ts"] - began, 2)) for e in enters if e["ts"] > began]
-        decisions[n] = [
-            (e["kind"], e["data"].get("reason"))
-            for e in events
-            if e["kind"].startswith("prompt.resubmit")
-        ]
-    print(f"Enters after the turn began: {late}\nresubmit decisions: {decisions}")
+        timeline[n] = tuple(round(t - enter, 2) for t in (took, asked, applied))
+        after[n] = late(events, began)
+        decisions[n] = resubmits(events)
+    print(f"Enters after the turn began: {after}\nresubmit decisions: {decisions}")
     print(f"accepted, model asked, delivery done (s after the Enter): {timeline}")
     ran = [n for n in names if markers[n].exists()]
     assert ran == [], (decisions, real.why(f"e/{ran[0]}"))  # orcr answered a question
-    assert {n: v for n, v in late.items() if v} == {}, (late, decisions, real.why("e/e1"))
+    assert {n: v for n, v in after.items() if v} == {}, (after, decisions, real.why("e/e1"))
     for n in names:
         real.until_blocked(f"e/{n}", "Claude Code asks permission", timeout=60)
     assert real.model.prompts().count(_prompt("e1")) == 1
