@@ -71,8 +71,9 @@ def test_six_claude_agents_at_once_get_no_enter_after_their_turn_began(real):
     after, decisions, timeline = {}, {}, {}
     for n in names:
         session = real.get(f"e/{n}")["agent_session"]["value"]
-        took = accepted(real, session, _prompt(n))
-        assert took is not None, f"e/{n}: no user record holds {_prompt(n)!r}"
+        # under load Claude Code writes the record seconds after the turn began
+        prompt = _prompt(n)
+        took = until(lambda s=session, p=prompt: accepted(real, s, p), 60, f"e/{n}'s record")
         asked = min(r.at for r in real.model.requests if r.prompt and f"check {n}:" in r.prompt)
         began = min(took, asked)
         events = real.home.events(uuids[n])
