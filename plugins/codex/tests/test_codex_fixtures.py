@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orcr_codex import CodexProvider, summarize
+from orcr_testing.conformance import ProviderSuite
 
 from orcr_core.kit.adapter_helpers import summary
 from orcr_core.kit.testing import (
@@ -189,3 +190,14 @@ def test_fixture_freshly_written_live_reader(name, tmp_path):
     path.write_bytes(fixture(name).read_bytes())
     state = CodexProvider().open_reader(str(path), clock=clock, wall=clock).poll()
     check(summary("codex", state), name)
+
+
+class TestCodexConformance(ProviderSuite):
+    """The provider suite (orcr_testing.conformance), run as a third party's provider
+    runs it, on orcr's own Codex fixtures and two of its captured screens."""
+
+    provider = CodexProvider
+    fixtures = OWN
+    truth = OWN_TRUTH
+    launch_options = {"argv": ["codex"]}
+    screens = {"0.171.0-booting.txt": "unknown", "0.171.0-ready.txt": "ready"}
