@@ -541,4 +541,6 @@ def test_work_sandbox_reaches_every_agent(q):
 
 class TestQueueBackends(QueueSuite):
     """The backend suite (orcr_testing.conformance.QueueSuite) on both backends:
-    ``q`` (conftest.py) is the file queue and PostgreSQL in turn."""
+    ``q`` (conftest.py) is the file queue and PostgreSQL in turn. Planted: a failed
+    attempt not counted (moves._fail's ``t.attempts + 1`` made ``t.attempts``) ->
+    the reaper and reject-cap tests fail."""
