@@ -10,37 +10,27 @@ from orcr_core import __version__, paths
 from orcr_core.agents import cli_check, queue
 from orcr_core.loops.runs import admission_refusal
 from orcr_core.protocol import ProtocolError
-from orcr_core.server import sandboxed
-from orcr_core.server.loop_handlers import LOOP_HANDLERS
-from orcr_core.server.notify_handlers import NOTIFY_HANDLERS
-from orcr_core.server.pane_handlers import PANE_HANDLERS, agent_report_session  # noqa: F401
+from orcr_core.server import (  # noqa: F401 (each *_handlers registers its routes at import)
+    loop_handlers,
+    notify_handlers,
+    pane_handlers,
+    sandboxed,
+    stream_handlers,
+    usage_handlers,
+    worktree_handlers,
+)
+from orcr_core.server.pane_handlers import agent_report_session  # noqa: F401
+from orcr_core.server.routes import ROUTES, route
 from orcr_core.server.shapes import agent_dict, iso, param, session_dict
-from orcr_core.server.stream_handlers import STREAM_HANDLERS
 from orcr_core.server.targets import resolve, resolve_many
-from orcr_core.server.usage_handlers import USAGE_HANDLERS
-from orcr_core.server.worktree_handlers import WORKTREE_HANDLERS
 from orcr_core.store.db import SCHEMA_VERSION
 from orcr_core.store.models import Agent
 from orcr_core.usage import budgets
 from orcr_core.usage import record as usage
 
 log = logging.getLogger("orcr.handlers")
-HANDLERS = dict(
-    LOOP_HANDLERS,
-    **NOTIFY_HANDLERS,
-    **WORKTREE_HANDLERS,
-    **USAGE_HANDLERS,
-    **STREAM_HANDLERS,
-    **PANE_HANDLERS,
-)
-
-
-def method(name):
-    def deco(fn):
-        HANDLERS[name] = fn
-        return fn
-
-    return deco
+#: every socket method, the one table :func:`dispatch` serves (``routes.ROUTES``)
+HANDLERS = ROUTES
 
 
 def dispatch(server, conn, rid, name, params):
@@ -55,7 +45,7 @@ def dispatch(server, conn, rid, name, params):
     return sandboxed.filter_list(server, caller, result) if name == "agent.list" else result
 
 
-@method("hello")
+@route("hello")
 def hello(server, conn, rid, params):
     if params.get("protocol") != conn.hello_protocol:
         raise ProtocolError("unsupported_version", "the protocol was negotiated already")
@@ -66,7 +56,7 @@ def hello(server, conn, rid, params):
     }
 
 
-@method("agent.run")
+@route("agent.run")
 def agent_run(server, conn, rid, params):
     timeout = params.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
@@ -161,7 +151,7 @@ def _list(params) -> list[Agent]:
     return list(q)
 
 
-@method("agent.list")
+@route("agent.list")
 def agent_list(server, conn, rid, params):
     agents = usage.attach([agent_dict(a) for a in _list(params)])
     _mark_held(server, agents)
@@ -216,7 +206,7 @@ def unmanaged_dict(u) -> dict:
     }
 
 
-@method("unmanaged.list")
+@route("unmanaged.list")
 def unmanaged_list(server, conn, rid, params):
     """Agents herdr detects in the user's other sessions (listed, never acted on)."""
     from orcr_core.agents import unmanaged
@@ -225,7 +215,7 @@ def unmanaged_list(server, conn, rid, params):
     return {"unmanaged": [unmanaged_dict(u) for u in unmanaged.rows(all=everything)]}
 
 
-@method("agent.get")
+@route("agent.get")
 def agent_get(server, conn, rid, params):
     row = resolve(param(params, "target", str))
     agent = usage.attach([agent_dict(row)], per_turn=True)[0]
@@ -245,7 +235,7 @@ def _sandbox_of(server, row: Agent) -> dict | None:
         return None
 
 
-@method("agent.resume")
+@route("agent.resume")
 def agent_resume(server, conn, rid, params):
     from orcr_core.agents import resume
 
@@ -256,7 +246,7 @@ def agent_resume(server, conn, rid, params):
     return {"agent": agent_dict(agent)}
 
 
-@method("agent.kill")
+@route("agent.kill")
 def agent_kill(server, conn, rid, params):
     from orcr_core.agents import pipeline
 
@@ -275,17 +265,17 @@ def agent_kill(server, conn, rid, params):
     return {"killed": results}
 
 
-@method("server.status")
+@route("server.status")
 def server_status(server, conn, rid, params):
     return server.status()
 
 
-@method("server.stop")
+@route("server.stop")
 def server_stop(server, conn, rid, params):
     return {"stopping": True, "pid": os.getpid()}
 
 
-@method("config.reload")
+@route("config.reload")
 def config_reload(server, conn, rid, params):
     try:
         changed = server.reload_config()
@@ -294,6 +284,6 @@ def config_reload(server, conn, rid, params):
     return {"reloaded": True, "changed": changed}
 
 
-@method("store.info")
+@route("store.info")
 def store_info(server, conn, rid, params):
     return {"schema_version": SCHEMA_VERSION, "path": str(server.store_path), "now": time.time()}

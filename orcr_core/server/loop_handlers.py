@@ -1,4 +1,5 @@
-"""Socket methods ``loop.*`` and ``loop.run.*`` (merged into the handler table)."""
+"""Socket methods ``loop.*`` and ``loop.run.*`` (registered in the route table,
+:mod:`orcr_core.server.routes`)."""
 
 from __future__ import annotations
 
@@ -6,25 +7,9 @@ import time
 
 from orcr_core.loops import control, defs, runs
 from orcr_core.loops.defs import LoopError
-from orcr_core.protocol import ProtocolError
+from orcr_core.server.routes import route
 from orcr_core.store import events
 from orcr_core.store.models import RUN_ENDED, Event, Loop, LoopRun, db
-
-LOOP_HANDLERS = {}
-
-
-def method(name):
-    def deco(fn):
-        def wrapped(server, conn, rid, params):
-            try:
-                return fn(server, params)
-            except LoopError as exc:
-                raise ProtocolError(exc.code, str(exc)) from None
-
-        LOOP_HANDLERS[name] = wrapped
-        return fn
-
-    return deco
 
 
 def _target(params: dict, key: str = "target") -> str:
@@ -34,7 +19,7 @@ def _target(params: dict, key: str = "target") -> str:
     return value
 
 
-@method("loop.create")
+@route("loop.create", short=True, errors=(LoopError,))
 def loop_create(server, params):
     loop = defs.create(params)
     server.loops.wake()
@@ -42,12 +27,12 @@ def loop_create(server, params):
     return {"loop": defs.loop_dict(loop)}
 
 
-@method("loop.get")
+@route("loop.get", short=True, errors=(LoopError,))
 def loop_get(server, params):
     return {"loop": defs.loop_dict(defs.resolve(_target(params)))}
 
 
-@method("loop.list")
+@route("loop.list", short=True, errors=(LoopError,))
 def loop_list(server, params):
     q = Loop.select().order_by(Loop.created_at)
     if not params.get("all"):
@@ -55,7 +40,7 @@ def loop_list(server, params):
     return {"loops": defs.loop_dicts(list(q))}
 
 
-@method("loop.pause")
+@route("loop.pause", short=True, errors=(LoopError,))
 def loop_pause(server, params):
     loop = defs.pause(defs.resolve(_target(params)))
     server.loops.wake()
@@ -63,7 +48,7 @@ def loop_pause(server, params):
     return {"loop": defs.loop_dict(loop)}
 
 
-@method("loop.resume")
+@route("loop.resume", short=True, errors=(LoopError,))
 def loop_resume(server, params):
     loop = control.resume(defs.resolve(_target(params)))
     server.loops.start_pending(loop.uuid)
@@ -72,7 +57,7 @@ def loop_resume(server, params):
     return {"loop": defs.loop_dict(Loop.get_by_id(loop.uuid))}
 
 
-@method("loop.rm")
+@route("loop.rm", short=True, errors=(LoopError,))
 def loop_rm(server, params):
     loop = defs.resolve(_target(params))
     canceled = control.remove(loop)
@@ -129,7 +114,7 @@ def _run_target(value: str) -> tuple[Loop, list[LoopRun]]:
     return loop, sorted(rows, key=lambda r: (r.created_at or 0, r.run_id))
 
 
-@method("loop.run.start")
+@route("loop.run.start", short=True, errors=(LoopError,))
 def loop_run_start(server, params):
     loop = defs.resolve(_target(params))
     now = time.time()
@@ -155,7 +140,7 @@ def loop_run_start(server, params):
     return {"run": defs.run_dict(run, loop.name)}
 
 
-@method("loop.run.stop")
+@route("loop.run.stop", short=True, errors=(LoopError,))
 def loop_run_stop(server, params):
     loop, rows = _run_target(_target(params))
     wait = bool(params.get("wait"))
@@ -166,7 +151,7 @@ def loop_run_stop(server, params):
     return {"stopped": out}
 
 
-@method("loop.run.list")
+@route("loop.run.list", short=True, errors=(LoopError,))
 def loop_run_list(server, params):
     target = _target(params)
     loop = defs.resolve(target)
@@ -183,7 +168,7 @@ def loop_run_list(server, params):
     }
 
 
-@method("loop.logs")
+@route("loop.logs", short=True, errors=(LoopError,))
 def loop_logs(server, params):
     """``source=orcr``: the loop's event rows (``since_seq`` pages on); ``source=run``:
     where each run's log file is (the caller reads it: same user, same machine)."""

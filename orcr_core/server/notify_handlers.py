@@ -1,5 +1,5 @@
-"""Socket methods ``notify.ls``, ``notify.test`` and ``notices.drain`` (merged into the
-handler table)."""
+"""Socket methods ``notify.ls``, ``notify.test`` and ``notices.drain`` (registered in the
+route table, :mod:`orcr_core.server.routes`)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,8 @@ import time
 from orcr_core.common.times import iso
 from orcr_core.notify import rules
 from orcr_core.protocol import ProtocolError
+from orcr_core.server.routes import route
 from orcr_core.store.models import Notification
-
-NOTIFY_HANDLERS = {}
-
-
-def method(name):
-    def deco(fn):
-        NOTIFY_HANDLERS[name] = fn
-        return fn
-
-    return deco
 
 
 def _last(sink: str) -> dict | None:
@@ -45,7 +36,7 @@ def _last(sink: str) -> dict | None:
     }
 
 
-@method("notify.ls")
+@route("notify.ls")
 def notify_ls(server, conn, rid, params):
     """The rules (with their settings) and every registered sink: on or off (and
     why), rows waiting, and its last delivery."""
@@ -78,7 +69,7 @@ def notify_ls(server, conn, rid, params):
     return {"rules": out_rules, "sinks": sinks}
 
 
-@method("notify.test")
+@route("notify.test")
 def notify_test(server, conn, rid, params):
     """Send a test notification through each sink that is on (or the one named),
     now, outside the outbox; what each answered."""
@@ -122,7 +113,7 @@ def _tests(server) -> dict[str, dict]:
     return server.notify_tests
 
 
-@method("notices.drain")
+@route("notices.drain")
 def notices_drain(server, conn, rid, params):
     """A plugin wrote a notice (orcr_core.notify.notices): turn the notices waiting in
     the data directory into events now, each once; how many were new."""

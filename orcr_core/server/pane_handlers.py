@@ -1,7 +1,7 @@
 """Talking to a live agent: type a prompt or keys into its pane, read its last
 answer or screen, record the session its process reports, attach to its pane.
 
-Registered into :data:`orcr_core.server.handlers.HANDLERS` as ``PANE_HANDLERS``."""
+Registered in the route table, :mod:`orcr_core.server.routes`."""
 
 from __future__ import annotations
 
@@ -12,23 +12,15 @@ from orcr_core.agents import lifecycle, queue, sessions
 from orcr_core.agents.launch import pane_of
 from orcr_core.contracts import SessionPointer
 from orcr_core.protocol import ProtocolError
+from orcr_core.server.routes import route
 from orcr_core.server.shapes import agent_dict, param
 from orcr_core.server.targets import resolve
 from orcr_core.store.models import Agent, db
 
 log = logging.getLogger("orcr.handlers")
-PANE_HANDLERS = {}
 
 
-def method(name):
-    def deco(fn):
-        PANE_HANDLERS[name] = fn
-        return fn
-
-    return deco
-
-
-@method("agent.send")
+@route("agent.send")
 def agent_send(server, conn, rid, params):
     from orcr_core.agents import delivery
 
@@ -50,7 +42,7 @@ def agent_send(server, conn, rid, params):
     return {"agent": agent_dict(Agent.get_by_id(agent.id))}
 
 
-@method("agent.keys")
+@route("agent.keys")
 def agent_keys(server, conn, rid, params):
     """``agent send --key``: press keys in a live agent's pane (answer a dialog).
 
@@ -85,7 +77,7 @@ def agent_keys(server, conn, rid, params):
     return {"path": agent.path, "uuid": agent.uuid, "keys": list(keys)}
 
 
-@method("agent.read")
+@route("agent.read")
 def agent_read(server, conn, rid, params):
     from orcr_core.agents import transcripts
 
@@ -128,7 +120,7 @@ def agent_read(server, conn, rid, params):
     return result
 
 
-@method("agent.report_session")
+@route("agent.report_session")
 def agent_report_session(server, conn, rid, params):
     """An agent's own process reports its provider session (Codex's ``notify``).
 
@@ -168,7 +160,7 @@ def agent_report_session(server, conn, rid, params):
     return {"recorded": True}
 
 
-@method("agent.attach")
+@route("agent.attach")
 def agent_attach(server, conn, rid, params):
     from orcr_core.agents import parking
     from orcr_core.contracts import DriverError

@@ -7,6 +7,7 @@ import select
 import socket
 
 from orcr_core.protocol import ProtocolError
+from orcr_core.server.routes import route
 from orcr_core.server.shapes import agent_dict, param
 from orcr_core.store import events
 from orcr_core.store.models import Agent, Meta, db
@@ -14,15 +15,6 @@ from orcr_core.usage import record as usage
 
 #: what a streaming handler returns: it answered on the connection itself
 STREAMED = object()
-STREAM_HANDLERS = {}
-
-
-def method(name):
-    def deco(fn):
-        STREAM_HANDLERS[name] = fn
-        return fn
-
-    return deco
 
 
 def _snapshot_rows(params) -> list[dict]:
@@ -34,7 +26,7 @@ def _snapshot_rows(params) -> list[dict]:
     return [agent_dict(a) for a in q]
 
 
-@method("watch.open")
+@route("watch.open")
 def watch_open(server, conn, rid, params):
     """Snapshot + stream under one cursor pin: nothing missed, nothing doubled."""
     pin = server.bus.pin(0)
@@ -56,7 +48,7 @@ def _floor() -> int:
     return int(row.value) if row else 0
 
 
-@method("events.subscribe")
+@route("events.subscribe")
 def events_subscribe(server, conn, rid, params):
     since = param(params, "since_seq", int, required=False, default=0)
     if params.get("clamp") is True:  # a reader of the log: start at the oldest row kept

@@ -1,10 +1,10 @@
-"""Socket method ``usage.sum`` (merged into the handler table)."""
+"""Socket method ``usage.sum`` (registered in the route table,
+:mod:`orcr_core.server.routes`)."""
 
 from __future__ import annotations
 
 from orcr_core.protocol import ProtocolError
-
-USAGE_HANDLERS = {}
+from orcr_core.server.routes import route
 
 
 def _opt(params: dict, key: str, kinds: tuple):
@@ -14,6 +14,7 @@ def _opt(params: dict, key: str, kinds: tuple):
     return value
 
 
+@route("usage.sum")
 def usage_sum(server, conn, rid, params):
     """Tokens spent by the turns of the agents under ``prefix``, since ``since``
     (epoch seconds), grouped ``by`` path, provider, model, loop or day."""
@@ -27,6 +28,3 @@ def usage_sum(server, conn, rid, params):
         return sums.summarize(prefix, since, by, prices)
     except ValueError as exc:
         raise ProtocolError("invalid_params", str(exc)) from None
-
-
-USAGE_HANDLERS["usage.sum"] = usage_sum

@@ -1,29 +1,13 @@
-"""Socket methods ``worktree.list``, ``worktree.remove`` and ``worktree.prune`` (merged into
-the handler table)."""
+"""Socket methods ``worktree.list``, ``worktree.remove`` and ``worktree.prune`` (registered in
+the route table, :mod:`orcr_core.server.routes`)."""
 
 from __future__ import annotations
 
 import os
 
-from orcr_core.protocol import ProtocolError
+from orcr_core.server.routes import route
 from orcr_core.store.models import Agent
 from orcr_core.workspaces import finish, plan, vcs
-
-WORKTREE_HANDLERS = {}
-
-
-def method(name):
-    def deco(fn):
-        def wrapped(server, conn, rid, params):
-            try:
-                return fn(server, params)
-            except vcs.VcsError as exc:
-                raise ProtocolError(exc.code, str(exc)) from None
-
-        WORKTREE_HANDLERS[name] = wrapped
-        return fn
-
-    return deco
 
 
 def _entry(agent: Agent, look: bool) -> dict:
@@ -39,7 +23,7 @@ def _entry(agent: Agent, look: bool) -> dict:
     return entry
 
 
-@method("worktree.list")
+@route("worktree.list", short=True, errors=(vcs.VcsError,))
 def worktree_list(server, params):
     """Every checkout orcr made and still knows of (``all``: removed ones too)."""
     rows = Agent.select().where(Agent.worktree.is_null(False)).order_by(Agent.id)
@@ -64,7 +48,7 @@ def _find(target: str) -> Agent:
     return row
 
 
-@method("worktree.remove")
+@route("worktree.remove", short=True, errors=(vcs.VcsError,))
 def worktree_remove(server, params):
     target = params.get("target")
     if not isinstance(target, str) or not target:
@@ -72,7 +56,7 @@ def worktree_remove(server, params):
     return finish.remove_kept(_find(target), force=bool(params.get("force")))
 
 
-@method("worktree.prune")
+@route("worktree.prune", short=True, errors=(vcs.VcsError,))
 def worktree_prune(server, params):
     dry_run = params.get("dry_run", False)
     if not isinstance(dry_run, bool):
