@@ -117,11 +117,9 @@ class TmuxDriver(ServerMixin, PromptMixin, SnapshotMixin):
             self.tmux.run(["has-session", "-t", target])
             return name
         except TmuxError as exc:
-            # "no current target": a server another thread's new-session just started,
-            # with no session yet (seen by the driver suite's six concurrent calls)
-            if exc.code not in ("not_found", "server_not_running") and (
-                "no current target" not in str(exc)
-            ):
+            # classify() reads "no current target" (a server another thread's new-session
+            # just started, no session in it yet) as not_found
+            if exc.code not in ("not_found", "server_not_running"):
                 raise
         try:
             self.tmux.run(
