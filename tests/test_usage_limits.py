@@ -17,15 +17,13 @@ from orcr_core.kit.screens import reset_at
 from orcr_core.kit.testing import until
 
 #: the line as seen on a real Claude Code pane (issue 38's report), as Claude Code's
-#: own documentation shows it ("Wait for usage limit reset", v2.1.234+), and as the
-#: 2.1.332 binary's strings word it (started, rearmed, waiting; not seen on a pane: a
-#: claude.ai plan's login shows them, an API key never does)
+#: own documentation shows it ("Wait for usage limit reset", v2.1.234+), and as the real
+#: 2.1.332 logged in to a plan shows it under its composer while it waits
 REAL_LINES = (
     "Usage limit reached · continuing automatically at 7pm · esc or type to cancel",
     "Usage limit reached · continuing automatically at 3:45pm · esc to cancel",
-    "Usage limit reached · set to continue automatically at 7pm",
-    "Usage limit reached again · set to continue automatically at 3:45pm",
     "Continuing automatically at 7pm · Esc to cancel",
+    "Continuing automatically at 3:45pm · Esc to cancel",
 )
 
 
@@ -48,8 +46,10 @@ def test_claude_reads_the_usage_limit_line(line):
     assert (shown.state, shown.kind) == ("waiting", "usage_limit")
     clock = "19:00" if "7pm" in line else "15:45"
     assert shown.reason == f"usage limit until {clock}" and shown.until is not None
-    # the line Claude Code draws once the reset came is no wait
+    # the line Claude Code draws once the reset came is no wait, nor 2.1.332's message
+    # left in the conversation once Esc cancelled the wait
     assert usage_limit("Usage limit reset · continuing automatically") is None
+    assert usage_limit("● Usage limit reached · set to continue automatically at 7pm") is None
 
 
 def test_claude_reads_a_shortly_reset_and_its_429_turn_error():
@@ -216,3 +216,81 @@ def test_a_codex_turn_that_ends_on_its_limit_holds_codex(live, short_tmp):
         until(lambda: o.get("w/cl")["status"] != "queued", 10, "claude not held")
         held = o.get("w/c2")
         assert held["status"] == "queued" and held["held"].startswith("usage limit codex until ")
+
+
+@pytest.mark.parametrize("live", ["tmux", "herdr"], indirect=True)
+def test_a_plans_limit_waits_working_until_the_cli_goes_on(live, short_tmp):
+    """Claude Code on a plan ends the turn on its limit and waits at its composer,
+    "Continuing automatically at … · Esc to cancel" (the fake's ``[planlimit N]``, as the
+    captured 2.1.332 screen shows it). The ``--rm`` agent w/on stays ``working (waiting:
+    usage limit until …)``, not ended, and ends ``done`` with its answer once the CLI goes
+    on; w/esc, whose wait a person cancels with Esc, goes idle with the limit's error.
+
+    Planted: limit_wait.waits always False (the line not read) -> fails (w/on ends done
+    with the error at once, never waiting). Planted: USAGE_LIMIT also taking the "●
+    Usage limit reached · set to continue automatically" message left above -> fails
+    (w/esc stays working after Esc)."""
+    cwd = short_tmp / "w"
+    cwd.mkdir()
+    configure(live, short_tmp)
+    live.start_server()
+    with live.sdk() as o:
+        o.run("[planlimit 4] went on", provider="claude", path="w/on", cwd=str(cwd), rm=True)
+        o.run("[planlimit 120] never", provider="claude", path="w/esc", cwd=str(cwd))
+        for path in ("w/on", "w/esc"):
+            a = until(lambda p=path: (a := o.get(p))["waiting"] and a, 15, f"{path} waiting")
+            assert a["status"] == "working" and a["waiting"].startswith("usage limit until ")
+        o.keys("w/esc", ["esc"])
+        esc = until(lambda: (a := o.get("w/esc"))["status"] == "idle" and a, 10, "w/esc idle")
+        assert esc["turn_error"].startswith("You've hit your 5-hour limit · resets ")
+        on = until(lambda: (a := o.get("w/on"))["status"] == "ended" and a, 20, "w/on done")
+        assert on["exit_reason"] == "done" and not on["turn_error"]
+    assert live.run("agent", "read", "w/on", check=True).stdout == "went on\n"
+
+
+def test_the_captured_plan_screen_keeps_the_ended_turn_waiting(monkeypatch):
+    """limit_wait.waits on the captured 2.1.332 plan screen: waiting (noted as seen);
+    the same screen once Esc took its "Continuing automatically" line off: the wait is
+    over and the turn's end is taken; an error that is no usage limit reads no screen.
+
+    Planted: USAGE_LIMIT also taking "● Usage limit reached · set to continue
+    automatically" (left in the conversation) -> fails (still waiting after Esc).
+    Planted: waits always False -> fails. Planted: the Esc branch not calling
+    ``usage_limits.over`` -> fails (no ``agent.usage_limit_over``; the e2e still passes:
+    the turn's end is taken either way)."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from orcr_claude import ClaudeProvider
+
+    from orcr_core.agents import limit_wait
+
+    screen = (
+        Path(__file__).parent.parent
+        / "plugins/claude/tests/fixtures/screens/2.1.332-usage-limit-plan.txt"
+    ).read_text()
+    shown, calls = [screen], []
+    limits = SimpleNamespace(
+        noticed=lambda uuid: 1.0 if ("seen", uuid) in calls else None,
+        seen=lambda server, agent, reason, until: calls.append(("seen", agent.uuid)),
+        over=lambda server, agent, why: calls.append(("over", why)),
+    )
+    server = SimpleNamespace(
+        dialog_checked={}, driver=SimpleNamespace(read=lambda pane: shown[0]), usage_limits=limits
+    )
+    agent = SimpleNamespace(uuid="u", stalled_at=None)
+    spec = LaunchSpec(uuid="u", path="w/a", cwd="/", data_dir="/tmp")
+    monkeypatch.setattr(limit_wait, "pane_of", lambda agent: "%1")
+    monkeypatch.setattr(limit_wait, "launch_spec", lambda server, agent: spec)
+    monkeypatch.setattr(limit_wait.stall, "grew_at", lambda server, agent: 0.0)
+    error = "You've hit your 5-hour limit · resets 12:24am (UTC)"
+    claude = ClaudeProvider()
+    assert limit_wait.waits(server, agent, claude, error, now=100.0)
+    assert calls == [("seen", "u")]
+    server.dialog_checked.clear()  # keys sent: the screen is read again at once
+    shown[0] = screen.replace("Continuing automatically at 12:24am · Esc to cancel", "")
+    assert not limit_wait.waits(server, agent, claude, error, now=100.0)
+    assert calls[-1] == ("over", "the limit left the screen")
+    server.dialog_checked.clear()
+    shown[0] = screen
+    assert not limit_wait.waits(server, agent, claude, "API Error: 500 boom", now=100.0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from orcr_core.agents import asking, lifecycle, pipeline, sessions, stall, transcripts
+from orcr_core.agents import asking, lifecycle, limit_wait, pipeline, sessions, stall, transcripts
 from orcr_core.agents.transcripts import read_transcript
 from orcr_core.contracts import ProviderError
 from orcr_core.store import events, faults
@@ -40,8 +40,12 @@ def follow(server, agent: Agent) -> None:
     stall.check(server, agent, time.time())  # growth clears it before the turn's end moves on
     if state.version:
         _check_version(server, agent, provider, state.version)  # once per version seen
-    if agent.status == "working" and state.state == "idle" and len(state.turns) >= agent.turn:
-        last = state.turns[-1] if state.turns else None
+    ended = agent.status == "working" and state.state == "idle" and len(state.turns) >= agent.turn
+    last = state.turns[-1] if state.turns else None
+    if ended and last is not None and last.error:
+        if limit_wait.waits(server, agent, provider, last.error, time.time()):
+            return  # a usage limit its CLI waits out at its composer: not the end yet
+    if ended:
         outcome = {"turn": agent.turn, "turn_status": last.status if last else None}
         if last is not None and last.error:
             outcome["turn_error"] = last.error

@@ -15,6 +15,10 @@ working agent's screen (agents/asking.py) finds it through the provider's
 - ``agent.usage_limit`` (and ``agent.usage_limit_over``) events, and the notification
   rule ``usage_limit``.
 
+Claude Code 2.1.332 on a plan ends the turn on its limit first, then waits at its
+composer to go on: orcr_core/agents/limit_wait.py keeps that agent working, waiting, while
+its screen says so.
+
 The waits are kept in memory, not in the store: after a restart the monitor reads the
 quiet agents' screens again within ``timings.blocked_after``, which finds them again.
 """

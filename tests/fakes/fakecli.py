@@ -38,7 +38,10 @@ until the question is answered in the pane, as the real CLIs do); ``[limit N]`` 
 Code) waits out a usage limit first: N seconds of the real CLI's line "Usage limit
 reached · continuing automatically at <time> · esc or type to cancel" and nothing written,
 then the turn goes on by itself; (Codex) the turn ends errored on its usage-limit error,
-"Try again at" a minute past N seconds. The answer is the
+"Try again at" a minute past N seconds. ``[planlimit N]`` (Claude Code 2.1.332 logged in
+to a claude.ai plan) ends the turn on the plan's limit, then waits N seconds showing
+"Continuing automatically at <time> · Esc to cancel" and goes on by itself (Esc cancels
+it: :meth:`Tui.escape`). The answer is the
 prompt with its directives taken off.
 """
 
@@ -64,7 +67,9 @@ PASTE_END = b"\x1b[201~"
 ENTER_GUARD = 0.15  # seconds after a paste during which Enter is swallowed
 DIALOG_DEAF = 0.3  # seconds after a dialog's first draw during which it drops keys
 _DIRECTIVE = re.compile(
-    r"\s*\[(?:(sleep)\s+(\d+(?:\.\d*)?)|(tool)|(ask)|(limit)\s+(\d+(?:\.\d*)?))\]", re.IGNORECASE
+    r"\s*\[(?:(sleep)\s+(\d+(?:\.\d*)?)|(tool)|(ask)|(limit)\s+(\d+(?:\.\d*)?)"
+    r"|(planlimit)\s+(\d+(?:\.\d*)?))\]",
+    re.IGNORECASE,
 )
 
 Step = tuple[float, Callable[[], None]]
@@ -76,6 +81,7 @@ class Plan:
     tool: bool = False
     ask: bool = False  # the tool call asks permission first (a question mid-turn)
     limit: float = 0.0  # seconds the turn waits out a usage limit first (Claude Code only)
+    plan_limit: float = 0.0  # seconds it waits after a turn ended on a plan's limit (Claude)
     text: str = ""
 
 
@@ -88,6 +94,8 @@ def parse_prompt(prompt: str) -> Plan:
             plan.tool = True
         elif m.group(5):
             plan.limit += float(m.group(6))
+        elif m.group(7):
+            plan.plan_limit += float(m.group(8))
         else:
             plan.ask = True
         pos = m.end()
@@ -344,6 +352,9 @@ class Tui:
             self.queue.append(prompt)
             self.dirty = True
 
+    def escape(self) -> None:
+        """Esc pressed at the composer: nothing by default."""
+
     def ask(self, dialog: Dialog) -> None:
         """A question mid-turn: the turn's next steps wait until ``dialog`` is answered."""
         answer = dialog.choose
@@ -454,6 +465,8 @@ class Tui:
                     self.paste = bytearray()
                     i += len(PASTE_START)
                     continue
+                if data[i + 1 : i + 2] not in (b"[", b"O"):
+                    self.escape()  # Esc alone (or a paste's start, split: held below)
                 if PASTE_START.startswith(data[i:]):
                     self.pending = data[i:]
                     return

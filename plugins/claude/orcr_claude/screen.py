@@ -66,14 +66,14 @@ def _below_answered_dialog(lines: list[str]) -> list[str]:
 #: the reset. Seen on a real pane (issue 38): "Usage limit reached · continuing
 #: automatically at 7pm · esc or type to cancel"; Claude Code's docs: "... at 3:45pm · esc
 #: to cancel". The reset line ("Usage limit reset · continuing automatically") is not it.
-#: The 2.1.332 binary's own strings (not yet seen on a pane: it shows them to a claude.ai
-#: plan's login only) say "Usage limit reached · set to continue automatically at 7pm"
-#: ("Usage limit reached again · ..." when it hits the limit again) and, while it waits,
-#: "Continuing automatically at 7pm · Esc to cancel"; "shortly" instead of "at 7pm" when
-#: the reset is past.
+#: The real 2.1.332 logged in to a plan (screens/2.1.332-usage-limit-plan.txt) ends the
+#: turn and waits under its composer: "Continuing automatically at 12:24am · Esc to
+#: cancel" ("shortly" instead of "at 7pm" once the reset is past). Only a line offering
+#: to cancel is the wait: the message "● Usage limit reached · set to continue
+#: automatically at 12:24am" stays in the conversation above once Esc cancelled it.
 USAGE_LIMIT = re.compile(
-    r"(?:Usage limit reached(?: again)? · (?:continuing|set to continue) automatically"
-    r"|Continuing automatically) (?:at ([0-9:]+\s*[ap]m)\b|shortly)"
+    r"(?:Usage limit reached(?: again)? · continuing automatically|Continuing automatically)"
+    r" (?:at ([0-9:]+\s*[ap]m)\b|shortly) · [Ee]sc\b"
 )
 
 
