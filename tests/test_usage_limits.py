@@ -255,7 +255,8 @@ def test_the_captured_plan_screen_keeps_the_ended_turn_waiting(monkeypatch):
 
     Planted: USAGE_LIMIT also taking "● Usage limit reached · set to continue
     automatically" (left in the conversation) -> fails (still waiting after Esc).
-    Planted: waits always False -> fails. Planted: the Esc branch not calling
+    Planted: waits always False -> fails. Planted: a running turn not read (the line
+    gone as the CLI goes on taken for Esc) -> fails. Planted: the Esc branch not calling
     ``usage_limits.over`` -> fails (no ``agent.usage_limit_over``; the e2e still passes:
     the turn's end is taken either way)."""
     from pathlib import Path
@@ -287,8 +288,12 @@ def test_the_captured_plan_screen_keeps_the_ended_turn_waiting(monkeypatch):
     claude = ClaudeProvider()
     assert limit_wait.waits(server, agent, claude, error, now=100.0)
     assert calls == [("seen", "u")]
+    server.dialog_checked.clear()
+    line = "Continuing automatically at 12:24am · Esc to cancel"
+    shown[0] = screen.replace(line, "✻ Thinking… (esc to interrupt)")  # the CLI went on
+    assert limit_wait.waits(server, agent, claude, error, now=100.0) and len(calls) == 1
     server.dialog_checked.clear()  # keys sent: the screen is read again at once
-    shown[0] = screen.replace("Continuing automatically at 12:24am · Esc to cancel", "")
+    shown[0] = screen.replace(line, "")
     assert not limit_wait.waits(server, agent, claude, error, now=100.0)
     assert calls[-1] == ("over", "the limit left the screen")
     server.dialog_checked.clear()

@@ -12,7 +12,9 @@ kind ``usage_limit``) the agent stays ``working (waiting: usage limit until …)
 like any agent waiting out a limit (orcr_core/usage_limits). When the CLI goes on, its
 transcript grows (the turn reopens or a new one starts) and that turn ends as usual;
 when the line leaves the screen (a person pressed Esc) the errored turn's end is taken:
-``idle`` with the error, the provider held until the reset it named.
+``idle`` with the error, the provider held until the reset it named. The line also
+leaves when the CLI goes on, before its answer reaches the transcript: a screen that
+shows a turn running (the provider's ``input_state``, "esc to interrupt") is no Esc.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ def waits(server, agent: Agent, provider, error: str, now: float) -> bool:
         if agent.stalled_at is not None:  # quiet because it waits the limit out: no stall
             stall._flag(server, agent, None, waiting="usage_limit")
         return True
+    running = getattr(provider, "input_state", None)
+    if noticed is not None and running is not None and running(screen).running:
+        return True  # the CLI went on: its request runs, the transcript grows with its answer
     if noticed is not None:  # Esc pressed: the wait was cancelled, the turn is over
         server.usage_limits.over(server, agent, "the limit left the screen")
         return False
