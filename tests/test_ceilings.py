@@ -353,38 +353,6 @@ def test_a_fleet_ceiling_makes_the_kernels_kill_fall_inside_the_fleet(live):
     assert live.proc.poll() is None
 
 
-def test_sigkill_at_each_ceiling_step_leaves_no_group_behind(orcr_home):
-    """The server SIGKILLed with the group made (``after_group``) and with the agent
-    joined in its pane (``after_start``): the next server fails the start, closes
-    its pane and removes the group (which the kernel refuses while a process is in it).
-
-    Planted: step.release and step.sweep both no-ops -> fails (the groups stay; either
-    alone removes them)."""
-    _v1_or_skip()
-    sock = orcr_home.path / "tmux.sock"
-    orcr_home.config(f'[driver]\nname = "tmux"\n[tmux]\nsocket = "{sock}"\n')
-    try:
-        for point in ("after_group", "after_start"):
-            orcr_home.start_server(extra_env={"ORCR_FAULT": point})
-            with orcr_home.sdk() as o:
-                a = o.run(
-                    None, provider="command", path=f"k/{point}", argv=["sleep", "300"], cwd="/"
-                )
-            orcr_home.proc.wait(30)
-            assert orcr_home.proc.returncode == -signal.SIGKILL
-            uuid = a["uuid"]
-            assert _groups_of(uuid)  # made before the crash
-            orcr_home.start_server()
-            with orcr_home.sdk() as o:
-                until(lambda: o.get(uuid)["status"] == "ended", 30, "the start to fail")  # noqa: B023
-            until(lambda: not _groups_of(uuid), 10, "its groups to go")  # noqa: B023
-            orcr_home.stop_server()
-    finally:
-        orcr_home.kill_server()
-        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True)
-        orcr_home.reap()
-
-
 def test_an_oom_end_is_notified_naming_the_ceiling():
     """agent_failed covers oom, with the error that names the ceiling.
 

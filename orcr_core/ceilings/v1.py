@@ -160,14 +160,18 @@ class CgroupV1:
 
     def remove(self, uuid: str) -> bool:
         """Remove the agent's groups; False while a process is still in one."""
+        from orcr_core.store import faults
+
         gone = True
         for c in CONTROLLERS:
             try:
                 self.group(c, uuid).rmdir()
             except FileNotFoundError:
-                pass
+                continue
             except OSError:
                 gone = False
+                continue
+            faults.point("group_removed")  # the first: the others still there
         return gone
 
     def sweep(self, live: set[str]) -> list[str]:

@@ -36,6 +36,7 @@ import sys
 
 from orcr_core.ceilings.cgroupfs import KernelFs, keyed
 from orcr_core.ceilings.hierarchy import open_root
+from orcr_core.store import faults
 
 WANTED = ("memory", "pids", "cpu")
 REQUIRED = ("memory", "pids")
@@ -116,9 +117,12 @@ class CgroupV2:
                     self.fs.write(leaf, "cgroup.procs", pid)
                 except ProcessLookupError:
                     pass  # exited meanwhile
+            faults.point("v2_server_leaf")
             self._enable(self.base)
+            faults.point("v2_controllers")
         if not self.fs.exists(self.fleet):
             self.fs.mkdir(self.fleet)
+            faults.point("v2_fleet")
         self._enable(self.fleet)
         limit = str(fleet_max) if fleet_max else "max"
         self.fs.write(self.fleet, "memory.max", limit)
@@ -131,6 +135,7 @@ class CgroupV2:
         g = self.group(uuid)
         if not self.fs.exists(g):
             self.fs.mkdir(g)
+            faults.point("v2_group")  # made, its ceilings not yet written
         self.fs.write(g, "memory.max", str(limits.memory_max or "max"))
         self.fs.write(g, "memory.high", str(limits.memory_high or "max"))
         self.fs.write(g, "pids.max", str(limits.pids_max or "max"))
@@ -197,9 +202,10 @@ class CgroupV2:
         try:
             self.fs.rmdir(self.group(uuid))
         except FileNotFoundError:
-            pass
+            return True
         except OSError:
             return False
+        faults.point("group_removed")
         return True
 
     def _kill(self, group: str) -> None:
