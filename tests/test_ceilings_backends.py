@@ -321,3 +321,32 @@ def test_systemd_status_readings_are_one_show_for_all_scopes(tmp_path, monkeypat
     got = [h.backend.usage(u)["memory"]["max"] for u in agents]
     calls = [json.loads(ln) for ln in log.read_text().splitlines()[seen:]]
     assert got == [64 * MiB] * 3 and [c[:3] for c in calls] == [["systemctl", "--user", "show"]]
+
+
+def test_systemd_at_its_tasks_max_reads_as_process_ceiling_reached(tmp_path, monkeypatch):
+    """systemd keeps no count of refused forks: ``refused`` is None (unknown), not 0,
+    so a scope found at its TasksMax gives the agent "process ceiling N reached".
+
+    Planted: ``refused`` reported as 0 -> fails (the note is None: 0 reads as none
+    refused)."""
+    h = _Systemd(tmp_path, monkeypatch)
+    uuid = str(uuidlib.uuid4())
+    h.backend.create(uuid, Limits(pids_max=8))
+    proc = subprocess.Popen([*h.backend.launch_prefix(uuid), "sleep", "60"])
+    try:
+        until(lambda: proc.pid in h.members(uuid), 20, "the join")
+        units = h.units()  # the kernel's count, as the manager shows it (TasksCurrent)
+        units[h.backend.scope(uuid)]["tasks_current"] = 8
+        (h.state / "units.json").write_text(json.dumps(units))
+        before = ceilings.current()
+        ceilings.install(ceilings.Detected(h.backend, h.name, "test"))
+        try:
+            assert step.pids_note(uuid) == "process ceiling 8 reached"
+            pids = h.backend.usage(uuid, fresh=True)["pids"]
+            assert pids == {"current": 8, "max": 8, "refused": None}, pids
+        finally:
+            ceilings.install(before)
+    finally:
+        proc.kill()
+        proc.wait()
+        h.backend.drop_all()

@@ -176,7 +176,9 @@ class SystemdScopes:
             "pids": {
                 "current": _num(s.get("TasksCurrent")),
                 "max": _num(limits.get("TasksMax", s.get("TasksMax"))),
-                "refused": 0,  # systemd does not report refused forks
+                # systemd keeps no count of refused forks: unknown, so a scope found
+                # at TasksMax reads "process ceiling N reached" (step.pids_note)
+                "refused": None,
             },
             "oom_kills": 1 if s.get("Result") == "oom-kill" else 0,
         }

@@ -185,7 +185,7 @@ def show(units: dict, unit: str | None, props: list[str]) -> None:
                 "MemoryMax": p.get("MemoryMax", "infinity"),
                 "MemoryHigh": p.get("MemoryHigh", "infinity"),
                 "TasksMax": p.get("TasksMax", "infinity"),
-                "TasksCurrent": "1" if active else "[not set]",
+                "TasksCurrent": str(u.get("tasks_current", 1)) if active else "[not set]",
                 "CPUWeight": p.get("CPUWeight", "[not set]"),
             }
     for key in props or sorted(values):
