@@ -9,6 +9,7 @@ multiplexer's or a provider's private shapes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -45,6 +46,38 @@ class ProviderFault(ProviderError):
         super().__init__(f"provider {provider!r} broke in {hook}: {what}", "provider_fault")
         self.provider = provider
         self.hook = hook
+
+
+class AgentStatus(StrEnum):
+    """An agent row's ``status`` (DESIGN.md §4), in the order of its life.
+
+    A ``StrEnum``: each member *is* its string (``AgentStatus.IDLE == "idle"``,
+    ``json.dumps`` writes ``"idle"``), so rows, events and the socket's JSON are
+    the same whether a writer used the member or the word.
+    """
+
+    QUEUED = "queued"
+    STARTING = "starting"
+    WORKING = "working"
+    IDLE = "idle"
+    LOST = "lost"
+    ENDED = "ended"
+
+
+class ExitReason(StrEnum):
+    """Why an ``ended`` agent ended (its row's ``exit_reason``). ``done``: an
+    ``agent run --rm`` agent whose first turn ended (its answer stays readable);
+    ``oom``: the kernel killed it at its memory ceiling."""
+
+    CANCELED = "canceled"
+    FAILED = "failed"
+    KILLED = "killed"
+    EXITED = "exited"
+    TIMEOUT = "timeout"
+    LOST = "lost"
+    GC = "gc"
+    DONE = "done"
+    OOM = "oom"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from peewee import (
     TextField,
 )
 
+from orcr_core.contracts import AgentStatus, ExitReason
 from orcr_core.store import faults
 
 
@@ -106,12 +107,14 @@ class StoreDatabase(SqliteDatabase):
 db = StoreDatabase(None)
 
 #: statuses whose TUI is alive: they hold a concurrency slot (RAM protection)
-LIVE = ("starting", "working", "idle")
+LIVE = (AgentStatus.STARTING.value, AgentStatus.WORKING.value, AgentStatus.IDLE.value)
 #: statuses that keep a path reserved
-ACTIVE = ("queued", "starting", "working", "idle", "lost")
-STATUSES = ("queued", "starting", "working", "idle", "lost", "ended")
-#: ``done``: an ``agent run --rm`` agent whose first turn ended (its answer stays readable)
-EXIT_REASONS = ("canceled", "failed", "killed", "exited", "timeout", "lost", "gc", "done", "oom")
+ACTIVE = tuple(s.value for s in AgentStatus if s is not AgentStatus.ENDED)
+#: the words of :class:`~orcr_core.contracts.AgentStatus` (plain strings, so a message
+#: that prints the tuple reads as before)
+STATUSES = tuple(s.value for s in AgentStatus)
+#: the words of :class:`~orcr_core.contracts.ExitReason`
+EXIT_REASONS = tuple(r.value for r in ExitReason)
 
 
 class BaseModel(Model):

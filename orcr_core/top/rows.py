@@ -8,9 +8,10 @@ from datetime import datetime
 
 from orcr_core.cli.agent_show import mem_text
 from orcr_core.common.times import iso
+from orcr_core.contracts import AgentStatus
 
-LIVE = ("starting", "working", "idle")
-STATUSES = ("queued", "starting", "working", "idle", "lost", "ended")
+LIVE = (AgentStatus.STARTING.value, AgentStatus.WORKING.value, AgentStatus.IDLE.value)
+STATUSES = tuple(s.value for s in AgentStatus)
 #: the status sort: what needs attention first
 STATUS_RANK = {"working": 0, "idle": 1, "starting": 2, "queued": 3, "lost": 4, "ended": 5}
 #: ended rows ``r`` can resume besides ``lost`` ones (``agents.resume.RESUMABLE_ENDS``;
