@@ -10,17 +10,19 @@ from __future__ import annotations
 import time
 
 from orcr_core.ceilings import step
+from orcr_core.contracts import AgentStatus as S
+from orcr_core.contracts import ExitReason
 from orcr_core.store import events
 from orcr_core.store.models import EXIT_REASONS, Agent
 
 #: from-status -> statuses it may move to
-TRANSITIONS: dict[str, tuple[str, ...]] = {
-    "queued": ("starting", "ended"),
-    "starting": ("working", "idle", "ended"),
-    "working": ("idle", "lost", "ended"),
-    "idle": ("working", "lost", "ended"),
-    "lost": ("working", "idle", "ended"),
-    "ended": (),
+TRANSITIONS: dict[str, tuple[S, ...]] = {
+    S.QUEUED: (S.STARTING, S.ENDED),
+    S.STARTING: (S.WORKING, S.IDLE, S.ENDED),
+    S.WORKING: (S.IDLE, S.LOST, S.ENDED),
+    S.IDLE: (S.WORKING, S.LOST, S.ENDED),
+    S.LOST: (S.WORKING, S.IDLE, S.ENDED),
+    S.ENDED: (),
 }
 
 
@@ -37,38 +39,38 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
     frm = agent.status
     if to not in TRANSITIONS[frm]:
         raise IllegalTransition(f"agent {agent.path}: {frm} -> {to} is not a legal transition")
-    if to == "ended" and exit_reason not in EXIT_REASONS:
+    if to == S.ENDED and exit_reason not in EXIT_REASONS:
         raise IllegalTransition(
             f"ended needs an exit_reason in {EXIT_REASONS}, got {exit_reason!r}"
         )
-    if to == "ended" and exit_reason in step.UNDECIDED:
+    if to == S.ENDED and exit_reason in step.UNDECIDED:
         # the kernel killed it at its memory ceiling: that is why it ended
         oom = step.verdict(agent.uuid)
         if oom:
-            exit_reason, data["error"] = "oom", oom
-    if to == "ended" and (pids := step.pids_note(agent.uuid)):
+            exit_reason, data["error"] = ExitReason.OOM, oom
+    if to == S.ENDED and (pids := step.pids_note(agent.uuid)):
         # its pids ceiling refused forks: the ended agent keeps that in its error
         before = data.get("error") or getattr(agent, "error", None) or ""
         data["error"] = before if pids in before else f"{before}; {pids}" if before else pids
     now = time.time()
     fields: dict = {"status": to}
-    if to == "ended":
+    if to == S.ENDED:
         fields.update(exit_reason=exit_reason, ended_at=now)
         if data.get("error"):
             fields["error"] = data["error"]
-    elif to == "lost" and data.get("error"):  # why it is lost, when the multiplexer said
+    elif to == S.LOST and data.get("error"):  # why it is lost, when the multiplexer said
         fields["error"] = data["error"]
-    elif to == "starting":
+    elif to == S.STARTING:
         fields.update(started_at=now, last_progress_at=now)
-    elif to == "working":
+    elif to == S.WORKING:
         fields.update(turn_started_at=now, idle_since=None)
-    elif to == "idle":
+    elif to == S.IDLE:
         fields.update(idle_since=now)
-    stalled = frm == "working" and getattr(agent, "stalled_at", None) is not None
+    stalled = frm == S.WORKING and getattr(agent, "stalled_at", None) is not None
     if stalled:  # the stalled flag belongs to a working agent (agents/stall.py)
         fields["stalled_at"] = None
     # a question asked mid-turn (agents/asking.py) is over with the turn
-    asked = frm == "working" and getattr(agent, "blocked_reason", None) is not None
+    asked = frm == S.WORKING and getattr(agent, "blocked_reason", None) is not None
     if asked:
         fields.update(blocked_reason=None, blocked_at=None)
     n = Agent.update(**fields).where((Agent.id == agent.id) & (Agent.status == frm)).execute()
@@ -87,7 +89,7 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
     if asked:
         events.emit("agent.unblocked", agent.uuid, path=agent.path, why=f"now {to}", status=to)
     events.emit("agent.status", agent.uuid, **payload)
-    if to == "ended":
+    if to == S.ENDED:
         step.release(agent.uuid)  # its group, if empty (else the sweep)
     return True
 
