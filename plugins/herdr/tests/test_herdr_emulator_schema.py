@@ -27,12 +27,15 @@ def test_the_vendored_schema_is_used_with_its_licence_and_provenance(monkeypatch
 
 
 def test_env_var_overrides_the_schema_location(monkeypatch, tmp_path):
+    # the vendored schema's path, read before the variable points elsewhere (run alone,
+    # default_checker's first, cached build would otherwise see the missing file)
+    vendored = Path(default_checker().path)
     monkeypatch.setenv("ORCR_HERDR_SCHEMA", str(tmp_path / "missing.json"))
     assert find_schema() is None
     with pytest.raises(FileNotFoundError):
         SchemaChecker()
-    monkeypatch.setenv("ORCR_HERDR_SCHEMA", str(default_checker().path))
-    assert find_schema() == Path(default_checker().path)
+    monkeypatch.setenv("ORCR_HERDR_SCHEMA", str(vendored))
+    assert find_schema() == vendored
 
 
 def test_checker_rejects_bad_messages():
