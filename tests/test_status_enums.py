@@ -66,3 +66,6 @@ def test_a_row_moved_with_members_is_byte_identical_to_one_moved_with_words(stor
     assert _wire("agent-members") == _wire("agent-words")
     assert json.loads(_wire("agent-members")[0])["exit_reason"] == "done"
     assert Agent.get(Agent.uuid == "agent-members").status == AgentStatus.ENDED == "ended"
+    # a query written with a member (the server's handlers) finds the rows written either way
+    assert Agent.select().where(Agent.status == AgentStatus.ENDED).count() == 2
+    assert Agent.select().where(Agent.status != AgentStatus.ENDED).count() == 0

@@ -8,6 +8,7 @@ import time
 
 from orcr_core import __version__, paths
 from orcr_core.agents import cli_check, queue
+from orcr_core.contracts import AgentStatus
 from orcr_core.loops.runs import admission_refusal
 from orcr_core.protocol import ProtocolError
 from orcr_core.server import (  # noqa: F401 (each *_handlers registers its routes at import)
@@ -137,13 +138,13 @@ def _list(params) -> list[Agent]:
             raise ProtocolError("invalid_params", f"ended is a count from 1 to {MAX_ENDED_LIST}")
         return list(
             Agent.select()
-            .where(Agent.status == "ended")
+            .where(Agent.status == AgentStatus.ENDED)
             .order_by(Agent.ended_at.desc(), Agent.id.desc())
             .limit(ended)
         )
     q = Agent.select().order_by(Agent.id)
     if not params.get("all"):
-        q = q.where(Agent.status != "ended")
+        q = q.where(Agent.status != AgentStatus.ENDED)
     prefix = params.get("prefix")
     if prefix:
         prefix = prefix.rstrip("/")

@@ -10,7 +10,7 @@ import time
 
 from orcr_core.agents import lifecycle, queue, sessions
 from orcr_core.agents.launch import pane_of
-from orcr_core.contracts import SessionPointer
+from orcr_core.contracts import AgentStatus, SessionPointer
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.routes import route
 from orcr_core.server.shapes import agent_dict, param
@@ -35,7 +35,7 @@ def agent_send(server, conn, rid, params):
         prompt = queue.clean_prompt(prompt)
     except queue.AdmissionError as exc:
         raise ProtocolError(exc.code, str(exc)) from None
-    if agent.status != "idle" or not delivery.send_prompt(server, agent, prompt, timeout):
+    if agent.status != AgentStatus.IDLE or not delivery.send_prompt(server, agent, prompt, timeout):
         from orcr_core.agents.resume import send_refusal
 
         raise ProtocolError("not_idle", send_refusal(Agent.get_by_id(agent.id)))
@@ -62,7 +62,11 @@ def agent_keys(server, conn, rid, params):
     ):
         raise ProtocolError("invalid_params", "keys must be a list of 1-64 key names")
     pane = pane_of(agent)
-    if pane is None or agent.status not in ("starting", "working", "idle") or server.driver is None:
+    if (
+        pane is None
+        or agent.status not in (AgentStatus.STARTING, AgentStatus.WORKING, AgentStatus.IDLE)
+        or server.driver is None
+    ):
         raise ProtocolError(
             "not_attachable", f"agent {agent.path} has no live pane ({agent.status})"
         )
@@ -85,13 +89,15 @@ def agent_read(server, conn, rid, params):
     last = param(params, "last", bool, required=False, default=False)
     provider = server.registry.providers.get(agent.provider)
     screen_only = provider is not None and not provider.has_transcript  # its turns: the screen
-    if agent.status in ("queued", "starting") and not (last or (screen_only and agent.pane_id)):
+    if agent.status in (AgentStatus.QUEUED, AgentStatus.STARTING) and not (
+        last or (screen_only and agent.pane_id)
+    ):
         raise ProtocolError(
             "turn_running",
             f"agent {agent.path} is {agent.status}: its first turn has not started yet, so "
             f"there is no answer; orcr agent wait {agent.path} waits for it",
         )
-    if agent.status == "working" and not last and not screen_only:
+    if agent.status == AgentStatus.WORKING and not last and not screen_only:
         raise ProtocolError(
             "turn_running",
             f"agent {agent.path} is working: its turn is still running, so there is no answer "
@@ -141,7 +147,7 @@ def agent_report_session(server, conn, rid, params):
         # a report that read the row before another report (or the monitor) recorded
         # a session must not overwrite it with a decision made on the old row
         agent = Agent.get_by_id(agent.id)
-        if agent.status == "ended" or agent.agent_session_value == value:
+        if agent.status == AgentStatus.ENDED or agent.agent_session_value == value:
             return {"recorded": False}
         # a second session reported (Codex may name a thread with no rollout): follow
         # the one whose transcript received the prompt, whatever the order; one whose
@@ -151,7 +157,7 @@ def agent_report_session(server, conn, rid, params):
         fields = dict(
             agent_session_source=source, agent_session_kind=kind, agent_session_value=value
         )
-        if agent.status == "starting":
+        if agent.status == AgentStatus.STARTING:
             fields["last_progress_at"] = time.time()  # a progress marker
         lifecycle.update(agent, "agent.session", **fields)
         # the agent's own process named it: another agent's search took it by mistake
@@ -167,7 +173,7 @@ def agent_attach(server, conn, rid, params):
 
     agent = resolve(param(params, "target", str))
     drv = server.driver
-    if agent.pane_id is None or drv is None or agent.status == "ended":
+    if agent.pane_id is None or drv is None or agent.status == AgentStatus.ENDED:
         raise ProtocolError(
             "not_attachable", f"agent {agent.path} has no live pane ({agent.status})"
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import select
 import socket
 
+from orcr_core.contracts import AgentStatus
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.routes import route
 from orcr_core.server.shapes import agent_dict, param
@@ -20,7 +21,7 @@ STREAMED = object()
 def _snapshot_rows(params) -> list[dict]:
     q = Agent.select().order_by(Agent.id)
     if not params.get("all", True):
-        q = q.where(Agent.status != "ended")
+        q = q.where(Agent.status != AgentStatus.ENDED)
     if params.get("target"):
         q = q.where((Agent.uuid == params["target"]) | (Agent.path == params["target"]))
     return [agent_dict(a) for a in q]

@@ -5,6 +5,7 @@ Shared by every handler module (a leaf under them, so none imports another)."""
 from __future__ import annotations
 
 from orcr_core import paths
+from orcr_core.contracts import AgentStatus
 from orcr_core.protocol import ProtocolError
 from orcr_core.store.models import Agent
 
@@ -18,7 +19,7 @@ def resolve(target: str) -> Agent:
         row = (
             Agent.select()
             .where(Agent.path == target)
-            .order_by((Agent.status == "ended").asc(), Agent.id.desc())
+            .order_by((Agent.status == AgentStatus.ENDED).asc(), Agent.id.desc())
             .first()
         )
     if row is None:
@@ -33,7 +34,7 @@ def resolve_many(target: str) -> list[Agent]:
     if paths.is_glob(target):
         rows = [
             a
-            for a in Agent.select().where(Agent.status != "ended")
+            for a in Agent.select().where(Agent.status != AgentStatus.ENDED)
             if paths.glob_match(target, a.path)
         ]
         return rows
