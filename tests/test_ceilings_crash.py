@@ -20,8 +20,10 @@ three controllers' groups).
 Planted bugs, each seen to fail here:
 * ``step.release`` and ``step.sweep`` both no-ops -> fails for both backends (the
   groups stay: v1 at ``after_group``, v2 at ``v2_server_leaf``; either alone removes
-  them at these points: a v2 ``sweep`` no-op alone passes here, and
-  ``test_ceilings_backends.py::test_a_running_group_stays_until_swept`` fails instead).
+  the crashed agent's own groups at these points).
+* v2 ``sweep`` a no-op (the reconciliation pass not removing a v2 group left by a
+  crash) -> fails for cgroup_v2 at ``v2_fleet``, the first point with a fleet (the left
+  group stays).
 * v2 ``ensure_fleet`` enabling the fleet's controllers only when it makes the fleet's
   group -> fails for cgroup_v2 at ``v2_fleet`` (the restarted server makes the agent's
   group without its controller files: the start fails ENOENT, the next agent never joins).
@@ -34,6 +36,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid as uuidlib
 from pathlib import Path
 
 import pytest
@@ -103,10 +106,15 @@ class _V2:
         self.env = {"ORCR_CGROUP_V2_ROOT": str(self.tree)}
 
     def restarted(self) -> None:
-        """The next server starts in the leaf, not in the delegated group."""
+        """The next server starts in the leaf, not in the delegated group. Where the
+        fleet was made, an empty group of an agent whose row is gone sits in it too,
+        as a crash between an agent's end and its group's removal leaves one: only
+        the sweep (at the server's start and each reconciliation pass) removes it."""
         marker = self.tree / MIMIC_MARKER
         data = json.loads(marker.read_text())
         marker.write_text(json.dumps({**data, "start": LEAF}))
+        for fleet in self._fleets():
+            self.fs.mkdir(f"{fleet}/{uuidlib.uuid4()}")
 
     def _fleets(self) -> list[str]:
         return [f"{START}/{k}" for k in self.fs.children(START) if k != "orcr-server"]
