@@ -184,15 +184,10 @@ class SystemdScopes:
         }
 
     def oom(self, uuid: str) -> dict | None:
-        u = self.usage(uuid, fresh=True)
-        if not u or not u["oom_kills"]:
-            return None
-        return {
-            "max": u["memory"]["max"],
-            "peak": u["memory"]["peak"],
-            "kills": 1,
-            "fleet_max": self.fleet_usage()["max"],
-        }
+        """The scope's ``Result=oom-kill`` as the verdict (systemd names no victim)."""
+        from orcr_core.ceilings.v1 import oom_report
+
+        return oom_report(self.usage(uuid, fresh=True), self.fleet_usage, None)
 
     def remove(self, uuid: str) -> bool:
         """Forget an ended agent's scope; False while it still runs."""

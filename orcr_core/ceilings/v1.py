@@ -150,13 +150,7 @@ class CgroupV1:
 
     def oom(self, uuid: str) -> dict | None:
         """What the kernel did at the agent's ceiling: None when it killed nothing."""
-        u = self.usage(uuid)
-        if not u or not u["oom_kills"]:
-            return None
-        out = {"max": u["memory"]["max"], "peak": u["memory"]["peak"], "kills": u["oom_kills"]}
-        out["fleet_max"] = self.fleet_usage()["max"]
-        out.update(victim(uuid) or {})
-        return out
+        return oom_report(self.usage(uuid), self.fleet_usage, uuid)
 
     def remove(self, uuid: str) -> bool:
         """Remove the agent's groups; False while a process is still in one."""
@@ -236,6 +230,19 @@ class CgroupV1:
             "max": limit if limit and limit < 2**62 else None,
             "oom_kills": _keyed(mem / "memory.oom_control", "oom_kill"),
         }
+
+
+def oom_report(usage: dict | None, fleet_usage, uuid: str | None) -> dict | None:
+    """An agent's OOM verdict from its ``usage()``, shared by the backends: None when the
+    kernel killed nothing; its ceiling, peak and kills, the fleet's ceiling (``fleet_usage``
+    is called only then), and, given ``uuid``, the victim from the kernel log."""
+    if not usage or not usage["oom_kills"]:
+        return None
+    out = {"max": usage["memory"]["max"], "peak": usage["memory"]["peak"]}
+    out.update(kills=usage["oom_kills"], fleet_max=fleet_usage()["max"])
+    if uuid is not None:
+        out.update(victim(uuid) or {})
+    return out
 
 
 def victim(uuid: str) -> dict | None:

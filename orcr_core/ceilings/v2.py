@@ -187,15 +187,9 @@ class CgroupV2:
 
     def oom(self, uuid: str) -> dict | None:
         """What the kernel did at the agent's ceiling: None when it killed nothing."""
-        from orcr_core.ceilings.v1 import victim
+        from orcr_core.ceilings.v1 import oom_report
 
-        u = self.usage(uuid)
-        if not u or not u["oom_kills"]:
-            return None
-        out = {"max": u["memory"]["max"], "peak": u["memory"]["peak"], "kills": u["oom_kills"]}
-        out["fleet_max"] = self.fleet_usage()["max"]
-        out.update(victim(uuid) or {})
-        return out
+        return oom_report(self.usage(uuid), self.fleet_usage, uuid)
 
     def remove(self, uuid: str) -> bool:
         """Remove the agent's group; False while a process is still in it."""
