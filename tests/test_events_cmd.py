@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 
 from orcr_core.kit.testing import until
 
@@ -112,6 +114,62 @@ def test_events_follow_prints_each_event_once_across_a_server_sigkill(orcr_home)
         store = [s for s in (e["seq"] for e in orcr_home.events()) if s <= printed[-1]]
         assert printed == store, (printed, store)  # each once, in order, none missing
     finally:
+        follow.terminate()
+        follow.wait(10)
+        orcr_home.run("server", "stop")
+
+
+def test_events_follow_waits_through_a_stopped_server_on_resubscribe(orcr_home):
+    """Issue 38 part 6: `--follow` keeps its own bound (EventTail.reconnect_for, 60 s)
+    when its resubscribe meets a server that accepts and does not answer its hello
+    (SIGSTOPped ~7 s): it goes on once the server resumes, printing each event once.
+    Planted: EventTail.subscribe's outage() retrying only GONE, not
+    server_not_answering -> the follow exits [server_not_answering] at 5 s -> fails."""
+    orcr_home.start_server()
+    orcr_home.run("agent", "run", "--provider", "testp", "--path", "s/a", "hi", check=True)
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "orcr_core.cli", "events", "--follow", "--json", "--since", "0"],
+        env=orcr_home.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(follow.stdout), daemon=True)
+    reader.start()
+    timer = None
+    try:
+        last = orcr_home.events()[-1]["seq"]
+        until(lambda: lines and json.loads(lines[-1])["seq"] >= last, what="follower caught up")
+        # its connection drops (server SIGKILLed); the new server is stopped when the
+        # follower, resumed, reconnects: the hello is accepted and never answered
+        follow.send_signal(signal.SIGSTOP)
+        orcr_home.kill_server()
+        pid = orcr_home.start_server().pid
+        os.kill(pid, signal.SIGSTOP)
+        timer = threading.Timer(7, os.kill, (pid, signal.SIGCONT))
+        timer.start()
+        t0 = time.monotonic()
+        follow.send_signal(signal.SIGCONT)
+        timer.join()
+        assert time.monotonic() - t0 > 6.5
+        assert follow.poll() is None, follow.stderr.read()  # still following
+        orcr_home.run("agent", "run", "--provider", "testp", "--path", "s/b", "hi", check=True)
+        queued_b = next(e["seq"] for e in orcr_home.events() if e["data"].get("path") == "s/b")
+        until(
+            lambda: lines and json.loads(lines[-1])["seq"] >= queued_b,
+            timeout=60,
+            what=f"follower printed up to {queued_b}",
+        )
+        printed = [json.loads(ln)["seq"] for ln in list(lines)]
+        store = [s for s in (e["seq"] for e in orcr_home.events()) if s <= printed[-1]]
+        assert printed == store, (printed, store)  # each once, in order, none missing
+    finally:
+        if timer is not None:
+            timer.cancel()
+        if orcr_home.proc is not None and orcr_home.proc.poll() is None:
+            os.kill(orcr_home.proc.pid, signal.SIGCONT)
+        follow.send_signal(signal.SIGCONT)
         follow.terminate()
         follow.wait(10)
         orcr_home.run("server", "stop")

@@ -194,7 +194,8 @@ class EventTail:
     """The event log from a cursor, across server restarts: ``orcr events``.
 
     ``events.subscribe`` with ``clamp`` from ``cursor``; when the connection drops
-    it reconnects (as :class:`Watcher` does) and resubscribes from the last seq it
+    it reconnects (as :class:`Watcher` does, within ``reconnect_for`` also when the
+    server does not answer its hello) and resubscribes from the last seq it
     handed out, dropping any seq at or below it: each event once, none skipped
     that the store still holds. Rows retention deleted before they were read are
     a gap, reported to ``on_gap(first_missing, first_kept)``, not an error.
@@ -235,8 +236,10 @@ class EventTail:
             self.conn, self.last_seq = c, res["last_seq"]
             return c
 
+        # a server that does not answer a hello (5 s) is an outage too, as in
+        # Watcher._resubscribe: `--follow` keeps its own bound (reconnect_for)
         def outage(exc: Exception) -> bool:
-            return not isinstance(exc, ServerError) or exc.code in GONE
+            return not isinstance(exc, ServerError) or exc.code in (*GONE, NOT_ANSWERING)
 
         return reconnecting(attempt, outage, self.reconnect_for)
 
