@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -169,6 +170,69 @@ def test_events_follow_waits_through_a_stopped_server_on_resubscribe(orcr_home):
             timer.cancel()
         if orcr_home.proc is not None and orcr_home.proc.poll() is None:
             os.kill(orcr_home.proc.pid, signal.SIGCONT)
+        follow.send_signal(signal.SIGCONT)
+        follow.terminate()
+        follow.wait(10)
+        orcr_home.run("server", "stop")
+
+
+def test_events_follow_reports_what_retention_deleted_before_it_read_it(orcr_home):
+    """Issue 38 part 3, the cursor-expiry path: a follower away (SIGSTOPped across a
+    server restart) while more than ``events.retention`` rows are written resumes at
+    the oldest row kept (``events.subscribe`` ``clamp``), says on stderr which seqs
+    retention deleted, and prints every later event once. Planted: EventTail.subscribe
+    not calling on_gap -> no gap line -> fails; events.subscribe ignoring clamp ->
+    the follow exits cursor_expired at once (its --since 0 is past retention) -> fails."""
+    orcr_home.config(
+        '[driver]\nname = "test"\n[events]\nretention = 5\n[timings]\npoll_every = "50ms"\n'
+    )
+    orcr_home.start_server()
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "orcr_core.cli", "events", "--follow", "--json", "--since", "0"],
+        env=orcr_home.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    errs: list[str] = []
+    threading.Thread(target=lambda: lines.extend(follow.stdout), daemon=True).start()
+    threading.Thread(target=lambda: errs.extend(follow.stderr), daemon=True).start()
+    try:
+        with orcr_home.sdk() as o:
+            o.run("x", provider="testp", path="g/first", cwd="/")
+            last = orcr_home.events()[-1]["seq"]
+            until(lambda: lines and json.loads(lines[-1])["seq"] >= last, what="caught up")
+        follow.send_signal(signal.SIGSTOP)
+        before = json.loads(lines[-1])["seq"]
+        orcr_home.kill_server()
+        orcr_home.start_server()
+        with orcr_home.sdk() as o:
+            for i in range(12):
+                o.run("x", provider="testp", path=f"g/a{i}", cwd="/")
+            until(lambda: orcr_home.events()[0]["seq"] > before + 1, what="retention past it")
+        follow.send_signal(signal.SIGCONT)
+        end = orcr_home.events()[-1]["seq"]
+        until(lambda: json.loads(lines[-1])["seq"] >= end, timeout=60, what=f"printed {end}")
+        until(lambda: errs, what="the gap reported")
+        assert follow.poll() is None, errs  # still following
+        gaps = []
+        for ln in errs:
+            m = re.fullmatch(
+                r"events (\d+)\.\.(\d+) were deleted by retention before they were read\n", ln
+            )
+            assert m, errs
+            gaps.append((int(m[1]), int(m[2])))
+        # (a gap at the start too: --since 0 asked for rows retention had already deleted)
+        assert before + 1 in [a for a, _ in gaps], (before, gaps)  # the first seq it missed
+        printed = [json.loads(ln)["seq"] for ln in list(lines)]
+        # each printed once, in order; every seq not printed is inside a reported gap
+        assert printed == sorted(set(printed))
+        lost = {s for a, b in gaps for s in range(a, b + 1)}
+        assert set(range(1, printed[-1] + 1)) - set(printed) == lost, (printed, gaps)
+        kept = [s for s in (e["seq"] for e in orcr_home.events()) if s <= printed[-1]]
+        assert set(kept) <= set(printed)  # nothing the store still holds was skipped
+    finally:
         follow.send_signal(signal.SIGCONT)
         follow.terminate()
         follow.wait(10)

@@ -89,8 +89,11 @@ def events(prefix, since, kinds, follow, json_):
     Each line is SEQ TIME PATH KIND and the event's data. PREFIX keeps the
     events of agents at or under that path (and of the loop of that name).
     --follow prints each event exactly once, resuming from the last seq it
-    printed when the server restarts. Retention keeps events.retention rows;
-    a loop's own log is `orcr loop logs NAME`, a task's history
+    printed when the server restarts. Retention keeps events.retention rows:
+    events it deleted before --follow read them (a follower stopped or away
+    while more were written) cannot be printed; a line on stderr names their
+    seqs, and the follow goes on from the oldest row kept.
+    A loop's own log is `orcr loop logs NAME`, a task's history
     `orcr tasks show ID` (docs/socket-api.md#events lists the kinds).
     """
     from orcr_core.cli.errors import OrcrCliError
