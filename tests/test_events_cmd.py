@@ -1,4 +1,5 @@
-"""``orcr events``: the event log listed with filters, and followed across a server SIGKILL."""
+"""``orcr events``: the event log listed with filters, and followed across a server SIGKILL,
+a stopped server and a cursor that fell behind retention."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -237,3 +239,68 @@ def test_events_follow_reports_what_retention_deleted_before_it_read_it(orcr_hom
         follow.terminate()
         follow.wait(10)
         orcr_home.run("server", "stop")
+
+
+def test_event_tail_resubscribes_clamped_after_a_cursor_expired_frame(short_tmp):
+    """The mid-stream expiry: the server's ``_stream`` ends a subscription that fell
+    behind retention with a ``cursor_expired`` error frame (a race with retention the
+    real server cannot be made to lose on cue, so a peer scripted from
+    docs/socket-api.md plays it). EventTail resubscribes clamped, reports the gap and
+    hands out each later event once. Planted: the frame raised instead of resubscribing
+    (no cursor_expired branch in EventTail.next) -> ServerError -> fails."""
+    from orcr_core.protocol import encode
+    from orcr_core.sdk.watch import EventTail
+
+    path = short_tmp / "peer.sock"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(4)
+    srv.settimeout(10)
+    subscribed: list[dict] = []
+
+    def ev(seq: int) -> dict:
+        return {"seq": seq, "ts": 0.0, "kind": "agent.status", "agent": None, "data": {}}
+
+    def session(frames_after: list[dict], since_reply: int) -> None:
+        conn, _ = srv.accept()
+        rd = conn.makefile("rb")
+        hello = json.loads(rd.readline())
+        conn.sendall(encode({"id": hello["id"], "result": {"protocol": 1}}))
+        sub = json.loads(rd.readline())
+        subscribed.append(sub["params"])
+        rid = sub["id"]
+        conn.sendall(encode({"id": rid, "result": {"since_seq": since_reply, "last_seq": 20}}))
+        for f in frames_after:
+            conn.sendall(encode({"id": rid, **f}))
+        if frames_after and "error" in frames_after[-1]:
+            conn.close()  # the server returns from _stream after the frame
+        else:
+            peers.append(conn)
+
+    peers: list[socket.socket] = []
+    expired = {
+        "error": {"code": "server_error", "message": "cursor expired", "cause": "cursor_expired"}
+    }
+
+    def script() -> None:
+        session([{"event": ev(4)}, {"event": ev(5)}, expired], 3)
+        session([{"event": ev(5)}, {"event": ev(12)}, {"event": ev(13)}], 11)
+
+    t = threading.Thread(target=script, daemon=True)
+    t.start()
+    gaps: list[tuple[int, int]] = []
+    tail = EventTail(
+        path, 3, autostart=False, reconnect_for=10, on_gap=lambda a, b: gaps.append((a, b))
+    )
+    try:
+        got = [tail.next(10)["seq"] for _ in range(4)]
+        assert got == [4, 5, 12, 13]  # 5 once, though the new stream repeats it
+        assert gaps == [(6, 12)]  # events 6..11 named as deleted
+        assert [p["since_seq"] for p in subscribed] == [3, 5]  # resumed from its last seq
+        assert all(p["clamp"] is True for p in subscribed)
+    finally:
+        tail.close()
+        t.join(5)
+        for c in peers:
+            c.close()
+        srv.close()
