@@ -292,6 +292,29 @@ def _install_dirs(program: str, home: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _git_dirs(cwd: str) -> tuple[list[str], list[str]]:
+    """A git worktree's repository, which its ``.git`` file points into (hidden with the
+    home or /tmp otherwise, so git fails in the checkout): the common dir read-only,
+    and writable only what a commit in this checkout writes (objects, refs, logs, its
+    own ``worktrees/<name>``); hooks and config stay read-only (a hook planted there
+    would run unconfined in the user's next git command)."""
+    try:
+        with open(os.path.join(cwd, ".git")) as fh:
+            line = fh.readline().strip()
+    except OSError:  # no .git file: not a linked worktree (a folder is inside cwd)
+        return [], []
+    if not line.startswith("gitdir: "):
+        return [], []
+    gitdir = os.path.join(cwd, line[len("gitdir: ") :])
+    try:
+        with open(os.path.join(gitdir, "commondir")) as fh:
+            common = os.path.normpath(os.path.join(gitdir, fh.read().strip()))
+    except OSError:
+        return [], []
+    parts = ("objects", "refs", "logs")
+    return [common], [gitdir, *(os.path.join(common, p) for p in parts)]
+
+
 def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str, str]) -> list[str]:
     """The agent's argv inside its sandbox: the launcher (:mod:`orcr_core.sandbox.enter`),
     which keeps only the allowed variables, then bubblewrap, then ``argv``. No shell."""
@@ -309,6 +332,9 @@ def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str,
     if argv:
         read += _install_dirs(argv[0], home)
     write = [policy["cwd"], policy["data_dir"], *state, *policy["allow_write"]]
+    git_read, git_write = _git_dirs(policy["cwd"])
+    read += git_read
+    write += git_write
     keep = [*ENV_ALLOW, *env, *getattr(provider, "sandbox_env", ()), *policy["pass_env"]]
     launcher = [sys.executable, "-I", "-S", enter.__file__]
     net = policy["allow_net"]
