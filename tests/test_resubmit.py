@@ -99,3 +99,52 @@ def test_a_prompt_whose_enter_was_lost_is_submitted_again(live, short_tmp):
     assert "still in the composer" in pressed[0]["why"]
     assert len(_events(live, uuid, "prompt.resubmit_applied")) == 1
     assert [d["confirmed"] for d in _events(live, uuid, "prompt.applied")] == [True]
+
+
+class _Config:
+    def duration(self, key: str) -> float:
+        return 0.05  # prompt_confirm: a settle of 0.05 s times the load factor
+
+
+def _confirm_over(monkeypatch, looks: list[str]) -> list[int]:
+    """``resubmit.confirm`` over a pane whose looks are ``looks`` (verdicts, the last
+    one repeated, each screen new until the verdict repeats); the presses it made."""
+    from types import SimpleNamespace
+
+    from orcr_core.agents import resubmit
+
+    seq = iter(looks)
+    last = {"why": None, "n": 0}
+
+    def judge(server, agent, prompt, cache=None):
+        why = next(seq, looks[-1])
+        if why != last["why"]:
+            last["why"], last["n"] = why, last["n"] + 1
+        return resubmit.Verdict(why, "", f"screen {last['n']}")
+
+    presses: list[int] = []
+    monkeypatch.setattr(resubmit, "judge", judge)
+    monkeypatch.setattr(resubmit, "_press", lambda s, a, attempt, held: presses.append(attempt))
+    monkeypatch.setattr(resubmit, "_withheld", lambda a, v, p: None)
+    monkeypatch.setattr(resubmit, "SCREEN_EVERY", 0.0)
+    monkeypatch.setattr(resubmit, "POLL", 0.01)
+    monkeypatch.setattr(resubmit, "load_factor", lambda: 1.0)
+    server = SimpleNamespace(config=_Config())
+    agent = SimpleNamespace(path="u/x", uuid="u")
+    assert resubmit.confirm(server, agent, "hi", lambda: False, lambda: False) is False
+    return presses
+
+
+def test_a_prompt_drawn_again_after_it_left_the_composer_gets_no_enter(monkeypatch):
+    """Real Claude Code 2.1.332 at load (the real_cli six-agent test): the composer
+    showed without the prompt, then showed it again, no spinner, for longer than the
+    settle, and the model was asked 0.2-2 s before orcr's second Enter. Once the prompt
+    has left the composer the Enter landed: nothing is pressed, however long it shows
+    again. Planted: no ``landed`` check -> an Enter is pressed -> fails."""
+    assert _confirm_over(monkeypatch, ["unsubmitted", "left"] + ["unsubmitted"] * 40) == []
+
+
+def test_a_prompt_that_never_left_the_composer_is_pressed_again(monkeypatch):
+    """The same look without the prompt ever leaving: the Enter was lost, so it is
+    pressed again (at most ATTEMPTS - 1 times)."""
+    assert _confirm_over(monkeypatch, ["unsubmitted"] * 60) == [1, 2]

@@ -11,7 +11,8 @@ dialog, where it chooses the highlighted option: an action nobody chose.
 So elapsed time alone never presses Enter. The screen is read with the
 provider's ``input_state`` hook (what the composer holds, what shows a turn
 running) and its ``screen_state`` hook (a dialog), and Enter is pressed again
-only when, for ``settle`` seconds with the screen unchanged:
+only when, for ``settle`` seconds with the screen unchanged, and never once the
+composer has shown without the prompt (the Enter landed, whatever is drawn later):
 
 - the composer still holds the prompt (its first non-blank characters, or a
   TUI's placeholder for a pasted text), and
@@ -170,6 +171,10 @@ def confirm(server, agent: Agent, prompt: str, started, over) -> bool:
     presses, since, last_screen = 0, None, None
     said: set[str] = set()
     seen: str | None = None  # "running" or "dialog" once shown: no Enter after that
+    # once the composer showed without the prompt, the Enter landed: a TUI that draws
+    # it again (real Claude Code under load, a prompt it took but had not yet sent: 0.2-2 s
+    # before the turn began, 12 s after the Enter) gets no second one
+    landed = False
     looked = 0.0
     while True:
         s = started()
@@ -189,13 +194,14 @@ def confirm(server, agent: Agent, prompt: str, started, over) -> bool:
             if verdict.why == "unsubmitted":
                 if verdict.screen != last_screen:  # the TUI still draws: wait on
                     since, last_screen = now, verdict.screen
-                elif now - since >= settle and presses < ATTEMPTS - 1:
+                elif now - since >= settle and presses < ATTEMPTS - 1 and not landed:
                     presses += 1
                     _press(server, agent, presses, now - since)
                     since, last_screen = None, None
                     deadline = max(deadline, time.monotonic() + settle)
             else:
                 since, last_screen = None, None
+                landed = landed or verdict.why == "left"
                 if verdict.why not in said:
                     said.add(verdict.why)
                     _withheld(agent, verdict, presses)
