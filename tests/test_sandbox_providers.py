@@ -102,3 +102,28 @@ def test_the_launcher_of_a_clone_under_tmp_is_bound(tmp_path, monkeypatch):
     argv = policy.wrap(pol, ClaudeProvider(), spec, ["/usr/bin/true"], {})
     binds = [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind-try"]
     assert "/tmp/clone/.venv" in binds, argv
+
+
+def test_orcr_s_plugins_under_tmp_are_bound_for_a_cli_s_hook(tmp_path, monkeypatch):
+    """Gemini CLI's turn-end hook runs orcr's interpreter on ``orcr_gemini/hook.py``
+    inside the sandbox: from a clone under /tmp (CI's, the real_cli tier's) the plugin's
+    folder was hidden and every turn end failed ("can't open file
+    '/tmp/rc/plugins/gemini/orcr_gemini/hook.py'"). orcr's packages are bound whatever
+    the agent's program is. Planted: bound only when argv runs orcr's interpreter -> fails."""
+    import sys
+    import types
+
+    from orcr_gemini.provider import GeminiProvider
+
+    from orcr_core.sandbox import policy
+
+    plugin = types.ModuleType("orcr_clonedplugin")
+    plugin.__file__ = "/tmp/clone/plugins/x/orcr_clonedplugin/__init__.py"
+    monkeypatch.setitem(sys.modules, "orcr_clonedplugin", plugin)
+    spec = _spec(tmp_path)
+    pol = {"home": str(tmp_path / "home"), "cwd": str(tmp_path), "data_dir": spec.data_dir,
+           "allow_read": [], "allow_write": [], "deny_read": [], "hide": [],
+           "allow_net": [], "pass_env": [], "binary": "/usr/bin/bwrap"}  # fmt: skip
+    argv = policy.wrap(pol, GeminiProvider(), spec, ["/usr/bin/true"], {})
+    binds = [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind-try"]
+    assert "/tmp/clone/plugins/x" in binds, argv

@@ -331,6 +331,10 @@ def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str,
     read += [_abs(os.path.expanduser(str(p)), home) for p in (reads(spec) if reads else [])]
     if argv:
         read += _install_dirs(argv[0], home)
+    # orcr's own interpreter and packages, whatever argv runs: a CLI's hook calls back
+    # into orcr (Gemini CLI's AfterAgent hook runs ``python .../orcr_gemini/hook.py``),
+    # and from a clone or a virtualenv under /tmp or home both were hidden
+    read += _install_dirs(sys.executable, home)
     write = [policy["cwd"], policy["data_dir"], *state, *policy["allow_write"]]
     git_read, git_write = _git_dirs(policy["cwd"])
     read += git_read
