@@ -179,7 +179,8 @@ def test_a_resumed_echo_agent_is_again_sandboxed_and_in_its_group(live, short_tm
         until(lambda: o.get(uuid)["status"] == "idle", 30, "resumed, idle")
         starts = _starts(live, uuid)
         assert len(starts) == 2 and all(_wrapped(s) for s in starts), starts
-        assert _in_group(uuid, "echo"), "the resumed agent is not in its memory group"
+        # idle is the row; the resumed TUI's process is waited on in its group itself
+        until(lambda: _in_group(uuid, "echo"), 30, "the resumed agent in its memory group")
         assert _groups_made(live, uuid) == 2
         o.send(uuid, "second")
         assert o.wait(uuid, timeout=30)["turn_status"] == "completed"
