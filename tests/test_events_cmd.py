@@ -79,11 +79,9 @@ def test_events_lists_with_prefix_kind_and_since_filters(orcr_home):
         orcr_home.run("server", "stop")
 
 
-def test_events_follow_prints_each_event_once_across_a_server_sigkill(orcr_home):
-    """Planted: resubscribing from 0 (or from the log's end) instead of the last
-    seq printed, without the seq <= cursor drop -> duplicate (missing) seqs -> fails."""
-    orcr_home.start_server()
-    orcr_home.run("agent", "run", "--provider", "testp", "--path", "f/a", "hi", check=True)
+def _follow(orcr_home) -> tuple[subprocess.Popen, list[str], list[str]]:
+    """``orcr events --follow --json --since 0`` as a real process; its stdout and
+    stderr lines, collected as they come."""
     follow = subprocess.Popen(
         [sys.executable, "-m", "orcr_core.cli", "events", "--follow", "--json", "--since", "0"],
         env=orcr_home.env,
@@ -92,8 +90,18 @@ def test_events_follow_prints_each_event_once_across_a_server_sigkill(orcr_home)
         text=True,
     )
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(follow.stdout), daemon=True)
-    reader.start()
+    errs: list[str] = []
+    threading.Thread(target=lambda: lines.extend(follow.stdout), daemon=True).start()
+    threading.Thread(target=lambda: errs.extend(follow.stderr), daemon=True).start()
+    return follow, lines, errs
+
+
+def test_events_follow_prints_each_event_once_across_a_server_sigkill(orcr_home):
+    """Planted: resubscribing from 0 (or from the log's end) instead of the last
+    seq printed, without the seq <= cursor drop -> duplicate (missing) seqs -> fails."""
+    orcr_home.start_server()
+    orcr_home.run("agent", "run", "--provider", "testp", "--path", "f/a", "hi", check=True)
+    follow, lines, errs = _follow(orcr_home)
     try:
         last = orcr_home.events()[-1]["seq"]
         until(lambda: lines and json.loads(lines[-1])["seq"] >= last, what="follower caught up")
@@ -130,16 +138,7 @@ def test_events_follow_waits_through_a_stopped_server_on_resubscribe(orcr_home):
     server_not_answering -> the follow exits [server_not_answering] at 5 s -> fails."""
     orcr_home.start_server()
     orcr_home.run("agent", "run", "--provider", "testp", "--path", "s/a", "hi", check=True)
-    follow = subprocess.Popen(
-        [sys.executable, "-m", "orcr_core.cli", "events", "--follow", "--json", "--since", "0"],
-        env=orcr_home.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(follow.stdout), daemon=True)
-    reader.start()
+    follow, lines, errs = _follow(orcr_home)
     timer = None
     try:
         last = orcr_home.events()[-1]["seq"]
@@ -156,7 +155,7 @@ def test_events_follow_waits_through_a_stopped_server_on_resubscribe(orcr_home):
         follow.send_signal(signal.SIGCONT)
         timer.join()
         assert time.monotonic() - t0 > 6.5
-        assert follow.poll() is None, follow.stderr.read()  # still following
+        assert follow.poll() is None, errs  # still following
         orcr_home.run("agent", "run", "--provider", "testp", "--path", "s/b", "hi", check=True)
         queued_b = next(e["seq"] for e in orcr_home.events() if e["data"].get("path") == "s/b")
         until(
@@ -189,17 +188,7 @@ def test_events_follow_reports_what_retention_deleted_before_it_read_it(orcr_hom
         '[driver]\nname = "test"\n[events]\nretention = 5\n[timings]\npoll_every = "50ms"\n'
     )
     orcr_home.start_server()
-    follow = subprocess.Popen(
-        [sys.executable, "-m", "orcr_core.cli", "events", "--follow", "--json", "--since", "0"],
-        env=orcr_home.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[str] = []
-    errs: list[str] = []
-    threading.Thread(target=lambda: lines.extend(follow.stdout), daemon=True).start()
-    threading.Thread(target=lambda: errs.extend(follow.stderr), daemon=True).start()
+    follow, lines, errs = _follow(orcr_home)
     try:
         with orcr_home.sdk() as o:
             o.run("x", provider="testp", path="g/first", cwd="/")
