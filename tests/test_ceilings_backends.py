@@ -46,7 +46,7 @@ from orcr_core import ceilings
 from orcr_core.ceilings import Limits, step, v1, v2
 from orcr_core.ceilings.mimic import MimicFs
 from orcr_core.ceilings.systemd import SystemdScopes
-from orcr_core.kit.testing import until
+from orcr_core.kit.testing import alive, until
 
 MiB = 2**20
 FAKE = Path(__file__).parent / "fakes" / "fake_systemd.py"
@@ -174,7 +174,7 @@ class _Systemd:
 
     def members(self, uuid: str) -> list[int]:
         u = self.units().get(self.backend.scope(uuid))
-        return [u["pid"]] if u and u.get("active") and _alive(u["pid"]) else []
+        return [u["pid"]] if u and u.get("active") and alive(u["pid"]) else []
 
     def exists(self, uuid: str) -> bool:
         return self.backend.scope(uuid) in self.units()
@@ -189,14 +189,6 @@ class _Systemd:
     def violations(self) -> list[str]:
         calls = [json.loads(ln) for ln in (self.state / "argv.jsonl").read_text().splitlines()]
         return [" ".join(c) for c in calls if c[0] == "systemctl" and "--user" not in c]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 @pytest.fixture(params=[_V1, _V2, _Systemd], ids=["cgroup_v1", "cgroup_v2", "systemd"])

@@ -19,6 +19,15 @@ def until(fn, timeout: float = 30.0, what: str = "condition"):
     raise AssertionError(f"{what} not reached in {timeout}s")
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: it exists and is not a zombie (ended, not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def in_threads(fn, n: int) -> None:
     """Run ``fn`` in ``n`` threads at once and wait for all of them."""
     import threading

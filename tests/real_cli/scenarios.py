@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fake_models import Hold
 
-from orcr_core.kit.testing import until
+from orcr_core.kit.testing import alive, until
 
 
 def start(real, path: str, prompt: str = "hello there") -> str:
@@ -55,7 +55,7 @@ def gc_an_idle_agent(real) -> None:
     pid = real.pane_pid("g/one")
     real.until_status("g/one", "ended", timeout=60)
     assert real.get("g/one")["exit_reason"] == "gc"
-    until(lambda: not _alive(pid), 30, "the CLI ended")
+    until(lambda: not alive(pid), 30, "the CLI ended")
 
 
 def resume_an_exited_agent(real, first_prompt: str, history_has) -> None:
@@ -75,18 +75,6 @@ def resume_an_exited_agent(real, first_prompt: str, history_has) -> None:
     request = real.model.conversation()[before]
     assert request.prompt == "after the resume"
     assert history_has(request.body, first_prompt), real.why("r/one")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
 
 
 def fresh_folder(real, git: bool = False) -> Path:

@@ -41,7 +41,7 @@ from orcr_core.contracts import (
     SplitPrompt,
     StartSpec,
 )
-from orcr_core.kit.testing import until
+from orcr_core.kit.testing import alive, until
 
 #: a line-mode "agent": prints ``GOT:<line>`` for each line submitted with Enter
 LINE_AGENT = (
@@ -164,16 +164,4 @@ class DriverSuite:
         pid = until(lambda: driver.pane_pid(ref), what="the pane's pid")
         os.kill(pid, 0)  # alive
         driver.close(ref)
-        until(lambda: not _alive(pid), what=f"pid {pid} ended with its pane")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+        until(lambda: not alive(pid), what=f"pid {pid} ended with its pane")
