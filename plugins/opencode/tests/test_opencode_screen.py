@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import pytest
 from orcr_opencode import OpenCodeProvider
 from orcr_opencode.screen import usage_limit
 
@@ -14,16 +13,6 @@ SPEC = LaunchSpec(uuid="u-1", path="a/b", cwd="/tmp/proj", data_dir="/tmp/x", op
 
 def state(name: str):
     return OpenCodeProvider().screen_state((SCREENS / name).read_text(), SPEC)
-
-
-@pytest.mark.parametrize("name", ["1.18.33-ready.txt", "1.18.33-ready-after-turn.txt"])
-def test_ready_at_its_input(name):
-    assert state(name).state == "ready"
-
-
-@pytest.mark.parametrize("name", ["1.18.33-booting.txt", "1.18.33-working.txt"])
-def test_not_ready_while_booting_or_working(name):
-    assert state(name).state == "unknown"
 
 
 def test_a_permission_question_names_what_it_asks_and_how_to_answer():

@@ -13,10 +13,12 @@ A provider package (bundled, ``orcr-pi`` or a third party's) runs it by subclass
 
 ``truth`` is each transcript's ground truth: ``(version, final state, [(status, the
 first 200 code points of the turn's final text or None, its full length or None)])``.
-Every ``*.jsonl`` in ``fixtures`` must have one. What is checked: the adapter is a
-:class:`~orcr_core.contracts.Provider`; each transcript read whole says its truth,
-and reads the same cut into pieces anywhere, mid-line included (only whole lines
-are consumed); the launch and resume argv are lists of strings; a version outside
+Every transcript in ``fixtures`` (``transcripts``, ``*.jsonl`` unless set) must have
+one. What is checked: the adapter is a :class:`~orcr_core.contracts.Provider`; each
+transcript read whole says its truth, and reads the same written in pieces (a JSONL
+file cut anywhere, mid-line included: only whole lines are consumed; a transcript of
+another kind, as OpenCode's database, says how with ``written`` and
+``written_in_pieces``); the launch and resume argv are lists of strings; a version outside
 the pinned range is refused naming the range, or warned about with
 ``allow_unpinned``; and (``screens``) what the screen fixtures show before the first
 prompt. docs/plugins/conformance.md.
@@ -24,7 +26,7 @@ prompt. docs/plugins/conformance.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -40,8 +42,10 @@ class ProviderSuite:
 
     #: the adapter: a class or a factory taking no arguments
     provider: ClassVar[Callable[[], Any] | None] = None
-    #: the folder of transcript fixtures (``*.jsonl``)
+    #: the folder of transcript fixtures
     fixtures: ClassVar[Path | None] = None
+    #: which files in ``fixtures`` are transcripts (a glob)
+    transcripts: ClassVar[str] = "*.jsonl"
     #: file name -> ground truth (module docstring)
     truth: ClassVar[dict[str, tuple]] = {}
     #: ``LaunchSpec.options`` for the argv tests (``{"argv": [...]}`` where it needs one)
@@ -82,8 +86,29 @@ class ProviderSuite:
         assert isinstance(p.supported_versions, str)
         assert isinstance(p.has_transcript, bool)
 
+    def written(self, fixture: Path, where: Path) -> str:
+        """Write ``fixture`` into the folder ``where`` as the CLI wrote it, long ago, and
+        return the path its reader opens. A JSONL transcript is copied; override this
+        for a transcript that is not one appended file (OpenCode's database)."""
+        return str(quiet_copy(fixture, where / fixture.name))
+
+    def written_in_pieces(self, fixture: Path, where: Path, cut: int | None) -> Iterator[str]:
+        """Write ``fixture`` into ``where`` piece by piece as the CLI would, yielding the
+        path its reader opens before the first piece and again after each. A JSONL
+        transcript is cut ``cut`` bytes into every line (``None``: one piece);
+        override this with :meth:`written`."""
+        path = where / fixture.name
+        path.write_bytes(b"")
+        yield str(path)
+        raw = fixture.read_bytes()
+        bounds = sorted({0, len(raw), *(cuts_mid_line(raw, cut) if cut else [])})
+        for start, end in zip(bounds, bounds[1:], strict=False):
+            with path.open("ab") as fh:
+                fh.write(raw[start:end])
+            yield str(path)
+
     def test_every_fixture_has_ground_truth(self):
-        found = sorted(p.name for p in Path(self.path(".")).glob("*.jsonl"))
+        found = sorted(p.name for p in Path(self.path(".")).glob(self.transcripts))
         assert found == sorted(self.truth)
 
     def test_transcript_read_whole(self, transcript, tmp_path):
@@ -91,22 +116,24 @@ class ProviderSuite:
         unfinished turn stays open: a reader that guesses a quiet one blocked is told
         not to, ``blocked_after=None``)."""
         p = self.adapter()
-        copy = quiet_copy(self.path(transcript), tmp_path / transcript)
+        copy = self.written(self.path(transcript), tmp_path)
         try:
-            reader = p.open_reader(str(copy), blocked_after=None)
+            reader = p.open_reader(copy, blocked_after=None)
         except TypeError:  # a reader that never guesses
-            reader = p.open_reader(str(copy))
+            reader = p.open_reader(copy)
         result = summary(p.name, reader.poll())
         _check(result, p.name, self.truth[transcript])
 
     def test_transcript_cut_mid_line_reads_the_same(self, transcript, tmp_path):
-        """Appended in pieces cut into every line, polled after each: only whole lines
-        are consumed, and the turns read as from the whole file."""
+        """Written in pieces (:meth:`written_in_pieces`: a JSONL transcript cut into
+        every line), polled after each: only whole records are consumed, and the turns
+        read as from the whole file."""
         p = self.adapter()
-        raw = self.path(transcript).read_bytes()
-        whole = _fed(p, raw, [], tmp_path / "whole.jsonl")
-        assert _fed(p, raw, cuts_mid_line(raw, 1), tmp_path / "cut1.jsonl") == whole
-        assert _fed(p, raw, cuts_mid_line(raw, 7), tmp_path / "cut7.jsonl") == whole
+        fixture = self.path(transcript)
+        whole = _fed(p, self.written_in_pieces(fixture, _fresh(tmp_path / "whole"), None))
+        for cut in (1, 7):
+            where = _fresh(tmp_path / f"cut{cut}")
+            assert _fed(p, self.written_in_pieces(fixture, where, cut)) == whole
         _check(whole, p.name, self.truth[transcript])
 
     def test_launch_and_resume_argv_are_strings(self, tmp_path):
@@ -136,22 +163,24 @@ class ProviderSuite:
         assert p.screen_state(text, self.spec(tmp_path)).state == self.screens[screen]
 
 
-def _fed(provider, data: bytes, cuts: list[int], path: Path) -> dict:
-    """``data`` appended to ``path`` in pieces cut at ``cuts``, one reader polled after
-    each piece (:func:`orcr_core.kit.testing.feed_in_chunks` for any reader, not only
-    the kit's: one that takes ``settle`` is told a turn end needs no quiet time)."""
-    path.write_bytes(b"")
+def _fed(provider, pieces: Iterator[str]) -> dict:
+    """One reader opened on the first path ``pieces`` yields and polled after each
+    piece (:func:`orcr_core.kit.testing.feed_in_chunks` for any reader, not only the
+    kit's: one that takes ``settle`` is told a turn end needs no quiet time)."""
+    path = next(pieces)
     try:
-        reader = provider.open_reader(str(path), settle=0.0, blocked_after=None)
+        reader = provider.open_reader(path, settle=0.0, blocked_after=None)
     except TypeError:  # a reader with no settle period
-        reader = provider.open_reader(str(path))
+        reader = provider.open_reader(path)
     state = reader.poll()
-    bounds = sorted({0, len(data), *cuts})
-    for start, end in zip(bounds, bounds[1:], strict=False):
-        with path.open("ab") as fh:
-            fh.write(data[start:end])
+    for _ in pieces:
         state = reader.poll()
     return summary(provider.name, state)
+
+
+def _fresh(where: Path) -> Path:
+    where.mkdir(parents=True)
+    return where
 
 
 def _check(result: dict, provider: str, truth: tuple) -> None:
