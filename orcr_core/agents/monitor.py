@@ -108,9 +108,9 @@ class Monitor:
             ),
             "notifications": "inotify" if self.watcher.available else "off",
             "notifications_error": self.watcher.error,
-            "pane_events": bool(self.server.mux_events_live),
+            "pane_events": self.server.mux.events_live,
             # pane event streams that lost events and were resubscribed (herdr 0.9.2+)
-            "resyncs": getattr(self.server, "mux_resyncs", 0),
+            "resyncs": self.server.mux.resyncs,
             "timers": len(self.timers),
             "snapshots": self.counters["snapshots"],
             "turn_witness": dict(self.witness.counts),  # agents/witness.py
@@ -159,7 +159,7 @@ class Monitor:
         srv = self.server
         cfg = srv.config
         self.counters["steps"] += 1
-        srv.mux_ready()  # keeps orcr's own multiplexer running, queue or not
+        srv.mux.ready()  # keeps orcr's own multiplexer running, queue or not
         now_m = time.monotonic()
         if now_m >= self._next_reconcile and srv.driver is not None:
             from orcr_core.agents import reconcile
@@ -301,7 +301,7 @@ class Monitor:
         """Which agents are polled every poll_every, and whether panes are."""
         providers = self.server.registry.providers
         fast = set()
-        panes = not self.server.mux_events_live
+        panes = not self.server.mux.events_live
         for uuid, agent in self.agents.items():
             provider = providers.get(agent.provider)
             no_transcript = provider is not None and not provider.has_transcript

@@ -20,10 +20,11 @@ from orcr_core.agents import memory, queue, unmanaged
 from orcr_core.ceilings import pressure
 from orcr_core.ceilings import step as ceilings_step
 from orcr_core.config import watch as config_watch
+from orcr_core.contracts import Driver
 from orcr_core.pm.plugins import Registry, build_registry, get_plugin_manager
 from orcr_core.protocol import PROTOCOL_VERSION
 from orcr_core.server import lockfile
-from orcr_core.server.multiplexer import MultiplexerMixin
+from orcr_core.server.multiplexer import Multiplexer
 from orcr_core.store import events, faults, health
 from orcr_core.store.db import SCHEMA_VERSION, open_store
 from orcr_core.store.events import Bus
@@ -40,7 +41,7 @@ class AlreadyRunning(Exception):
     pass
 
 
-class Server(MultiplexerMixin):
+class Server:
     def __init__(self, cfg: config_mod.Config | None = None, registry: Registry | None = None):
         self.config = cfg or config_mod.load()
         self.registry = registry or build_registry(get_plugin_manager())
@@ -56,7 +57,8 @@ class Server(MultiplexerMixin):
         self.held: str | None = None  # why promotion waits (multiplexer, memory), for status/get
         self.memory = memory.Ledger()  # footprints, estimates, reservations (agents/memory.py)
         self.usage_limits = Limits()  # agents waiting out a usage limit (orcr_core/usage_limits)
-        self.init_multiplexer()  # the driver and its state (server/multiplexer.py)
+        #: the driver, whether it answers, its event stream (server/multiplexer.py)
+        self.mux = Multiplexer(lambda: self.config, self.registry, self.stopping)
         self._active_pipelines: set[str] = set()
         self._waiting: dict[str, list] = {}
         self.exited_panes: dict[str, float] = {}  # pane id -> when the multiplexer said so
@@ -79,6 +81,11 @@ class Server(MultiplexerMixin):
 
         self.monitor = Monitor(self)
         self.agent_sockets = AgentSockets(self)  # each sandboxed agent's own socket
+
+    @property
+    def driver(self) -> Driver | None:
+        """The multiplexer driver, made on first use (None when none can run)."""
+        return self.mux.driver
 
     # -- plumbing ---------------------------------------------------------
     def acquire_lock(self) -> None:
@@ -179,7 +186,7 @@ class Server(MultiplexerMixin):
             self.config, self.config_error = new, None
             self.registry.timeouts["provider_call"] = new.duration("timings.provider_call")
             if any(k.split(".")[0] in ("driver", "herdr", "tmux") for k in changed):
-                self.reset_driver()
+                self.mux.reset()
             if self.notifier is not None:
                 self.notifier.reconfigure()
             if changed:
@@ -215,7 +222,7 @@ class Server(MultiplexerMixin):
             faults.point("before_promote")
             # the multiplexer first: a promotion into a dead one would only fail
             queued = queue.any_queued()
-            self.held = self.mux_ready() if queued else None
+            self.held = self.mux.ready() if queued else None
             if queued and self.held is None:
                 self.held = pressure.held(self.config)  # PSI first (ceilings/pressure.py)
             if queued and self.held is None:
@@ -227,7 +234,7 @@ class Server(MultiplexerMixin):
                 promoted = queue.promote(self.config, budget=budget, gate=gate, providers=providers)
                 self.held = budget.held() if budget is not None else None
         elif queue.any_queued():
-            self.held = self.mux_ready()
+            self.held = self.mux.ready()
         if promoted:
             faults.point("after_promote")
             self.notify()
@@ -237,7 +244,7 @@ class Server(MultiplexerMixin):
         if self.held:  # memory frees, a multiplexer comes back, without an event
             timeout = MEMORY_RECHECK
         else:
-            timeout = 5.0 if self._driver is None else None
+            timeout = 5.0 if not self.mux.made else None
         if wake := gate and gate.wake_at():  # a spent budget's window rolls over
             timeout = max(0.05, min(timeout or 3600.0, wake - time.time()))
         if wake := self.usage_limits.wake_at():  # a usage limit's reset
@@ -294,6 +301,14 @@ class Server(MultiplexerMixin):
         db.connect(reuse_if_open=True)
         config_watch.follow(self, self.config.path)
 
+    def follow_mux_events(self) -> None:
+        """The multiplexer's event stream, told to the monitor (server/multiplexer.py)."""
+
+        def exited(pane_id: str) -> None:
+            self.exited_panes[pane_id] = time.time()
+
+        self.mux.follow_events(self.monitor.pane_changed, self.monitor.events_live_changed, exited)
+
     def monitor_loop(self) -> None:
         db.connect(reuse_if_open=True)
         self.monitor.run()
@@ -335,7 +350,7 @@ class Server(MultiplexerMixin):
             "live": sum(counts.values()),
             "caps": caps,
             "providers": providers,
-            "driver": self.driver_status(),
+            "driver": self.mux.status(),
             "drift": {name: value for name, (value, _at) in drift_now.items()},
             "drift_at": {name: iso(at) for name, (_value, at) in drift_now.items()},
             "lost": Agent.select().where(Agent.status == "lost").count(),
@@ -396,7 +411,7 @@ class Server(MultiplexerMixin):
             (lambda: self.watch_run_dir(listener), "orcr-run-watch"),
             (self.queue_worker, "orcr-queue"),
             (self.monitor_loop, "orcr-monitor"),
-            (self.mux_events_loop, "orcr-mux-events"),
+            (self.follow_mux_events, "orcr-mux-events"),
             (self.config_watch_loop, "orcr-config-watch"),
         ):
             t = threading.Thread(target=target, name=name, daemon=True)

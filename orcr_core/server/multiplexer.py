@@ -1,9 +1,12 @@
 """The server's multiplexer: its driver, whether it answers, its event stream.
 
-``MultiplexerMixin`` is part of ``Server`` (server/app.py): the driver is made on
-first use and retried with backoff while none can run; ``mux_ready`` keeps orcr's
-own multiplexer server running and says why promotion waits when it does not
-answer; ``mux_events_loop`` (a thread) follows the driver's event stream.
+``Multiplexer`` is a part of ``Server`` (``server.mux``, server/app.py), not a
+mixin: it sees only what its constructor names (the current config, the registry,
+the stop event) and tells the rest of the server about pane changes through the
+callbacks ``follow_events`` is given. The driver is made on first use and retried
+with backoff while none can run; ``ready`` keeps orcr's own multiplexer server
+running and says why promotion waits when it does not answer; ``follow_events``
+(a thread) follows the driver's event stream.
 """
 
 from __future__ import annotations
@@ -11,18 +14,35 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from orcr_core.common.backoff import Backoff
-from orcr_core.contracts import DriverError
+from orcr_core.contracts import Driver, DriverError
+
+if TYPE_CHECKING:
+    from orcr_core.config import Config
+    from orcr_core.pm.plugins import Registry
 
 log = logging.getLogger("orcr.server")
 
 MUX_BACKOFF_MIN, MUX_BACKOFF_MAX = 0.25, 5.0  # seconds between restarts of a dead multiplexer
 
 
-class MultiplexerMixin:
-    def init_multiplexer(self) -> None:
-        self._driver = None
+class Multiplexer:
+    """The driver, whether orcr's multiplexer answers, and its event stream.
+
+    ``config`` is called for the configuration in force (a reload replaces it);
+    ``stopping`` ends ``follow_events``.
+    """
+
+    def __init__(
+        self, config: Callable[[], Config], registry: Registry, stopping: threading.Event
+    ) -> None:
+        self._config = config
+        self._registry = registry
+        self._stopping = stopping
+        self._driver: Driver | None = None
         self._driver_error: str | None = None
         self.driver_info: dict | None = None
         self._driver_lock = threading.Lock()
@@ -32,11 +52,11 @@ class MultiplexerMixin:
         self._mux_error: str | None = None  # why the multiplexer is unreachable, if it is
         self._mux_retry_at = 0.0
         self._mux_backoff = Backoff(MUX_BACKOFF_MIN, MUX_BACKOFF_MAX)
-        self.mux_events_live = False  # the driver's event stream is connected
-        self.mux_resyncs = 0  # event streams that lost events and were resubscribed
+        self.events_live = False  # the driver's event stream is connected
+        self.resyncs = 0  # event streams that lost events and were resubscribed
 
     @property
-    def driver(self):
+    def driver(self) -> Driver | None:
         """The multiplexer driver, created on first use (None when none can run).
 
         While none can be had (herdr down, tmux missing) it is retried with
@@ -51,7 +71,12 @@ class MultiplexerMixin:
                     self._driver_backoff.reset()
             return self._driver
 
-    def mux_ready(self) -> str | None:
+    @property
+    def made(self) -> bool:
+        """Whether a driver is made now (no attempt to make one)."""
+        return self._driver is not None
+
+    def ready(self) -> str | None:
         """None when orcr's multiplexer answers, else why not (the ``held`` reason).
 
         ``ensure_session`` starts orcr's own multiplexer server again when it
@@ -84,7 +109,7 @@ class MultiplexerMixin:
             self._mux_backoff.reset()
             return None
 
-    def driver_status(self) -> dict:
+    def status(self) -> dict:
         drv = self.driver
         error = self._driver_error if drv is None else self._mux_error
         return {
@@ -94,12 +119,13 @@ class MultiplexerMixin:
             "info": self.driver_info if drv is not None else None,  # version, protocol
         }
 
-    def _make_driver(self):
+    def _make_driver(self) -> tuple[Driver | None, str | None]:
         from orcr_core.pm.drivers import choose_driver
 
+        cfg = self._config()
         try:
-            factory, _why = choose_driver(self.config, self.registry)
-            drv = factory(self.config)
+            factory, _why = choose_driver(cfg, self._registry)
+            drv = factory(cfg)
             drv.ensure_session()  # starts orcr's own multiplexer server when none answers
             self.driver_info = drv.handshake()
             return drv, None
@@ -107,12 +133,18 @@ class MultiplexerMixin:
             log.warning("no driver: %s", exc)
             return None, str(exc)
 
-    def reset_driver(self) -> None:
+    def reset(self) -> None:
+        """Forget the driver (its configuration changed): the next use makes one."""
         with self._driver_lock:
             self._driver = None
             self._driver_retry_at = 0.0
 
-    def mux_events_loop(self) -> None:
+    def follow_events(
+        self,
+        changed: Callable[[], None],
+        live_changed: Callable[[], None],
+        pane_exited: Callable[[str], None],
+    ) -> None:
         """Follow the multiplexer's own event stream when its driver has one.
 
         Subscribe first, then read: every (re)subscription is acknowledged before
@@ -130,41 +162,45 @@ class MultiplexerMixin:
         never reused while a multiplexer server lives, so replayed old events
         are harmless. While the stream is down the monitor polls snapshots
         every ``timings.poll_every``; a reconnect is followed by a snapshot.
+
+        ``changed()``: a pane may have changed (the monitor snapshots);
+        ``live_changed()``: ``events_live`` flipped; ``pane_exited(pane_id)``: the
+        multiplexer saw that pane's process end.
         """
         backoff = Backoff(0.25, 5.0)
-        while not self.stopping.is_set():
+
+        def started() -> None:  # connected: from now on pane changes are announced
+            self.events_live = True
+            live_changed()
+
+        while not self._stopping.is_set():
             drv = self.driver
             stream = getattr(drv, "events", None)
             if stream is None:
-                if self.stopping.wait(5.0):
+                if self._stopping.wait(5.0):
                     return
                 continue
             try:
-                for ev in stream(stop=self.stopping, on_start=self._mux_events_started):
+                for ev in stream(stop=self._stopping, on_start=started):
                     backoff.reset()
                     if ev.get("event") == "pane_exited":
                         pane_id = (ev.get("data") or {}).get("pane_id")
                         if pane_id:
-                            self.exited_panes[pane_id] = time.time()
-                    self.monitor.pane_changed()
+                            pane_exited(pane_id)
+                    changed()
             except DriverError as exc:
                 if exc.code == "events_lost":
                     # not an outage: the stream lost events and was closed; subscribe
                     # again at once (the new acknowledgement takes a fresh snapshot)
-                    self.mux_resyncs += 1
-                    log.info("multiplexer event stream lost events: resync %d", self.mux_resyncs)
-                    self.monitor.pane_changed()
+                    self.resyncs += 1
+                    log.info("multiplexer event stream lost events: resync %d", self.resyncs)
+                    changed()
                     continue
                 log.info("multiplexer event stream ended: %s", exc)
             except Exception as exc:  # the stream broke: reconnect with backoff
                 log.info("multiplexer event stream ended: %s", exc)
-            if self.mux_events_live:
-                self.mux_events_live = False
-                self.monitor.events_live_changed()
-            if self.stopping.wait(backoff.next()):
+            if self.events_live:
+                self.events_live = False
+                live_changed()
+            if self._stopping.wait(backoff.next()):
                 return
-
-    def _mux_events_started(self) -> None:
-        """The event stream is connected: from now on pane changes are announced."""
-        self.mux_events_live = True
-        self.monitor.events_live_changed()
