@@ -179,13 +179,14 @@ def test_events_follow_waits_through_a_stopped_server_on_resubscribe(orcr_home):
 
 def test_events_follow_reports_what_retention_deleted_before_it_read_it(orcr_home):
     """Issue 38 part 3, the cursor-expiry path: a follower away (SIGSTOPped across a
-    server restart) while more than ``events.retention`` rows are written resumes at
+    server restart) longer than ``events.resume_grace`` (0 s here) while more than
+    ``events.retention`` rows are written resumes at
     the oldest row kept (``events.subscribe`` ``clamp``), says on stderr which seqs
     retention deleted, and prints every later event once. Planted: EventTail.subscribe
     not calling on_gap -> no gap line -> fails; events.subscribe ignoring clamp ->
     the follow exits cursor_expired at once (its --since 0 is past retention) -> fails."""
     orcr_home.config(
-        '[driver]\nname = "test"\n[events]\nretention = 5\n[timings]\npoll_every = "50ms"\n'
+        '[driver]\nname = "test"\n[events]\nretention = 5\nresume_grace = "0s"\n[timings]\npoll_every = "50ms"\n'
     )
     orcr_home.start_server()
     follow, lines, errs = _follow(orcr_home)
@@ -223,6 +224,46 @@ def test_events_follow_reports_what_retention_deleted_before_it_read_it(orcr_hom
         assert set(range(1, printed[-1] + 1)) - set(printed) == lost, (printed, gaps)
         kept = [s for s in (e["seq"] for e in orcr_home.events()) if s <= printed[-1]]
         assert set(kept) <= set(printed)  # nothing the store still holds was skipped
+    finally:
+        follow.send_signal(signal.SIGCONT)
+        follow.terminate()
+        follow.wait(10)
+        orcr_home.run("server", "stop")
+
+
+def test_events_follow_resubscribed_within_the_grace_loses_nothing(orcr_home):
+    """Issue 38 part 3, a restart with a follower behind: SIGSTOPped across a server
+    SIGKILL while the new server writes more than ``events.retention`` rows, then resumed
+    within ``events.resume_grace`` (default 30 s). The new server deleted nothing
+    before the follower resubscribed and pinned its cursor, so it prints every seq
+    once, in order, with no gap line. Planted: no start pin in Server.serve -> retention
+    deletes past the follower's cursor while it is away -> a gap line -> fails."""
+    orcr_home.config(
+        '[driver]\nname = "test"\n[events]\nretention = 5\n[timings]\npoll_every = "50ms"\n'
+    )
+    orcr_home.start_server()
+    follow, lines, errs = _follow(orcr_home)
+    try:
+        with orcr_home.sdk() as o:
+            o.run("x", provider="testp", path="p/first", cwd="/")
+            last = orcr_home.events()[-1]["seq"]
+            until(lambda: lines and json.loads(lines[-1])["seq"] >= last, what="caught up")
+        follow.send_signal(signal.SIGSTOP)
+        orcr_home.kill_server()
+        orcr_home.start_server()
+        with orcr_home.sdk() as o:
+            for i in range(6):  # 6 agent.queued rows at least: more than retention keeps
+                o.run("x", provider="testp", path=f"p/a{i}", cwd="/")
+            # two more monitor steps: each ends with a retention pass over the writes so far
+            seen = o.status()["monitor"]["snapshots"]
+            until(lambda: o.status()["monitor"]["snapshots"] >= seen + 2, what="a retention pass")
+        follow.send_signal(signal.SIGCONT)
+        end = orcr_home.events()[-1]["seq"]
+        until(lambda: json.loads(lines[-1])["seq"] >= end, what=f"printed {end}")
+        assert follow.poll() is None and errs == [], errs  # following, no gap
+        printed = [json.loads(ln)["seq"] for ln in list(lines)]
+        assert printed == [e["seq"] for e in orcr_home.events() if e["seq"] <= printed[-1]]
+        assert printed == list(range(1, printed[-1] + 1))  # every seq, once, in order
     finally:
         follow.send_signal(signal.SIGCONT)
         follow.terminate()

@@ -75,7 +75,7 @@ def test_watch_misses_and_duplicates_nothing_under_churn(orcr_home):
 
 def test_cursor_expired_for_an_unpinned_subscriber(orcr_home):
     orcr_home.config(
-        '[driver]\nname = "test"\n[events]\nretention = 5\n[timings]\npoll_every = "50ms"\n'
+        '[driver]\nname = "test"\n[events]\nretention = 5\nresume_grace = "0s"\n[timings]\npoll_every = "50ms"\n'
     )
     orcr_home.start_server()
     with orcr_home.sdk() as o:
@@ -198,7 +198,7 @@ def test_a_watcher_far_behind_holds_retention_back(orcr_home):
     not read, so when it reads again its stream is whole; once it is gone,
     retention catches up."""
     orcr_home.config(
-        '[driver]\nname = "test"\n[concurrency]\nmax = 1\n[events]\nretention = 5\n'
+        '[driver]\nname = "test"\n[concurrency]\nmax = 1\n[events]\nretention = 5\nresume_grace = "0s"\n'
         '[timings]\npoll_every = "20ms"\n'
     )
     orcr_home.start_server()
@@ -240,7 +240,7 @@ def test_since_seq_exactly_at_the_retention_floor(orcr_home):
     """Events up to the floor are deleted: since_seq = floor asks for floor + 1
     on, which is kept (accepted); floor - 1 asks for the deleted floor (expired)."""
     orcr_home.config(
-        '[driver]\nname = "test"\n[events]\nretention = 5\n[timings]\npoll_every = "20ms"\n'
+        '[driver]\nname = "test"\n[events]\nretention = 5\nresume_grace = "0s"\n[timings]\npoll_every = "20ms"\n'
     )
     orcr_home.start_server()
     with orcr_home.sdk() as o:

@@ -121,7 +121,7 @@ def test_watch_resumes_across_a_sigkill_under_churn(orcr_home):
 
 def test_watch_resnapshots_when_its_cursor_expired_during_the_outage(orcr_home):
     orcr_home.config(
-        '[driver]\nname = "test"\n[events]\nretention = 5\n[timings]\npoll_every = "50ms"\n'
+        '[driver]\nname = "test"\n[events]\nretention = 5\nresume_grace = "0s"\n[timings]\npoll_every = "50ms"\n'
     )
     orcr_home.start_server()
     w = Watcher(orcr_home.socket, autostart=False)

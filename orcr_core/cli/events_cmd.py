@@ -89,10 +89,12 @@ def events(prefix, since, kinds, follow, json_):
     Each line is SEQ TIME PATH KIND and the event's data. PREFIX keeps the
     events of agents at or under that path (and of the loop of that name).
     --follow prints each event exactly once, resuming from the last seq it
-    printed when the server restarts. Retention keeps events.retention rows:
-    events it deleted before --follow read them (a follower stopped or away
-    while more were written) cannot be printed; a line on stderr names their
-    seqs, and the follow goes on from the oldest row kept.
+    printed when the server restarts. Retention keeps events.retention rows but
+    never deletes what a connected follower has not read, nor anything in the
+    first events.resume_grace (30s) of a new server, while followers reconnect.
+    Events it deleted while a follower was away longer (stopped, or not running)
+    cannot be printed; a line on stderr names their seqs, and the follow goes on
+    from the oldest row kept.
     A loop's own log is `orcr loop logs NAME`, a task's history
     `orcr tasks show ID` (docs/socket-api.md#events lists the kinds).
     """

@@ -73,7 +73,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "blocked_after": "5s",
         "provider_call": "30s",
     },
-    "events": {"retention": 100_000},
+    "events": {"retention": 100_000, "resume_grace": "30s"},
     # ended rows of agents seen in the user's other herdr sessions (agents/unmanaged.py)
     "unmanaged": {"keep_ended": 1000},
     # off by default: a resumed agent picks its work up again unattended (docs/configuration.md)
@@ -140,6 +140,7 @@ VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "timings.stall_after": _duration_or_off(1, 30 * 86400),
     "timings.blocked_after": _duration_range(0.5, 3600),
     "events.retention": _int_range(1, MAX_RETENTION),
+    "events.resume_grace": _duration_range(0, 3600),
     "unmanaged.keep_ended": _int_range(0, 1_000_000),
     "recovery.resume_lost": _bool,
     "loops.log_max_bytes": _int_range(1000, 2**30),

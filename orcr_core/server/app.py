@@ -402,6 +402,9 @@ class Server:
 
         self.notifier = Notifier(self)  # pins its cursor before retention can run
         self.threads += self.notifier.start()
+        # until the followers of the server before this one resubscribe and pin their
+        # own cursors, retention deletes nothing (store/events.py; docs/decisions.md)
+        self.bus.pin(0, time.monotonic() + self.config.duration("events.resume_grace"))
         listener = Listener(self)
         listener.bind()
         lockfile.mark_listening(self._lock_fd, self.socket_path)

@@ -1,5 +1,7 @@
 """The streaming socket methods: ``watch.open`` (a snapshot, then every later
-event under one cursor pin) and ``events.subscribe`` (events from a cursor)."""
+event under one cursor pin) and ``events.subscribe`` (events from a cursor, under
+a cursor pin too: retention never deletes what a connected follower has not been
+sent, however far behind it reads)."""
 
 from __future__ import annotations
 
@@ -52,24 +54,33 @@ def _floor() -> int:
 @route("events.subscribe")
 def events_subscribe(server, conn, rid, params):
     since = param(params, "since_seq", int, required=False, default=0)
-    if params.get("clamp") is True:  # a reader of the log: start at the oldest row kept
-        since = max(since, _floor())
-    if since < _floor():
-        raise ProtocolError(
-            "server_error",
-            f"cursor {since} is older than event retention (oldest kept: {_floor() + 1}); re-snapshot",
-            cause="cursor_expired",
-        )
-    conn.send({"id": rid, "result": {"since_seq": since, "last_seq": events.last_seq()}})
-    _stream(server, conn, rid, since, None)
+    # pinned before the floor is read: from here retention cannot pass the cursor (a
+    # pass that read the pins just before is caught by _stream's gap check)
+    pin = server.bus.pin(since)
+    try:
+        floor = _floor()
+        if params.get("clamp") is True:  # a reader of the log: start at the oldest row kept
+            since = max(since, floor)
+            server.bus.move_pin(pin, since)
+        if since < floor:
+            raise ProtocolError(
+                "server_error",
+                f"cursor {since} is older than event retention (oldest kept: {floor + 1}); "
+                "re-snapshot",
+                cause="cursor_expired",
+            )
+        conn.send({"id": rid, "result": {"since_seq": since, "last_seq": events.last_seq()}})
+        _stream(server, conn, rid, since, pin)
+    finally:
+        server.bus.unpin(pin)
     return STREAMED
 
 
-def _stream(server, conn, rid, cursor: int, pin, only: set | None = None) -> None:
+def _stream(server, conn, rid, cursor: int, pin: int, only: set | None = None) -> None:
     while not server.stopping.is_set():
         gen = server.bus.generation()
         rows = events.since(cursor, 500)
-        if pin is None and rows and rows[0]["seq"] > cursor + 1 and cursor < _floor():
+        if rows and rows[0]["seq"] > cursor + 1 and cursor < _floor():
             conn.send(
                 {
                     "id": rid,
@@ -85,8 +96,7 @@ def _stream(server, conn, rid, cursor: int, pin, only: set | None = None) -> Non
             if only is None or ev["agent"] in only:
                 conn.send({"id": rid, "event": ev})
             cursor = ev["seq"]
-        if pin is not None:
-            server.bus.move_pin(pin, cursor)
+        server.bus.move_pin(pin, cursor)
         if not rows:
             server.bus.wait(gen, timeout=1.0)
             if _peer_gone(conn.sock):

@@ -3,8 +3,11 @@
 The durable cursor is the ``event`` table itself (``seq`` is an AUTOINCREMENT
 key, so it never goes backwards or repeats, even after retention deletes old
 rows). The bus carries no data: it only wakes threads that then read rows with
-``seq > cursor``. A pinned cursor (``watch.open``) holds retention back, so a
-watcher under churn can never lose events between its snapshot and its stream.
+``seq > cursor``. A pinned cursor holds retention back: ``watch.open`` and
+``events.subscribe`` pin theirs for as long as they stream, so a watcher or a
+follower under churn, however slow, never loses an event it has not been sent. A
+server's start pins everything for ``events.resume_grace`` (a pin with an expiry):
+the followers of the server before it reconnect and pin their own cursors first.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ class Bus:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._generation = 0
-        self._pins: dict[int, int] = {}
+        self._pins: dict[int, tuple[int, float | None]] = {}
         self._pin_ids = count(1)
 
     def notify(self) -> None:
@@ -84,24 +87,29 @@ class Bus:
             return self._generation
 
     # cursor pins: retention never deletes events a pinned watcher has not read
-    def pin(self, seq: int) -> int:
+    def pin(self, seq: int, expires: float | None = None) -> int:
+        """Hold retention at ``seq``; with ``expires`` (a ``time.monotonic()`` instant)
+        the pin lets go by itself then."""
         with self._cond:
             pid = next(self._pin_ids)
-            self._pins[pid] = seq
+            self._pins[pid] = (seq, expires)
             return pid
 
     def move_pin(self, pid: int, seq: int) -> None:
         with self._cond:
             if pid in self._pins:
-                self._pins[pid] = seq
+                self._pins[pid] = (seq, self._pins[pid][1])
 
     def unpin(self, pid: int) -> None:
         with self._cond:
             self._pins.pop(pid, None)
 
     def oldest_pin(self) -> int | None:
+        now = time.monotonic()
         with self._cond:
-            return min(self._pins.values()) if self._pins else None
+            for pid in [p for p, (_, exp) in self._pins.items() if exp is not None and exp <= now]:
+                del self._pins[pid]
+            return min(seq for seq, _ in self._pins.values()) if self._pins else None
 
 
 #: the per-loop pass runs once this many new rows have been written since the last
