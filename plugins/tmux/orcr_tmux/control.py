@@ -41,6 +41,8 @@ import threading
 from collections.abc import Callable, Iterator
 
 from orcr_core.contracts import DriverError
+from orcr_tmux.layout import SESSION_PREFIX
+from orcr_tmux.tmuxcli import Tmux, TmuxError
 
 SUBSCRIPTION = "orcr-dead"
 _SUBSCRIBE = f'refresh-client -B "{SUBSCRIPTION}:%*:#{{pane_dead}}"\n'
@@ -110,12 +112,9 @@ def bound_to_this_thread(argv: list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", _PDEATHSIG, str(os.getpid()), *argv]
 
 
-def _sessions(driver) -> list[str]:
-    from orcr_tmux.layout import SESSION_PREFIX
-    from orcr_tmux.tmuxcli import TmuxError
-
+def _sessions(tmux: Tmux) -> list[str]:
     try:
-        out = driver.tmux.run(["list-sessions", "-F", "#{session_name}"])
+        out = tmux.run(["list-sessions", "-F", "#{session_name}"])
     except TmuxError as exc:
         if exc.code == "server_not_running":
             return []
@@ -124,28 +123,26 @@ def _sessions(driver) -> list[str]:
 
 
 def events(
-    driver,
+    tmux: Tmux,
     stop: threading.Event | None = None,
     on_start: Callable[[], None] | None = None,
 ) -> Iterator[dict]:
     """Yield pane events until a session comes or goes (then the caller reconnects)."""
-    names = _sessions(driver)
+    names = _sessions(tmux)
     if not names:
         raise DriverError("no orcr tmux session to follow yet", code="no_session", retryable=True)
     procs: list[subprocess.Popen] = []
     sel = selectors.DefaultSelector()
     try:
         for name in names:
-            argv = driver.tmux.argv(
-                ["attach-session", "-t", "=" + name, "-f", "no-output,ignore-size"]
-            )
+            argv = tmux.argv(["attach-session", "-t", "=" + name, "-f", "no-output,ignore-size"])
             argv.insert(1, "-C")
             proc = subprocess.Popen(
                 bound_to_this_thread(argv),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                env=driver.tmux._env(),
+                env=tmux._env(),
                 start_new_session=True,
             )
             procs.append(proc)

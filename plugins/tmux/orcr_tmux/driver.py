@@ -35,17 +35,21 @@ import os
 import re
 import secrets
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from orcr_core import dirs
 from orcr_core.contracts import (
     PARKING,
     DriverError,
+    PaneInfo,
     PaneRef,
     SessionPointer,
     StartSpec,
 )
 from orcr_core.kit.argv import missing_program
+from orcr_tmux import control
+from orcr_tmux import server as tmux_server
 from orcr_tmux.keys import tmux_key
 from orcr_tmux.layout import (
     HEIGHT,
@@ -59,9 +63,9 @@ from orcr_tmux.layout import (
     TOKEN_OPTION,
     WIDTH,
 )
-from orcr_tmux.prompt import PromptMixin
-from orcr_tmux.server import ServerMixin
-from orcr_tmux.snapshot import SnapshotMixin
+from orcr_tmux.prompt import Prompt
+from orcr_tmux.server import TmuxServer
+from orcr_tmux.snapshot import Panes
 from orcr_tmux.tmuxcli import Tmux, TmuxError, no_format
 
 _MARK = re.compile(r"[A-Za-z0-9_-]+")
@@ -87,12 +91,19 @@ def safe_argv(argv: tuple[str, ...] | list[str]) -> list[str]:
     return ["nice", "-n", "0", "--", *argv] if "=" in argv[0] else ["env", "--", *argv]
 
 
-class TmuxDriver(ServerMixin, PromptMixin, SnapshotMixin):
-    """orcr's :class:`~orcr_core.contracts.Driver` for tmux >= 3.2."""
+class TmuxDriver:
+    """orcr's :class:`~orcr_core.contracts.Driver` for tmux >= 3.2, with the optional
+    :class:`~orcr_core.contracts.SplitPrompt`, :class:`~orcr_core.contracts.Parking`
+    and :class:`~orcr_core.contracts.PaneProcesses`.
+
+    Workspaces, agent windows and parking are here; the rest is in three parts
+    held as attributes, each seeing only what it is given: ``_server``
+    (:class:`~orcr_tmux.server.TmuxServer`: version, the server last seen and its
+    socket), ``_panes`` (:class:`~orcr_tmux.snapshot.Panes`: the listing, over
+    ``_server``) and ``_prompt`` (:class:`~orcr_tmux.prompt.Prompt`: typing, over
+    :attr:`tmux`). The methods of the contract delegate to them."""
 
     name = "tmux"
-    #: Pause between the prompt text and its Enter (the two-call rule).
-    prompt_delay = 0.3
 
     def __init__(self, config: Any = None):
         get = config.get if config is not None else (lambda key, default=None: default)
@@ -100,10 +111,33 @@ class TmuxDriver(ServerMixin, PromptMixin, SnapshotMixin):
             binary=get("tmux.binary", "tmux") or "tmux",
             socket=get("tmux.socket", "") or dirs.mux_name(),
         )
-        self._version: str | None = None
-        self._server_pid: int | None = None  # the tmux server last seen answering
-        self._lock = threading.Lock()
-        self._pasted: dict[str, float] = {}  # pane id -> when its prompt was pasted
+        self._server = TmuxServer(self.tmux)
+        self._panes = Panes(self._server)
+        self._prompt = Prompt(self.tmux, delay=0.3)
+
+    @property
+    def prompt_delay(self) -> float:
+        """Pause between the prompt text and its Enter (the two-call rule)."""
+        return self._prompt.delay
+
+    @prompt_delay.setter
+    def prompt_delay(self, seconds: float) -> None:
+        self._prompt.delay = seconds
+
+    # -- the server -----------------------------------------------------------------------
+
+    @classmethod
+    def available(cls, config: Any = None) -> tuple[bool, str]:
+        """Whether tmux >= 3.2 (``[tmux] binary``) is on PATH (for ``[driver] name = "auto"``)."""
+        return tmux_server.available(config)
+
+    def handshake(self) -> dict[str, Any]:
+        return self._server.handshake()
+
+    def ensure_session(self) -> None:
+        """Check tmux is usable (:meth:`TmuxServer.ensure_usable`); the server itself
+        starts with the first workspace."""
+        self._server.ensure_usable()
 
     # -- workspaces and agents ------------------------------------------------------------
 
@@ -278,6 +312,21 @@ class TmuxDriver(ServerMixin, PromptMixin, SnapshotMixin):
             raise DriverError(f"pane {pane.pane_id} did not move to {session}", code="move_failed")
         return PaneRef(workspace_id=session, tab_id=window_id, pane_id=pane.pane_id)
 
+    # -- input and output -----------------------------------------------------------------
+
+    def send_prompt(self, pane: PaneRef, text: str) -> None:
+        """The text, :attr:`prompt_delay`, then Enter, guarded against a dead pane
+        and a pane without the agent's marks (:meth:`Prompt.send`)."""
+        self._prompt.send(pane, text)
+
+    def paste_prompt(self, pane: PaneRef, text: str) -> None:
+        """The first call of the two-call rule alone: the text, never Enter."""
+        self._prompt.paste(pane, text)
+
+    def submit_prompt(self, pane: PaneRef) -> None:
+        """The second call: Enter, :attr:`prompt_delay` after this driver's paste."""
+        self._prompt.submit(pane)
+
     def send_keys(self, pane: PaneRef, keys: list[str]) -> None:
         commands = []
         for key in keys:
@@ -299,11 +348,24 @@ class TmuxDriver(ServerMixin, PromptMixin, SnapshotMixin):
         """tmux has no agent detection; working/idle come from transcripts."""
         return None
 
-    def events(self, stop=None, on_start=None):
-        """tmux's own pane events from control-mode clients (:mod:`orcr_tmux.control`)."""
-        from orcr_tmux import control
+    # -- state ----------------------------------------------------------------------------
 
-        return control.events(self, stop=stop, on_start=on_start)
+    def snapshot(self) -> list[PaneInfo]:
+        """Every live pane but the workspace placeholders (:meth:`Panes.snapshot`);
+        a server whose socket file is gone raises (retryable), never "no panes"."""
+        return self._panes.snapshot(self.parking_session())
+
+    def pane_pid(self, pane: PaneRef) -> int | None:
+        """The pid of the pane's process (``#{pane_pid}``); None when the pane is gone."""
+        return self._panes.pane_pid(pane)
+
+    def events(
+        self,
+        stop: threading.Event | None = None,
+        on_start: Callable[[], None] | None = None,
+    ) -> Iterator[dict]:
+        """tmux's own pane events from control-mode clients (:mod:`orcr_tmux.control`)."""
+        return control.events(self.tmux, stop=stop, on_start=on_start)
 
     # -- for ``orcr agent attach`` --------------------------------------------------------
 

@@ -10,9 +10,9 @@ import time
 
 from orcr_core.contracts import DriverError, PaneRef
 from orcr_tmux.layout import INSTANCE_OPTION, TOKEN_OPTION
-from orcr_tmux.tmuxcli import TmuxError
+from orcr_tmux.tmuxcli import Tmux, TmuxError
 
-#: What the dead-pane branch of a guarded paste prints (see ``send_prompt``).
+#: What the dead-pane branch of a guarded paste prints (see :meth:`Prompt.send`).
 DEAD_MARKER = "orcr-pane-dead"
 #: printed instead of typing when the pane id names a pane without the agent's marks
 NOT_MINE_MARKER = "orcr-pane-not-mine"
@@ -31,19 +31,25 @@ def tail_words(text: str, limit: int = 200) -> str:
     return "…" + tail
 
 
-class PromptMixin:
-    """Mixed into :class:`orcr_tmux.driver.TmuxDriver` (its ``tmux``, ``_pasted`` and
-    ``prompt_delay``)."""
+class Prompt:
+    """Typing prompts into panes, a part of :class:`orcr_tmux.driver.TmuxDriver`:
+    it holds only the :class:`~orcr_tmux.tmuxcli.Tmux` it types through, the pause
+    between the text and its Enter (``delay``, the driver's ``prompt_delay``) and
+    when it last pasted into each pane."""
 
-    # -- input and output -----------------------------------------------------------------
+    def __init__(self, tmux: Tmux, delay: float):
+        self.tmux = tmux
+        #: Pause between the prompt text and its Enter (the two-call rule).
+        self.delay = delay
+        self._pasted: dict[str, float] = {}  # pane id -> when its prompt was pasted
 
-    def send_prompt(self, pane: PaneRef, text: str) -> None:
+    def send(self, pane: PaneRef, text: str) -> None:
         """Paste ``text`` (bracketed when the program asked for it), wait, press Enter.
 
         A bracketed paste keeps a TUI from submitting at the text's newlines; a
         program that never enabled bracketed paste sees each newline as Enter,
         as it would in a terminal. Enter goes as a separate call after
-        :attr:`prompt_delay`, so TUIs that debounce pastes see a real key press.
+        :attr:`delay`, so TUIs that debounce pastes see a real key press.
 
         A paste into a dead pane (its program exited; ``remain-on-exit`` keeps
         the pane) crashes tmux 3.3a's whole server. So the paste, and the Enter,
@@ -52,10 +58,10 @@ class PromptMixin:
         (a child's exit) handled in between, so no window is left for a race.
         A dead pane raises :class:`DriverError` with code ``pane_dead``.
         """
-        self.paste_prompt(pane, text)
-        self.submit_prompt(pane)
+        self.paste(pane, text)
+        self.submit(pane)
 
-    def paste_prompt(self, pane: PaneRef, text: str) -> None:
+    def paste(self, pane: PaneRef, text: str) -> None:
         """The first call of the two-call rule alone: the text, never Enter (orcr records
         the paste and the Enter as separate steps, so a crash between them is known)."""
         # Paste-end markers inside the text would end the bracket early.
@@ -76,12 +82,12 @@ class PromptMixin:
             self._raise_if_dead(pane, out, "before its prompt was pasted")
         self._pasted[pane.pane_id] = time.monotonic()
 
-    def submit_prompt(self, pane: PaneRef) -> None:
-        """The second call: Enter, :attr:`prompt_delay` after this driver's paste into
+    def submit(self, pane: PaneRef) -> None:
+        """The second call: Enter, :attr:`delay` after this driver's paste into
         the pane (at once when it pasted nothing there: the paste was long ago)."""
         pasted = self._pasted.pop(pane.pane_id, None)
         if pasted is not None:
-            time.sleep(max(0.0, pasted + self.prompt_delay - time.monotonic()))
+            time.sleep(max(0.0, pasted + self.delay - time.monotonic()))
         out = self.tmux.run(self._unless_dead(pane, f"send-keys -t {pane.pane_id} Enter"))
         self._raise_if_dead(pane, out, "before Enter was pressed on its prompt")
 

@@ -1,5 +1,5 @@
-"""The tmux driver's server: is tmux there and new enough, and a server whose socket
-file was deleted (asked to recreate it; an outage, never "no panes")."""
+"""The tmux driver's server part: is tmux there and new enough, and a server whose
+socket file was deleted (asked to recreate it; an outage, never "no panes")."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import contextlib
 import os
 import shutil
 import signal
+import threading
 from typing import Any
 
 from orcr_core.contracts import DriverError
@@ -28,26 +29,39 @@ def _tmux_server_alive(pid: int) -> bool:
         return True
 
 
-class ServerMixin:
-    """Mixed into :class:`orcr_tmux.driver.TmuxDriver` (its ``tmux``, ``_version``,
-    ``_server_pid`` and ``_lock``)."""
+def available(config: Any = None) -> tuple[bool, str]:
+    """Whether tmux >= 3.2 (``[tmux] binary``) is on PATH (for ``[driver] name = "auto"``)."""
+    binary = str(config.get("tmux.binary") or "tmux") if config is not None else "tmux"
+    path = shutil.which(binary)
+    if path is None:
+        return False, f"{binary} not found on PATH; {INSTALL_HINT}"
+    try:
+        text = Tmux(binary=path).version()
+    except DriverError as exc:
+        return False, str(exc)
+    if not version_ok(text):
+        return False, f"{text} at {path} is too old; {INSTALL_HINT}"
+    return True, f"{text} at {path}"
 
-    # -- availability and version ---------------------------------------------------------
 
-    @classmethod
-    def available(cls, config: Any = None) -> tuple[bool, str]:
-        """Whether tmux >= 3.2 (``[tmux] binary``) is on PATH (for ``[driver] name = "auto"``)."""
-        binary = str(config.get("tmux.binary") or "tmux") if config is not None else "tmux"
-        path = shutil.which(binary)
-        if path is None:
-            return False, f"{binary} not found on PATH; {INSTALL_HINT}"
-        try:
-            text = Tmux(binary=path).version()
-        except DriverError as exc:
-            return False, str(exc)
-        if not version_ok(text):
-            return False, f"{text} at {path} is too old; {INSTALL_HINT}"
-        return True, f"{text} at {path}"
+class TmuxServer:
+    """orcr's tmux server as the driver sees it: its version (once a handshake read
+    it) and the pid of the server last seen answering, which tells a server whose
+    socket file was deleted (an outage) from no server at all (no panes).
+
+    A part of :class:`orcr_tmux.driver.TmuxDriver`, shared with its pane listing
+    (:class:`orcr_tmux.snapshot.Panes`), which reports the pids it sees through
+    :meth:`seen`."""
+
+    def __init__(self, tmux: Tmux):
+        self.tmux = tmux
+        self.version: str | None = None
+        self.pid: int | None = None  # the tmux server last seen answering
+        self._lock = threading.Lock()
+
+    def seen(self, pid: int) -> None:
+        """A listing was answered by the tmux server ``pid``."""
+        self.pid = pid
 
     def handshake(self) -> dict[str, Any]:
         text = self.tmux.version()
@@ -57,16 +71,16 @@ class ServerMixin:
                 code="unsupported_version",
             )
         with self._lock:
-            self._version = text.removeprefix("tmux ").strip()
-        return {"version": self._version, "protocol": None, "socket": self.tmux.socket}
+            self.version = text.removeprefix("tmux ").strip()
+        return {"version": self.version, "protocol": None, "socket": self.tmux.socket}
 
-    def ensure_session(self) -> None:
+    def ensure_usable(self) -> None:
         """Check tmux is usable. The server itself starts with the first workspace;
         a socket path whose directory is gone is an outage (retryable)."""
-        if self._version is None:
+        if self.version is None:
             self.handshake()
         self.tmux.check_socket_dir()
-        pid, sock = self._server_pid, self.tmux.socket
+        pid, sock = self.pid, self.tmux.socket
         if pid and "/" in sock and not os.path.exists(sock) and _tmux_server_alive(pid):
             # its directory is back, its socket not yet: never start a second server there
             with contextlib.suppress(OSError):
@@ -78,10 +92,10 @@ class ServerMixin:
                 retryable=True,
             )
 
-    def _socket_gone_or_none(self, exc: TmuxError) -> None:
+    def socket_gone_or_none(self, exc: TmuxError) -> None:
         """Raise (retryable) when the tmux server last seen still runs: its socket
         is gone, not its panes. Return when there is no such server."""
-        pid = self._server_pid
+        pid = self.pid
         # a socket file still there but refusing belongs to a server that exited
         # (or is exiting: kill-server); only a missing socket file can hide a live one
         gone = "No such file or directory" in str(exc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from orcr_core.contracts import PaneInfo, PaneRef
 from orcr_tmux.layout import INSTANCE_OPTION, LABEL_OPTION, ROLE_OPTION, TOKEN_OPTION
+from orcr_tmux.server import TmuxServer
 from orcr_tmux.tmuxcli import TmuxError
 
 _FIELDS = (
@@ -20,13 +21,16 @@ _FIELDS = (
 )
 
 
-class SnapshotMixin:
-    """Mixed into :class:`orcr_tmux.driver.TmuxDriver` (its ``tmux``, ``_server_pid``,
-    ``parking_session`` and ``_socket_gone_or_none``)."""
+class Panes:
+    """The driver's pane listing, a part of :class:`orcr_tmux.driver.TmuxDriver`: it
+    reads through the :class:`~orcr_tmux.server.TmuxServer` part, tells it which
+    server answered, and asks it whether a refused listing is an outage."""
 
-    # -- state ----------------------------------------------------------------------------
+    def __init__(self, server: TmuxServer):
+        self.server = server
+        self.tmux = server.tmux
 
-    def snapshot(self) -> list[PaneInfo]:
+    def snapshot(self, parking: str) -> list[PaneInfo]:
         """Every live pane on orcr's tmux server but the workspace placeholders.
 
         No server means no panes (tmux's panes die with their server): an empty
@@ -35,23 +39,24 @@ class SnapshotMixin:
         server's pid, asks it to recreate its socket (``SIGUSR1``) and raises a
         retryable error, so no agent is taken for lost. A dead pane (its
         program exited; agent windows keep ``remain-on-exit on``) is reported
-        with ``dead=True`` so orcr ends its agent ``exited`` and closes it.
+        with ``dead=True`` so orcr ends its agent ``exited`` and closes it; a
+        pane in the session ``parking`` is reported ``parked``.
         """
         try:
             out = self.tmux.run(["list-panes", "-a", "-F", "\t".join(_FIELDS)])
         except TmuxError as exc:
             if exc.code == "server_not_running":
-                self._socket_gone_or_none(exc)
+                self.server.socket_gone_or_none(exc)
                 return []
             raise
         panes = []
-        parking = self.parking_session()
         for line in out.splitlines():
             parts = line.split("\t", len(_FIELDS) - 1)
             if len(parts) != len(_FIELDS):
                 continue
             server_pid, pane_id, window_id, session, dead, role, instance, token, pid, label = parts
-            self._server_pid = int(server_pid) if server_pid.isdigit() else self._server_pid
+            if server_pid.isdigit():
+                self.server.seen(int(server_pid))
             if role == "placeholder":
                 continue
             panes.append(

@@ -84,7 +84,7 @@ def test_read_shows_the_screen(h):
 
 def _wait_reaped(h, pane, code: str) -> None:
     """Until tmux has reaped the pane's program and shows its exit status ``code``; a
-    tmux that missed the SIGCHLD (see the driver's ``_dead_status``) is sent one."""
+    tmux that missed the SIGCHLD (see ``Prompt._dead_status``) is sent one."""
     fmt = ["display-message", "-p", "-t", pane.pane_id, "#{pane_dead_status}|#{pid}"]
 
     def reaped() -> bool:
