@@ -8,9 +8,13 @@ multiplexer's or a provider's private shapes.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import threading
 
 
 class DriverError(Exception):
@@ -256,11 +260,8 @@ class Driver(Protocol):
     def agent_status(self, pane: PaneRef) -> str | None:
         """The multiplexer's agent state for a pane, or None when it has none."""
 
-    # Optional: the Protocols below (checked with ``isinstance``), and, read with
-    # getattr (docs/plugins/index.md): ``events(stop=None, on_start=None)``, pushed
-    # pane events as ``{"event", "data"}`` hints (``pane_exited``: that pane's process
-    # exited by itself), ``on_start()`` once up; ``discover()``, the agents detected in
-    # the user's *other* sessions by name (None: did not answer; left out: gone).
+    # Optional: the capability Protocols below, checked with ``isinstance``
+    # (docs/plugins/hooks.md): a driver has one when it has all of its methods.
 
 
 @runtime_checkable
@@ -306,6 +307,46 @@ class NativeResume(Protocol):
         detected: str | None = None,
     ) -> bool: ...
     def foreground_pids(self, pane: PaneRef) -> list[int] | None: ...
+
+
+@runtime_checkable
+class PaneEvents(Protocol):
+    """Pushed pane events, hints only (``{"event", "data"}``; ``pane_exited``: that pane's
+    process exited by itself); ``on_start()`` once up. Without it orcr polls snapshots."""
+
+    def events(
+        self, stop: threading.Event | None = None, on_start: Callable[[], None] | None = None
+    ) -> Iterator[dict]: ...
+
+
+@runtime_checkable
+class Discovery(Protocol):
+    """The agents detected in the user's *other* sessions, by session name (None: did
+    not answer; a session left out: gone). orcr only lists them."""
+
+    def discover(self) -> dict[str, list[UnmanagedAgent] | None]: ...
+
+
+@runtime_checkable
+class Focus(Protocol):
+    """Make the pane the current one, so ``orcr agent attach`` lands on it."""
+
+    def focus(self, pane: PaneRef) -> None: ...
+
+
+@runtime_checkable
+class AttachCommand(Protocol):
+    """The argv a user runs in a terminal to watch the pane (``orcr agent attach``)."""
+
+    def attach_command(self, pane: PaneRef) -> list[str]: ...
+
+
+@runtime_checkable
+class Availability(Protocol):
+    """A driver factory that says whether its multiplexer is installed (``[driver]
+    name = "auto"``): ``(ok, why)``. Without it a driver counts as available."""
+
+    def available(self, config: Any = None) -> tuple[bool, str]: ...
 
 
 @dataclass(frozen=True)

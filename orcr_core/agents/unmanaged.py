@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import time
 
-from orcr_core.contracts import DriverError, UnmanagedAgent
+from orcr_core.contracts import Discovery, DriverError, UnmanagedAgent
 from orcr_core.store import events
 from orcr_core.store.models import Unmanaged, db
 
@@ -59,9 +59,8 @@ def discover(server) -> int | None:
     drv = server.driver
     if drv is None:
         return None
-    fn = getattr(drv, "discover", None)
     try:
-        found = fn() if fn is not None else {}
+        found = drv.discover() if isinstance(drv, Discovery) else {}
     except DriverError as exc:
         log.warning("unmanaged discovery skipped: %s", exc)
         return None

@@ -80,7 +80,6 @@ class MultiplexerChecks:
             try:
                 drv = factory(self.config)
                 result["facts"] = drv.handshake()
-                result["socket"] = getattr(drv, "socket_path", None)
             except Exception as exc:
                 result["error"] = exc
 

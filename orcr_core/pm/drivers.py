@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 from orcr_core.config import Config
+from orcr_core.contracts import Availability
 from orcr_core.pm.plugins import Registry
 
 INSTALL_HINT = (
@@ -18,9 +19,9 @@ class NoDriver(Exception):
 
 def availability(factory, config: Config | None = None) -> tuple[bool, str]:
     """``factory.available(config)`` (or ``available()`` for drivers that take none)."""
-    check = getattr(factory, "available", None)
-    if check is None:
+    if not isinstance(factory, Availability):
         return True, "no availability check"
+    check = factory.available
     try:
         params = inspect.signature(check).parameters
     except (TypeError, ValueError):

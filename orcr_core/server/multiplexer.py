@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from orcr_core.common.backoff import Backoff
-from orcr_core.contracts import Driver, DriverError
+from orcr_core.contracts import Driver, DriverError, PaneEvents
 
 if TYPE_CHECKING:
     from orcr_core.config import Config
@@ -113,7 +113,7 @@ class Multiplexer:
         drv = self.driver
         error = self._driver_error if drv is None else self._mux_error
         return {
-            "name": getattr(drv, "name", None),
+            "name": drv.name if drv is not None else None,
             "healthy": drv is not None and self._mux_error is None,
             "error": error,
             "info": self.driver_info if drv is not None else None,  # version, protocol
@@ -175,13 +175,12 @@ class Multiplexer:
 
         while not self._stopping.is_set():
             drv = self.driver
-            stream = getattr(drv, "events", None)
-            if stream is None:
+            if not isinstance(drv, PaneEvents):
                 if self._stopping.wait(5.0):
                     return
                 continue
             try:
-                for ev in stream(stop=self._stopping, on_start=started):
+                for ev in drv.events(stop=self._stopping, on_start=started):
                     backoff.reset()
                     if ev.get("event") == "pane_exited":
                         pane_id = (ev.get("data") or {}).get("pane_id")

@@ -10,7 +10,7 @@ import time
 
 from orcr_core.agents import lifecycle, queue, sessions
 from orcr_core.agents.launch import pane_of
-from orcr_core.contracts import AgentStatus, SessionPointer
+from orcr_core.contracts import AgentStatus, AttachCommand, Focus, SessionPointer
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.routes import route
 from orcr_core.server.shapes import agent_dict, param
@@ -183,11 +183,9 @@ def agent_attach(server, conn, rid, params):
         log.warning("agent %s: not un-parked for attach: %s", agent.path, exc)
         agent = Agent.get_by_id(agent.id)  # attach where it is
     pane = pane_of(agent)
-    focus = getattr(drv, "focus", None)
-    if focus is not None:
-        focus(pane)
-    hint_fn = getattr(drv, "attach_command", None)
-    command = hint_fn(pane) if hint_fn else None
+    if isinstance(drv, Focus):
+        drv.focus(pane)
+    command = drv.attach_command(pane) if isinstance(drv, AttachCommand) else None
     hint = f"{agent.path} is pane {pane.pane_id} in {drv.name}"
     if command:
         hint += "; attach a terminal with: " + " ".join(command)

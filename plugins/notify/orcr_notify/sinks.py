@@ -203,7 +203,7 @@ class Herdr:
 
     def send(self, note: dict) -> str:
         drv = self.context.driver()
-        if drv is None or getattr(drv, "name", None) != "herdr":
+        if drv is None or drv.name != "herdr":
             raise RuntimeError("orcr's herdr driver is not running")
         params = {
             "title": note["title"][: self.TITLE],
