@@ -42,7 +42,7 @@ from orcr_herdr import discover as discovery
 from orcr_herdr import server
 from orcr_herdr.client import HerdrClient
 from orcr_herdr.marks import PARKING_PREFIX, parse_marks, pointer, tab_label
-from orcr_herdr.native import NativeResume
+from orcr_herdr.native import ResumeReports
 from orcr_herdr.paths import session_socket
 from orcr_herdr.versions import REQUIRED_VERSION, SUPPORTED_PROTOCOLS, check_pong
 
@@ -71,8 +71,10 @@ def _first_pane_id(node: dict) -> str:
     return node["pane_id"]
 
 
-class HerdrDriver(NativeResume):
-    """:class:`orcr_core.contracts.Driver` over herdr's socket API."""
+class HerdrDriver:
+    """:class:`orcr_core.contracts.Driver` over herdr's socket API, with every optional
+    capability; :class:`~orcr_core.contracts.NativeResume` (and the process info behind
+    :meth:`pane_pid`) through its ``_resume`` part (:class:`~orcr_herdr.native.ResumeReports`)."""
 
     name = "herdr"
 
@@ -91,27 +93,13 @@ class HerdrDriver(NativeResume):
         self._bootstrap: dict[str, str] = {}  # workspace id -> its creation shell pane
         self._server: subprocess.Popen | None = None
         self.protocol: int | None = None  # herdr's, once a handshake saw it
+        self._resume = ResumeReports(self.client, lambda: self.protocol)
 
     # ------------------------------------------------------------ availability
     @classmethod
     def available(cls, config: Any = None) -> tuple[bool, str]:
-        """Whether the herdr binary (``herdr.binary``) is on PATH."""
-        binary = "herdr"
-        if config is None:
-            try:
-                from orcr_core.config import load
-
-                config = load()
-            except Exception:
-                config = None
-        if config is not None:
-            binary = str(config.get("herdr.binary") or "herdr")
-            if config.get("herdr.socket"):
-                return True, f"herdr.socket = {config.get('herdr.socket')!r} (connect only)"
-        found = shutil.which(binary)
-        if found:
-            return True, f"herdr found at {found}"
-        return False, f"herdr binary {binary!r} not found on PATH (needs {REQUIRED_VERSION})"
+        """Whether the herdr binary (``herdr.binary``) is on PATH (:func:`server.available`)."""
+        return server.available(config)
 
     # ------------------------------------------------------------ server
     def request(self, method: str, params: dict | None = None) -> dict:
@@ -380,8 +368,29 @@ class HerdrDriver(NativeResume):
         """The pane's shell process (``pane.process_info`` ``shell_pid``), the root of
         what the agent started. herdr's snapshot carries no pid, so orcr asks this
         once per agent and walks the tree itself (psutil); None when herdr does not say."""
-        pid = (self.process_info(pane) or {}).get("shell_pid")
+        pid = (self._resume.process_info(pane) or {}).get("shell_pid")
         return pid if isinstance(pid, int) and pid > 0 else None
+
+    # ------------------------------------------------------------ native resume (0.9)
+    def reports_resume(self) -> bool:
+        """Whether herdr takes a ``resume_argv`` (0.9, socket protocol 22)."""
+        return self._resume.reports_resume()
+
+    def report_resume(
+        self,
+        pane: PaneRef,
+        agent: str,
+        state: str,
+        argv: list[str],
+        env: dict[str, str],
+        detected: str | None = None,
+    ) -> bool:
+        """``pane.report_agent`` with ``resume_argv`` (:meth:`ResumeReports.report_resume`)."""
+        return self._resume.report_resume(pane, agent, state, argv, env, detected)
+
+    def foreground_pids(self, pane: PaneRef) -> list[int] | None:
+        """The pane's foreground processes but its shell; None when herdr cannot say yet."""
+        return self._resume.foreground_pids(pane)
 
     def agent_status(self, pane: PaneRef) -> str | None:
         info = self._pane(pane)

@@ -6,18 +6,21 @@ resumes it in its own session: ``pane.report_agent`` with ``source`` ``custom:or
 the provider's name as ``agent``, and ``resume_argv``. herdr keeps that command while
 ``custom:orcr`` holds the pane and, after a cold restart with native resume on, types
 it into a fresh shell in the pane's saved directory. herdr 0.8 has no such field: the
-driver reports nothing there (:meth:`NativeResume.reports_resume`).
+driver reports nothing there (:meth:`ResumeReports.reports_resume`).
 
 The command starts with ``env`` (herdr wants a plain command name first, orcr's
 argvs start with a path) and carries the agent's orcr variables (``ORCR_ID``,
 ``ORCR_LAUNCH_TOKEN``, ...): the process herdr's restore starts can then be told
-apart from anything else by its environment (:meth:`NativeResume.foreground_pids`
+apart from anything else by its environment (:meth:`ResumeReports.foreground_pids`
 gives the core its pids).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from orcr_core.contracts import DriverError, PaneRef
+from orcr_herdr.client import HerdrClient
 from orcr_herdr.versions import HERDR_09
 
 #: the reporter orcr reports as (a custom source: herdr keeps its resume command
@@ -44,17 +47,21 @@ def herdr_argv(argv: list[str], env: dict[str, str]) -> list[str]:
     return ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
 
 
-class NativeResume:
-    """The driver's ``resume_argv`` methods (mixed into :class:`orcr_herdr.driver.HerdrDriver`)."""
+class ResumeReports:
+    """herdr 0.9's ``resume_argv`` and what runs in a pane, a part of
+    :class:`orcr_herdr.driver.HerdrDriver` (which gives the core
+    :class:`orcr_core.contracts.NativeResume` through it). It sees only the driver's
+    :class:`~orcr_herdr.client.HerdrClient` and the socket protocol the driver's last
+    handshake saw (``protocol``, asked at each call: it changes with a herdr restart)."""
 
-    protocol: int | None
-
-    def request(self, method: str, params: dict | None = None) -> dict:  # pragma: no cover
-        raise NotImplementedError
+    def __init__(self, client: HerdrClient, protocol: Callable[[], int | None]):
+        self.client = client
+        self.protocol = protocol
 
     def reports_resume(self) -> bool:
         """Whether herdr takes a ``resume_argv`` (0.9, socket protocol 22)."""
-        return self.protocol is not None and self.protocol >= HERDR_09
+        protocol = self.protocol()
+        return protocol is not None and protocol >= HERDR_09
 
     def report_resume(
         self,
@@ -89,13 +96,13 @@ class NativeResume:
             "state": state,
             "resume_argv": herdr_argv(argv, env),
         }
-        self.request("pane.report_agent", params)
+        self.client.request("pane.report_agent", params)
         return source is None
 
     def process_info(self, pane: PaneRef) -> dict | None:
         """herdr's ``pane.process_info`` for the pane, None when the pane is not found."""
         try:
-            info = self.request("pane.process_info", {"pane_id": pane.pane_id})
+            info = self.client.request("pane.process_info", {"pane_id": pane.pane_id})
         except DriverError as exc:
             if exc.code == "pane_not_found":
                 return None

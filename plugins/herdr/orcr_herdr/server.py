@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import socket
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+from orcr_herdr.versions import REQUIRED_VERSION
 
 HERDR_CONFIG = """\
 # Written by orcr: the config of orcr's own herdr server (passed as HERDR_CONFIG_PATH).
@@ -59,6 +63,27 @@ HOST_MARKERS = (
     "HERDR_OUTER_TERM_PROGRAM",
 )
 HOST_PREFIXES = ("CLAUDE_CODE_",)
+
+
+def available(config: Any = None) -> tuple[bool, str]:
+    """Whether the herdr binary (``herdr.binary``) is on PATH (for ``[driver] name =
+    "auto"``); an explicit ``herdr.socket`` is someone else's server: connect only."""
+    binary = "herdr"
+    if config is None:
+        try:
+            from orcr_core.config import load
+
+            config = load()
+        except Exception:
+            config = None
+    if config is not None:
+        binary = str(config.get("herdr.binary") or "herdr")
+        if config.get("herdr.socket"):
+            return True, f"herdr.socket = {config.get('herdr.socket')!r} (connect only)"
+    found = shutil.which(binary)
+    if found:
+        return True, f"herdr found at {found}"
+    return False, f"herdr binary {binary!r} not found on PATH (needs {REQUIRED_VERSION})"
 
 
 def clean_env(environ: Mapping[str, str]) -> dict[str, str]:
