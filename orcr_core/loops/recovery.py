@@ -162,13 +162,13 @@ def recover(sched) -> dict:
         for run_uuid, sup_pid in watch:
             sched.watch(run_uuid, sup_pid, None)
         for run_uuid in resume:
-            sched.stop_run(run_uuid)
+            sched.stops.stop_run(run_uuid)
         for run in dead:
             runs.signal_group(
                 run, 9, why="its supervisor vanished; the exit status could not be recorded"
             )
         for run in dead + exited:
-            sched.after_exit(run)  # their agents end with them
+            sched.stops.after_exit(run)  # their agents end with them
         sched.start_pending(uuid)
     summary["orphans"] = _orphans(sched)
     return summary
@@ -187,5 +187,5 @@ def _orphans(sched) -> int:
         "AND r.status IN ('ok', 'failed'))"
     ).fetchall()
     for (run_uuid,) in rows:
-        sched.after_exit(LoopRun.get_by_id(run_uuid))
+        sched.stops.after_exit(LoopRun.get_by_id(run_uuid))
     return len(rows)

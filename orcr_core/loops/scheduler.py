@@ -45,7 +45,7 @@ _DEADLINES = (
 )
 
 
-class Scheduler(Stopper):
+class Scheduler:
     """The loops subsystem inside the server: timer, reaper, spare supervisor, stops."""
 
     def __init__(self, server, clock=time.time):
@@ -57,9 +57,8 @@ class Scheduler(Stopper):
         self._watch: dict[int, tuple[str, subprocess.Popen | None]] = {}  # pidfd -> run
         self._watch_lock = threading.Lock()
         self._wake_r, self._wake_w = os.pipe()
-        self._exited: dict[str, threading.Event] = {}
-        self._stopping: dict[str, threading.Thread] = {}  # run uuid -> its stop path
-        self._stop_lock = threading.Lock()
+        #: ``loop run stop``, ``--timeout`` and the end of a run's agents (stopping.py)
+        self.stops = Stopper(server, clock, self._after_end)
         self.last_tick_ms: float | None = None
         self.ticks = 0
         self._last_wall: float | None = None  # the wall clock at the last tick
@@ -135,7 +134,7 @@ class Scheduler(Stopper):
             (now,),
         ).fetchall()
         for (uuid,) in rows:
-            self.stop_run(uuid, "timeout")
+            self.stops.stop_run(uuid, "timeout")
 
     # -- starting runs -----------------------------------------------------
     def start_pending(self, loop_uuid: str) -> list[LoopRun]:
@@ -200,7 +199,7 @@ class Scheduler(Stopper):
         }
         faults.point("before_run_launch")
         sup = self._take_supervisor()
-        self._exited[run.uuid] = threading.Event()
+        self.stops.expect_exit(run.uuid)
         # the spec first: the command should not wait on a transaction. A crash
         # before the supervisor pid is recorded is still safe: the supervisor
         # claims the run's state file with its own pid, or recovery claims it first
@@ -246,7 +245,7 @@ class Scheduler(Stopper):
             return False
         with self._watch_lock:
             self._watch[fd] = (run_uuid, popen)
-        self._exited.setdefault(run_uuid, threading.Event())
+        self.stops.expect_exit(run_uuid)
         os.write(self._wake_w, b"x")
         return True
 
@@ -282,12 +281,8 @@ class Scheduler(Stopper):
             runs.signal_group(run, 9, why="its supervisor died without recording an exit status")
         ended = runs.record_exit(run_uuid, state, self.clock())
         if ended is not None and ended.status != "stopping":
-            self.after_exit(ended)  # its agents end with it
-        ev = self._exited.get(run_uuid)
-        if ev is not None:
-            ev.set()
-        if run.status != "stopping":  # else the stop path still waits on it (and drops it)
-            self._exited.pop(run_uuid, None)
+            self.stops.after_exit(ended)  # its agents end with it
+        self.stops.exited(run_uuid, stopping=run.status == "stopping")
         self._after_end(run.loop)
 
     def _after_end(self, loop_uuid: str) -> None:

@@ -16,10 +16,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from orcr_core.loops import runs
 from orcr_core.store import events
 from orcr_core.store.models import Agent, Loop, LoopRun, db
+
+if TYPE_CHECKING:
+    from orcr_core.config import Config
 
 log = logging.getLogger("orcr.loops")
 
@@ -89,7 +94,41 @@ def glob_kill(server, prefix: str, on_remain=None, report_after: float = REPORT_
 
 
 class Stopper:
-    """The stop path and the end of a run's agents (a part of the Scheduler)."""
+    """The stop path and the end of a run's agents: a part of the Scheduler
+    (``scheduler.stops``), not a mixin. It sees the server, the clock, and
+    ``after_end(loop_uuid)`` (the scheduler's next step once a run has ended); the
+    reaper tells it of a supervisor's exit through ``expect_exit``/``exited``.
+    """
+
+    def __init__(
+        self,
+        server,
+        clock: Callable[[], float],
+        after_end: Callable[[str], None],
+    ) -> None:
+        self.server = server
+        self.clock = clock
+        self._after_end = after_end
+        self._exited: dict[str, threading.Event] = {}  # run uuid -> its supervisor exited
+        self._stopping: dict[str, threading.Thread] = {}  # run uuid -> its stop path
+        self._stop_lock = threading.Lock()
+
+    @property
+    def config(self) -> Config:
+        return self.server.config
+
+    def expect_exit(self, run_uuid: str) -> None:
+        """A supervisor runs for ``run_uuid``: the stop path may wait for its exit."""
+        self._exited.setdefault(run_uuid, threading.Event())
+
+    def exited(self, run_uuid: str, stopping: bool) -> None:
+        """The reaper saw the run's supervisor exit; forgotten at once unless the
+        run is ``stopping`` (its stop path still waits on it, and drops it)."""
+        ev = self._exited.get(run_uuid)
+        if ev is not None:
+            ev.set()
+        if not stopping:
+            self._exited.pop(run_uuid, None)
 
     def stop_run(self, run_uuid: str, reason: str = "stopped", wait: bool = False) -> str:
         """``loop run stop`` and ``--timeout``: one path. Returns what happened:

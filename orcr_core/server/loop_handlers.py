@@ -146,7 +146,7 @@ def loop_run_stop(server, params):
     wait = bool(params.get("wait"))
     out = []
     for run in rows:
-        result = server.loops.stop_run(run.uuid, "stopped", wait=wait)
+        result = server.loops.stops.stop_run(run.uuid, "stopped", wait=wait)
         out.append({"path": f"{loop.name}/{run.run_id}", "uuid": run.uuid, "result": result})
     return {"stopped": out}
 
