@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.agents import lifecycle, stall
 from orcr_core.agents.launch import launch_spec, pane_of
@@ -29,13 +30,16 @@ from orcr_core.contracts import DriverError, TurnState
 from orcr_core.store import events
 from orcr_core.store.models import Agent, db
 
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
+
 log = logging.getLogger("orcr.asking")
 
 #: seconds between two looks at the screen of one quiet working agent
 RECHECK = 1.0
 
 
-def check(server, agent: Agent, state: TurnState, provider, now: float) -> None:
+def check(server: ServerContext, agent: Agent, state: TurnState, provider, now: float) -> None:
     """Set, change or clear the blocked reason of a working agent just read."""
     if agent.status != "working":
         return
@@ -93,7 +97,7 @@ def _guess(agent: Agent) -> str:
     )
 
 
-def _block(server, agent: Agent, kind: str, reason: str) -> None:
+def _block(server: ServerContext, agent: Agent, kind: str, reason: str) -> None:
     with db.atomic("IMMEDIATE"):
         current = Agent.get_by_id(agent.id)
         if current.status != "working" or current.blocked_reason == reason:
@@ -116,7 +120,7 @@ def _block(server, agent: Agent, kind: str, reason: str) -> None:
     server.notify()
 
 
-def _clear(server, agent: Agent, why: str) -> None:
+def _clear(server: ServerContext, agent: Agent, why: str) -> None:
     with db.atomic("IMMEDIATE"):
         current = Agent.get_by_id(agent.id)
         if current.status != "working" or not current.blocked_reason:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+from typing import TYPE_CHECKING
 
 from peewee import PeeweeException, fn
 
@@ -37,6 +38,9 @@ from orcr_core.agents.launch import pane_of
 from orcr_core.contracts import DriverError, SplitPrompt
 from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, Event, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.delivery")
 
@@ -81,7 +85,7 @@ def _record(agent: Agent, turn: int, *kinds: str, still=None) -> None:
             events.emit(kind, agent.uuid, path=agent.path, turn=turn)
 
 
-def first_prompt(server, agent: Agent, prompt: str, ready) -> bool | None:
+def first_prompt(server: ServerContext, agent: Agent, prompt: str, ready) -> bool | None:
     """Deliver turn 1 exactly once; whether the turn was seen to start (``confirmed``).
 
     ``ready()`` waits for the TUI's input before anything is typed; it returns False
@@ -91,7 +95,9 @@ def first_prompt(server, agent: Agent, prompt: str, ready) -> bool | None:
     return _deliver_once(server, agent, prompt, 0, ready, still=dialogs.check)
 
 
-def _deliver_once(server, agent: Agent, prompt: str, before: int, ready, still=None) -> bool | None:
+def _deliver_once(
+    server: ServerContext, agent: Agent, prompt: str, before: int, ready, still=None
+) -> bool | None:
     """Turn ``before + 1``'s prompt, exactly once, resumed from its recorded steps."""
     steps = _steps(agent)
     if _turns_since(server, agent, before):
@@ -123,7 +129,9 @@ def _deliver_once(server, agent: Agent, prompt: str, before: int, ready, still=N
     return _type(server, agent, prompt, before, paste=True, still=still)
 
 
-def _type(server, agent: Agent, prompt: str, before: int, paste: bool, still=None) -> bool:
+def _type(
+    server: ServerContext, agent: Agent, prompt: str, before: int, paste: bool, still=None
+) -> bool:
     """The paste (unless ``paste`` is False) and the Enter, each between its intent
     and applied events; then the confirmation."""
     driver = server.driver
@@ -154,7 +162,7 @@ def _type(server, agent: Agent, prompt: str, before: int, paste: bool, still=Non
     return confirm(server, agent, before, prompt)
 
 
-def _on_screen(server, agent: Agent, prompt: str, wait: float = 0.0) -> bool:
+def _on_screen(server: ServerContext, agent: Agent, prompt: str, wait: float = 0.0) -> bool:
     """Whether the pane shows the prompt (whitespace ignored: a composer wraps it), or
     a TUI's placeholder for a pasted text; looked for during ``wait`` seconds."""
     deadline = time.monotonic() + wait
@@ -174,7 +182,9 @@ def _on_screen(server, agent: Agent, prompt: str, wait: float = 0.0) -> bool:
 FIND_EVERY = 0.25
 
 
-def _turns_since(server, agent: Agent, turns_before: int, text: str | None = None) -> bool | None:
+def _turns_since(
+    server: ServerContext, agent: Agent, turns_before: int, text: str | None = None
+) -> bool | None:
     """Did a new turn start? None when nothing can tell (no transcript, no status).
 
     With no transcript known yet, the provider's ``find_session`` may find the one
@@ -194,7 +204,7 @@ def _turns_since(server, agent: Agent, turns_before: int, text: str | None = Non
     return status == "working"
 
 
-def confirm(server, agent: Agent, turns_before: int, text: str) -> bool:
+def confirm(server: ServerContext, agent: Agent, turns_before: int, text: str) -> bool:
     """Wait for the turn to show; press Enter again only on evidence that the first
     did not land (:func:`orcr_core.agents.resubmit.confirm`)."""
     request = _last_request(agent)
@@ -217,7 +227,7 @@ def _over(agent: Agent, turns_before: int, request: int | None) -> bool:
     return now.turn != turn or _last_request(agent) != request
 
 
-def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> bool:
+def send_prompt(server: ServerContext, agent: Agent, prompt: str, timeout: float | None) -> bool:
     """``agent send``: idle -> working now, deliver in the background. False, with
     nothing written, when the agent is not idle by the time its lock is held (an
     idle GC or a kill ended it meanwhile: :mod:`orcr_core.agents.exclusive`).
@@ -239,7 +249,7 @@ def send_prompt(server, agent: Agent, prompt: str, timeout: float | None) -> boo
     return True
 
 
-def resume_cut_off(server, agent: Agent) -> None:
+def resume_cut_off(server: ServerContext, agent: Agent) -> None:
     """Monitor: a pending prompt with no job delivering it was cut off by a store
     error (a full disk): deliver it again, from its steps."""
     if agent.pending_prompt is not None and not server.pipeline_active(agent.uuid):
@@ -247,7 +257,7 @@ def resume_cut_off(server, agent: Agent) -> None:
         server.start_pipeline(agent.uuid, send_job, queue_behind=True)
 
 
-def resume_sends(server) -> None:
+def resume_sends(server: ServerContext) -> None:
     """Server start: resume every ``agent send`` a crash left undelivered."""
     rows = list(
         Agent.select(Agent.uuid).where(
@@ -259,7 +269,7 @@ def resume_sends(server) -> None:
         server.start_pipeline(row.uuid, send_job, queue_behind=True)
 
 
-def send_job(server, uuid: str) -> None:
+def send_job(server: ServerContext, uuid: str) -> None:
     """Deliver the row's pending prompt exactly once (resumed from its steps after a
     crash, or by the monitor after a store error cut this job off); then
     ``prompt.applied``, the pending prompt cleared.
@@ -299,7 +309,7 @@ def send_job(server, uuid: str) -> None:
             lifecycle.update(a, None, pending_prompt=None)
 
 
-def undelivered(server, agent: Agent, turns_before: int, exc: Exception) -> None:
+def undelivered(server: ServerContext, agent: Agent, turns_before: int, exc: Exception) -> None:
     """A prompt the driver could not type (an error other than a dead pane) ends
     its turn ``errored``: the agent goes back to ``idle`` at the turn count it had
     (no turn reached the program), never left ``working`` for a turn that cannot come."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from peewee import fn
 
@@ -16,6 +17,9 @@ from orcr_core.agents import lifecycle
 from orcr_core.contracts import DriverError, PaneRef
 from orcr_core.store import events
 from orcr_core.store.models import Agent, Event, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.pipeline")  # the start's log, as before the move
 
@@ -45,7 +49,7 @@ def check(agent: Agent) -> Agent:
     return agent
 
 
-def await_input(server, agent: Agent, provider, spec, pane: PaneRef) -> bool:
+def await_input(server: ServerContext, agent: Agent, provider, spec, pane: PaneRef) -> bool:
     """Wait until the TUI is at its input, from its screen (``Driver.read``) and the
     provider's optional ``screen_state`` hook. True: type the prompt now.
 

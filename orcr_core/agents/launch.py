@@ -7,10 +7,14 @@ Shared by the pipeline (which starts agents), the monitor and the handlers
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from orcr_core import dirs
 from orcr_core.contracts import LaunchSpec, PaneInfo, PaneRef, SessionPointer
 from orcr_core.store.models import Agent
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 
 def pane_of(agent: Agent) -> PaneRef | None:
@@ -45,12 +49,12 @@ def ref_of(pane: PaneInfo) -> PaneRef:
     )
 
 
-def launch_info(server, agent: Agent) -> dict:
+def launch_info(server: ServerContext, agent: Agent) -> dict:
     with open(server.agents_dir / agent.uuid / "launch.json") as f:
         return json.load(f)
 
 
-def launch_spec(server, agent: Agent, launch: dict | None = None) -> LaunchSpec:
+def launch_spec(server: ServerContext, agent: Agent, launch: dict | None = None) -> LaunchSpec:
     launch = launch or launch_info(server, agent)
     options = server.config.provider_options(agent.provider)
     if launch.get("argv"):

@@ -8,12 +8,16 @@ at their top; these helpers never open transactions of their own.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.ceilings import step
 from orcr_core.contracts import AgentStatus as S
 from orcr_core.contracts import ExitReason
 from orcr_core.store import events
 from orcr_core.store.models import EXIT_REASONS, Agent
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 #: from-status -> statuses it may move to
 TRANSITIONS: dict[str, tuple[S, ...]] = {
@@ -116,7 +120,7 @@ def place(agent: Agent, event_kind: str | None, pane, **fields) -> None:
     )
 
 
-def serve_sandbox(server, uuid: str, policy: dict | None) -> None:
+def serve_sandbox(server: ServerContext, uuid: str, policy: dict | None) -> None:
     """Before a sandboxed agent's pane starts: the server listens on the agent's own
     socket (orcr_core/server/agent_sockets.py), its only way to orcr."""
     sockets = getattr(server, "agent_sockets", None)

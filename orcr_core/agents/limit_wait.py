@@ -20,6 +20,7 @@ shows a turn running (the provider's ``input_state``, "esc to interrupt") is no 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.agents import stall
 from orcr_core.agents.asking import RECHECK
@@ -27,13 +28,16 @@ from orcr_core.agents.launch import launch_spec, pane_of
 from orcr_core.contracts import DriverError
 from orcr_core.store.models import Agent
 
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
+
 #: seconds after the transcript's error line during which a screen without the wait is
 #: not yet believed: the CLI may draw its line a moment after it writes the error (an
 #: API key's 429, which never waits, goes idle this much later)
 GRACE = 2.0
 
 
-def waits(server, agent: Agent, provider, error: str, now: float) -> bool:
+def waits(server: ServerContext, agent: Agent, provider, error: str, now: float) -> bool:
     """Whether working ``agent``, whose turn ended on ``error``, waits for its CLI to go
     on by itself past a usage limit: then its turn's end is not taken yet."""
     hook = getattr(provider, "screen_state", None)
@@ -66,6 +70,6 @@ def waits(server, agent: Agent, provider, error: str, now: float) -> bool:
     return _fresh(server, agent, now)
 
 
-def _fresh(server, agent: Agent, now: float) -> bool:
+def _fresh(server: ServerContext, agent: Agent, now: float) -> bool:
     grew = stall.grew_at(server, agent)
     return grew is not None and now - grew < GRACE

@@ -27,8 +27,12 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from orcr_core.config import Config, memory_floor
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 try:
     import psutil
@@ -58,7 +62,7 @@ def _size(n: float) -> str:
     return _gib(n) if abs(n) >= 2**30 else f"{n / MiB:.0f} MiB"
 
 
-def measure(server, agents: list) -> dict[str, int | None]:
+def measure(server: ServerContext, agents: list) -> dict[str, int | None]:
     """Each agent's footprint in bytes (None: no process of it is known yet)."""
     from orcr_core.agents import procs
 
@@ -152,7 +156,7 @@ class Ledger:
         #: when those agents end, since it says more than the default
         self._learnt: dict[str, tuple[int, int]] = {}
 
-    def _footprints(self, server, rows: list) -> dict[str, int | None]:
+    def _footprints(self, server: ServerContext, rows: list) -> dict[str, int | None]:
         now = time.monotonic()
         with self._lock:
             stale = [a for a in rows if now - self._measured.get(a.uuid, (-1e9, None))[0] >= 1.0]
@@ -165,7 +169,7 @@ class Ledger:
                 del self._measured[uuid]
             return {a.uuid: self._measured.get(a.uuid, (0, None))[1] for a in rows}
 
-    def read(self, server, config: Config) -> Reading:
+    def read(self, server: ServerContext, config: Config) -> Reading:
         """Available memory, the floor, and what the loading agents reserve."""
         from orcr_core.store.models import LIVE, Agent
 
@@ -215,7 +219,7 @@ class Ledger:
         known = reading.estimates.get(provider)
         return known["bytes"] if known else DEFAULT_FOOTPRINT
 
-    def budget(self, server, config: Config) -> Budget | None:
+    def budget(self, server: ServerContext, config: Config) -> Budget | None:
         """What promotion may take now, or None when the floor is off."""
         reading = self.read(server, config)
         if not reading.floor:

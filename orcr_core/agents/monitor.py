@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.agents import (
     delivery,
@@ -44,6 +45,9 @@ from orcr_core.store import events
 from orcr_core.store.models import Agent, db
 from orcr_core.workspaces import finish as workspace_finish
 
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
+
 log = logging.getLogger("orcr.monitor")
 
 #: seconds between re-checks of a blocked agent's screen (is the dialog answered?)
@@ -54,7 +58,7 @@ MONITORED = ("starting", "working", "idle", "lost")
 class Monitor:
     """The monitor thread's state: the active rows, the wakeup hints, the timers."""
 
-    def __init__(self, server):
+    def __init__(self, server: ServerContext):
         self.server = server
         self._cond = threading.Condition()
         self._dirty: set[str] = set()  # agents whose transcript may have grown
@@ -331,7 +335,7 @@ def gc_after(cfg, agent: Agent) -> float:
     return own if own is not None else cfg.duration("timings.gc_after")
 
 
-def _agent(server, agent: Agent, now: float) -> None:
+def _agent(server: ServerContext, agent: Agent, now: float) -> None:
     cfg = server.config
     if agent.status == "starting":
         guard = cfg.duration("timings.max_starting")
@@ -382,7 +386,9 @@ def _agent(server, agent: Agent, now: float) -> None:
     turns.follow(server, agent)
 
 
-def _guard_expired(server, agent: Agent, guard: float, dialog: str | None = None) -> None:
+def _guard_expired(
+    server: ServerContext, agent: Agent, guard: float, dialog: str | None = None
+) -> None:
     msg = f"stuck-start guard: no progress for {guard:g}s (timings.max_starting)"
     if dialog:
         msg = f"a dialog went unanswered for {guard:g}s (timings.dialog_wait): {dialog}"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.agents import lifecycle, procs, resume
 from orcr_core.agents.launch import launch_command, launch_info, launch_spec, ref_of
@@ -35,6 +36,9 @@ from orcr_core.ceilings import step as ceilings_step
 from orcr_core.contracts import DriverError, NativeResume, PaneInfo, PaneProcesses
 from orcr_core.store import drift, events, faults
 from orcr_core.store.models import Agent, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.native")
 
@@ -51,7 +55,7 @@ OWNED = "status:"  # reported as orcr's own agent: herdr's status of the pane is
 _first_seen: dict[tuple[str, str | None], float] = {}
 
 
-def _provider(server, agent: Agent):
+def _provider(server: ServerContext, agent: Agent):
     driver = server.driver
     if not isinstance(driver, NativeResume) or not driver.reports_resume():
         return None
@@ -74,7 +78,7 @@ def owns_status(agent: Agent, pane: PaneInfo) -> bool:
     return bool(ident) and agent.resume_reported == OWNED + ident and pane.agent == agent.provider
 
 
-def report(server, agent: Agent, pane: PaneInfo) -> None:
+def report(server: ServerContext, agent: Agent, pane: PaneInfo) -> None:
     """Give the multiplexer the agent's resume command, once per pane process."""
     ident = agent.pane_process
     if agent.status not in ("idle", "working") or not ident or not agent.agent_session_value:
@@ -148,7 +152,7 @@ def _runs_agent(pid: int, agent: Agent) -> bool:
     return env.get("ORCR_ID") == agent.uuid and env.get("ORCR_LAUNCH_TOKEN") == agent.launch_token
 
 
-def exited(server, agent: Agent, pane: PaneInfo) -> bool:
+def exited(server: ServerContext, agent: Agent, pane: PaneInfo) -> bool:
     """The agent's program ended in a pane that outlives it: a pane a native restore
     brought back runs a shell, and the agent is a job in it, so its end leaves the
     pane open at the shell's prompt (a prompt typed there would run as a command).
@@ -173,7 +177,7 @@ def exited(server, agent: Agent, pane: PaneInfo) -> bool:
     return not any(_runs_agent(p, agent) for p in [*pids, *([pid] if pid else [])])
 
 
-def restored(server, agent: Agent, pane: PaneInfo) -> str:
+def restored(server: ServerContext, agent: Agent, pane: PaneInfo) -> str:
     """What runs in a pane whose process changed: ``"agent"`` (the restore started
     this agent in its own session), ``"wait"`` (only the shell yet, and the agent's
     command had been reported: the restore may be under way), else ``"other"``.
@@ -209,7 +213,7 @@ def awaiting(agent: Agent, pane: PaneInfo, repair: bool = False) -> None:
         agent.__data__.update(current.__data__)
 
 
-def adopt(server, agent: Agent, pane: PaneInfo, repair: bool = False) -> bool:
+def adopt(server: ServerContext, agent: Agent, pane: PaneInfo, repair: bool = False) -> bool:
     """The restored pane runs the agent: record its new process and ids, keep the row.
 
     A turn under way when the old process died is over: the row goes ``idle`` and

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.agents import lifecycle, native, pipeline, procs, rematch, resume
 from orcr_core.agents.launch import owned
@@ -19,10 +20,13 @@ from orcr_core.contracts import DriverError
 from orcr_core.store import drift, events
 from orcr_core.store.models import EXIT_REASONS, Agent, Event, db
 
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
+
 LOST_CONFIRM = 1.0  # seconds: the least time between lost and ended (lost)
 
 
-def observe(server, active: list[Agent]) -> None:
+def observe(server: ServerContext, active: list[Agent]) -> None:
     """Pane presence, lost/repaired, session pointers, from one snapshot."""
     driver = server.driver
     if driver is None:
@@ -90,7 +94,7 @@ def observe(server, active: list[Agent]) -> None:
     procs.observe(server, running)
 
 
-def _pane_changed(server, agent: Agent, pane) -> None:
+def _pane_changed(server: ServerContext, agent: Agent, pane) -> None:
     """Record what a snapshot shows differently: a rematch, a repair, a session."""
     with db.atomic("IMMEDIATE"):
         current = Agent.get_by_id(agent.id)
@@ -127,7 +131,7 @@ def _capture_session(agent: Agent, pane) -> None:
         lifecycle.update(agent, "agent.session", **fields)
 
 
-def _vanished(server, agent: Agent) -> None:
+def _vanished(server: ServerContext, agent: Agent) -> None:
     exited = agent.pane_id in server.exited_panes
     if agent.status == "lost" and not exited:
         first_seen = server.lost_at.setdefault(agent.uuid, time.monotonic())
@@ -174,7 +178,7 @@ def _vanished(server, agent: Agent) -> None:
     server.notify()
 
 
-def _confirm_later(server, first_seen: float) -> None:
+def _confirm_later(server: ServerContext, first_seen: float) -> None:
     """A snapshot once LOST_CONFIRM has passed since the loss was first seen."""
     monitor = getattr(server, "monitor", None)
     if monitor is not None:

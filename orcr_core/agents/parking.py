@@ -25,12 +25,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.agents import lifecycle
 from orcr_core.agents.launch import owned, pane_of
 from orcr_core.contracts import PARKING, DriverError, PaneRef, Parking
 from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.parking")
 
@@ -45,11 +49,11 @@ def _lock(uuid: str) -> threading.Lock:
         return _locks.setdefault(uuid, threading.Lock())
 
 
-def supported(server) -> bool:
+def supported(server: ServerContext) -> bool:
     return isinstance(server.driver, Parking)
 
 
-def due_at(server, agent: Agent, backoff: bool = True) -> float | None:
+def due_at(server: ServerContext, agent: Agent, backoff: bool = True) -> float | None:
     """When ``agent`` is to be parked, or None (not idle, parked, moving, parking off).
 
     ``backoff``: not before a failed (or running) attempt's retry time."""
@@ -70,14 +74,14 @@ def due_at(server, agent: Agent, backoff: bool = True) -> float | None:
     return max(at, _not_before.get(agent.uuid, 0.0)) if backoff else at
 
 
-def request(server, agent: Agent) -> None:
+def request(server: ServerContext, agent: Agent) -> None:
     """Park ``agent`` on the pipeline pool (one job per agent: a prompt queued
     behind it un-parks it again)."""
     _not_before[agent.uuid] = time.time() + _retry_after(server)  # no re-fire meanwhile
     server.start_pipeline(agent.uuid, _park_job)
 
 
-def _retry_after(server) -> float:
+def _retry_after(server: ServerContext) -> float:
     return max(server.config.duration("timings.reconcile_every"), 1.0)
 
 
@@ -85,7 +89,7 @@ def _level1(agent: Agent) -> str:
     return agent.path.split("/", 1)[0]
 
 
-def _park_job(server, uuid: str) -> None:
+def _park_job(server: ServerContext, uuid: str) -> None:
     agent = Agent.get_or_none(Agent.uuid == uuid)
     if agent is None:
         return
@@ -97,7 +101,7 @@ def _park_job(server, uuid: str) -> None:
     _not_before.pop(uuid, None)
 
 
-def park(server, agent: Agent) -> bool:
+def park(server: ServerContext, agent: Agent) -> bool:
     """Move an idle agent's pane to the parking area. Returns whether it moved."""
     with _lock(agent.uuid):
         agent = Agent.get_by_id(agent.id)
@@ -109,7 +113,7 @@ def park(server, agent: Agent) -> bool:
         return _move(server, agent, "parking")
 
 
-def unpark(server, agent: Agent, why: str) -> Agent:
+def unpark(server: ServerContext, agent: Agent, why: str) -> Agent:
     """Bring a parked agent's pane back to its workspace (a prompt, an attach).
 
     Returns the fresh row. Raises :class:`DriverError` when the move failed
@@ -123,7 +127,7 @@ def unpark(server, agent: Agent, why: str) -> Agent:
         return Agent.get_by_id(agent.id)
 
 
-def _move(server, agent: Agent, state: str, why: str | None = None) -> bool:
+def _move(server: ServerContext, agent: Agent, state: str, why: str | None = None) -> bool:
     pane = pane_of(agent)
     if pane is None:
         return False
@@ -188,7 +192,7 @@ def _applied(agent: Agent, moved: PaneRef, parked: bool, to: str, **extra) -> No
         agent.__data__.update(current.__data__)
 
 
-def settle(server, agent: Agent) -> Agent:
+def settle(server: ServerContext, agent: Agent) -> Agent:
     """A move this server left half done: settle it from where the pane is now.
 
     ``move_state`` outlives a move within a running server when the write after
@@ -215,7 +219,7 @@ def settle(server, agent: Agent) -> Agent:
         lock.release()
 
 
-def recover(server, agent: Agent, pane) -> None:
+def recover(server: ServerContext, agent: Agent, pane) -> None:
     """Server start: settle a half-done move (or a row that disagrees with where
     its pane is) from the snapshot's ``pane`` (None: the pane is gone).
 

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import sqlite3
 import time
+from typing import TYPE_CHECKING
 
 from peewee import PeeweeException
 
@@ -38,6 +39,9 @@ from orcr_core.store.models import Agent, Event, db
 from orcr_core.workspaces import step as workspace_step
 from orcr_core.workspaces.vcs import VcsError
 
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
+
 log = logging.getLogger("orcr.pipeline")
 
 #: driver error codes whose message is the whole story ("claude: command not found")
@@ -50,7 +54,7 @@ def _progress(agent: Agent, kind: str, **fields) -> None:
     lifecycle.update(agent, kind, **fields)
 
 
-def run(server, uuid: str) -> None:
+def run(server: ServerContext, uuid: str) -> None:
     """Take one promoted (``starting``) agent to ``working``."""
     agent = Agent.get(Agent.uuid == uuid)
     if agent.status != "starting":
@@ -85,7 +89,7 @@ def run(server, uuid: str) -> None:
         server.notify()
 
 
-def _run(server, agent: Agent) -> None:
+def _run(server: ServerContext, agent: Agent) -> None:
     driver = server.driver
     if driver is None:
         raise DriverError("no multiplexer driver available", retryable=True)
@@ -211,7 +215,7 @@ def _started_before(driver, agent: Agent) -> PaneRef | None:
     return ref_of(pane) if pane is not None else None
 
 
-def close_pane(server, agent: Agent, pane: PaneRef | None, why: str) -> None:
+def close_pane(server: ServerContext, agent: Agent, pane: PaneRef | None, why: str) -> None:
     """Intent/applied pair around a pane close; then every process the agent
     started that outlived the close gets TERM, then KILL (``procs``)."""
     if pane is None or server.driver is None:
@@ -227,13 +231,13 @@ def close_pane(server, agent: Agent, pane: PaneRef | None, why: str) -> None:
     procs.stop(server, agent, started)
 
 
-def finish_cancel(server, agent: Agent) -> None:
+def finish_cancel(server: ServerContext, agent: Agent) -> None:
     """A canceled start: close its pane if one exists, end the row ``canceled``."""
     with agent_lock(agent.uuid):
         _finish_cancel(server, agent)
 
 
-def _finish_cancel(server, agent: Agent) -> None:
+def _finish_cancel(server: ServerContext, agent: Agent) -> None:
     agent = _fresh(agent)
     if agent.status != "starting":
         return
@@ -248,12 +252,12 @@ def _finish_cancel(server, agent: Agent) -> None:
             lifecycle.transition(agent, "ended", "canceled")
 
 
-def fail(server, agent: Agent, error: str) -> None:
+def fail(server: ServerContext, agent: Agent, error: str) -> None:
     with agent_lock(agent.uuid):
         _fail(server, agent, error)
 
 
-def _fail(server, agent: Agent, error: str) -> None:
+def _fail(server: ServerContext, agent: Agent, error: str) -> None:
     """Close a failed start's pane, then end its row ``failed``.
 
     A multiplexer that cannot be reached keeps the close's intent open and the row
@@ -283,7 +287,11 @@ def _fail(server, agent: Agent, error: str) -> None:
 
 
 def end(
-    server, agent: Agent, reason: str, error: str | None = None, decided_on: tuple = ()
+    server: ServerContext,
+    agent: Agent,
+    reason: str,
+    error: str | None = None,
+    decided_on: tuple = (),
 ) -> bool:
     """End a live agent: close its pane (intent/applied), then the row. False if the
     multiplexer could not be reached (the intent stays; the monitor retries).
@@ -301,7 +309,7 @@ def end(
         return _end(server, agent, reason, error)
 
 
-def _end(server, agent: Agent, reason: str, error: str | None) -> bool:
+def _end(server: ServerContext, agent: Agent, reason: str, error: str | None) -> bool:
     try:
         if agent.move_state:  # a move left half done is settled first (its pane's ids)
             agent = parking.settle(server, agent)
@@ -319,7 +327,7 @@ def _end(server, agent: Agent, reason: str, error: str | None) -> bool:
     return True
 
 
-def request_kill(server, agent: Agent) -> dict:
+def request_kill(server: ServerContext, agent: Agent) -> dict:
     """``agent kill``: queued -> canceled; starting -> cancel_requested; live -> killed."""
     with db.atomic("IMMEDIATE"):
         agent = _fresh(agent)

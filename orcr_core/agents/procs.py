@@ -28,12 +28,16 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
 from orcr_core.contracts import DriverError, PaneProcesses, PaneRef
 from orcr_core.store import events
 from orcr_core.store.models import Agent, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.procs")
 
@@ -46,11 +50,11 @@ _last_observe = 0.0
 Proc = tuple[int, float]  # (pid, create_time)
 
 
-def _file(server, uuid: str) -> Path:
+def _file(server: ServerContext, uuid: str) -> Path:
     return Path(server.agents_dir) / uuid / "procs.json"
 
 
-def recorded(server, uuid: str) -> dict[int, float]:
+def recorded(server: ServerContext, uuid: str) -> dict[int, float]:
     """The processes recorded for an agent (memory, else its ``procs.json``)."""
     with _lock:
         if uuid in _seen:
@@ -67,7 +71,7 @@ def recorded(server, uuid: str) -> dict[int, float]:
     return procs
 
 
-def _save(server, uuid: str) -> None:
+def _save(server: ServerContext, uuid: str) -> None:
     path = _file(server, uuid)
     with _lock:
         data = {"root": _roots.get(uuid), "procs": sorted(_seen.get(uuid, {}).items())}
@@ -147,7 +151,7 @@ def _tree(root: Proc, kids: dict[int, list[int]]) -> dict[int, float]:
     return found
 
 
-def _root_of(server, agent: Agent, pid: int | None) -> Proc | None:
+def _root_of(server: ServerContext, agent: Agent, pid: int | None) -> Proc | None:
     """The pane's root process: ``pid`` from the snapshot, else asked of the driver."""
     if pid is None:
         ask = server.driver.pane_pid if isinstance(server.driver, PaneProcesses) else None
@@ -170,7 +174,7 @@ def _ref(agent: Agent) -> PaneRef | None:
     return pane_of(agent)
 
 
-def observe(server, seen: list) -> None:
+def observe(server: ServerContext, seen: list) -> None:
     """Record each running agent's process tree; ``seen`` holds ``(agent, PaneInfo)``."""
     global _last_observe
     now = time.monotonic()
@@ -202,7 +206,7 @@ def observe(server, seen: list) -> None:
             _save(server, agent.uuid)
 
 
-def collect(server, agent: Agent, pane: PaneRef | None) -> dict[int, float]:
+def collect(server: ServerContext, agent: Agent, pane: PaneRef | None) -> dict[int, float]:
     """Everything the agent started, at this moment: the pane's tree plus the
     recorded processes. Call before the pane is closed (closing it re-parents
     its children, and the tree can no longer be walked)."""
@@ -256,7 +260,7 @@ def _signal(procs: dict[int, float], sig: int) -> list[int]:
     return sent
 
 
-def stop(server, agent: Agent, procs: dict[int, float], wait: bool = False) -> None:
+def stop(server: ServerContext, agent: Agent, procs: dict[int, float], wait: bool = False) -> None:
     """TERM each process still alive, KILL what outlives ``timings.stop_grace``.
 
     The grace wait runs in a background thread (``wait=True`` runs it here);

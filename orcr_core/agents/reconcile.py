@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core import dirs
 from orcr_core.agents import lifecycle, native, parking, pipeline, rematch, resume, unmanaged
@@ -20,6 +21,9 @@ from orcr_core.contracts import DriverError
 from orcr_core.store import drift, events
 from orcr_core.store.models import ACTIVE, Agent, db
 
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
+
 log = logging.getLogger("orcr.reconcile")
 
 #: exit reasons after which orcr itself decided the pane must not exist (``exited``:
@@ -28,7 +32,7 @@ log = logging.getLogger("orcr.reconcile")
 ORCR_ENDED = ("failed", "canceled", "killed", "timeout", "gc", "done", "exited")
 
 
-def _snapshot(server):
+def _snapshot(server: ServerContext):
     try:
         return server.driver.snapshot()
     except DriverError as exc:
@@ -36,7 +40,7 @@ def _snapshot(server):
         return None
 
 
-def recover(server) -> list[str]:
+def recover(server: ServerContext) -> list[str]:
     """Restart recovery: repair, fail or mark lost every row a crash left mid-way.
 
     A row's pane is the one carrying this instance's id and the row's launch
@@ -126,7 +130,7 @@ def restart_guards() -> int:
     return len(rows)
 
 
-def _recover_starting(server, agent: Agent, pane) -> bool:
+def _recover_starting(server: ServerContext, agent: Agent, pane) -> bool:
     """Settle one ``starting`` row; True when its pipeline must resume."""
     if agent.cancel_requested:
         pipeline.finish_cancel(server, agent)
@@ -170,7 +174,7 @@ def _recover_starting(server, agent: Agent, pane) -> bool:
     return False
 
 
-def _count(server, snap, close_late: bool) -> None:
+def _count(server: ServerContext, snap, close_late: bool) -> None:
     """Drift counts; with ``close_late``, close this instance's panes of rows
     orcr itself ended (a start that finished after its row was failed or canceled).
 
@@ -211,7 +215,7 @@ def _sweep() -> None:
     ceilings_step.sweep({a.uuid for a in live})
 
 
-def run(server) -> None:
+def run(server: ServerContext) -> None:
     """Periodic pass: drift counts, late panes of ended starts closed, and the
     agents in the user's other multiplexer sessions (unmanaged discovery)."""
     snap = _snapshot(server)

@@ -14,12 +14,16 @@ carries this instance's id and the row's launch token, is closed.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from orcr_core.agents import lifecycle, pipeline
 from orcr_core.agents.launch import ref_of
 from orcr_core.contracts import DriverError, PaneInfo
 from orcr_core.store import drift
 from orcr_core.store.models import Agent, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.rematch")
 
@@ -65,7 +69,7 @@ def record(agent: Agent, pane: PaneInfo) -> None:
         lifecycle.update(agent, None, pane_process=ident)
 
 
-def lose(server, agent: Agent, pane: PaneInfo, repair: bool = False) -> None:
+def lose(server: ServerContext, agent: Agent, pane: PaneInfo, repair: bool = False) -> None:
     """The agent is gone from its re-matched pane: ``lost``, and the leftover closed.
 
     The close names the pane's marks (this instance, the row's token), so the

@@ -37,11 +37,15 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from orcr_core.agents.launch import launch_spec, pane_of
 from orcr_core.contracts import DriverError, LaunchSpec, ProviderError, ProviderFault
 from orcr_core.store import events
 from orcr_core.store.models import Agent, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.delivery")
 
@@ -107,7 +111,7 @@ class Verdict:
     screen: str = ""
 
 
-def judge(server, agent: Agent, prompt: str, cache: dict | None = None) -> Verdict:
+def judge(server: ServerContext, agent: Agent, prompt: str, cache: dict | None = None) -> Verdict:
     """What the pane shows of the prompt's Enter, read with the provider's hooks
     (``cache`` keeps the agent's launch spec between looks)."""
     provider = server.registry.providers.get(agent.provider)
@@ -137,7 +141,7 @@ def judge(server, agent: Agent, prompt: str, cache: dict | None = None) -> Verdi
     return Verdict("left", "", screen)
 
 
-def _spec(server, agent: Agent, cache: dict | None) -> LaunchSpec:
+def _spec(server: ServerContext, agent: Agent, cache: dict | None) -> LaunchSpec:
     """The agent's launch spec for ``screen_state`` (what it names in a dialog's reason),
     kept in ``cache``; a bare one when its launch file is gone."""
     cache = {} if cache is None else cache
@@ -149,7 +153,7 @@ def _spec(server, agent: Agent, cache: dict | None) -> LaunchSpec:
     return cache["spec"]
 
 
-def blind(server, agent: Agent, prompt: str) -> bool:
+def blind(server: ServerContext, agent: Agent, prompt: str) -> bool:
     """Whether the provider reads no composer on the pane right now: no
     ``input_state`` hook, or none drawn where it looks (a TUI still drawing after a
     restart, text typed before the program read its terminal). The caller then
@@ -158,7 +162,7 @@ def blind(server, agent: Agent, prompt: str) -> bool:
     return judge(server, agent, prompt).why in ("cannot_tell", "no_input")
 
 
-def confirm(server, agent: Agent, prompt: str, started, over) -> bool:
+def confirm(server: ServerContext, agent: Agent, prompt: str, started, over) -> bool:
     """Wait for the turn to show (``started()``: True, False, or None when nothing
     can tell); press Enter again only on the evidence described above.
 
@@ -208,7 +212,7 @@ def confirm(server, agent: Agent, prompt: str, started, over) -> bool:
         time.sleep(POLL)
 
 
-def _press(server, agent: Agent, attempt: int, held: float) -> None:
+def _press(server: ServerContext, agent: Agent, attempt: int, held: float) -> None:
     """Enter again, between its intent and applied events."""
     why = "the prompt is still in the composer, no turn runs and no dialog shows"
     log.info("agent %s: Enter pressed again (%s for %.1fs)", agent.path, why, held)

@@ -16,12 +16,16 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from typing import TYPE_CHECKING
 
 from peewee import IntegrityError
 
 from orcr_core.agents import lifecycle, transcripts
 from orcr_core.store import events
 from orcr_core.store.models import Agent, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.resume")
 
@@ -44,7 +48,7 @@ def supports_resume(provider) -> bool:
     return callable(getattr(provider, "resume_argv", None))
 
 
-def resume(server, agent: Agent, auto: bool = False) -> Agent:
+def resume(server: ServerContext, agent: Agent, auto: bool = False) -> Agent:
     """Put ``agent`` back in the queue to be resumed; raise :class:`ResumeError` if not possible.
 
     ``auto``: ``[recovery] resume_lost`` did it, not ``agent resume`` (said in the event).
@@ -133,7 +137,7 @@ def resume(server, agent: Agent, auto: bool = False) -> Agent:
     return Agent.get_by_id(agent.id)
 
 
-def auto_resume(server, agent: Agent) -> bool:
+def auto_resume(server: ServerContext, agent: Agent) -> bool:
     """``[recovery] resume_lost``: an agent about to end ``lost`` is resumed instead.
 
     Call inside the caller's transaction, in place of the transition to ``ended
@@ -193,7 +197,7 @@ def _never_reached(turn: int) -> str:
     )
 
 
-def lost_turn(server, agent: Agent, provider) -> dict:
+def lost_turn(server: ServerContext, agent: Agent, provider) -> dict:
     """How the turn a resumed agent was working on when it was lost ended, as the
     ``turn``/``turn_status``/``turn_error`` of its ``idle`` transition; {} when no
     turn was under way (every prompt's turn had ended) or the provider keeps no

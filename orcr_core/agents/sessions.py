@@ -32,12 +32,16 @@ from __future__ import annotations
 import logging
 import os
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.agents import lifecycle
 from orcr_core.agents.launch import launch_info, launch_spec
 from orcr_core.contracts import SessionPointer
 from orcr_core.kit.adapter_helpers import prompt_search
 from orcr_core.store.models import Agent, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.sessions")
 
@@ -94,7 +98,7 @@ def _live() -> set[str]:
     return {a.uuid for a in Agent.select(Agent.uuid).where(Agent.status != "ended")}
 
 
-def replaces(server, agent: Agent, pointer: SessionPointer) -> bool:
+def replaces(server: ServerContext, agent: Agent, pointer: SessionPointer) -> bool:
     """Whether a reported session should replace the one ``agent`` records."""
     if not agent.agent_session_value:
         return True
@@ -172,7 +176,7 @@ SCAN_EVERY = 2.0
 
 
 def discover(
-    server,
+    server: ServerContext,
     agent: Agent,
     now: float | None = None,
     prompt: str | None = None,
@@ -238,7 +242,7 @@ def discover(
     return True
 
 
-def _find_own(server, provider, find, agent: Agent, prompt: str, taken: set[str]):
+def _find_own(server: ServerContext, provider, find, agent: Agent, prompt: str, taken: set[str]):
     """``find``'s answer, skipping sessions another live agent's process holds open
     (the same prompt given to several agents in one folder matches all of them)."""
     spec = launch_spec(server, agent)

@@ -19,13 +19,17 @@ timer is armed again at the later deadline its growth moved it to.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from orcr_core.agents import lifecycle, transcripts
 from orcr_core.store import events
 from orcr_core.store.models import Agent, db
 
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
-def grew_at(server, agent: Agent) -> float | None:
+
+def grew_at(server: ServerContext, agent: Agent) -> float | None:
     """When the agent's transcript last grew (its mtime), at least the turn's start;
     None while its transcript has not been located."""
     path = transcripts.path_of(server, agent.uuid)
@@ -38,7 +42,7 @@ def grew_at(server, agent: Agent) -> float | None:
     return max(mtime, agent.turn_started_at or 0.0)
 
 
-def deadline(server, agent: Agent) -> float | None:
+def deadline(server: ServerContext, agent: Agent) -> float | None:
     """When a silent working agent is flagged; None if it is not watched for stalls
     (not working, already flagged, no transcript yet, or ``stall_after = 0``)."""
     if agent.status != "working" or agent.stalled_at is not None or agent.blocked_reason:
@@ -52,7 +56,7 @@ def deadline(server, agent: Agent) -> float | None:
     return None if grew is None else grew + after
 
 
-def check(server, agent: Agent, now: float) -> None:
+def check(server: ServerContext, agent: Agent, now: float) -> None:
     """Set or clear the flag of one working agent whose transcript was just read."""
     if agent.status != "working":
         return
@@ -69,7 +73,7 @@ def check(server, agent: Agent, now: float) -> None:
         _flag(server, agent, None, stalled_for=round(grew - agent.stalled_at, 3))
 
 
-def _flag(server, agent: Agent, stalled_at: float | None, **data) -> None:
+def _flag(server: ServerContext, agent: Agent, stalled_at: float | None, **data) -> None:
     with db.atomic("IMMEDIATE"):
         current = Agent.get_by_id(agent.id)
         if current.status != "working" or (current.stalled_at is None) == (stalled_at is None):

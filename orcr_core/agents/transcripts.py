@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from orcr_core.agents.launch import launch_spec
 from orcr_core.contracts import SessionPointer, TurnState
 from orcr_core.store.models import Agent
 
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
+
 _READERS_LOCK = threading.Lock()
 
 
-def _readers(server) -> dict:
-    if not hasattr(server, "_readers"):
-        server._readers = {}
-    return server._readers
+def _readers(server: ServerContext) -> dict:
+    return server.transcript_readers
 
 
-def read_transcript(server, agent: Agent) -> TurnState | None:
+def read_transcript(server: ServerContext, agent: Agent) -> TurnState | None:
     """The agent's transcript state, or None when it has none (yet).
 
     One incremental reader per agent, shared by the monitor, prompt delivery and
@@ -44,13 +46,13 @@ def read_transcript(server, agent: Agent) -> TurnState | None:
         return entry.poll()
 
 
-def path_of(server, uuid: str) -> str | None:
+def path_of(server: ServerContext, uuid: str) -> str | None:
     """The transcript path of an agent whose reader exists (what the monitor watches)."""
     with _READERS_LOCK:
         return _readers(server).get(("path", uuid))
 
 
-def forget_except(server, live: set[str]) -> None:
+def forget_except(server: ServerContext, live: set[str]) -> None:
     """Drop the readers (and paths, version marks) of agents no longer active."""
     with _READERS_LOCK:
         readers = _readers(server)
@@ -58,7 +60,7 @@ def forget_except(server, live: set[str]) -> None:
             readers.pop(key, None)
 
 
-def version_changed(server, uuid: str, version: str) -> bool:
+def version_changed(server: ServerContext, uuid: str, version: str) -> bool:
     """True the first time an agent's transcript shows ``version`` (checked once per change)."""
     with _READERS_LOCK:
         readers = _readers(server)

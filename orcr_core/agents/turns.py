@@ -9,6 +9,7 @@ it visits; the turn's end, its outcome and its usage commit in one transaction.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.agents import asking, lifecycle, limit_wait, pipeline, sessions, stall, transcripts
 from orcr_core.agents.transcripts import read_transcript
@@ -17,8 +18,11 @@ from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, db
 from orcr_core.usage import record as usage
 
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
-def follow(server, agent: Agent) -> None:
+
+def follow(server: ServerContext, agent: Agent) -> None:
     provider = server.registry.providers.get(agent.provider)
     if provider is None:
         return
@@ -67,7 +71,7 @@ def follow(server, agent: Agent) -> None:
         asking.check(server, agent, state, provider, time.time())
 
 
-def _check_version(server, agent: Agent, provider, version: str) -> None:
+def _check_version(server: ServerContext, agent: Agent, provider, version: str) -> None:
     if not transcripts.version_changed(server, agent.uuid, version):
         return
     try:
@@ -80,7 +84,9 @@ def _check_version(server, agent: Agent, provider, version: str) -> None:
             events.emit("agent.warning", agent.uuid, path=agent.path, message=warning)
 
 
-def _set(server, agent: Agent, to: str, turns_done: int | None = None, ended=(), **data) -> None:
+def _set(
+    server: ServerContext, agent: Agent, to: str, turns_done: int | None = None, ended=(), **data
+) -> None:
     done = None  # an --rm agent ended with its turn: its pane to close after the commit
     with db.atomic("IMMEDIATE"):
         current = Agent.get_by_id(agent.id)
@@ -109,7 +115,7 @@ def _set(server, agent: Agent, to: str, turns_done: int | None = None, ended=(),
         _close_done(server, done)
 
 
-def _close_done(server, agent: Agent) -> None:
+def _close_done(server: ServerContext, agent: Agent) -> None:
     """The pane of an agent that ended ``done``: closed after the row's commit (the slot
     is free already). A crash before it leaves a late pane of an ended agent, which the
     reconciliation pass closes (agents/reconcile.py, ``done`` is one of orcr's ends)."""

@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.contracts import Discovery, DriverError, UnmanagedAgent
 from orcr_core.store import events
 from orcr_core.store.models import Unmanaged, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.unmanaged")
 
@@ -50,7 +54,7 @@ def _fields(a: UnmanagedAgent) -> dict:
     }
 
 
-def discover(server) -> int | None:
+def discover(server: ServerContext) -> int | None:
     """One discovery pass; the number of rows it changed, None when it could not look.
 
     A driver without ``discover`` (tmux) reports none, so rows left from an

@@ -20,9 +20,13 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from orcr_core import ceilings
 from orcr_core.ceilings import human
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.ceilings")
 
@@ -50,7 +54,7 @@ def refusal(config, provider: str, run: dict | None) -> str | None:
     )
 
 
-def wrap(server, agent, launch: dict, argv: list[str], env: dict) -> list[str]:
+def wrap(server: ServerContext, agent, launch: dict, argv: list[str], env: dict) -> list[str]:
     """The argv that starts ``agent`` inside its ceilings (unchanged without a mechanism)."""
     from orcr_core.contracts import DriverError
     from orcr_core.store import events, faults

@@ -15,7 +15,10 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.config")
 
@@ -83,7 +86,7 @@ def _inotify(directory: Path):
         return None
 
 
-def follow(server, path: Path) -> None:
+def follow(server: ServerContext, path: Path) -> None:
     """Reload ``server``'s configuration whenever ``path`` changes, until it stops."""
     seen = signature(path)
     ino = _inotify(path.parent) if path.parent.is_dir() else None

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -32,6 +33,9 @@ from orcr_core.loops.stopping import Stopper
 from orcr_core.store import events, faults
 from orcr_core.store.events import Bus
 from orcr_core.store.models import RUN_ACTIVE, Loop, LoopRun, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.loops")
 
@@ -48,7 +52,7 @@ _DEADLINES = (
 class Scheduler:
     """The loops subsystem inside the server: timer, reaper, spare supervisor, stops."""
 
-    def __init__(self, server, clock=time.time):
+    def __init__(self, server: ServerContext, clock=time.time):
         self.server = server
         self.clock = clock
         self.bus = Bus()

@@ -25,6 +25,7 @@ from orcr_core.store.models import Agent, Loop, LoopRun, db
 
 if TYPE_CHECKING:
     from orcr_core.config import Config
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.loops")
 
@@ -45,7 +46,9 @@ def agents_under(prefix: str) -> list[Agent]:
     )
 
 
-def glob_kill(server, prefix: str, on_remain=None, report_after: float = REPORT_AFTER):
+def glob_kill(
+    server: ServerContext, prefix: str, on_remain=None, report_after: float = REPORT_AFTER
+):
     """Kill ``<prefix>/**`` until a snapshot shows none. Returns (paths asked to
     end, done); ``done`` is False only when the server stopped first (recovery
     takes over). ``on_remain(rows)`` is called once when agents outlast
@@ -102,7 +105,7 @@ class Stopper:
 
     def __init__(
         self,
-        server,
+        server: ServerContext,
         clock: Callable[[], float],
         after_end: Callable[[str], None],
     ) -> None:

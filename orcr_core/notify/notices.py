@@ -27,8 +27,12 @@ import secrets
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orcr_core import dirs
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.notify")
 
@@ -110,7 +114,7 @@ def problem(rec, name: str) -> str | None:
 _drain_lock = threading.Lock()
 
 
-def drain(server=None) -> int:
+def drain(server: ServerContext | None = None) -> int:
     """Turn every notice file into its event, exactly once; the number of new events.
     A file that is not a notice is renamed ``<name>.bad`` (kept) with a warning."""
     from orcr_core.store import events, faults
@@ -156,7 +160,7 @@ def drain(server=None) -> int:
         return emitted
 
 
-def drain_loop(server) -> None:
+def drain_loop(server: ServerContext) -> None:
     """The server's drain thread: at start, then every DRAIN_EVERY seconds."""
     from orcr_core.store.models import db
 

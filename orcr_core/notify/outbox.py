@@ -27,11 +27,15 @@ import logging
 import threading
 import time
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from orcr_core.common.backoff import Backoff
 from orcr_core.notify import notices, rules
 from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, Loop, Meta, Notification, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.notify")
 
@@ -43,7 +47,7 @@ IDLE_WAIT = 5.0  # a sink thread with nothing due re-checks this often (stop, co
 
 
 class Notifier:
-    def __init__(self, server) -> None:
+    def __init__(self, server: ServerContext) -> None:
         self.server = server
         self.sinks: dict[str, object] = {}
         self.options: dict[str, dict] = {}

@@ -19,8 +19,12 @@ import os
 import shutil
 import socket
 import threading
+from typing import TYPE_CHECKING
 
 from orcr_core import dirs
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.server")
 
@@ -30,7 +34,7 @@ NAME = "orcr.sock"
 class AgentSockets:
     """The open per-agent sockets of one server: uuid -> listening socket."""
 
-    def __init__(self, server):
+    def __init__(self, server: ServerContext):
         self.server = server
         self.lock = threading.Lock()
         self.open: dict[str, socket.socket] = {}

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from orcr_core import __version__, ceilings, dirs
 from orcr_core import config as config_mod
@@ -31,6 +32,10 @@ from orcr_core.store.events import Bus
 from orcr_core.store.models import LIVE, Agent, db
 from orcr_core.usage import budgets
 from orcr_core.usage_limits import Limits
+
+if TYPE_CHECKING:
+    from orcr_core.loops.scheduler import Scheduler
+    from orcr_core.notify.outbox import Notifier
 
 log = logging.getLogger("orcr.server")
 
@@ -65,14 +70,16 @@ class Server:
         self.lost_at: dict[str, float] = {}  # agent uuid -> when it was first seen lost
         #: blocked agents: when their screen was last re-checked (monotonic)
         self.dialog_checked: dict[str, float] = {}
+        self.transcript_readers: dict = {}  # each agent's reader (agents/transcripts.py)
+        self.notify_tests: dict[str, dict] = {}  # each sink's last ``notify test`` result
         self._pipe_lock = threading.Lock()
         self._lock_fd: int | None = None
         self.failure: str | None = None  # why serve() stopped other than on request
         self.store_broken: str | None = None  # the store file is damaged (store/health.py)
         self._store_lock = threading.Lock()
         self.threads: list[threading.Thread] = []
-        self.loops = None  # the loop scheduler (orcr_core.loops.scheduler), made in serve()
-        self.notifier = None  # notifications (orcr_core.notify.outbox), made in serve()
+        self.loops: Scheduler | None = None  # the loop scheduler, made in serve()
+        self.notifier: Notifier | None = None  # notifications (notify/outbox.py), in serve()
         self._config_lock = threading.Lock()
         #: an edit of the config file that was not applied: {"error", "since"} (config/watch.py)
         self.config_error: dict | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core import __version__, paths
 from orcr_core.agents import cli_check, queue
@@ -29,12 +30,15 @@ from orcr_core.store.models import Agent
 from orcr_core.usage import budgets
 from orcr_core.usage import record as usage
 
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
+
 log = logging.getLogger("orcr.handlers")
 #: every socket method, the one table :func:`dispatch` serves (``routes.ROUTES``)
 HANDLERS = ROUTES
 
 
-def dispatch(server, conn, rid, name, params):
+def dispatch(server: ServerContext, conn, rid, name, params):
     fn = HANDLERS.get(name)
     if fn is None:
         raise ProtocolError("unknown_method", f"unknown method {name!r}; known: {sorted(HANDLERS)}")
@@ -47,7 +51,7 @@ def dispatch(server, conn, rid, name, params):
 
 
 @route("hello")
-def hello(server, conn, rid, params):
+def hello(server: ServerContext, conn, rid, params):
     if params.get("protocol") != conn.hello_protocol:
         raise ProtocolError("unsupported_version", "the protocol was negotiated already")
     return {
@@ -58,7 +62,7 @@ def hello(server, conn, rid, params):
 
 
 @route("agent.run")
-def agent_run(server, conn, rid, params):
+def agent_run(server: ServerContext, conn, rid, params):
     timeout = params.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
         raise ProtocolError("invalid_params", "timeout must be a number of seconds")
@@ -153,13 +157,13 @@ def _list(params) -> list[Agent]:
 
 
 @route("agent.list")
-def agent_list(server, conn, rid, params):
+def agent_list(server: ServerContext, conn, rid, params):
     agents = usage.attach([agent_dict(a) for a in _list(params)])
     _mark_held(server, agents)
     return {"agents": agents}
 
 
-def _mark_held(server, agents: list[dict]) -> None:
+def _mark_held(server: ServerContext, agents: list[dict]) -> None:
     """``held`` on the queued agents: why the queue is not moving (memory, the
     multiplexer), else a spent token budget of their scope; and, whatever else
     holds the queue, a provider no plugin registers (uninstalled since admission);
@@ -208,7 +212,7 @@ def unmanaged_dict(u) -> dict:
 
 
 @route("unmanaged.list")
-def unmanaged_list(server, conn, rid, params):
+def unmanaged_list(server: ServerContext, conn, rid, params):
     """Agents herdr detects in the user's other sessions (listed, never acted on)."""
     from orcr_core.agents import unmanaged
 
@@ -217,7 +221,7 @@ def unmanaged_list(server, conn, rid, params):
 
 
 @route("agent.get")
-def agent_get(server, conn, rid, params):
+def agent_get(server: ServerContext, conn, rid, params):
     row = resolve(param(params, "target", str))
     agent = usage.attach([agent_dict(row)], per_turn=True)[0]
     _mark_held(server, [agent])
@@ -225,7 +229,7 @@ def agent_get(server, conn, rid, params):
     return {"agent": agent}
 
 
-def _sandbox_of(server, row: Agent) -> dict | None:
+def _sandbox_of(server: ServerContext, row: Agent) -> dict | None:
     """Its sandbox as launch.json records it (None: unsandboxed, or its data is gone)."""
     from orcr_core.agents.launch import launch_info
     from orcr_core.sandbox.policy import public
@@ -237,7 +241,7 @@ def _sandbox_of(server, row: Agent) -> dict | None:
 
 
 @route("agent.resume")
-def agent_resume(server, conn, rid, params):
+def agent_resume(server: ServerContext, conn, rid, params):
     from orcr_core.agents import resume
 
     try:
@@ -248,7 +252,7 @@ def agent_resume(server, conn, rid, params):
 
 
 @route("agent.kill")
-def agent_kill(server, conn, rid, params):
+def agent_kill(server: ServerContext, conn, rid, params):
     from orcr_core.agents import pipeline
 
     target = param(params, "target", str)
@@ -267,17 +271,17 @@ def agent_kill(server, conn, rid, params):
 
 
 @route("server.status")
-def server_status(server, conn, rid, params):
+def server_status(server: ServerContext, conn, rid, params):
     return server.status()
 
 
 @route("server.stop")
-def server_stop(server, conn, rid, params):
+def server_stop(server: ServerContext, conn, rid, params):
     return {"stopping": True, "pid": os.getpid()}
 
 
 @route("config.reload")
-def config_reload(server, conn, rid, params):
+def config_reload(server: ServerContext, conn, rid, params):
     try:
         changed = server.reload_config()
     except Exception as exc:
@@ -286,5 +290,5 @@ def config_reload(server, conn, rid, params):
 
 
 @route("store.info")
-def store_info(server, conn, rid, params):
+def store_info(server: ServerContext, conn, rid, params):
     return {"schema_version": SCHEMA_VERSION, "path": str(server.store_path), "now": time.time()}

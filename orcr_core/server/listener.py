@@ -9,6 +9,7 @@ import shutil
 import socket
 import struct
 import threading
+from typing import TYPE_CHECKING
 
 from orcr_core import dirs
 from orcr_core.protocol import SUPPORTED, LineReader, ProtocolError, encode
@@ -16,6 +17,9 @@ from orcr_core.server import handlers
 from orcr_core.server.stream_handlers import STREAMED
 from orcr_core.store import durable, health
 from orcr_core.store.models import db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.server")
 
@@ -70,7 +74,7 @@ def peer_uid(conn: socket.socket) -> int:
 
 
 class Connection:
-    def __init__(self, server, sock: socket.socket, caller: str | None = None):
+    def __init__(self, server: ServerContext, sock: socket.socket, caller: str | None = None):
         self.server = server
         self.sock = sock
         #: the sandboxed agent whose own socket this came through (agent_sockets), else
@@ -243,7 +247,7 @@ class Connection:
 
 
 class Listener:
-    def __init__(self, server):
+    def __init__(self, server: ServerContext):
         self.server = server
         self.sock: socket.socket | None = None
         self.ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the bound socket

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.loops import control, defs, runs
 from orcr_core.loops.defs import LoopError
 from orcr_core.server.routes import route
 from orcr_core.store import events
 from orcr_core.store.models import RUN_ENDED, Event, Loop, LoopRun, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 
 def _target(params: dict, key: str = "target") -> str:
@@ -20,7 +24,7 @@ def _target(params: dict, key: str = "target") -> str:
 
 
 @route("loop.create", short=True, errors=(LoopError,))
-def loop_create(server, params):
+def loop_create(server: ServerContext, params):
     loop = defs.create(params)
     server.loops.wake()
     server.notify(queue=False)
@@ -28,12 +32,12 @@ def loop_create(server, params):
 
 
 @route("loop.get", short=True, errors=(LoopError,))
-def loop_get(server, params):
+def loop_get(server: ServerContext, params):
     return {"loop": defs.loop_dict(defs.resolve(_target(params)))}
 
 
 @route("loop.list", short=True, errors=(LoopError,))
-def loop_list(server, params):
+def loop_list(server: ServerContext, params):
     q = Loop.select().order_by(Loop.created_at)
     if not params.get("all"):
         q = q.where(Loop.status != "ended")
@@ -41,7 +45,7 @@ def loop_list(server, params):
 
 
 @route("loop.pause", short=True, errors=(LoopError,))
-def loop_pause(server, params):
+def loop_pause(server: ServerContext, params):
     loop = defs.pause(defs.resolve(_target(params)))
     server.loops.wake()
     server.notify(queue=False)
@@ -49,7 +53,7 @@ def loop_pause(server, params):
 
 
 @route("loop.resume", short=True, errors=(LoopError,))
-def loop_resume(server, params):
+def loop_resume(server: ServerContext, params):
     loop = control.resume(defs.resolve(_target(params)))
     server.loops.start_pending(loop.uuid)
     server.loops.wake()
@@ -58,7 +62,7 @@ def loop_resume(server, params):
 
 
 @route("loop.rm", short=True, errors=(LoopError,))
-def loop_rm(server, params):
+def loop_rm(server: ServerContext, params):
     loop = defs.resolve(_target(params))
     canceled = control.remove(loop)
     server.loops.wake()
@@ -115,7 +119,7 @@ def _run_target(value: str) -> tuple[Loop, list[LoopRun]]:
 
 
 @route("loop.run.start", short=True, errors=(LoopError,))
-def loop_run_start(server, params):
+def loop_run_start(server: ServerContext, params):
     loop = defs.resolve(_target(params))
     now = time.time()
     with db.atomic("IMMEDIATE"):
@@ -141,7 +145,7 @@ def loop_run_start(server, params):
 
 
 @route("loop.run.stop", short=True, errors=(LoopError,))
-def loop_run_stop(server, params):
+def loop_run_stop(server: ServerContext, params):
     loop, rows = _run_target(_target(params))
     wait = bool(params.get("wait"))
     out = []
@@ -152,7 +156,7 @@ def loop_run_stop(server, params):
 
 
 @route("loop.run.list", short=True, errors=(LoopError,))
-def loop_run_list(server, params):
+def loop_run_list(server: ServerContext, params):
     target = _target(params)
     loop = defs.resolve(target)
     rows = list(LoopRun.select().where(LoopRun.loop == loop.uuid))
@@ -169,7 +173,7 @@ def loop_run_list(server, params):
 
 
 @route("loop.logs", short=True, errors=(LoopError,))
-def loop_logs(server, params):
+def loop_logs(server: ServerContext, params):
     """``source=orcr``: the loop's event rows (``since_seq`` pages on); ``source=run``:
     where each run's log file is (the caller reads it: same user, same machine)."""
     target = _target(params)

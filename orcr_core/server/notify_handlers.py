@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 import socket
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.common.times import iso
 from orcr_core.notify import rules
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.routes import route
 from orcr_core.store.models import Notification
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 
 def _last(sink: str) -> dict | None:
@@ -37,7 +41,7 @@ def _last(sink: str) -> dict | None:
 
 
 @route("notify.ls")
-def notify_ls(server, conn, rid, params):
+def notify_ls(server: ServerContext, conn, rid, params):
     """The rules (with their settings) and every registered sink: on or off (and
     why), rows waiting, and its last delivery."""
     n = server.notifier
@@ -70,7 +74,7 @@ def notify_ls(server, conn, rid, params):
 
 
 @route("notify.test")
-def notify_test(server, conn, rid, params):
+def notify_test(server: ServerContext, conn, rid, params):
     """Send a test notification through each sink that is on (or the one named),
     now, outside the outbox; what each answered."""
     n = server.notifier
@@ -106,15 +110,13 @@ def notify_test(server, conn, rid, params):
     return {"key": note["key"], "results": results}
 
 
-def _tests(server) -> dict[str, dict]:
+def _tests(server: ServerContext) -> dict[str, dict]:
     """Each sink's last ``notify test`` result, kept in memory for the server's life."""
-    if not hasattr(server, "notify_tests"):
-        server.notify_tests = {}
     return server.notify_tests
 
 
 @route("notices.drain")
-def notices_drain(server, conn, rid, params):
+def notices_drain(server: ServerContext, conn, rid, params):
     """A plugin wrote a notice (orcr_core.notify.notices): turn the notices waiting in
     the data directory into events now, each once; how many were new."""
     from orcr_core.notify import notices

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from orcr_core.agents import lifecycle, queue, sessions
 from orcr_core.agents.launch import pane_of
@@ -17,11 +18,14 @@ from orcr_core.server.shapes import agent_dict, param
 from orcr_core.server.targets import resolve
 from orcr_core.store.models import Agent, db
 
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
+
 log = logging.getLogger("orcr.handlers")
 
 
 @route("agent.send")
-def agent_send(server, conn, rid, params):
+def agent_send(server: ServerContext, conn, rid, params):
     from orcr_core.agents import delivery
 
     agent = resolve(param(params, "target", str))
@@ -43,7 +47,7 @@ def agent_send(server, conn, rid, params):
 
 
 @route("agent.keys")
-def agent_keys(server, conn, rid, params):
+def agent_keys(server: ServerContext, conn, rid, params):
     """``agent send --key``: press keys in a live agent's pane (answer a dialog).
 
     No turn starts and nothing is recorded as a prompt: a blocked agent's
@@ -82,7 +86,7 @@ def agent_keys(server, conn, rid, params):
 
 
 @route("agent.read")
-def agent_read(server, conn, rid, params):
+def agent_read(server: ServerContext, conn, rid, params):
     from orcr_core.agents import transcripts
 
     agent = resolve(param(params, "target", str))
@@ -127,7 +131,7 @@ def agent_read(server, conn, rid, params):
 
 
 @route("agent.report_session")
-def agent_report_session(server, conn, rid, params):
+def agent_report_session(server: ServerContext, conn, rid, params):
     """An agent's own process reports its provider session (Codex's ``notify``).
 
     Only the process orcr started can: it must show the launch token that lives
@@ -167,7 +171,7 @@ def agent_report_session(server, conn, rid, params):
 
 
 @route("agent.attach")
-def agent_attach(server, conn, rid, params):
+def agent_attach(server: ServerContext, conn, rid, params):
     from orcr_core.agents import parking
     from orcr_core.contracts import DriverError
 

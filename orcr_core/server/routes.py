@@ -11,9 +11,12 @@ replaced). No plugin registers socket methods; this is internal to the server.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orcr_core.protocol import ProtocolError
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 #: ``handler(server, conn, rid, params) -> result`` (or ``STREAMED``)
 Handler = Callable[[Any, Any, Any, dict], Any]
@@ -47,7 +50,7 @@ def route(
         handler = fn
         if short or errors:
 
-            def handler(server, conn, rid, params):
+            def handler(server: ServerContext, conn, rid, params):
                 try:
                     return fn(server, params) if short else fn(server, conn, rid, params)
                 except errors as exc:

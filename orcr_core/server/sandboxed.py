@@ -10,7 +10,12 @@ naming what it may do).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from orcr_core.protocol import ProtocolError
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 #: the methods served to a sandboxed caller
 SERVED = (
@@ -28,7 +33,7 @@ SERVED = (
 _TARGETED = ("agent.get", "agent.read", "agent.send", "agent.keys", "agent.kill", "agent.resume")
 
 
-def _policy(server, row) -> dict:
+def _policy(server: ServerContext, row) -> dict:
     from orcr_core.agents.launch import launch_info
 
     try:
@@ -37,7 +42,7 @@ def _policy(server, row) -> dict:
         return {}
 
 
-def parent_policy(server, caller: str) -> dict:
+def parent_policy(server: ServerContext, caller: str) -> dict:
     """The caller's policy with its ``uuid``, ``path`` and ``provider``: a child's
     sandbox is narrowed from it. ``forbidden`` when the caller ended or has none."""
     from orcr_core.store.models import Agent
@@ -49,12 +54,12 @@ def parent_policy(server, caller: str) -> dict:
     return dict(policy, uuid=row.uuid, path=row.path, provider=row.provider)
 
 
-def descends(server, row, caller: str) -> bool:
+def descends(server: ServerContext, row, caller: str) -> bool:
     """Whether ``row`` is the caller or an agent started from inside it (at any depth)."""
     return row.uuid == caller or caller in (_policy(server, row).get("lineage") or [])
 
 
-def guard(server, caller: str, name: str, params: dict) -> None:
+def guard(server: ServerContext, caller: str, name: str, params: dict) -> None:
     """Refuse what a sandboxed caller may not do (module docstring)."""
     from orcr_core.server.targets import resolve, resolve_many
 
@@ -79,7 +84,7 @@ def guard(server, caller: str, name: str, params: dict) -> None:
                 )
 
 
-def filter_list(server, caller: str, result: dict) -> dict:
+def filter_list(server: ServerContext, caller: str, result: dict) -> dict:
     """``agent.list`` for a sandboxed caller: only itself and the agents it started."""
     from orcr_core.store.models import Agent
 

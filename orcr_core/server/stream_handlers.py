@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import select
 import socket
+from typing import TYPE_CHECKING
 
 from orcr_core.contracts import AgentStatus
 from orcr_core.protocol import ProtocolError
@@ -15,6 +16,9 @@ from orcr_core.server.shapes import agent_dict, param
 from orcr_core.store import events
 from orcr_core.store.models import Agent, Meta, db
 from orcr_core.usage import record as usage
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 #: what a streaming handler returns: it answered on the connection itself
 STREAMED = object()
@@ -30,7 +34,7 @@ def _snapshot_rows(params) -> list[dict]:
 
 
 @route("watch.open")
-def watch_open(server, conn, rid, params):
+def watch_open(server: ServerContext, conn, rid, params):
     """Snapshot + stream under one cursor pin: nothing missed, nothing doubled."""
     pin = server.bus.pin(0)
     try:
@@ -52,7 +56,7 @@ def _floor() -> int:
 
 
 @route("events.subscribe")
-def events_subscribe(server, conn, rid, params):
+def events_subscribe(server: ServerContext, conn, rid, params):
     since = param(params, "since_seq", int, required=False, default=0)
     # pinned before the floor is read: from here retention cannot pass the cursor (a
     # pass that read the pins just before is caught by _stream's gap check)
@@ -76,7 +80,9 @@ def events_subscribe(server, conn, rid, params):
     return STREAMED
 
 
-def _stream(server, conn, rid, cursor: int, pin: int, only: set | None = None) -> None:
+def _stream(
+    server: ServerContext, conn, rid, cursor: int, pin: int, only: set | None = None
+) -> None:
     while not server.stopping.is_set():
         gen = server.bus.generation()
         rows = events.since(cursor, 500)

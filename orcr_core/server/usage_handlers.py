@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from orcr_core.protocol import ProtocolError
 from orcr_core.server.routes import route
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 
 def _opt(params: dict, key: str, kinds: tuple):
@@ -15,7 +20,7 @@ def _opt(params: dict, key: str, kinds: tuple):
 
 
 @route("usage.sum")
-def usage_sum(server, conn, rid, params):
+def usage_sum(server: ServerContext, conn, rid, params):
     """Tokens spent by the turns of the agents under ``prefix``, since ``since``
     (epoch seconds), grouped ``by`` path, provider, model, loop or day."""
     from orcr_core.usage import sums

@@ -4,10 +4,14 @@ the route table, :mod:`orcr_core.server.routes`)."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from orcr_core.server.routes import route
 from orcr_core.store.models import Agent
 from orcr_core.workspaces import finish, plan, vcs
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 
 def _entry(agent: Agent, look: bool) -> dict:
@@ -24,7 +28,7 @@ def _entry(agent: Agent, look: bool) -> dict:
 
 
 @route("worktree.list", short=True, errors=(vcs.VcsError,))
-def worktree_list(server, params):
+def worktree_list(server: ServerContext, params):
     """Every checkout orcr made and still knows of (``all``: removed ones too)."""
     rows = Agent.select().where(Agent.worktree.is_null(False)).order_by(Agent.id)
     if not params.get("all"):
@@ -49,7 +53,7 @@ def _find(target: str) -> Agent:
 
 
 @route("worktree.remove", short=True, errors=(vcs.VcsError,))
-def worktree_remove(server, params):
+def worktree_remove(server: ServerContext, params):
     target = params.get("target")
     if not isinstance(target, str) or not target:
         raise vcs.VcsError("missing parameter 'target' (an agent or a checkout)", "invalid_params")
@@ -57,7 +61,7 @@ def worktree_remove(server, params):
 
 
 @route("worktree.prune", short=True, errors=(vcs.VcsError,))
-def worktree_prune(server, params):
+def worktree_prune(server: ServerContext, params):
     dry_run = params.get("dry_run", False)
     if not isinstance(dry_run, bool):
         raise vcs.VcsError("parameter 'dry_run' must be true or false", "invalid_params")

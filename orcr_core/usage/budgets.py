@@ -18,11 +18,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from orcr_core.config import Config
 from orcr_core.store import events
 from orcr_core.store.models import db
 from orcr_core.usage import window
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 _TOKENS = "input + output + cache_read + cache_write"
 
@@ -178,7 +182,7 @@ _ANNOUNCED: set[tuple[str, float]] = set()
 FIRST_PASS_WAIT = 30.0
 
 
-def gate(server) -> Gate | None:
+def gate(server: ServerContext) -> Gate | None:
     """The queue worker's gate, or None when no budget is set. After a restart
     the first pass waits until the monitor has read every transcript once: a turn
     whose end (and usage) a crash kept out of the store is counted before anything
@@ -190,7 +194,7 @@ def gate(server) -> Gate | None:
     return g
 
 
-def mark_held(server, agents: list[dict]) -> None:
+def mark_held(server: ServerContext, agents: list[dict]) -> None:
     """Set ``held`` on the queued agents (API dicts) a spent budget holds."""
     queued = [a for a in agents if a["status"] == "queued"]
     g = Gate(server.config, server.registry.providers) if queued else None
@@ -203,7 +207,7 @@ def mark_held(server, agents: list[dict]) -> None:
             a["held"] = spend.reason()
 
 
-def status(server) -> list[dict]:
+def status(server: ServerContext) -> list[dict]:
     """Every budget's spend for ``server status``, with how many queued agents it holds."""
     g = Gate(server.config, server.registry.providers)
     if not g:

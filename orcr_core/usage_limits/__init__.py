@@ -28,9 +28,13 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from orcr_core.store import events
 from orcr_core.store.models import Agent, db
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 #: a wait with no reset on screen holds its provider this long past its last sighting
 UNKNOWN_RESET_HOLD = 300.0
@@ -52,7 +56,7 @@ class Limits:
         self._waits: dict[str, Wait] = {}  # agent uuid -> its wait
 
     # -- what the monitor finds ----------------------------------------------------------
-    def seen(self, server, agent: Agent, reason: str, until: float | None) -> None:
+    def seen(self, server: ServerContext, agent: Agent, reason: str, until: float | None) -> None:
         """The screen of working ``agent`` shows it waiting out a usage limit."""
         now = time.time()
         with self._lock:
@@ -63,7 +67,7 @@ class Limits:
             return
         self._announce(server, agent, reason, until)
 
-    def turn_error(self, server, agent: Agent, provider, error: str) -> None:
+    def turn_error(self, server: ServerContext, agent: Agent, provider, error: str) -> None:
         """A turn ended on ``error``: when the provider's optional ``usage_limit(error)``
         hook reads a usage limit in it (Codex ends the turn there), hold the provider's
         queue until the reset it names, though no agent waits."""
@@ -76,7 +80,7 @@ class Limits:
             self._waits[agent.uuid] = Wait(agent.provider, reason, shown.until, now, now, True)
         self._announce(server, agent, reason, shown.until, turn_ended=True)
 
-    def _announce(self, server, agent: Agent, reason: str, until, **extra) -> None:
+    def _announce(self, server: ServerContext, agent: Agent, reason: str, until, **extra) -> None:
         """The ``agent.usage_limit`` event (with whether the provider's queue is held)."""
         with db.atomic():
             events.emit(
@@ -91,7 +95,7 @@ class Limits:
             )
         server.notify()
 
-    def over(self, server, agent: Agent, why: str) -> None:
+    def over(self, server: ServerContext, agent: Agent, why: str) -> None:
         """The wait is over: the transcript moved on, the line left the screen, the turn ended."""
         with self._lock:
             if self._waits.pop(agent.uuid, None) is None:
@@ -113,7 +117,7 @@ class Limits:
 
     # -- what the queue asks -------------------------------------------------------------
     @staticmethod
-    def _holds(server, provider: str) -> bool:
+    def _holds(server: ServerContext, provider: str) -> bool:
         return bool(server.config.provider_options(provider).get("hold_on_limit", True))
 
     def _live(self, now: float) -> dict[str, Wait]:
@@ -138,7 +142,7 @@ class Limits:
     def _end(w: Wait) -> float:
         return w.until or w.seen + UNKNOWN_RESET_HOLD
 
-    def held(self, server, now: float | None = None) -> dict[str, str]:
+    def held(self, server: ServerContext, now: float | None = None) -> dict[str, str]:
         """``{provider: reason}`` for each provider whose queue a usage limit holds."""
         now = time.time() if now is None else now
         out: dict[str, tuple[float, str]] = {}

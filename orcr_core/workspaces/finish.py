@@ -21,10 +21,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, db
 from orcr_core.workspaces import plan, vcs
+
+if TYPE_CHECKING:
+    from orcr_core.server.context import ServerContext
 
 log = logging.getLogger("orcr.workspaces")
 
@@ -33,7 +37,7 @@ _OPEN = (
 )
 
 
-def sweep(server) -> None:
+def sweep(server: ServerContext) -> None:
     """Finish the checkout of every ended agent that still has one open."""
     for (uuid,) in db.execute_sql(_OPEN).fetchall():
         server.start_pipeline(uuid, finalize)
@@ -59,7 +63,7 @@ def _settle(agent: Agent, wt: dict, state: str, reason: str, **data) -> None:
         )
 
 
-def finalize(server, uuid: str) -> None:
+def finalize(server: ServerContext, uuid: str) -> None:
     agent = Agent.get_or_none(Agent.uuid == uuid)
     if agent is None or agent.status != "ended" or agent.worktree_state not in plan.OPEN:
         return
