@@ -73,7 +73,7 @@ class Server:
         self.transcript_readers: dict = {}  # each agent's reader (agents/transcripts.py)
         self.notify_tests: dict[str, dict] = {}  # each sink's last ``notify test`` result
         self._pipe_lock = threading.Lock()
-        self._lock_fd: int | None = None
+        self._lock_fd = -1  # the lock file's descriptor, once acquire_lock took it
         self.failure: str | None = None  # why serve() stopped other than on request
         self.store_broken: str | None = None  # the store file is damaged (store/health.py)
         self._store_lock = threading.Lock()
@@ -248,6 +248,7 @@ class Server:
             for agent in promoted:
                 self.start_pipeline(agent.uuid, pipeline.run)
             return None
+        timeout: float | None
         if self.held:  # memory frees, a multiplexer comes back, without an event
             timeout = MEMORY_RECHECK
         else:
