@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from orcr_core.contracts import AgentStatus
 from orcr_core.protocol import ProtocolError
+from orcr_core.server import sandboxed
 from orcr_core.server.routes import route
 from orcr_core.server.shapes import agent_dict, param
 from orcr_core.store import events
@@ -39,12 +40,15 @@ def watch_open(server: ServerContext, conn, rid, params):
     pin = server.bus.pin(0)
     try:
         with db.atomic():  # one read transaction: rows and seq from the same instant
-            rows = usage.attach(_snapshot_rows(params))  # top's TOKENS column
+            rows = _snapshot_rows(params)
+            if _caller(conn):  # a sandboxed agent's own socket: its subtree only
+                rows = sandboxed.filter_rows(server, _caller(conn), rows)
+            rows = usage.attach(rows)  # top's TOKENS column
             snap_seq = events.last_seq()
         server.bus.move_pin(pin, snap_seq)
         conn.send({"id": rid, "result": {"snapshot_seq": snap_seq, "agents": rows}})
         only = {r["uuid"] for r in rows} if params.get("target") else None
-        _stream(server, conn, rid, snap_seq, pin, only)
+        _stream(server, conn, rid, snap_seq, pin, only, _visible(server, conn))
     finally:
         server.bus.unpin(pin)
     return STREAMED
@@ -73,15 +77,29 @@ def events_subscribe(server: ServerContext, conn, rid, params):
                 "re-snapshot",
                 cause="cursor_expired",
             )
-        conn.send({"id": rid, "result": {"since_seq": since, "last_seq": events.last_seq()}})
-        _stream(server, conn, rid, since, pin)
+        # a sandboxed agent's listing ends at the last event it may see
+        caller = _caller(conn)
+        last = sandboxed.last_seen_seq(server, caller) if caller else events.last_seq()
+        conn.send({"id": rid, "result": {"since_seq": since, "last_seq": last}})
+        _stream(server, conn, rid, since, pin, see=_visible(server, conn))
     finally:
         server.bus.unpin(pin)
     return STREAMED
 
 
+def _caller(conn) -> str | None:
+    """The sandboxed agent whose own socket ``conn`` came through; None: the user."""
+    return getattr(conn, "caller", None)
+
+
+def _visible(server: ServerContext, conn):
+    """For a sandboxed agent's own socket, which events it sees (its subtree's)."""
+    caller = _caller(conn)
+    return sandboxed.visible_events(server, caller) if caller else None
+
+
 def _stream(
-    server: ServerContext, conn, rid, cursor: int, pin: int, only: set | None = None
+    server: ServerContext, conn, rid, cursor: int, pin: int, only: set | None = None, see=None
 ) -> None:
     while not server.stopping.is_set():
         gen = server.bus.generation()
@@ -99,7 +117,7 @@ def _stream(
             )
             return
         for ev in rows:
-            if only is None or ev["agent"] in only:
+            if (only is None or ev["agent"] in only) and (see is None or see(ev)):
                 conn.send({"id": rid, "event": ev})
             cursor = ev["seq"]
         server.bus.move_pin(pin, cursor)
