@@ -1,5 +1,6 @@
 """The sandbox composes (issue 36 item 9) with worktrees, the memory ceiling (cgroup v1
-on the real kernel) and resume, on tmux and the herdr emulator.
+on the real kernel), resume, parking and herdr's native restore, on tmux and the herdr
+emulator.
 
 Found here: git failed in a sandboxed worktree (``fatal: not a git repository``): the
 checkout's ``.git`` file points into the repository's ``.git``, hidden with the home
@@ -193,3 +194,103 @@ def test_a_resumed_echo_agent_is_again_sandboxed_and_in_its_group(live, short_tm
         assert a["cwd"] == a["worktree"]["path"] != str(repo)
         o.kill(uuid)
     assert os.path.isdir(a["worktree"]["path"])
+
+
+def _planted_key(short_tmp) -> tuple[Path, Path]:
+    """A home outside /tmp (which the sandbox empties anyway) with a planted key: the
+    server's home, so the sandbox hides it; read by its absolute path, which the
+    read-only system would show an agent outside the sandbox."""
+    home = Path(tempfile.mkdtemp(prefix="orcr-sbc-home-", dir="/var/tmp"))
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    return home, home / ".ssh" / "id_ed25519"
+
+
+def _reads_key(o, uuid: str, key: Path) -> str:
+    """A turn that tries the key: its answer (the cat's output first)."""
+    o.send(uuid, f"[sh] cat {key} 2>&1; echo looked")
+    assert o.wait(uuid, timeout=30)["turn_status"] == "completed"
+    return o.read(uuid)["text"]
+
+
+@pytest.mark.parametrize("live", ["herdr"], indirect=True)
+def test_a_natively_restored_agent_is_again_sandboxed_and_in_its_group(live, short_tmp):
+    """herdr restores a sandboxed echo agent itself after a cold restart (its reported
+    ``resume_argv``): orcr re-matches it, it runs through the sandbox's launcher again
+    (its restored process is bubblewrap, in its memory group), cannot read the planted
+    key, and answers. Found here: herdr refused the report (``invalid_resume_argv``: at
+    most 64 elements; bubblewrap's argv has ~100), so the agent was lost and resumed by
+    orcr, never restored; the launcher now reads its arguments from a file in the
+    agent's socket folder (policy.restore_argv).
+    Planted: restore_argv returning argv unchanged -> fails (agent.resume_refused).
+    Planted: the report without the sandbox (sandbox=None) -> fails (its reported
+    command does not go through the launcher)."""
+    home, key = _planted_key(short_tmp)
+    live.env["HOME"] = str(home)
+    try:
+        _config(live, short_tmp)
+        live.start_server()
+        with live.sdk() as o:
+            uuid = o.run("first", provider="echo", path="sc/nat", cwd=str(short_tmp),
+                         sandbox=True, limits={"memory_max": "256MiB"})["uuid"]  # fmt: skip
+            assert o.wait(uuid, timeout=30)["turn_status"] == "completed"
+            reported = lambda: [  # noqa: E731
+                e["kind"] for e in live.events(uuid) if e["kind"].startswith("agent.resume_re")
+            ]
+            assert until(reported, 15, "the resume command reported") == ["agent.resume_reported"]
+            emu = live.mux.emulator
+            pane = o.get(uuid)["pane_id"]
+            argv = emu.pane(pane).resume_argv["argv"]
+            assert enter.__file__ in argv and "--args-file" in argv, argv
+            before = _in_group(uuid, "bwrap")
+            emu.resume_agents = True
+            emu.restart()
+            until(
+                lambda: any(
+                    e["kind"] == "agent.rematched" and e["data"].get("native_restore")
+                    for e in live.events(uuid)
+                ),
+                30,
+                "the restored pane re-matched",
+            )
+            until(lambda: o.get(uuid)["status"] == "idle", 30, "idle again")
+            assert len(_starts(live, uuid)) == 1  # orcr started nothing itself
+            until(lambda: _in_group(uuid, "bwrap"), 15, "the restored bubblewrap in its group")
+            assert before  # the first life's was too (the restore is a new process)
+            answer = _reads_key(o, uuid, key)
+            assert "PRIVATE KEY" not in answer and "No such file" in answer, answer
+            o.kill(uuid)
+    finally:
+        subprocess.run(["rm", "-rf", str(home)], check=False)
+
+
+def test_a_parked_and_unparked_agent_is_still_sandboxed_and_in_its_group(live, short_tmp):
+    """A sandboxed echo agent under ``--memory-max`` idles and is parked; a prompt
+    un-parks it: the same bubblewrap process is in its memory group before and after
+    (parking moves the pane, it starts nothing), the agent still cannot read the
+    planted key, and its turn still ends.
+    Planted: the pipeline's start without the sandbox (sandbox=None) -> fails (reads
+    the key, no bwrap in its group)."""
+    home, key = _planted_key(short_tmp)
+    live.env["HOME"] = str(home)
+    try:
+        live.config(
+            live.mux.config()
+            + '[timings]\npoll_every = "50ms"\npark_after = "1s"\n'
+            + f'[worktrees]\ndir = "{short_tmp / "checkouts"}"\n'
+        )
+        live.start_server()
+        with live.sdk() as o:
+            uuid = o.run("first", provider="echo", path="sc/park", cwd=str(short_tmp),
+                         sandbox=True, limits={"memory_max": "256MiB"})["uuid"]  # fmt: skip
+            assert o.wait(uuid, timeout=30)["turn_status"] == "completed"
+            until(lambda: o.get(uuid)["parked"], 30, "parked")
+            boxed = until(lambda: _in_group(uuid, "bwrap"), 15, "its bubblewrap in its group")
+            answer = _reads_key(o, uuid, key)  # the prompt un-parks it
+            assert "PRIVATE KEY" not in answer and "No such file" in answer, answer
+            kinds = [(e["kind"], e["data"].get("parked")) for e in live.events(uuid)]
+            assert ("pane.moved", True) in kinds and ("pane.moved", False) in kinds, kinds
+            assert _in_group(uuid, "bwrap") == boxed and len(_starts(live, uuid)) == 1
+            o.kill(uuid)
+    finally:
+        subprocess.run(["rm", "-rf", str(home)], check=False)

@@ -18,6 +18,8 @@ Planted holes (each made in the code, the test run, restored; see docs/internals
 - orcr's dirs hidden before the binds (the old order) -> test_wide_cwd_does_not_expose_orcr fails
 - multiplexer sockets not denied (``mux_sockets`` returns []) -> test_multiplexer_socket_unreachable fails
 - proxy allows every host (``allowed`` returns True) -> test_allow_net_hosts_through_the_proxy_only fails
+- ``launch.json`` not kept read-only (``keep`` ignored) -> test_launch_json_cannot_be_changed_from_inside fails
+- the socket folder bound read-write -> test_the_short_restore_command_runs_the_same_sandbox fails
 """
 
 from __future__ import annotations
@@ -251,6 +253,54 @@ def test_unavailable_engine_refused(box):
         )  # fmt: skip
     assert exc.value.code == "sandbox_unavailable"
     assert "apt-get install bubblewrap" in str(exc.value)
+
+
+def test_launch_json_cannot_be_changed_from_inside(box):
+    """Its data dir is writable (the CLI's transcript), but ``launch.json`` there is what
+    orcr starts the agent with next (its sandbox and argv, at ``agent resume`` or a
+    native restore): written or replaced from inside, the resumed agent would run
+    unconfined. Found here: it could be.
+    Planted: ``keep`` ignored in bwrap.argv -> written and replaced say ESCAPED."""
+    launch = box.mine / "launch.json"
+    launch.write_text('{"sandbox": {"engine": "bwrap"}}')
+    code = (
+        f"import os\nlj = {str(launch)!r}\n"
+        "try:\n    open(lj, 'w').write('{}'); print('ESCAPED')\nexcept OSError: print('kept')\n"
+        "open(lj + '.new', 'w').write('{}')\n"
+        "try:\n    os.replace(lj + '.new', lj); print('ESCAPED')\n"
+        "except OSError: print('kept')\n"
+        "open(os.path.dirname(lj) + '/echo.jsonl', 'w').write('ok')\n"
+    )
+    out = box.run(code)
+    assert out.stdout.split() == ["kept", "kept"], (out.stdout, out.stderr)
+    assert launch.read_text() == '{"sandbox": {"engine": "bwrap"}}'
+    assert (box.mine / "echo.jsonl").read_text() == "ok"  # the rest of it is writable
+
+
+def test_the_short_restore_command_runs_the_same_sandbox(box):
+    """herdr's native restore takes at most 64 elements (8 KiB): ``restore_argv`` puts
+    the launcher's arguments in a file in the agent's socket folder. The short command
+    runs the same sandbox (the key still hidden), and the agent cannot change that file
+    from inside (it would run unconfined at the next restore).
+    Planted: the socket folder bound read-write -> the rewrite says ESCAPED."""
+    cfg = _Config({"sandbox": {}, "tmux": {"socket": ""}})
+    pol = policy.admission(True, "echo", str(box.cwd), str(box.mine), cfg)
+    os.makedirs(pol["socket_dir"])  # the server makes it before the pane starts
+    code = (
+        "import os\n"
+        "try:\n    open(os.environ['HOME'] + '/.ssh/id_ed25519').read(); print('KEY')\n"
+        "except OSError: print('hidden')\n"
+        "try:\n    open('/run/orcr/launch.args', 'w').write('[]'); print('ESCAPED')\n"
+        "except OSError: print('kept')\n"
+    )
+    provider = SimpleNamespace(sandbox_paths=lambda spec: [])
+    argv = policy.wrap(pol, provider, None, [sys.executable, "-c", code], {"ORCR_ID": "x"})
+    short = policy.restore_argv(pol, argv)
+    assert len(argv) > 64 and len(short) <= 8 and sum(map(len, short)) < 8192, short
+    assert oct(os.stat(short[-1]).st_mode & 0o777) == "0o600"
+    out = subprocess.run(short, capture_output=True, text=True, timeout=20, cwd=box.cwd)
+    assert out.stdout.split() == ["hidden", "kept"], out.stderr
+    assert policy.restore_argv(None, argv) == argv  # not sandboxed: unchanged
 
 
 class _Hello(http.server.BaseHTTPRequestHandler):

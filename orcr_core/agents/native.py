@@ -34,6 +34,7 @@ from orcr_core.agents.launch import launch_command, launch_info, launch_spec, re
 from orcr_core.agents.rematch import identity
 from orcr_core.ceilings import step as ceilings_step
 from orcr_core.contracts import DriverError, NativeResume, PaneInfo, PaneProcesses
+from orcr_core.sandbox import policy as sandbox_policy
 from orcr_core.store import drift, events, faults
 from orcr_core.store.models import Agent, db
 
@@ -99,6 +100,9 @@ def report(server: ServerContext, agent: Agent, pane: PaneInfo) -> None:
             sandbox=launch.get("sandbox"),
         )
         lifecycle.serve_sandbox(server, agent.uuid, launch.get("sandbox"))
+        # a sandbox's bubblewrap argv is longer than herdr takes: the launcher reads it
+        # from a file orcr keeps, out of the agent's reach
+        argv = sandbox_policy.restore_argv(launch.get("sandbox"), argv)
         # herdr runs it itself after a restart: through the launch step, so the
         # restored agent is back in its group (which lives while the agent does)
         argv = ceilings_step.restore_argv(agent.uuid, argv)

@@ -103,12 +103,15 @@ def argv(
     command: list[str],
     own: tuple[str, ...] = (),
     socket: tuple[str, str] | None = None,
+    keep: tuple[str, ...] = (),
 ) -> list[str]:
     """The ``bwrap`` argv running ``command`` (module docstring: the mounts, in order).
 
     ``socket``: (the folder of the agent's own orcr socket, where it is seen inside):
     bound read-only (a connect works, a replace does not) after orcr's dirs are
-    hidden, with ``ORCR_SOCKET`` naming it inside."""
+    hidden, with ``ORCR_SOCKET`` naming it inside. ``keep``: files in a writable folder
+    bound read-only over themselves (orcr's ``launch.json`` in the agent's data dir:
+    what its next start runs; a bound file can be neither written nor replaced)."""
     out = [engine, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
            "--unshare-cgroup-try", "--cap-drop", "ALL"]  # fmt: skip
     shared_net = net == ["*"]
@@ -132,6 +135,8 @@ def argv(
     for path in own:  # its own data dir, its checkout under the checkouts dir
         if any(_real(path).startswith(h.rstrip("/") + "/") for h in hidden):
             out += ["--bind-try", _real(path), _real(path)]
+    for path in keep:
+        out += ["--ro-bind-try", _real(path), _real(path)]
     if socket is not None:
         out += ["--ro-bind-try", socket[0], socket[1]]
         out += ["--setenv", "ORCR_SOCKET", os.path.join(socket[1], "orcr.sock")]

@@ -9,11 +9,17 @@ shell, and the pane's process is then bubblewrap itself.
 
 Inside (``--bridge SOCKET -- ARGV...``): starts the bridge to the proxy and execs the
 agent. Standard library only, and run as a file: it starts on every sandboxed start.
+
+``--args-file FILE``: the arguments above, read from ``FILE`` (a JSON list). herdr's
+native restore takes a command of at most 64 elements and 8 KiB, which a sandbox's
+bubblewrap argv exceeds: orcr reports this short form instead, the file in the
+agent's socket folder (orcr's, read-only inside the sandbox: :func:`policy.restore_argv`).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 
@@ -52,6 +58,14 @@ def _exec(command: list[str], env: dict[str, str]) -> None:
 
 
 def main(args: list[str]) -> None:
+    if args[:1] == ["--args-file"] and len(args) == 2:
+        try:
+            with open(args[1]) as f:
+                args = json.load(f)
+        except (OSError, ValueError) as exc:
+            sys.exit(f"orcr sandbox: cannot read the launch arguments {args[1]}: {exc}")
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            sys.exit(f"orcr sandbox: {args[1]} holds no list of arguments")
     if "--" not in args or args.index("--") == len(args) - 1:
         sys.exit("usage: python -I -S enter.py [--proxy SOCKET HOSTS] NAME... -- BWRAP_ARGV...")
     cut = args.index("--")

@@ -10,6 +10,7 @@ paths its CLI writes, its API key variables) and wraps the argv.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -361,12 +362,39 @@ def wrap(policy: dict[str, Any], provider, spec, argv: list[str], env: dict[str,
         net=policy["allow_net"],
         command=argv,
         own=(policy["cwd"], policy["data_dir"]),
+        # what orcr starts the agent with next (its sandbox, its argv: a resume, a native
+        # restore): in its writable data dir, so read-only over itself
+        keep=(os.path.join(policy["data_dir"], "launch.json"),),
         socket=(policy["socket_dir"], INNER_SOCKET_DIR) if policy.get("socket_dir") else None,
     )
     keep = [k for k in dict.fromkeys(keep) if k != "ORCR_SOCKET"]
     # run as a file, isolated and without site (-I -S): it imports only the standard
     # library, and skipping site and orcr's imports saves ~100 ms per start
     return [*launcher, *proxy, *keep, "--", *inner]
+
+
+#: the file in the agent's socket folder :func:`restore_argv` writes
+RESTORE_ARGS = "launch.args"
+
+
+def restore_argv(policy: dict[str, Any] | None, argv: list[str]) -> list[str]:
+    """A sandboxed argv short enough for herdr's native restore (at most 64 elements,
+    8 KiB): the launcher's arguments go into a file in the agent's socket folder and
+    the launcher reads them from there (``enter.py --args-file``). That folder is
+    orcr's, 0700, and bound read-only inside the sandbox: the agent cannot change
+    what a restore runs outside it. Unchanged when not sandboxed (or a policy from
+    before agents had a socket folder)."""
+    launcher = [sys.executable, "-I", "-S", enter.__file__]
+    folder = (policy or {}).get("socket_dir")
+    if not folder or argv[: len(launcher)] != launcher:
+        return argv
+    path = os.path.join(folder, RESTORE_ARGS)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(argv[len(launcher) :], f)
+    os.replace(tmp, path)
+    return [*launcher, "--args-file", path]
 
 
 def public(policy: dict[str, Any] | None) -> dict[str, Any] | None:
