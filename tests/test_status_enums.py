@@ -51,10 +51,10 @@ def _wire(uuid: str) -> tuple[str, list[str]]:
     return shown, data
 
 
-def test_a_row_moved_with_members_is_byte_identical_to_one_moved_with_words(store, monkeypatch):
+def test_a_row_moved_with_members_is_byte_identical_to_one_moved_with_words(store, fake_clock):
     """Planted: ``AgentStatus`` as a plain ``Enum`` (not ``StrEnum``) -> fails (the
     row's status no longer equals the word, the JSON cannot encode it)."""
-    monkeypatch.setattr(lifecycle.time, "time", lambda: 1000.0)  # the same instants
+    # the same instants: the fake clock stands still (tests/_support/clock.py)
     words, members = _row("agent-words"), _row("agent-members")
     for to, why in (("starting", None), ("working", None), ("idle", None), ("ended", "done")):
         assert lifecycle.transition(words, to, why)

@@ -7,10 +7,10 @@ at their top; these helpers never open transactions of their own.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from orcr_core.ceilings import step
+from orcr_core.common import clock
 from orcr_core.contracts import AgentStatus as S
 from orcr_core.contracts import ExitReason
 from orcr_core.store import events
@@ -56,7 +56,7 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
         # its pids ceiling refused forks: the ended agent keeps that in its error
         before = data.get("error") or getattr(agent, "error", None) or ""
         data["error"] = before if pids in before else f"{before}; {pids}" if before else pids
-    now = time.time()
+    now = clock.time()
     fields: dict = {"status": to}
     if to == S.ENDED:
         fields.update(exit_reason=exit_reason, ended_at=now)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import TYPE_CHECKING
 
 from orcr_core.agents import (
@@ -40,6 +39,7 @@ from orcr_core.agents.fswatch import TranscriptWatcher
 from orcr_core.agents.launch import pane_of
 from orcr_core.agents.timers import Timers
 from orcr_core.agents.witness import Witness
+from orcr_core.common import clock
 from orcr_core.contracts import DriverError, ProviderError, ProviderFault
 from orcr_core.store import events
 from orcr_core.store.models import Agent, db
@@ -150,13 +150,13 @@ class Monitor:
         self.watcher.stop()
 
     def _timeout(self) -> float:
-        now = time.monotonic()
+        now = clock.monotonic()
         candidates = [self._next_reconcile - now]
         if self._fast or (self._snapshot_polling and self.agents):
             candidates.append(self._next_poll - now)
         at = self.timers.next_at()
         if at is not None:
-            candidates.append(at - time.time())
+            candidates.append(at - clock.time())
         return max(0.0, min(candidates))
 
     def step(self, dirty: set[str], everything: bool, panes_hint: bool, reload: bool) -> None:
@@ -164,7 +164,7 @@ class Monitor:
         cfg = srv.config
         self.counters["steps"] += 1
         srv.mux.ready()  # keeps orcr's own multiplexer running, queue or not
-        now_m = time.monotonic()
+        now_m = clock.monotonic()
         if now_m >= self._next_reconcile and srv.driver is not None:
             from orcr_core.agents import reconcile
 
@@ -182,7 +182,7 @@ class Monitor:
             panes.observe(srv, list(self.agents.values()))
             if self._snapshot_polling and self._witness_polling and not self.witness.pending():
                 self._classify()  # a turn end witnessed (or not) in time: polling may stop
-        now = time.time()
+        now = clock.time()
         due: set[str] = set()
         stall_due: set[str] = set()
         for uuid, kind in self.timers.due(now):
@@ -253,10 +253,10 @@ class Monitor:
     def _arm(self, agent: Agent) -> None:
         cfg = self.server.config
         if agent.status == "starting" and agent.blocked_reason:
-            at = (agent.blocked_at or time.time()) + cfg.duration("timings.dialog_wait")
+            at = (agent.blocked_at or clock.time()) + cfg.duration("timings.dialog_wait")
             self.timers.arm(at, agent.uuid, "guard")
         elif agent.status == "starting":
-            start = agent.last_progress_at or agent.started_at or time.time()
+            start = agent.last_progress_at or agent.started_at or clock.time()
             self.timers.arm(start + cfg.duration("timings.max_starting"), agent.uuid, "guard")
         elif agent.status == "working" and agent.timeout and agent.turn_started_at:
             self.timers.arm(agent.turn_started_at + agent.timeout, agent.uuid, "timeout")
@@ -278,8 +278,8 @@ class Monitor:
         if at is None:
             self._stall_at.pop(agent.uuid, None)
             return
-        if retry and at <= time.time():
-            at = time.time() + 1.0  # due but not flagged (its visit ended early): retry
+        if retry and at <= clock.time():
+            at = clock.time() + 1.0  # due but not flagged (its visit ended early): retry
         armed = self._stall_at.get(agent.uuid)
         if armed is not None and armed <= at:
             return  # an earlier entry fires first and arms this one then
@@ -350,8 +350,8 @@ def _agent(server: ServerContext, agent: Agent, now: float) -> None:
                 _guard_expired(server, agent, wait, agent.blocked_reason)
             elif not server.pipeline_active(agent.uuid):
                 checked = server.dialog_checked.get(agent.uuid, 0.0)
-                if time.monotonic() - checked >= DIALOG_RECHECK:  # answered yet?
-                    server.dialog_checked[agent.uuid] = time.monotonic()
+                if clock.monotonic() - checked >= DIALOG_RECHECK:  # answered yet?
+                    server.dialog_checked[agent.uuid] = clock.monotonic()
                     server.start_pipeline(agent.uuid, pipeline.run)
         elif (agent.last_progress_at or agent.started_at or now) + guard < now:
             _guard_expired(server, agent, guard)

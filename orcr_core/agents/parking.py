@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import TYPE_CHECKING
 
 from orcr_core.agents import lifecycle
 from orcr_core.agents.launch import owned, pane_of
+from orcr_core.common import clock
 from orcr_core.contracts import PARKING, DriverError, PaneRef, Parking
 from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, db
@@ -77,7 +77,7 @@ def due_at(server: ServerContext, agent: Agent, backoff: bool = True) -> float |
 def request(server: ServerContext, agent: Agent) -> None:
     """Park ``agent`` on the pipeline pool (one job per agent: a prompt queued
     behind it un-parks it again)."""
-    _not_before[agent.uuid] = time.time() + _retry_after(server)  # no re-fire meanwhile
+    _not_before[agent.uuid] = clock.time() + _retry_after(server)  # no re-fire meanwhile
     server.start_pipeline(agent.uuid, _park_job)
 
 
@@ -108,7 +108,7 @@ def park(server: ServerContext, agent: Agent) -> bool:
         when = due_at(server, agent, backoff=False)
         # a timer may wake up to 1 ms before its deadline: that is due, not a second
         # wait behind _not_before
-        if when is None or when > time.time() + 0.001:
+        if when is None or when > clock.time() + 0.001:
             return False
         return _move(server, agent, "parking")
 
@@ -168,7 +168,7 @@ def _applied(agent: Agent, moved: PaneRef, parked: bool, to: str, **extra) -> No
     with db.atomic("IMMEDIATE"):
         # the clock starts once the write lock is ours, and the pane.moved below carries
         # that very instant (not one a moment later), however long another writer made this wait
-        now = time.time()
+        now = clock.time()
         current = Agent.get_by_id(agent.id)
         lifecycle.place(
             current,

@@ -17,7 +17,6 @@ import json
 import os
 import secrets
 import shutil
-import time
 import uuid as uuidlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from peewee import IntegrityError
 
 from orcr_core import paths
 from orcr_core.agents import lifecycle
+from orcr_core.common import clock
 from orcr_core.config import Config
 from orcr_core.protocol import MAX_TURN_TIMEOUT, prompt_not_utf8, prompt_too_large
 from orcr_core.sandbox import SandboxError
@@ -275,7 +275,7 @@ def admit(
     uuid = str(uuidlib.uuid4())
     data_dir = os.path.join(agents_dir, uuid)
     token = secrets.token_hex(16)
-    now = time.time()
+    now = clock.time()
     try:
         with db.write_or_savepoint("admit"):
             # plain SQL on the hot path: admission is the one write every caller makes

@@ -10,13 +10,13 @@ in ``server status`` and never touched.
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from orcr_core import dirs
 from orcr_core.agents import lifecycle, native, parking, pipeline, rematch, resume, unmanaged
 from orcr_core.agents.launch import owned, ref_of
 from orcr_core.ceilings import step as ceilings_step
+from orcr_core.common import clock
 from orcr_core.contracts import DriverError
 from orcr_core.store import drift, events
 from orcr_core.store.models import ACTIVE, Agent, db
@@ -112,7 +112,7 @@ def restart_guards() -> int:
     start (a dialog waits on a person, ``timings.dialog_wait``) keeps its clock:
     the dialog was on the screen all along. Returns how many rows it restarted.
     """
-    now = time.time()
+    now = clock.time()
     rows = list(Agent.select().where((Agent.status == "starting") & Agent.blocked_reason.is_null()))
     if not rows:
         return 0
@@ -151,7 +151,7 @@ def _recover_starting(server: ServerContext, agent: Agent, pane) -> bool:
         # pane carrying the row's launch token (new for this start) is adopted,
         # never started twice. The stuck-start guard counts from now.
         with db.atomic("IMMEDIATE"):
-            lifecycle.update(agent, "agent.repaired", last_progress_at=time.time())
+            lifecycle.update(agent, "agent.repaired", last_progress_at=clock.time())
             drift.bump("repaired")
         return True
     if pane is not None:  # a pane this start made but never recorded: its marks say so

@@ -8,11 +8,11 @@ it visits; the turn's end, its outcome and its usage commit in one transaction.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from orcr_core.agents import asking, lifecycle, limit_wait, pipeline, sessions, stall, transcripts
 from orcr_core.agents.transcripts import read_transcript
+from orcr_core.common import clock
 from orcr_core.contracts import ProviderError
 from orcr_core.store import events, faults
 from orcr_core.store.models import Agent, db
@@ -41,13 +41,13 @@ def follow(server: ServerContext, agent: Agent) -> None:
             state = read_transcript(server, agent)
         if state is None:
             return
-    stall.check(server, agent, time.time())  # growth clears it before the turn's end moves on
+    stall.check(server, agent, clock.time())  # growth clears it before the turn's end moves on
     if state.version:
         _check_version(server, agent, provider, state.version)  # once per version seen
     ended = agent.status == "working" and state.state == "idle" and len(state.turns) >= agent.turn
     last = state.turns[-1] if state.turns else None
     if ended and last is not None and last.error:
-        if limit_wait.waits(server, agent, provider, last.error, time.time()):
+        if limit_wait.waits(server, agent, provider, last.error, clock.time()):
             return  # a usage limit its CLI waits out at its composer: not the end yet
     if ended:
         outcome = {"turn": agent.turn, "turn_status": last.status if last else None}
@@ -68,7 +68,7 @@ def follow(server: ServerContext, agent: Agent) -> None:
     ):
         _set(server, agent, "working", reason="turn started in the pane")
     elif agent.status == "working":  # quiet mid-turn: a question for a person?
-        asking.check(server, agent, state, provider, time.time())
+        asking.check(server, agent, state, provider, clock.time())
 
 
 def _check_version(server: ServerContext, agent: Agent, provider, version: str) -> None:

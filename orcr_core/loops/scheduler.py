@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from orcr_core.common import clock as _clock
 from orcr_core.loops import defs, runs
 from orcr_core.loops import supervisor as supervisor_mod
 from orcr_core.loops.fires import fire_due
@@ -52,7 +53,7 @@ _DEADLINES = (
 class Scheduler:
     """The loops subsystem inside the server: timer, reaper, spare supervisor, stops."""
 
-    def __init__(self, server: ServerContext, clock=time.time):
+    def __init__(self, server: ServerContext, clock=_clock.time):
         self.server = server
         self.clock = clock
         self.bus = Bus()
@@ -155,7 +156,7 @@ class Scheduler:
                 with db.atomic("IMMEDIATE"):
                     run = LoopRun.get_by_id(run.uuid)
                     if run.status == "running":
-                        runs.set_status(run, "failed", time.time(), error=f"launch failed: {exc}")
+                        runs.set_status(run, "failed", self.clock(), error=f"launch failed: {exc}")
         if started:
             self.wake()  # a new run may bring the earliest timeout deadline
 

@@ -20,6 +20,7 @@ from orcr_core import config as config_mod
 from orcr_core.agents import memory, queue, unmanaged
 from orcr_core.ceilings import pressure
 from orcr_core.ceilings import step as ceilings_step
+from orcr_core.common import clock
 from orcr_core.config import watch as config_watch
 from orcr_core.contracts import Driver
 from orcr_core.pm.plugins import Registry, build_registry, get_plugin_manager
@@ -254,9 +255,9 @@ class Server:
         else:
             timeout = 5.0 if not self.mux.made else None
         if wake := gate and gate.wake_at():  # a spent budget's window rolls over
-            timeout = max(0.05, min(timeout or 3600.0, wake - time.time()))
+            timeout = max(0.05, min(timeout or 3600.0, wake - clock.time()))
         if wake := self.usage_limits.wake_at():  # a usage limit's reset
-            timeout = max(0.05, min(timeout or 3600.0, wake - time.time()))
+            timeout = max(0.05, min(timeout or 3600.0, wake - clock.time()))
         return gen, timeout
 
     def start_pipeline(self, uuid: str, fn, *args, queue_behind: bool = False) -> None:

@@ -17,6 +17,7 @@ import threading
 import time
 from itertools import count
 
+from orcr_core.common import clock
 from orcr_core.store.models import Event, Meta, db
 
 _INSERT = "INSERT INTO event (ts, kind, agent, loop, run, data) VALUES (?, ?, ?, ?, ?, ?)"
@@ -32,7 +33,7 @@ def emit(kind: str, agent: str | None = None, *, ts: float | None = None, **data
     would cost more than the insert itself.
     """
     loop, run = data.pop("loop", None), data.pop("run", None)
-    when = time.time() if ts is None else ts
+    when = clock.time() if ts is None else ts
     cur = db.execute_sql(
         _INSERT, (when, kind, agent, loop, run, json.dumps(data, separators=(",", ":")))
     )
