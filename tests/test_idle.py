@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
@@ -220,15 +222,39 @@ def test_what_happened_while_the_server_was_down_is_made_up_at_start(live):
     until(lambda: live.get("down/idle")["status"] == "working", what="the pane's turn")
 
 
-def test_without_a_notification_sink_the_notifier_writes_nothing(orcr_home):
-    """No sink configured (tmux, no [notify]): the notifier follows the event log in
-    memory only, so a finished burst leaves no cursor write behind for idle time."""
-    orcr_home.config('[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\n')
-    orcr_home.start_server()
-    with orcr_home.sdk() as o:
-        o.run("x", provider="testp", path="n/a", cwd="/")
-        until(lambda: o.get("n/a")["status"] == "working")
-    assert orcr_home.status()["notify"]["sinks"] == []
-    first = orcr_home.status()["write_transactions"]
-    time.sleep(11.0)  # past the notifier's quiet-moment cursor write (CURSOR_EVERY, 10 s)
-    assert orcr_home.status()["write_transactions"] == first
+@pytest.mark.parametrize("sink", [False, True])
+def test_without_a_notification_sink_the_notifier_writes_nothing(
+    server_home, monkeypatch, request, sink
+):
+    """No sink configured (no [notify]): the notifier follows the event log in memory
+    only, so a finished burst leaves no cursor write behind for idle time. With a sink,
+    the same quiet moment does write the cursor (the window is long enough to see it).
+
+    In the test process (tests/_support/inproc.py): the real notifier's threads on the
+    real store, the quiet moment (``CURSOR_EVERY``, 10 s) made 0.2 s, so the window is
+    1 s, not 11 s and a server. Planted: the matcher's quiet-moment write without its
+    ``self.sinks`` check, and ``_saved`` not following the cursor without a sink ->
+    ``[False]`` fails (one write)."""
+    from orcr_core.notify import outbox
+    from orcr_core.store import events
+    from orcr_core.store.models import db
+
+    config = '[driver]\nname = "test"\n'
+    if sink:
+        config += '[notify.webhook]\nurl = "http://127.0.0.1:9/"\n'
+    (server_home / "config.toml").write_text(config)
+    monkeypatch.setattr(outbox, "CURSOR_EVERY", 0.2)
+    srv = request.getfixturevalue("server_in_process")  # on the config just written
+    notifier = outbox.Notifier(srv)
+    notifier.start()
+    assert (notifier.status()["sinks"] != []) == sink
+    first = db.write_transactions
+    with db.atomic("IMMEDIATE"):  # a burst no rule matches: no notification rows
+        for n in range(5):
+            events.emit("test.burst", None, n=n)
+    srv.bus.notify()
+    until(lambda: notifier.cursor == events.last_seq(), 10, what="the burst matched")
+    time.sleep(1.0)  # the quiet moment under test (5 CURSOR_EVERY), not a synchronisation
+    # the burst's own write, and with a sink the cursor's (at the match or the quiet
+    # moment after it, whichever comes first on this machine)
+    assert db.write_transactions - first == (2 if sink else 1)

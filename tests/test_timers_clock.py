@@ -23,7 +23,6 @@ import os
 import sys
 
 import pytest
-from orcr_testing.plugin import TEST_PLUGINS
 
 from orcr_core.store import db as store_db
 from orcr_core.store.models import Agent, Event
@@ -35,20 +34,14 @@ CONFIG = (
 
 
 @pytest.fixture
-def srv(short_tmp, monkeypatch, fake_clock):
-    """A server object (not serving) on ``short_tmp``'s home and the fake clock."""
-    monkeypatch.setenv("ORCR_HOME", str(short_tmp))
-    monkeypatch.setenv("ORCR_PLUGIN_MODULES", "orcr_test_driver")
-    monkeypatch.syspath_prepend(str(TEST_PLUGINS))
-    (short_tmp / "config.toml").write_text(CONFIG)
-    from orcr_core import dirs
-    from orcr_core.server.app import Server
+def config(server_home):
+    (server_home / "config.toml").write_text(CONFIG)
 
-    server = Server()
-    store_db.open_store(dirs.store_path())
-    yield server
-    server.pool.shutdown(wait=False, cancel_futures=True)
-    store_db.close_store()
+
+@pytest.fixture
+def srv(config, fake_clock, server_in_process):
+    """The server object (tests/_support/inproc.py) on the fake clock; CONFIG's timers."""
+    return server_in_process
 
 
 def _td():
