@@ -61,22 +61,6 @@ def test_handshake_refuses_other_protocols(make_emulator, config_factory, protoc
     assert "herdr 0.9.x (socket protocol 22) or 0.8.x (socket protocol 19 or 20)" in msg
 
 
-def test_marks_ride_on_the_tab_label_and_guard_every_close(driver):
-    """herdr cannot hold pane data: the instance id and launch token go on the
-    agent's own tab label, set by the same layout.apply that makes the pane."""
-    ws = driver.ensure_workspace("proj")
-    ref = driver.start(
-        StartSpec(ws, "proj/agent_a", "/tmp", tuple(LINE_AGENT), instance="i1", launch_token="t1")
-    )
-    (pane,) = [p for p in driver.snapshot() if p.label]
-    assert (pane.instance, pane.launch_token) == ("i1", "t1")
-    for instance, token in (("i2", "t1"), ("i1", "t2")):
-        driver.close(PaneRef(ref.workspace_id, ref.tab_id, ref.pane_id, instance, token))
-        assert [p.pane_id for p in driver.snapshot() if p.label] == [ref.pane_id]
-    driver.close(PaneRef(ref.workspace_id, ref.tab_id, ref.pane_id, "i1", "t1"))
-    assert [p for p in driver.snapshot() if p.label] == []
-
-
 def test_down_server_is_a_retryable_error(short_tmp, config_factory):
     driver = HerdrDriver(config_factory())
     driver.client.backoff = 0.001
@@ -113,19 +97,6 @@ def test_workspace_found_by_label_after_a_restart(driver, emulator):
     assert after[ref.pane_id].label == "proj/agent_a"
     assert all(after[k].terminal_id != before[k].terminal_id for k in after)
     assert len([r for r in emulator.requests if r["method"] == "workspace.create"]) == 2
-
-
-def test_concurrent_ensure_workspace_creates_one(driver, emulator):
-    results: list[str] = []
-    threads = [
-        threading.Thread(target=lambda: results.append(driver.ensure_workspace("same")))
-        for _ in range(4)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert set(results) == {"w1"}
 
 
 def test_two_call_rule_submits_where_one_write_would_not(make_emulator, config_factory):

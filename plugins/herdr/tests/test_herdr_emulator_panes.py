@@ -215,15 +215,21 @@ def test_pending_resume_panes_refuse_reads_until_resumed(make_emulator):
     assert text is not None
 
 
-def test_crash_loses_unsaved_changes(make_emulator):
+def test_crash_loses_unsaved_changes_and_hands_their_ids_out_again(make_emulator):
+    """herdr saves 5 s after a change and not its workspace counter, so a workspace a
+    crash lost gives its id, and its panes' ids, to the next one made (ORCR-NOTES §6):
+    why the driver suite checks a reused pane id is never typed into."""
     emu = make_emulator(save_delay=60)
     ok(emu, "workspace.create", {"label": "kept", "cwd": "/tmp"})
     emu.restart()  # a clean stop saves
     ok(emu, "pane.rename", {"pane_id": "w1:p1", "label": "fresh"})
+    lost = ok(emu, "workspace.create", {"label": "lost", "cwd": "/tmp"})["workspace"]
     emu.crash()
     emu.start()
     assert "label" not in ok(emu, "pane.get", {"pane_id": "w1:p1"})["pane"]
-    assert ok(emu, "workspace.list")["workspaces"][0]["label"] == "kept"
+    assert [w["label"] for w in ok(emu, "workspace.list")["workspaces"]] == ["kept"]
+    made = ok(emu, "workspace.create", {"label": "next", "cwd": "/tmp"})["workspace"]
+    assert made["workspace_id"] == lost["workspace_id"], (lost, made)
 
 
 def test_server_stop_answers_then_stops(emulator):

@@ -48,18 +48,6 @@ def test_park_and_unpark_keep_the_terminal_and_the_marks(driver, emulator):
     assert [p.label for p in emulator.panes()] == ["proj/agent_a"]  # never doubled
 
 
-def test_a_pane_without_the_marks_is_not_moved(driver, emulator):
-    ref = _start(driver)
-    other = PaneRef(ref.workspace_id, ref.tab_id, ref.pane_id, ref.instance, "not-its-token")
-    with pytest.raises(DriverError) as exc:
-        driver.move(other, PARKING)
-    assert exc.value.code == "pane_not_found"
-    assert _ws_label(emulator, ref.pane_id) == "proj"
-    with pytest.raises(DriverError) as exc:
-        driver.move(PaneRef("w9", "w9:t1", "w9:p9", ref.instance, "tok1"), PARKING)
-    assert exc.value.code == "pane_not_found"
-
-
 def test_emulator_pane_move_destinations(driver, emulator):
     a = _start(driver, "proj/a", "ta")
     b = _start(driver, "proj/b", "tb")

@@ -74,12 +74,19 @@ def test_send_keys_maps_logical_names(h, sandbox):
     assert received == b"\x1b\x03\x1b[A\t\x1b[Zx-;\x7f\r"
 
 
-def test_read_shows_the_screen(h):
-    pane = h.start_script("import time\nprint('marker: $HOME é', flush=True)\ntime.sleep(60)")
-    screen = h.wait_for(
-        lambda: (s := h.driver.read(pane)) and "marker" in s and s, what="the marker"
-    )
-    assert "marker: $HOME é" in screen.splitlines()[0]
+def test_a_paste_refused_for_its_marks_leaves_no_buffer(h, driver, sandbox, socket_path):
+    """The driver suite shows a pane with other marks gets no text (a pane id tmux
+    handed out again after a restart); the refused paste must not leave its tmux
+    buffer behind either. Planted: the refusal's ``delete-buffer`` dropped -> fails."""
+    from orcr_core.contracts import PaneRef
+
+    ws = driver.ensure_workspace("alpha")
+    ref = driver.start(StartSpec(ws, "alpha/one", str(h.workdir), ("cat",), instance="i1",
+                                 launch_token="tb"))  # fmt: skip
+    with pytest.raises(DriverError) as exc:
+        driver.paste_prompt(PaneRef(ws, ref.tab_id, ref.pane_id, "i1", "ta"), "intruder")
+    assert exc.value.code == "pane_not_found" and "not this agent's" in str(exc.value)
+    assert sandbox.tmux(["-S", socket_path], "list-buffers").stdout == ""
 
 
 def _wait_reaped(h, pane, code: str) -> None:

@@ -10,7 +10,6 @@ import pytest
 from orcr_tmux import TmuxDriver
 
 from orcr_core.contracts import Driver, DriverError, PaneRef
-from orcr_core.kit.testing import in_threads
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 
@@ -30,15 +29,6 @@ def test_plugin_registers_the_driver(driver):
     assert isinstance(driver, Driver)
 
 
-def test_close_removes_the_pane_and_is_idempotent(h, driver):
-    keep = h.start_script(SLEEP, label="alpha/keep")
-    gone = h.start_script(SLEEP, label="alpha/gone")
-    driver.close(gone)
-    assert h.pane_ids() == {keep.pane_id}
-    driver.close(gone)  # already gone: success
-    driver.close(PaneRef("orcr-alpha", "@999", "%999"))
-
-
 def test_snapshot_without_a_server_is_empty(h, driver, socket_path, sandbox):
     assert driver.snapshot() == []  # never started
     h.start_script(SLEEP)
@@ -46,17 +36,6 @@ def test_snapshot_without_a_server_is_empty(h, driver, socket_path, sandbox):
     sandbox.tmux(["-S", socket_path], "kill-server")
     assert driver.snapshot() == []
     driver.close(PaneRef("orcr-alpha", "@1", "%1"))  # a dead server: the pane is gone
-
-
-def test_workspace_is_found_again_by_a_new_driver(h, driver, socket_path, sandbox):
-    assert driver.ensure_workspace("alpha") == "orcr-alpha"
-    first = h.start_script(SLEEP, label="alpha/one")
-    before = _sessions(sandbox, ["-S", socket_path])
-    # orcr restarts: a fresh driver object that remembers nothing.
-    again = TmuxDriver(h.make_config(socket_path))
-    assert again.ensure_workspace("alpha") == "orcr-alpha"
-    assert _sessions(sandbox, ["-S", socket_path]) == before
-    assert {(p.pane_id, p.label) for p in again.snapshot()} == {(first.pane_id, "alpha/one")}
 
 
 def test_workspace_names_do_not_prefix_match(driver, socket_path, sandbox):
@@ -72,26 +51,12 @@ def test_workspace_survives_its_last_agent(h, driver, socket_path, sandbox):
     assert [s.split()[1] for s in _sessions(sandbox, ["-S", socket_path])] == ["orcr-alpha"]
 
 
-def test_concurrent_ensure_workspace_creates_one_session(driver, socket_path, sandbox):
-    results, errors = [], []
-
-    def worker():
-        try:
-            results.append(driver.ensure_workspace("gamma"))
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    in_threads(worker, 6)
-    assert errors == []
-    assert results == ["orcr-gamma"] * 6
-    assert [s.split()[1] for s in _sessions(sandbox, ["-S", socket_path])] == ["orcr-gamma"]
-
-
 def test_a_live_server_holding_no_session_gets_the_workspace(driver, socket_path, sandbox):
     """A tmux server that is up but holds no session (one another client is starting,
     before its new-session has made the session) answers ``has-session`` with "no current
-    target", not "can't find session": the workspace is made, not an error (the race
-    test above hit it in CI). Planted: "no current target" not read as not_found -> fails."""
+    target", not "can't find session": the workspace is made, not an error (a concurrent
+    ensure_workspace test hit it in CI). Planted: "no current
+    target" not read as not_found -> fails."""
     import subprocess
 
     subprocess.run(

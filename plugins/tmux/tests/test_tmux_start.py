@@ -107,18 +107,6 @@ def test_label_is_on_the_pane_and_found_by_snapshot(h, driver, socket_path, sand
     assert shown.stdout.strip() == "alpha/r1/review|alpha/r1/review"
 
 
-def test_panes_in_several_workspaces(h, driver):
-    a = h.start([h.PY, "-c", "import time; time.sleep(60)"], label="alpha/one")
-    b = h.start([h.PY, "-c", "import time; time.sleep(60)"], label="beta/two")
-    c = h.start([h.PY, "-c", "import time; time.sleep(60)"], label="alpha/three")
-    by_pane = {p.pane_id: (p.workspace_id, p.label) for p in driver.snapshot()}
-    assert by_pane == {
-        a.pane_id: ("orcr-alpha", "alpha/one"),
-        b.pane_id: ("orcr-beta", "beta/two"),
-        c.pane_id: ("orcr-alpha", "alpha/three"),
-    }
-
-
 def test_finished_process_leaves_a_dead_pane_until_closed(h, driver, socket_path, sandbox):
     driver.ensure_workspace("alpha")
     pane = h.start([h.PY, "-c", "import time; time.sleep(0.3)"])
@@ -201,22 +189,3 @@ def test_concurrent_starts_get_distinct_labelled_panes(h, driver):
     assert errors == []
     labels = {p.pane_id: p.label for p in driver.snapshot()}
     assert labels == {ref.pane_id: f"alpha/w{i}" for i, ref in refs.items()}
-
-
-def test_marks_are_set_with_the_window_and_guard_every_close(h, driver, workdir):
-    """The instance id and launch token are pane options set in the window's own
-    command group; a close that names marks kills only a pane carrying them."""
-    from orcr_core.contracts import PaneRef
-
-    ws = driver.ensure_workspace("alpha")
-    spec = StartSpec(
-        ws, "alpha/one", str(workdir), ("sleep", "60"), instance="inst1", launch_token="tok1"
-    )
-    ref = driver.start(spec)
-    (pane,) = driver.snapshot()
-    assert (pane.instance, pane.launch_token, pane.label) == ("inst1", "tok1", "alpha/one")
-    for instance, token in (("inst2", "tok1"), ("inst1", "tok2"), ("inst1;x", "tok1")):
-        driver.close(PaneRef(ref.workspace_id, ref.tab_id, ref.pane_id, instance, token))
-        assert h.pane_ids() == {ref.pane_id}, (instance, token)
-    driver.close(PaneRef(ref.workspace_id, ref.tab_id, ref.pane_id, "inst1", "tok1"))
-    assert h.pane_ids() == set()

@@ -15,13 +15,18 @@ nothing, as after orcr restarts) on a running multiplexer of the test's own::
 
 What is checked, through the :class:`~orcr_core.contracts.Driver` contract only:
 ensure_workspace is idempotent and safe from several threads at once; a new driver
-finds the workspace and its labelled panes again; the instance and launch-token
+finds the workspace and its labelled panes again; ``snapshot`` reports each pane
+where ``start`` put it and ``read`` shows its screen; the instance and launch-token
 marks are reported by ``snapshot`` and guard every ``close``; ``close`` is
 idempotent; a prompt by the two-call rule (``send_prompt``) and by paste then submit
-(:class:`~orcr_core.contracts.SplitPrompt`) arrives exactly once; a pane parks and
-comes back with its label and marks (:class:`~orcr_core.contracts.Parking`); and
-the pane's process is reported (:class:`~orcr_core.contracts.PaneProcesses`). A
-capability the driver lacks is skipped, naming it. docs/plugins/conformance.md.
+(:class:`~orcr_core.contracts.SplitPrompt`) arrives exactly once; a pane id that now
+names another agent's pane (multiplexers hand ids out again after a restart) is
+never typed into; a pane parks and comes back with its label, marks and process,
+and a pane without the marks is not moved (:class:`~orcr_core.contracts.Parking`);
+and the pane's process is reported (:class:`~orcr_core.contracts.PaneProcesses`).
+A capability the driver lacks is skipped, naming it. docs/plugins/conformance.md.
+
+A test's docstring names the bug planted in a bundled driver to see it fail.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ import pytest
 from orcr_core.contracts import (
     PARKING,
     Driver,
+    DriverError,
+    PaneInfo,
     PaneProcesses,
     PaneRef,
     Parking,
@@ -65,8 +72,15 @@ class DriverSuite:
         until(lambda: "READY" in driver.read(ref), what=f"{label} drawn")
         return ref
 
-    def labelled(self, driver) -> dict[str, object]:
-        return {p.label: p for p in driver.snapshot() if p.label}
+    def labelled(self, driver) -> dict[str, PaneInfo]:
+        panes = [p for p in driver.snapshot() if p.label]
+        assert len({p.label for p in panes}) == len(panes), f"a pane twice: {panes}"
+        return {p.label: p for p in panes}
+
+    @staticmethod
+    def marked(ref: PaneRef, instance: str | None, token: str | None) -> PaneRef:
+        """``ref`` as orcr names it from the agent's row: with its marks."""
+        return PaneRef(ref.workspace_id, ref.tab_id, ref.pane_id, instance, token)
 
     def test_is_a_driver(self, driver):
         assert isinstance(driver, Driver), f"{driver!r} lacks a Driver method"
@@ -106,8 +120,8 @@ class DriverSuite:
         ref = self.start(driver, ws, instance="i1", launch_token="t1")
         pane = self.labelled(driver)["suite/one"]
         assert (pane.instance, pane.launch_token) == ("i1", "t1")
-        for instance, token in (("i2", "t1"), ("i1", "t2")):
-            driver.close(PaneRef(ref.workspace_id, ref.tab_id, ref.pane_id, instance, token))
+        for instance, token in (("i2", "t1"), ("i1", "t2"), ("i1;x", "t1")):
+            driver.close(self.marked(ref, instance, token))
             assert "suite/one" in self.labelled(driver), f"closed with marks {instance},{token}"
         driver.close(PaneRef(ref.workspace_id, ref.tab_id, ref.pane_id, "i1", "t1"))
         assert "suite/one" not in self.labelled(driver)
@@ -120,6 +134,52 @@ class DriverSuite:
         driver.close(gone)  # already gone: not an error
         assert sorted(self.labelled(driver)) == ["suite/keep"]
         assert self.labelled(driver)["suite/keep"].pane_id == keep.pane_id
+
+    def test_snapshot_reports_each_pane_and_read_shows_its_screen(self, driver):
+        """Planted: tmux ``list-panes -s`` (the current session only) for ``-a`` -> fails;
+        herdr's snapshot giving a pane its workspace's id as tab id -> fails."""
+        one = self.start(driver, driver.ensure_workspace("suite"), label="suite/one")
+        two = self.start(driver, driver.ensure_workspace("other"), label="other/two")
+        panes = self.labelled(driver)
+        assert sorted(panes) == ["other/two", "suite/one"]
+        for label, ref in (("suite/one", one), ("other/two", two)):
+            pane = panes[label]
+            assert (pane.workspace_id, pane.tab_id, pane.pane_id) == (
+                ref.workspace_id,
+                ref.tab_id,
+                ref.pane_id,
+            ), label
+            assert not pane.dead and not pane.parked, label
+        assert one.workspace_id != two.workspace_id
+        driver.send_prompt(two, "é ✓ $HOME")
+        screen = until(lambda: (s := driver.read(two)) and "GOT:" in s and s, what="the reply")
+        assert screen.splitlines()[0].strip() == "READY", screen  # the visible screen, top first
+        assert "GOT:é ✓ $HOME" in screen and "GOT:" not in driver.read(one)
+
+    def test_a_reused_pane_id_is_never_typed_into(self, driver):
+        """A multiplexer hands pane ids out again after it restarts (tmux's ``%N`` count
+        from 0, herdr reuses a lost workspace's ids), so a starting agent's recorded
+        pane can by then name another agent's pane: that is ``theirs`` below, this
+        pane's ids with the marks of the agent that had them. No text and no Enter
+        may reach it (the soak, seed 2027, saw a prompt typed into the wrong agent).
+        Planted: tmux's prompt guard dropped (``_unless_dead`` without the marks'
+        ``if-shell``) -> fails; herdr's ``_input`` taking every pane as ``mine`` -> fails."""
+        ref = self.start(driver, driver.ensure_workspace("other"), instance="i1", launch_token="tb")
+        theirs = self.marked(ref, "i1", "ta")
+        calls = [lambda: driver.send_prompt(theirs, "intruder")]
+        if isinstance(driver, SplitPrompt):
+            calls += [
+                lambda: driver.paste_prompt(theirs, "intruder"),
+                lambda: driver.submit_prompt(theirs),
+            ]
+        for call in calls:
+            with pytest.raises(DriverError) as exc:
+                call()
+            assert exc.value.code == "pane_not_found", exc.value
+        driver.send_prompt(self.marked(ref, "i1", "tb"), "hello")
+        screen = until(lambda: (s := driver.read(ref)) and "GOT:hello" in s and s, what="hello")
+        # a stray Enter would show as an empty GOT:, stray text in front of hello
+        assert "intruder" not in screen and screen.count("GOT:") == 1, screen
 
     def test_send_prompt_arrives_exactly_once(self, driver):
         ref = self.start(driver, driver.ensure_workspace("suite"))
@@ -141,21 +201,35 @@ class DriverSuite:
         driver.submit_prompt(ref)
         until(lambda: "GOT:pasted" in driver.read(ref), what="the paste submitted")
 
-    def test_park_and_come_back(self, driver):
+    def test_move_parks_and_brings_back_only_a_marked_pane(self, driver):
+        """Planted: tmux's move without the marks' ``if-shell`` -> fails; herdr's move
+        skipping its marks check -> fails."""
         if not isinstance(driver, Parking):
             pytest.skip(f"{driver.name}: no Parking (move)")
         ws = driver.ensure_workspace("suite")
         ref = self.start(driver, ws, instance="i1", launch_token="t1")
-        parked = driver.move(ref, PARKING)
-        pane = self.labelled(driver)["suite/one"]
-        assert (pane.instance, pane.launch_token) == ("i1", "t1")
+        before = self.labelled(driver)["suite/one"]
+        for instance, token in (("i2", "t1"), ("i1", "t2"), ("i1;x", "t1")):
+            with pytest.raises(DriverError) as exc:
+                driver.move(self.marked(ref, instance, token), PARKING)
+            assert exc.value.code == "pane_not_found", exc.value
+            assert not self.labelled(driver)["suite/one"].parked, (instance, token)
+        parked = driver.move(self.marked(ref, "i1", "t1"), PARKING)
+        pane = self.labelled(driver)["suite/one"]  # once: moved, never doubled
+        assert pane.parked and pane.workspace_id == parked.workspace_id != ws
+        assert (pane.instance, pane.launch_token, pane.pid) == ("i1", "t1", before.pid)
         # un-parking asks for the workspace again (a multiplexer may close one its
         # last pane left, as herdr does), as orcr does
         home = driver.ensure_workspace("suite")
-        back = driver.move(parked, home)
-        assert back.workspace_id == home
+        back = driver.move(self.marked(parked, "i1", "t1"), home)
+        pane = self.labelled(driver)["suite/one"]
+        assert back.workspace_id == pane.workspace_id == home and not pane.parked
         driver.send_prompt(back, "still me")
         until(lambda: "GOT:still me" in driver.read(back), what="the un-parked pane answering")
+        driver.close(self.marked(back, "i1", "t1"))
+        with pytest.raises(DriverError) as exc:
+            driver.move(self.marked(back, "i1", "t1"), PARKING)
+        assert exc.value.code == "pane_not_found", exc.value
 
     def test_pane_process_is_reported(self, driver):
         if not isinstance(driver, PaneProcesses):
