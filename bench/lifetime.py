@@ -6,12 +6,18 @@ the phases and divided by N.
 Goal: <= 30 ms per lifetime for the echo agent. Where the real Claude Code CLI is
 installed it is not run here (it costs money); this bench is the echo figure.
 
-    python bench/lifetime.py [--n 40]
+    python bench/lifetime.py [--n 40] [--profile OUT]
+
+``--profile OUT`` attaches py-spy (``pip install py-spy``) to the server for the three
+phases, sampling only the thread that holds the GIL (so its samples are Python CPU,
+not waits), and writes its collapsed stacks to OUT: where the figure comes from.
 """
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,26 +29,54 @@ from idle import Fleet  # noqa: E402
 GOAL_MS = 30.0
 
 
-def _all(o, n: int, done, what: str, timeout: float) -> None:
+def _all(store: Path, n: int, done, what: str, timeout: float) -> None:
+    """Wait until all ``n`` agents are ``done(status, turn)``, reading the store
+    read-only: polling through the server would add its own CPU to the figure."""
     deadline = time.monotonic() + timeout
     while True:
-        agents = [a for a in o.list(prefix="life", all=True) if a["path"].startswith("life/")]
-        if len(agents) == n and all(done(a) for a in agents):
+        conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+        try:
+            rows = conn.execute(
+                "SELECT status, turn FROM agent WHERE path LIKE 'life/%'"
+            ).fetchall()
+        finally:
+            conn.close()
+        if len(rows) == n and all(done(*r) for r in rows):
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: {sorted({a['status'] for a in agents})}")
+            raise TimeoutError(f"{what}: {sorted({r[0] for r in rows})}")
         time.sleep(0.2)
 
 
-def main(n: int) -> None:
+def main(n: int, profile: str | None = None) -> None:
     from orcr_core.sdk import Orcr
     from orcr_core.sdk.client import Client
 
     fleet = Fleet("tmux", n, poll_only=False)
     try:
-        pid = fleet.proc.pid
+        pid, store = fleet.proc.pid, fleet.home / "store.db"
         time.sleep(2.0)  # the start settles
         phases = []
+        spy = None
+        if profile:
+            spy = subprocess.Popen(
+                [
+                    "py-spy",
+                    "record",
+                    "--pid",
+                    str(pid),
+                    "--gil",
+                    "--nonblocking",
+                    "--format",
+                    "raw",
+                    "--rate",
+                    "250",
+                    "--output",
+                    profile,
+                ],
+                stdout=subprocess.DEVNULL,
+            )
+            time.sleep(1.0)  # py-spy attaches
         with Orcr(Client(fleet.home / "run" / "orcr.sock", autostart=False)) as o:
             c = cpu_seconds(pid)
 
@@ -54,15 +88,18 @@ def main(n: int) -> None:
 
             for i in range(n):
                 o.run("hi", provider="echo", path=f"life/a{i}", cwd="/tmp")
-            _all(o, n, lambda a: a["status"] == "idle" and a["turn"] >= 1, "turn 1", 60 + 2 * n)
+            _all(store, n, lambda s, t: s == "idle" and t >= 1, "turn 1", 60 + 2 * n)
             mark("run + turn 1")
             for i in range(n):
                 o.send(f"life/a{i}", "again")
-            _all(o, n, lambda a: a["status"] == "idle" and a["turn"] >= 2, "turn 2", 60 + n)
+            _all(store, n, lambda s, t: s == "idle" and t >= 2, "turn 2", 60 + n)
             mark("send + turn 2")
             o.kill("life/*")
-            _all(o, n, lambda a: a["status"] == "ended", "kill", 60 + n)
+            _all(store, n, lambda s, t: s == "ended", "kill", 60 + n)
             mark("kill")
+        if spy is not None:
+            spy.send_signal(2)  # SIGINT: py-spy writes what it sampled
+            spy.wait(30)
     finally:
         fleet.close()
     total = sum(ms for _, ms in phases)
@@ -75,4 +112,6 @@ def main(n: int) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=40)
-    main(ap.parse_args().n)
+    ap.add_argument("--profile", metavar="OUT", help="py-spy's collapsed stacks of the server")
+    args = ap.parse_args()
+    main(args.n, args.profile)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 from types import SimpleNamespace
@@ -229,3 +230,21 @@ def test_an_agent_that_exits_by_itself_takes_its_nohup_child_along(live, short_t
         until(lambda: not _alive(pid, found[pid]), 30, what="the sleeper to end")
     finally:
         _cleanup(found)
+
+
+def test_children_map_reads_a_parent_past_a_command_name_with_parentheses(tmp_path):
+    """The process table is read from /proc/<pid>/stat, whose command name may hold
+    spaces and ')' itself: the ppid is the field after the last ')'.
+    Planted: ppid read after the first ')' -> the child is not under its parent -> fails."""
+    odd = tmp_path / "x) 7 (y"
+    odd.symlink_to(shutil.which("sleep"))
+    parent = subprocess.Popen(["sh", "-c", f"'{odd}' 1000 & echo $!; wait"],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        child = int(parent.stdout.readline())
+        assert psutil.Process(child).name().startswith("x) 7")
+        assert child in procs.children_map().get(parent.pid, [])
+    finally:
+        _cleanup({p.pid: p.create_time() for p in psutil.Process(parent.pid).children()})
+        parent.kill()
+        parent.wait()

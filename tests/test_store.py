@@ -170,3 +170,24 @@ def test_a_savepoint_in_a_group_undoes_only_its_own_writes(store):
     conn = sqlite3.connect(store)
     kinds = conn.execute("SELECT kind, data FROM event WHERE kind LIKE 't.%' ORDER BY seq")
     assert [k for k, _ in kinds] == ["t.kept"] * 3
+
+
+def test_get_by_id_from_compiled_sql_is_peeweees_row(store):
+    """``get_by_id`` runs SQL compiled once per model, and returns what peewee's own
+    returns: every field converted (bools, None), nothing dirty, DoesNotExist when
+    there is no row. Planted: raw column values (no python_value) -> managed is 1,
+    not True -> fails; the dirty set not cleared -> fails."""
+    from peewee import Model
+
+    with db.atomic():
+        a = Agent.create(uuid="u1", path="p/a", name="a", provider="echo", status="queued",
+                         queue_seq=1, cwd="/", launch_token="t", created_at=1.5, managed=True)  # fmt: skip
+    for _ in range(2):  # compiled at the first call, reused at the second
+        ours, theirs = Agent.get_by_id(a.id), Model.get_by_id.__func__(Agent, a.id)
+        assert {k: (type(v), v) for k, v in ours.__data__.items()} == {
+            k: (type(v), v) for k, v in theirs.__data__.items()
+        }
+        assert type(ours.managed) is bool and ours.error is None and not ours._dirty
+    with pytest.raises(Agent.DoesNotExist):
+        Agent.get_by_id(a.id + 1)
+    assert Agent.get_or_none(Agent.id == a.id + 1) is None

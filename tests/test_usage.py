@@ -100,3 +100,27 @@ def test_sigkill_between_turn_end_and_usage_write_loses_and_doubles_nothing(live
     live.run("agent", "wait", "u/k", "--timeout", "30s", check=True)
     assert _get(live, "u/k")["usage"]["tokens"] == 4
     assert _stored(live, "u/k") == (1, [(2, 2)])
+
+
+def test_totals_take_the_last_turns_model_in_one_query(short_tmp):
+    """``agent ls``'s usage totals come from one grouped query per 500 agents, the
+    model being the last turn's whatever order the rows were written in.
+    Planted: the bare model column next to MIN(turn) instead of MAX -> fails."""
+    from orcr_core.store import db as store_db
+    from orcr_core.store.models import TurnUsage, db
+    from orcr_core.usage.record import of_agents
+
+    store_db.open_store(short_tmp / "store.db")
+    try:
+        rows = [("a", 2, "m2", 5), ("a", 3, "m3", 7), ("a", 1, "m1", 1), ("b", 1, None, 4)]
+        with db.atomic():
+            for agent, turn, model, n in rows:
+                TurnUsage.create(agent=agent, turn=turn, path=agent, provider="p",
+                                 model=model, ended_at=0.0, input=n, output=1)  # fmt: skip
+        totals = of_agents(["a", "b", "c"])
+    finally:
+        store_db.close_store()
+    assert totals["a"] == {"input": 13, "output": 3, "cache_read": 0, "cache_write": 0,
+                           "turns": 3, "model": "m3", "tokens": 16}  # fmt: skip
+    assert totals["b"]["model"] is None and totals["b"]["tokens"] == 5
+    assert "c" not in totals

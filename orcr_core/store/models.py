@@ -122,6 +122,26 @@ class BaseModel(Model):
         database = db
         legacy_table_names = False
 
+    @classmethod
+    def get_by_id(cls, pk):
+        """The row by primary key, as peewee's ``get_by_id`` returns it, from SQL
+        compiled once per model: peewee builds every query's text from its node tree
+        again, and ``Agent.get_by_id`` (each re-read of a row mid-start or mid-send)
+        was the largest single share of an agent's server CPU (bench/lifetime.py)."""
+        compiled = cls.__dict__.get("_by_id_sql")
+        if compiled is None:
+            sql, _ = cls.select().where(cls._meta.primary_key == 0).sql()
+            compiled = (sql, [(f.name, f.python_value) for f in cls._meta.sorted_fields])
+            cls._by_id_sql = compiled
+        sql, fields = compiled
+        row = cls._meta.database.execute_sql(sql, (pk,)).fetchone()
+        if row is None:
+            raise cls.DoesNotExist(f"{cls.__name__} instance matching query does not exist: {pk!r}")
+        values = {name: conv(v) for (name, conv), v in zip(fields, row, strict=True)}
+        obj = cls(__no_default__=1, **values)
+        obj._dirty.clear()
+        return obj
+
 
 class Meta(BaseModel):
     key = TextField(primary_key=True)

@@ -52,7 +52,12 @@ def tokens(turns: Sequence[Turn]) -> int | None:
 
 def of_agents(uuids: Sequence[str]) -> dict[str, dict]:
     """Each agent's totals: ``{uuid: {input, output, cache_read, cache_write, tokens,
-    turns, model}}`` (one grouped query per 500 agents); agents with no usage are absent."""
+    turns, model}}`` (one grouped query per 500 agents); agents with no usage are absent.
+
+    ``model`` is the last turn's: with exactly one ``max()`` aggregate, SQLite takes a
+    bare column from the row holding the maximum (its documented "bare columns in
+    an aggregate query"), so no query per agent is needed; (agent, turn) is unique.
+    """
     from peewee import fn
 
     out: dict[str, dict] = {}
@@ -60,18 +65,18 @@ def of_agents(uuids: Sequence[str]) -> dict[str, dict]:
         chunk = list(uuids[i : i + 500])
         sums = [fn.SUM(getattr(TurnUsage, f)) for f in FIELDS]
         query = (
-            TurnUsage.select(TurnUsage.agent, *sums, fn.COUNT(TurnUsage.id), fn.MAX(TurnUsage.turn))
+            TurnUsage.select(
+                TurnUsage.agent, *sums, fn.COUNT(TurnUsage.id), fn.MAX(TurnUsage.turn),
+                TurnUsage.model,
+            )
             .where(TurnUsage.agent.in_(chunk))
             .group_by(TurnUsage.agent)
             .tuples()
-        )
-        for uuid, *values, turns, last in query:
-            out[uuid] = dict(zip(FIELDS, values, strict=True)) | {"turns": turns, "last": last}
-    for uuid, total in out.items():
-        last = total.pop("last")
-        row = TurnUsage.get_or_none((TurnUsage.agent == uuid) & (TurnUsage.turn == last))
-        total["model"] = row.model if row else None
-        total["tokens"] = sum(total[f] for f in FIELDS)
+        )  # fmt: skip
+        for uuid, *values, turns, _last, model in query:
+            total = dict(zip(FIELDS, values, strict=True))
+            total |= {"turns": turns, "model": model, "tokens": sum(values)}
+            out[uuid] = total
     return out
 
 
