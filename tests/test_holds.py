@@ -98,3 +98,20 @@ def test_missing_cli_warns_at_admission_and_ls_says_why_it_failed(live):
     assert live.ended("m/claude")["error"] == "claude: command not found"
     cells = _status_cells(live, "--all")
     assert cells["m/claude"] == "ended (failed: claude: command not found)", cells
+
+
+def test_a_cli_installed_after_a_warning_is_seen_at_the_next_admission(tmp_path, monkeypatch):
+    """The admission's PATH lookup keeps only what it found (FOUND_FOR): a missing CLI
+    is looked up again at every admission, so installing it silences the next one.
+    Planted: misses cached too -> the second check still warns -> fails."""
+    from types import SimpleNamespace
+
+    from orcr_core.agents import cli_check
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    provider = SimpleNamespace(cli=("orcr-test-cli", "install it"))
+    assert cli_check.missing_cli("p", provider, {}) is not None
+    exe = tmp_path / "orcr-test-cli"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert cli_check.missing_cli("p", provider, {}) is None

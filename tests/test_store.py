@@ -191,3 +191,26 @@ def test_get_by_id_from_compiled_sql_is_peeweees_row(store):
     with pytest.raises(Agent.DoesNotExist):
         Agent.get_by_id(a.id + 1)
     assert Agent.get_or_none(Agent.id == a.id + 1) is None
+
+
+def test_select_compiled_reads_the_rows_as_they_are_now(store):
+    """The monitor's reload after every write runs SQL compiled once: the same rows
+    peewee's select gives, re-read each call (the SQL is kept, never the rows).
+    Planted: the rows cached with the SQL -> the second read misses b -> fails."""
+
+    def build():
+        return Agent.select().where(Agent.status.in_(("working", "idle"))).order_by(Agent.id)
+
+    def add(uuid, status):
+        with db.atomic():
+            Agent.create(uuid=uuid, path=f"p/{uuid}", name=uuid, provider="echo",
+                         status=status, queue_seq=len(uuid), cwd="/", launch_token="t",
+                         created_at=1.0, managed=True)  # fmt: skip
+
+    add("a", "working")
+    add("q", "queued")
+    assert [r.uuid for r in Agent.select_compiled("t", build)] == ["a"]
+    add("bb", "idle")
+    ours = Agent.select_compiled("t", build)
+    assert [r.__data__ for r in ours] == [r.__data__ for r in build()]
+    assert [r.uuid for r in ours] == ["a", "bb"] and not any(r._dirty for r in ours)

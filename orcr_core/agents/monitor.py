@@ -224,7 +224,10 @@ class Monitor:
     def _load(self) -> None:
         """Re-read the active rows (only after some write: none while the fleet is steady)."""
         self._writes_seen = db.write_transactions
-        rows = {a.uuid: a for a in Agent.select().where(Agent.status.in_(MONITORED))}
+        monitored = Agent.select_compiled(
+            "monitored", lambda: Agent.select().where(Agent.status.in_(MONITORED))
+        )  # after every write: compiled once (bench/lifetime.py)
+        rows = {a.uuid: a for a in monitored}
         old = self.agents
         for uuid in old.keys() - rows.keys():
             self.watcher.unwatch(uuid)

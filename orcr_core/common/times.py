@@ -9,6 +9,7 @@ lives here because a bad duration raises it; :mod:`orcr_core.config` re-exports 
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -40,7 +41,19 @@ def parse_duration(value: Any, key: str = "duration") -> float:
         if value < 0:
             raise ConfigError(f"{key} = {value!r} is negative; use a duration >= 0")
         return float(value)
-    text = str(value).strip()
+    total = _parse_text(str(value).strip())
+    if total is None:
+        raise ConfigError(
+            f"{key} = {value!r} is not a duration; use a number of seconds or units "
+            "ms, s, m, h, d (e.g. 30s, 2m, 1h30m)"
+        )
+    return total
+
+
+@functools.lru_cache(maxsize=512)
+def _parse_text(text: str) -> float | None:
+    """A duration's seconds, None if ``text`` is not one. Cached: the server reads
+    the same few config durations (``timings.*``) for every agent at every step."""
     pos, total = 0, 0.0
     for m in _DURATION.finditer(text):
         if m.start() != pos:
@@ -48,10 +61,7 @@ def parse_duration(value: Any, key: str = "duration") -> float:
         total += float(m.group(1)) * UNITS[m.group(2)]
         pos = m.end()
     if not text or pos != len(text):
-        raise ConfigError(
-            f"{key} = {value!r} is not a duration; use a number of seconds or units "
-            "ms, s, m, h, d (e.g. 30s, 2m, 1h30m)"
-        )
+        return None
     return total
 
 

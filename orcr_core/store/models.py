@@ -128,18 +128,45 @@ class BaseModel(Model):
         compiled once per model: peewee builds every query's text from its node tree
         again, and ``Agent.get_by_id`` (each re-read of a row mid-start or mid-send)
         was the largest single share of an agent's server CPU (bench/lifetime.py)."""
-        compiled = cls.__dict__.get("_by_id_sql")
-        if compiled is None:
-            sql, _ = cls.select().where(cls._meta.primary_key == 0).sql()
-            compiled = (sql, [(f.name, f.python_value) for f in cls._meta.sorted_fields])
-            cls._by_id_sql = compiled
-        sql, fields = compiled
+        sql, _, fields = cls.compiled(
+            "by_id", lambda: cls.select().where(cls._meta.primary_key == 0)
+        )
         row = cls._meta.database.execute_sql(sql, (pk,)).fetchone()
         if row is None:
             raise cls.DoesNotExist(f"{cls.__name__} instance matching query does not exist: {pk!r}")
-        values = {name: conv(v) for (name, conv), v in zip(fields, row, strict=True)}
-        obj = cls(__no_default__=1, **values)
-        obj._dirty.clear()
+        return cls.from_row(fields, row)
+
+    @classmethod
+    def compiled(cls, key: str, build) -> tuple[str, tuple, list]:
+        """``(sql, params, fields)`` of the query ``build()`` returns (a whole-row
+        select of this model), compiled at its first use under ``key`` and kept."""
+        cache = cls.__dict__.get("_compiled")
+        if cache is None:
+            cache = cls._compiled = {}
+        entry = cache.get(key)
+        if entry is None:
+            sql, params = build().sql()
+            entry = cache[key] = (
+                sql,
+                tuple(params),
+                [(f.name, f.python_value) for f in cls._meta.sorted_fields],
+            )
+        return entry
+
+    @classmethod
+    def select_compiled(cls, key: str, build) -> list:
+        """The rows of ``build()`` (a whole-row select with fixed parameters), its SQL
+        compiled once: for queries a loop runs after every write (the monitor's)."""
+        sql, params, fields = cls.compiled(key, build)
+        return [cls.from_row(fields, row) for row in cls._meta.database.execute_sql(sql, params)]
+
+    @classmethod
+    def from_row(cls, fields: list, row: tuple):
+        """An instance of a whole-row select's row, as peewee's cursor wrapper makes it
+        (each value through its field's ``python_value``, nothing dirty), without one
+        attribute assignment per field."""
+        obj = cls(__no_default__=1)
+        obj.__data__.update({name: conv(v) for (name, conv), v in zip(fields, row, strict=True)})
         return obj
 
 
