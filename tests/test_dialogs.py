@@ -367,3 +367,28 @@ def test_a_turn_timeout_still_ends_an_agent_that_waits_for_an_answer(live, short
     assert (a["exit_reason"], a["blocked"], a["blocked_since"]) == ("timeout", None, None), a
     unblocked = [e["data"] for e in live.events(uuid) if e["kind"] == "agent.unblocked"]
     assert unblocked == [{"path": "w/late", "why": "now ended", "status": "ended"}]
+
+
+def test_wait_ready_reads_a_slow_screen_less_and_less_often(monkeypatch):
+    """A TUI slow to draw (5 s on a busy machine) costs a few screen reads, each a
+    multiplexer round trip: the pause grows from 0.05 s to 0.25 s. Virtual time.
+    Planted: a fixed 0.05 s pause -> 100 reads -> fails."""
+    from types import SimpleNamespace
+
+    from orcr_core.agents import dialogs
+
+    now = [0.0]
+    clock = SimpleNamespace(
+        monotonic=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)
+    )
+    monkeypatch.setattr(dialogs, "time", clock)
+    reads = []
+
+    def read(pane):
+        reads.append(now[0])
+        return "> " if now[0] >= 5.0 else ""
+
+    dialogs.wait_ready(SimpleNamespace(read=read), pane=None)
+    assert reads[-1] < 5.3, "drawn at 5 s, seen within one longest pause"
+    assert len(reads) <= 30, len(reads)
+    assert reads[1] - reads[0] == dialogs.READ_EVERY[0]

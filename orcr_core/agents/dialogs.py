@@ -216,8 +216,18 @@ def _unblock(agent: Agent) -> None:
         events.emit("agent.unblocked", agent.uuid, path=agent.path)
 
 
+#: the first and the longest pause between two screen reads of :func:`wait_ready`
+READ_EVERY = (0.05, 0.25)
+
+
 def wait_ready(driver, pane: PaneRef) -> None:
+    """Until the new TUI has drawn anything (a provider without ``screen_state``).
+
+    Each read is a multiplexer round trip (a tmux subprocess): the pause between
+    reads grows from 0.05 s to 0.25 s, so a program slow to draw on a busy machine
+    costs a few reads, not one every 50 ms (bench/lifetime.py)."""
     deadline = time.monotonic() + READY_WAIT
+    pause = READ_EVERY[0]
     while time.monotonic() < deadline:
         try:
             if driver.read(pane).strip():
@@ -226,4 +236,5 @@ def wait_ready(driver, pane: PaneRef) -> None:
         except DriverError as exc:
             if exc.code in ("pane_not_found", "not_found"):
                 return  # its program exited (herdr drops the pane): delivery says so
-        time.sleep(0.05)
+        time.sleep(pause)
+        pause = min(pause * 1.5, READ_EVERY[1])
