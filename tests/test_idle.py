@@ -258,3 +258,23 @@ def test_without_a_notification_sink_the_notifier_writes_nothing(
     # the burst's own write, and with a sink the cursor's (at the match or the quiet
     # moment after it, whichever comes first on this machine)
     assert db.write_transactions - first == (2 if sink else 1)
+
+
+def test_timers_forget_drops_only_agents_gone_and_skips_when_none_are():
+    """The monitor calls Timers.forget after every reload; it rebuilds the heap only
+    when an agent left. Planted: forget() a no-op -> b's guard fires -> fails;
+    an agent's count dropped at its first due entry -> a's later entry kept -> fails."""
+    from orcr_core.agents.timers import Timers
+
+    t = Timers()
+    t.arm(1.0, "a", "guard")
+    t.arm(5.0, "a", "gc")
+    t.arm(2.0, "b", "guard")
+    t.arm(3.0, "", "loop")
+    heap = t._heap
+    t.forget({"a", "b"})
+    assert t._heap is heap and len(t) == 4  # nobody left: untouched
+    t.forget({"a"})
+    assert t.due(2.5) == [("a", "guard")]  # b's guard is gone with b
+    t.forget({"b"})  # a leaves: its gc entry goes too, the agentless one stays
+    assert t.due(10.0) == [("", "loop")]

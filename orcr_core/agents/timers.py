@@ -18,6 +18,7 @@ class Timers:
     def __init__(self) -> None:
         self._heap: list[tuple[float, str, str]] = []
         self._armed: set[tuple[float, str, str]] = set()
+        self._agents: dict[str, int] = {}  # uuid -> its entries in the heap
         self._lock = threading.Lock()
 
     def arm(self, at: float, uuid: str, kind: str) -> None:
@@ -27,6 +28,7 @@ class Timers:
             if entry in self._armed:
                 return
             self._armed.add(entry)
+            self._agents[uuid] = self._agents.get(uuid, 0) + 1
             heapq.heappush(self._heap, entry)
 
     def next_at(self) -> float | None:
@@ -40,13 +42,22 @@ class Timers:
             while self._heap and self._heap[0][0] <= now:
                 entry = heapq.heappop(self._heap)
                 self._armed.discard(entry)
+                left = self._agents.pop(entry[1]) - 1
+                if left:
+                    self._agents[entry[1]] = left
                 out.append((entry[1], entry[2]))
         return out
 
     def forget(self, keep: set[str]) -> None:
         """Drop the entries of agents not in ``keep`` (they ended); entries of no
-        agent (uuid ``""``) stay."""
+        agent (uuid ``""``) stay. The monitor calls it after every reload: with no
+        agent to drop the heap (every deadline an agent had since) is left alone."""
         with self._lock:
+            gone = [u for u in self._agents if u and u not in keep]
+            if not gone:
+                return
+            for u in gone:
+                del self._agents[u]
             self._heap = [e for e in self._heap if not e[1] or e[1] in keep]
             heapq.heapify(self._heap)
             self._armed = set(self._heap)
