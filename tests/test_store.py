@@ -214,3 +214,24 @@ def test_select_compiled_reads_the_rows_as_they_are_now(store):
     ours = Agent.select_compiled("t", build)
     assert [r.__data__ for r in ours] == [r.__data__ for r in build()]
     assert [r.uuid for r in ours] == ["a", "bb"] and not any(r._dirty for r in ours)
+
+
+def test_get_by_one_column_from_compiled_sql(store):
+    """``Model.get(Model.field == value)`` (an agent by uuid, by path) runs SQL
+    compiled once per field and returns peewee's row; other shapes go to peewee.
+    Planted: one cache entry for every field -> the path lookup runs the uuid's
+    SQL -> DoesNotExist -> fails."""
+    from peewee import Model
+
+    with db.atomic():
+        for i in (1, 2):
+            Agent.create(uuid=f"u{i}", path=f"p/a{i}", name="a", provider="echo",
+                         status="queued", queue_seq=i, cwd="/", launch_token="t",
+                         created_at=1.5, managed=True)  # fmt: skip
+    ours = Agent.get(Agent.uuid == "u2")
+    assert ours.__data__ == Model.get.__func__(Agent, Agent.uuid == "u2").__data__
+    assert not ours._dirty
+    assert Agent.get(Agent.path == "p/a1").uuid == "u1"
+    assert Agent.get_or_none(Agent.uuid == "u3") is None
+    assert Agent.get_or_none(Agent.error.is_null() & (Agent.queue_seq == 2)).uuid == "u2"
+    assert Agent.get_or_none(Agent.error == None).uuid in ("u1", "u2")  # noqa: E711 (IS NULL)

@@ -10,11 +10,15 @@ import threading
 from contextlib import contextmanager
 
 from peewee import (
+    OP,
     AutoField,
     BooleanField,
+    Expression,
+    Field,
     FloatField,
     IntegerField,
     Model,
+    Node,
     SqliteDatabase,
     TextField,
 )
@@ -135,6 +139,34 @@ class BaseModel(Model):
         if row is None:
             raise cls.DoesNotExist(f"{cls.__name__} instance matching query does not exist: {pk!r}")
         return cls.from_row(fields, row)
+
+    @classmethod
+    def get(cls, *query, **filters):
+        """peewee's ``Model.get``; ``Model.get(Model.field == value)`` (a row by one
+        column, how most code finds an agent by uuid) from SQL compiled once per field."""
+        if len(query) == 1 and not filters:
+            e = query[0]
+            if (
+                isinstance(e, Expression)
+                and e.op == OP.EQ
+                and isinstance(e.lhs, Field)
+                and e.lhs.model is cls
+                and e.rhs is not None
+                and not isinstance(e.rhs, Node)
+            ):
+                field = e.lhs
+                sql, params, fields = cls.compiled(
+                    f"get:{field.name}", lambda: cls.select().where(field == e.rhs).limit(1)
+                )
+                args = (field.db_value(e.rhs), *params[1:])
+                row = cls._meta.database.execute_sql(sql, args).fetchone()
+                if row is None:
+                    raise cls.DoesNotExist(
+                        f"{cls.__name__} instance matching query does not exist: "
+                        f"{field.name} = {e.rhs!r}"
+                    )
+                return cls.from_row(fields, row)
+        return super().get(*query, **filters)
 
     @classmethod
     def compiled(cls, key: str, build) -> tuple[str, tuple, list]:
