@@ -15,20 +15,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from orcr_core import __version__, ceilings, dirs
+from orcr_core import ceilings, dirs
 from orcr_core import config as config_mod
-from orcr_core.agents import memory, queue, unmanaged
+from orcr_core.agents import memory, queue
 from orcr_core.ceilings import pressure
-from orcr_core.ceilings import step as ceilings_step
 from orcr_core.common import clock
 from orcr_core.config import watch as config_watch
 from orcr_core.contracts import Driver
 from orcr_core.pm.plugins import Registry, build_registry, get_plugin_manager
-from orcr_core.protocol import PROTOCOL_VERSION
 from orcr_core.server import lockfile
+from orcr_core.server import status as server_status
 from orcr_core.server.multiplexer import Multiplexer
 from orcr_core.store import events, faults, health
-from orcr_core.store.db import SCHEMA_VERSION, open_store
+from orcr_core.store.db import open_store
 from orcr_core.store.events import Bus
 from orcr_core.store.models import LIVE, Agent, db
 from orcr_core.usage import budgets
@@ -323,68 +322,8 @@ class Server:
         self.monitor.run()
 
     def status(self) -> dict:
-        from orcr_core.server.shapes import iso
-        from orcr_core.store import drift
-
-        drift_now = drift.snapshot()
-        counts = queue.live_counts()
-        caps = {"max": self.config.cap()}
-        providers = {}
-        configured = set(self.config.provider_caps())  # a cap for a provider not installed too
-        for name in sorted(set(self.registry.providers) | set(counts) | configured):
-            providers[name] = {
-                "live": counts.get(name, 0),
-                "cap": self.config.cap(name),
-                "installed": name in self.registry.providers,
-            }
-        return {
-            "pid": os.getpid(),
-            "version": __version__,
-            "protocol": PROTOCOL_VERSION,
-            "store": str(self.store_path),
-            "schema_version": SCHEMA_VERSION,
-            "socket": str(self.socket_path),
-            "uptime": round(time.time() - self.started_at, 3),
-            "queue_depth": queue.queue_depth(),
-            "held": self.held,
-            # providers whose queue a usage limit holds, and why (orcr_core/usage_limits)
-            "usage_limits": self.usage_limits.held(self),
-            # an edit of the config file that was not applied, and why (config/watch.py)
-            "config_error": self.config_error,
-            # token budgets: each scope's spend in its window, the queued agents it holds
-            "budgets": budgets.status(self),
-            # available memory, the floor, what loading agents reserve, the estimates
-            "memory": self.memory.read(self, self.config).as_dict(),
-            "ceilings": ceilings_step.status(self.config),  # mechanism, fleet, pressure
-            "live": sum(counts.values()),
-            "caps": caps,
-            "providers": providers,
-            "driver": self.mux.status(),
-            "drift": {name: value for name, (value, _at) in drift_now.items()},
-            "drift_at": {name: iso(at) for name, (_value, at) in drift_now.items()},
-            "lost": Agent.select().where(Agent.status == "lost").count(),
-            "unmanaged": unmanaged.live_count(),  # herdr agents in the user's other sessions
-            "stalled": Agent.select()
-            .where((Agent.status == "working") & Agent.stalled_at.is_null(False))
-            .count(),
-            # live agents whose pane is in the parking area (agents/parking.py)
-            "parked": Agent.select()
-            .where(Agent.status.in_(LIVE) & Agent.parked_at.is_null(False))
-            .count(),
-            "blocked": [
-                {"path": a.path, "uuid": a.uuid, "reason": a.blocked_reason}
-                for a in Agent.select()
-                .where(
-                    Agent.status.in_(("starting", "working")) & Agent.blocked_reason.is_null(False)
-                )
-                .order_by(Agent.id)
-            ],
-            "last_seq": events.last_seq(),
-            "loops": self.loops.status() if self.loops is not None else None,
-            "notify": self.notifier.status() if self.notifier is not None else None,
-            "write_transactions": db.write_transactions,
-            "monitor": self.monitor.status(),
-        }
+        """The ``server.status`` answer (server/status.py)."""
+        return server_status.report(self)
 
     def serve(self) -> None:
         """Run until ``server.stop`` or a signal. Recovery runs before the socket opens."""
