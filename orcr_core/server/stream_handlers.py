@@ -41,8 +41,8 @@ def watch_open(server: ServerContext, conn, rid, params):
     try:
         with db.atomic():  # one read transaction: rows and seq from the same instant
             rows = _snapshot_rows(params)
-            if _caller(conn):  # a sandboxed agent's own socket: its subtree only
-                rows = sandboxed.filter_rows(server, _caller(conn), rows)
+            if caller := _caller(conn):  # a sandboxed agent's own socket: its subtree only
+                rows = sandboxed.filter_rows(server, caller, rows)
             rows = usage.attach(rows)  # top's TOKENS column
             snap_seq = events.last_seq()
         server.bus.move_pin(pin, snap_seq)
