@@ -189,16 +189,28 @@ def test_agent_exit_is_noticed_through_the_multiplexer(live):
 
 
 def test_timers_fire_from_the_heap_with_polling_off(live):
-    """Turn timeout and GC with no poll and no periodic pass: only the timer heap acts."""
+    """Turn timeout and GC with no poll and no periodic pass: only the timer heap acts.
+    The one end-to-end test of both (their rules: tests/test_timers_clock.py, on a fake
+    clock): ``agent wait`` on a timed-out turn exits 5 saying so, GC ends an idle agent
+    right after its turn, and both panes close."""
     live.config(live.mux.config() + NO_POLLING + 'gc_after = "2s"\n')
     live.start_server()
-    _echo(live, "clock/gc")
+    gc_uuid = _echo(live, "clock/gc")
     live.run("agent", "run", "--provider", "echo", "--path", "clock/slow", "--timeout", "1s",
              "[sleep 30] x", check=True)  # fmt: skip
+    r = live.run("agent", "wait", "clock/slow", "--timeout", "30s")
+    assert r.returncode == 5 and "timeout" in r.stderr, (r.returncode, r.stderr)
     for path, reason in (("clock/slow", "timeout"), ("clock/gc", "gc")):
         live.run("agent", "wait", path, "--until", "ended", "--timeout", "30s")
         a = live.get(path)
         assert (a["status"], a["exit_reason"]) == ("ended", reason)
+    moves = [
+        (e["data"]["from"], e["data"]["to"])
+        for e in live.events(gc_uuid)
+        if e["kind"] == "agent.status"
+    ]
+    assert moves[-2:] == [("working", "idle"), ("idle", "ended")], moves  # its turn, then GC
+    until(lambda: live.mux.labels() == [], what="the panes to close")
 
 
 def test_what_happened_while_the_server_was_down_is_made_up_at_start(live):
