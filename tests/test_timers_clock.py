@@ -1,5 +1,6 @@
 """The monitor's timers on a fake clock: idle GC, a turn's timeout, the stuck-start
-guard and the stalled flag, each to the second it is due, without waiting it out.
+guard (and a dialog's wait) and the stalled flag, each to the second it is due,
+without waiting it out.
 
 A real :class:`~orcr_core.server.app.Server` in the test process, not serving: its
 real monitor, timer heap, store (SQLite), registry (the echo provider, the test
@@ -29,7 +30,7 @@ from orcr_core.store.models import Agent, Event
 
 CONFIG = (
     '[driver]\nname = "test"\n[timings]\npoll_every = "1h"\nreconcile_every = "1h"\n'
-    'gc_after = "1h"\nmax_starting = "2m"\nstall_after = "5m"\n'
+    'gc_after = "1h"\nmax_starting = "2m"\nstall_after = "5m"\ndialog_wait = "10m"\n'
 )
 
 
@@ -147,6 +148,31 @@ def test_the_stuck_start_guard_counts_from_the_last_progress_marker(srv, fake_cl
     row = _row()
     assert (row.status, row.exit_reason) == ("ended", "failed")
     assert row.error == "stuck-start guard: no progress for 120s (timings.max_starting)"
+    assert _closed(a.pane_id)
+
+
+def test_a_dialog_waits_dialog_wait_not_the_stuck_start_guard(srv, fake_clock):
+    """A start blocked on a dialog (a person is asked) is held to ``dialog_wait``, not
+    ``max_starting``, counted from when the dialog showed.
+
+    Planted: the blocked branch compared with ``max_starting`` -> ended at t0+3m, fails;
+    its timer armed at ``max_starting`` -> fails."""
+    t0 = fake_clock.time()
+    a = _agent(srv, status="starting", started_at=t0, last_progress_at=t0,
+               blocked_reason="trust this folder?", blocked_at=t0)  # fmt: skip
+    srv._active_pipelines.add(a.uuid)  # its pipeline waits on the answer
+    _pass(srv, reload=True)
+    assert srv.monitor.timers.next_at() == t0 + 600
+    fake_clock.advance(180)  # past max_starting
+    srv.monitor.step({a.uuid}, False, False, False)
+    assert _row().status == "starting"
+    fake_clock.advance(421)
+    _pass(srv)
+    row = _row()
+    assert (row.status, row.exit_reason) == ("ended", "failed")
+    assert row.error == (
+        "a dialog went unanswered for 600s (timings.dialog_wait): trust this folder?"
+    )
     assert _closed(a.pane_id)
 
 
