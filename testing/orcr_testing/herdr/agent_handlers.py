@@ -47,7 +47,7 @@ def _store_session(emu: Emulator, pane, params: dict) -> None:
         if params.get("session_start_source") not in allowed:
             return
     pane.agent_session = {"source": source, "agent": agent, "kind": kind, "value": value}
-    emu._mark_dirty()  # no event: clients poll
+    emu.state.mark_dirty()  # no event: clients poll
 
 
 RESUME_MAX_ITEMS, RESUME_MAX_BYTES = 64, 8192
@@ -84,11 +84,11 @@ def _holds(pane, source: str, agent: str) -> bool:
 
 def _attach(emu: Emulator, pane, source: str, agent: str, argv: list[str]) -> None:
     pane.resume_argv = {"source": source, "agent": agent, "argv": argv}
-    emu._mark_dirty()  # saved with the session: used by the next cold restart
+    emu.state.mark_dirty()  # saved with the session: used by the next cold restart
 
 
 def pane_report_agent_session(emu: Emulator, params: dict, rid: str) -> dict:
-    pane = emu.find_pane(params["pane_id"])
+    pane = emu.state.find_pane(params["pane_id"])
     source, agent = params["source"], params["agent"]
     argv = _resume_argv(emu, params)
     if argv is not None and not _holds(pane, source, agent):
@@ -104,7 +104,7 @@ def pane_report_agent_session(emu: Emulator, params: dict, rid: str) -> dict:
 
 
 def pane_report_agent(emu: Emulator, params: dict, rid: str) -> dict:
-    pane = emu.find_pane(params["pane_id"])
+    pane = emu.state.find_pane(params["pane_id"])
     source, agent = params["source"], params["agent"]
     argv = _resume_argv(emu, params)
     if OFFICIAL_SOURCES.get(source) == agent:
@@ -120,7 +120,7 @@ def pane_report_agent(emu: Emulator, params: dict, rid: str) -> dict:
             return OK
         pane.session_seq[source] = seq
     pane.agent_authority = source
-    emu._set_agent(pane, agent, params["state"])
+    emu.state.set_agent(pane, agent, params["state"])
     droprule.registered(emu, pane)  # 0.9.2: dropped if the pane's shell is in front
     if argv is not None:  # the report made this source the pane's holder
         _attach(emu, pane, source, agent, argv)
@@ -128,31 +128,31 @@ def pane_report_agent(emu: Emulator, params: dict, rid: str) -> dict:
 
 
 def pane_release_agent(emu: Emulator, params: dict, rid: str) -> dict:
-    pane = emu.find_pane(params["pane_id"])
+    pane = emu.state.find_pane(params["pane_id"])
     if pane.agent_authority == params["source"] and pane.agent == params["agent"]:
         pane.agent_authority = None
-        emu._set_agent(pane, None, "unknown")
+        emu.state.set_agent(pane, None, "unknown")
     return OK
 
 
 def pane_clear_agent_authority(emu: Emulator, params: dict, rid: str) -> dict:
-    pane = emu.find_pane(params["pane_id"])
+    pane = emu.state.find_pane(params["pane_id"])
     source = params.get("source")
     if pane.agent_authority not in (None, "detect") and source in (None, pane.agent_authority):
         pane.agent_authority = None
-        emu._set_agent(pane, None, "unknown")
+        emu.state.set_agent(pane, None, "unknown")
     return OK
 
 
 def pane_report_metadata(emu: Emulator, params: dict, rid: str) -> dict:
-    emu.find_pane(params["pane_id"])
+    emu.state.find_pane(params["pane_id"])
     return OK
 
 
 # ---------------------------------------------------------------- agents
 def _agent_pane(emu: Emulator, target: str):
     try:
-        pane = emu.find_pane(target)
+        pane = emu.state.find_pane(target)
     except ApiError:
         raise ApiError("agent_not_found", f"agent {target} not found") from None
     if not pane.agent:
@@ -161,35 +161,38 @@ def _agent_pane(emu: Emulator, target: str):
 
 
 def agent_list(emu: Emulator, params: dict, rid: str) -> dict:
-    panes = [p for ws in emu.workspaces.values() for p in ws.panes() if p.agent]
-    return {"type": "agent_list", "agents": [emu.views.agent(p) for p in panes]}
+    panes = [p for ws in emu.state.workspaces.values() for p in ws.panes() if p.agent]
+    return {"type": "agent_list", "agents": [emu.state.views.agent(p) for p in panes]}
 
 
 def agent_get(emu: Emulator, params: dict, rid: str) -> dict:
-    return {"type": "agent_info", "agent": emu.views.agent(_agent_pane(emu, params["target"]))}
+    return {
+        "type": "agent_info",
+        "agent": emu.state.views.agent(_agent_pane(emu, params["target"])),
+    }
 
 
 def agent_focus(emu: Emulator, params: dict, rid: str) -> dict:
     pane = _agent_pane(emu, params["target"])
-    emu.focus_pane(pane)
-    return {"type": "agent_info", "agent": emu.views.agent(pane)}
+    emu.state.focus_pane(pane)
+    return {"type": "agent_info", "agent": emu.state.views.agent(pane)}
 
 
 # ---------------------------------------------------------------- events
 def events_subscribe(emu: Emulator, params: dict, rid: str) -> Stream:
-    if emu._before_subscribe:  # a test's change just before this subscription starts
-        emu._before_subscribe.pop(0)()
+    if emu.serving.subscribe_changes:  # a test's change just before this subscription starts
+        emu.serving.subscribe_changes.pop(0)()
     entries: list = []
     for index, sub in enumerate(params["subscriptions"]):
         kind = sub["type"]
         if kind in TYPE_ONLY:
-            entries.append(TypeEntry(emu.hub, kind, live_edge=emu.dialect.live_edge))
+            entries.append(TypeEntry(emu.state.hub, kind, live_edge=emu.dialect.live_edge))
             continue
         # 0.8 answers with its internal probe id; whether 0.9.2's id fix covers this
         # is not documented (HERDR-0.9.md §12): the 0.9 dialect echoes the request's
         probe_id = rid if emu.dialect.error_ids else f"{rid}:sub:{index}:probe"
         try:
-            pane = emu.find_pane(sub["pane_id"])
+            pane = emu.state.find_pane(sub["pane_id"])
         except ApiError as err:
             raise ApiError(err.code, err.message, reply_id=probe_id) from None
         if kind == "pane.agent_status_changed":
@@ -208,8 +211,8 @@ def events_subscribe(emu: Emulator, params: dict, rid: str) -> Stream:
             entries.append(OutputEntry(pane.pane_id, _output_probe(emu, pane.pane_id, sub)))
         else:
             entries.append(QuietEntry())
-    with emu.hub.lock:
-        emu.hub.status_entries.extend(e for e in entries if isinstance(e, StatusEntry))
+    with emu.state.hub.lock:
+        emu.state.hub.status_entries.extend(e for e in entries if isinstance(e, StatusEntry))
     return Stream(entries, rid)
 
 
@@ -231,7 +234,7 @@ def _output_probe(emu: Emulator, pane_id: str, sub: dict):
     def probe():
         with emu.lock:
             try:
-                emu.find_pane(pane_id, live=True)
+                emu.state.find_pane(pane_id, live=True)
             except ApiError:
                 return None
             read = pane_read(

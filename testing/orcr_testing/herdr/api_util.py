@@ -23,13 +23,13 @@ def _env(env: Any) -> dict[str, str]:
 def _cwd(emu, cwd: str | None) -> str:
     if cwd:
         return cwd
-    if emu.focused_ws in emu.workspaces:
-        return emu.workspaces[emu.focused_ws].cwd
+    if emu.state.focused_ws in emu.state.workspaces:
+        return emu.state.workspaces[emu.state.focused_ws].cwd
     return os.getcwd()
 
 
 def _tab(emu, tab_id: str):
-    tab = emu.find_tab(tab_id)
+    tab = emu.state.find_tab(tab_id)
     if tab is None:
         raise ApiError("tab_not_found", f"tab {tab_id} not found")
     return tab

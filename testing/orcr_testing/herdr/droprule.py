@@ -107,6 +107,6 @@ def drop(emu: Any, pane: Pane) -> None:
         {"pane_id": pane.pane_id, "agent": agent, "status": previous, "at": time.monotonic()}
     )
     data = {"pane_id": pane.pane_id, "workspace_id": pane.workspace_id}
-    emu._emit("pane_agent_detected", data)
-    emu.hub.push_status(pane.pane_id, "unknown", {**data, "agent_status": "unknown"})
-    emu._mark_dirty()
+    emu.state.emit("pane_agent_detected", data)
+    emu.state.hub.push_status(pane.pane_id, "unknown", {**data, "agent_status": "unknown"})
+    emu.state.mark_dirty()

@@ -29,24 +29,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orcr_testing.herdr import droprule, persist
+from orcr_testing.herdr import droprule
 from orcr_testing.herdr.dialect import dialect_for
 from orcr_testing.herdr.events import TICK, EventHub
 from orcr_testing.herdr.hooks import TestHooks
-from orcr_testing.herdr.ids import new_terminal_id
-from orcr_testing.herdr.model import DETECTED, RESUME_ARGV, Pane, Views, Workspace
+from orcr_testing.herdr.model import DETECTED, RESUME_ARGV, InputRecord, Pane, Views, Workspace
 from orcr_testing.herdr.serving import Deferred, Serving, Stream, Violation
-from orcr_testing.herdr.session import ENTER_TOO_EARLY_WINDOW, SessionState
+from orcr_testing.herdr.session import ENTER_TOO_EARLY_WINDOW, RESUME_DELAY, SessionState
 from orcr_testing.herdr.transport import REQUEST_TIMEOUT, ApiError, Listener
 
-__all__ = ["Deferred", "Emulator", "Stream", "Violation"]
+__all__ = ["RESUME_DELAY", "Deferred", "Emulator", "Stream", "Violation"]
 
 VERSION = "0.8.0"  # herdr --version of the 0.8 dialect (0.9: HERDR_09.version)
-RESUME_DELAY = 0.75
 
 
-class Emulator(SessionState, TestHooks, Serving):
+class Emulator:
     """A fake herdr server. All public attributes may be changed while it runs.
+
+    Parts, each held as an attribute: ``state`` (:class:`SessionState`: workspaces,
+    tabs, panes, the event hub, what a restart restores, pane input), reading of
+    the emulator only the settings its ``SessionHost`` names; ``serving``
+    (:class:`Serving`: the request loop, the schema check, the request log, open
+    streams and the transport's fault injection). The test hooks are the
+    emulator's methods, delegating to ``hooks`` (:class:`TestHooks`: the lock, the
+    state and the serving part).
 
     Args:
         socket_path: the API socket to listen on (AF_UNIX: keep it under 107 bytes).
@@ -129,7 +135,6 @@ class Emulator(SessionState, TestHooks, Serving):
         self.session = session
         self.herdr_bin = herdr_bin
         self.save_delay = save_delay
-        self.violations_path = Path(violations_path) if violations_path else None
         self.request_timeout = request_timeout
         self.enter_window = enter_window
         if drop_self_reported is None:
@@ -137,35 +142,55 @@ class Emulator(SessionState, TestHooks, Serving):
         self.drop_self_reported = drop_self_reported
         self.drop_checks = 0  # self-report drop checks made (droprule)
         self.self_report_drops: list[dict] = []  # {pane_id, agent, status, at} per drop
-        self.checker = None
+        checker = None
         if strict:
             from orcr_testing.herdr.schema import checker_for
 
-            self.checker = checker_for(protocol)
-        self.violations: list[Violation] = []
-        self.requests: list[dict] = []  # every parsed request, in arrival order
+            checker = checker_for(protocol)
         self.lock = threading.RLock()  # herdr's "app loop"
-        self.views = Views(self)
-        self.workspaces: dict[str, Workspace] = {}
-        self.focused_ws: str | None = None
-        self.next_ws = 1
-        self.hub = EventHub()
+        self.serving = Serving(self, checker, violations_path)
+        self.state = SessionState(self, self.serving.check)
+        self.hooks = TestHooks(self.lock, self.state, self.serving)
         self.stopped = threading.Event()
         self.stopped.set()
         self._listener: Listener | None = None
         self._ticker: threading.Thread | None = None
-        self._dirty_at: float | None = None
-        self._drop: list[str] = []  # fault injection: "before" / "after" per connection
-        self._streams: list[Stream] = []  # open subscriptions
-        self._lose_next = 0  # fault injection: subscriptions to end with events_lost at once
-        self.events_lost_sent = 0
-        self._before_subscribe: list[Callable[[], None]] = []  # fault injection, one each
-        self._muted = False  # fault injection: an outage, every connection dropped
-        self.muted_connections = 0  # connections dropped while muted
-        self._reply_hooks: list[Callable[[str, dict], dict]] = []
-        self._resume_at: dict[str, float] = {}
         self.stop_requested = threading.Event()  # set by server.stop (the CLI exits on it)
-        self._stop_after_reply = threading.Event()
+
+    # ------------------------------------------------------------------ what tests read
+    @property
+    def checker(self) -> Any:
+        """The schema checker of this protocol (None when not ``strict``)."""
+        return self.serving.checker
+
+    @property
+    def violations(self) -> list[Violation]:
+        return self.serving.violations
+
+    @property
+    def requests(self) -> list[dict]:
+        """Every parsed request, in arrival order."""
+        return self.serving.requests
+
+    @property
+    def muted_connections(self) -> int:
+        return self.serving.muted_connections
+
+    @property
+    def events_lost_sent(self) -> int:
+        return self.serving.events_lost_sent
+
+    @property
+    def workspaces(self) -> dict[str, Workspace]:
+        return self.state.workspaces
+
+    @property
+    def views(self) -> Views:
+        return self.state.views
+
+    @property
+    def hub(self) -> EventHub:
+        return self.state.hub
 
     @classmethod
     def for_session(cls, config_home: str | os.PathLike, name: str, **kwargs: Any) -> Emulator:
@@ -186,19 +211,19 @@ class Emulator(SessionState, TestHooks, Serving):
     def start(self) -> Emulator:
         """Restore ``session.json`` if present, then listen. Returns self."""
         with self.lock:
-            self.hub = EventHub()
+            self.state.hub = EventHub()
             # agent.view / workspace.view are transient: they last until the server exits
             self.agent_view: dict | None = None
             self.workspace_view: dict | None = None
             self.stop_requested.clear()
-            self._stop_after_reply.clear()
-            self._restore()
+            self.serving.stop_after_reply.clear()
+            self.state.restore()
             self.stopped.clear()
-        self._listener = Listener(self.socket_path, self._serve)
+        self._listener = Listener(self.socket_path, self.serving.serve)
         try:
             self._listener.start()
         except BaseException:
-            self._kill_all()
+            self.state.kill_all()
             self.stopped.set()
             raise
         self._ticker = threading.Thread(target=self._tick_loop, name="herdr-tick", daemon=True)
@@ -211,9 +236,9 @@ class Emulator(SessionState, TestHooks, Serving):
             return
         with self.lock:
             if save:
-                self._save()
+                self.state.save()
             self.stopped.set()
-            self._kill_all()
+            self.state.kill_all()
         if self._listener is not None:
             self._listener.stop()
         if self._ticker is not None and self._ticker is not threading.current_thread():
@@ -234,51 +259,6 @@ class Emulator(SessionState, TestHooks, Serving):
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _kill_all(self) -> None:
-        for ws in self.workspaces.values():
-            for pane in ws.panes():
-                if pane.proc is not None:
-                    pane.proc.kill_now()
-                    pane.proc = None
-        self.workspaces.clear()
-        self._resume_at.clear()
-
-    def _restore(self) -> None:
-        restored, focused = persist.load(self.session_file)
-        self.workspaces = {}
-        self.focused_ws = None
-        seen_sessions: set[tuple[str, str]] = set()
-        for ws in restored:
-            self.workspaces[ws.workspace_id] = ws
-            for pane in ws.panes():
-                pane.terminal_id = new_terminal_id()
-                session = pane.agent_session
-                key = (session["agent"], session["value"]) if session else None
-                # a reported resume_argv (0.9.2) takes precedence over the built-in one
-                resumable = (
-                    self.resume_agents
-                    and (pane.resume_argv or (session and session["agent"] in RESUME_ARGV))
-                    and (key is None or key not in seen_sessions)
-                )
-                if resumable:
-                    seen_sessions.add(key)
-                    pane.pending_resume = True
-                    self._resume_at[pane.pane_id] = time.monotonic() + RESUME_DELAY
-                    continue
-                pane.agent, pane.resume_argv = None, None
-                if self.dialect.restore_error and not os.path.isdir(pane.cwd):
-                    # 0.9.2: the pane stays, with an error, its saved directory and
-                    # session reference intact, instead of a shell in $HOME
-                    pane.restore_error = f"saved directory is unavailable: {pane.cwd}"
-                    continue
-                pane.agent_session = None
-                self._start_process(pane, None, None)
-        self.focused_ws = (
-            focused if focused in self.workspaces else next(iter(self.workspaces), None)
-        )
-        numbers = [ws.number for ws in self.workspaces.values()]
-        self.next_ws = max(numbers, default=0) + 1
-
     # ------------------------------------------------------------------ tick
     def _tick_loop(self) -> None:
         while not self.stopped.wait(TICK):
@@ -291,40 +271,41 @@ class Emulator(SessionState, TestHooks, Serving):
                 print(f"herdr-emulator: tick failed: {exc!r}", file=sys.stderr)
 
     def _tick(self) -> None:
+        state = self.state
         now = time.monotonic()
-        for pane in [p for ws in list(self.workspaces.values()) for p in ws.panes()]:
+        for pane in [p for ws in list(state.workspaces.values()) for p in ws.panes()]:
             if pane.pending_resume:
-                if now >= self._resume_at.get(pane.pane_id, now):
+                if now >= state.resume_at.get(pane.pane_id, now):
                     self._resume(pane)
                 continue
             if pane.proc is None:
                 continue
             if pane.proc.poll() is not None:
-                self._remove_pane(pane, exited=True)
+                state.remove_pane(pane, exited=True)
                 continue
             title = pane.proc.title
             if title != pane.title:
                 pane.title = title
                 pane.revision += 1
-                self._emit("pane_updated", {"pane": self.views.pane(pane)})
+                state.emit("pane_updated", {"pane": state.views.pane(pane)})
             droprule.check(self, pane, now)
             if self.detect_agents and pane.agent_authority in (None, "detect"):
                 names = pane.proc.foreground_names()
                 detected = next((DETECTED[n] for n in names if n in DETECTED), None)
                 if detected != pane.agent:
                     pane.agent_authority = "detect" if detected else None
-                    self._set_agent(pane, detected, "unknown")
-        if self._dirty_at is not None and now - self._dirty_at >= self.save_delay:
-            self._save()
+                    state.set_agent(pane, detected, "unknown")
+        if state.dirty_at is not None and now - state.dirty_at >= self.save_delay:
+            state.save()
 
     def _resume(self, pane: Pane) -> None:
         """Native resume: a shell in the saved cwd, then the reported ``resume_argv`` (0.9.2),
         else ``claude --resume <id>``, typed + CR."""
         pane.pending_resume = False
-        self._resume_at.pop(pane.pane_id, None)
+        self.state.resume_at.pop(pane.pane_id, None)
         session = pane.agent_session or {}
         try:
-            self._start_process(pane, None, None)
+            self.state.start_process(pane, None, None)
         except ApiError:
             return
         argv = RESUME_ARGV.get(session.get("agent", ""))
@@ -339,6 +320,79 @@ class Emulator(SessionState, TestHooks, Serving):
                 pane.proc.write(line.encode())
             except OSError:
                 pass
+
+    # ------------------------------------------------------------------ test hooks
+    def pane(self, pane_id: str) -> Pane:
+        """The live :class:`Pane` object (KeyError when gone)."""
+        return self.hooks.pane(pane_id)
+
+    def panes(self) -> list[Pane]:
+        return self.hooks.panes()
+
+    def inputs(self, pane_id: str) -> list[InputRecord]:
+        """Every write into the pane: what was sent, what reached the PTY."""
+        return self.hooks.inputs(pane_id)
+
+    def screen(self, pane_id: str) -> str:
+        """The pane's visible screen, as ``pane.read`` would give it."""
+        return self.hooks.screen(pane_id)
+
+    def set_agent(self, pane_id: str, agent: str | None, status: str = "unknown") -> None:
+        self.hooks.set_agent(pane_id, agent, status)
+
+    def zoom_tab(self, tab_id: str, zoomed: bool = True) -> None:
+        self.hooks.zoom_tab(tab_id, zoomed)
+
+    def set_agent_status(self, pane_id: str, status: str) -> None:
+        self.hooks.set_agent_status(pane_id, status)
+
+    def set_agent_session(
+        self, pane_id: str, value: str, agent: str | None = None, source: str | None = None
+    ) -> None:
+        self.hooks.set_agent_session(pane_id, value, agent, source)
+
+    def clear_agent_session(self, pane_id: str) -> None:
+        self.hooks.clear_agent_session(pane_id)
+
+    def add_agent(
+        self,
+        agent: str = "claude",
+        status: str = "idle",
+        *,
+        cwd: str | None = None,
+        label: str | None = None,
+    ) -> str:
+        return self.hooks.add_agent(agent, status, cwd=cwd, label=label)
+
+    def close_pane(self, pane_id: str) -> None:
+        self.hooks.close_pane(pane_id)
+
+    def exit_agent(self, pane_id: str) -> None:
+        self.hooks.exit_agent(pane_id)
+
+    def drop_connections(self, count: int = 1, when: str = "before") -> None:
+        self.hooks.drop_connections(count, when)
+
+    def mute(self) -> None:
+        self.hooks.mute()
+
+    def unmute(self) -> None:
+        self.hooks.unmute()
+
+    def lose_events(self, open_streams: bool = True, next_subscriptions: int = 0) -> None:
+        self.hooks.lose_events(open_streams, next_subscriptions)
+
+    def before_subscribe(self, change: Callable[[], None]) -> None:
+        self.hooks.before_subscribe(change)
+
+    def corrupt_next_reply(self, mutate: Callable[[str, dict], dict]) -> None:
+        self.hooks.corrupt_next_reply(mutate)
+
+    def retained_events(self) -> list[dict]:
+        return self.hooks.retained_events()
+
+    def publish(self, name: str, data: dict) -> dict:
+        return self.hooks.publish(name, data)
 
 
 if __name__ == "__main__":

@@ -33,13 +33,13 @@ def ping(emu: Emulator, params: dict, rid: str) -> dict:
 
 
 def server_stop(emu: Emulator, params: dict, rid: str) -> dict:
-    emu._stop_after_reply.set()
+    emu.serving.stop_after_reply.set()
     return OK
 
 
 def session_snapshot(emu: Emulator, params: dict, rid: str) -> dict:
-    v = emu.views
-    workspaces = list(emu.workspaces.values())
+    v = emu.state.views
+    workspaces = list(emu.state.workspaces.values())
     tabs = [t for ws in workspaces for t in ws.tabs]
     panes = [p for t in tabs for p in t.panes]
     snap: dict[str, Any] = {
@@ -51,10 +51,10 @@ def session_snapshot(emu: Emulator, params: dict, rid: str) -> dict:
         "layouts": [v.layout(t) for t in tabs],
         "agents": [v.agent(p) for p in panes if p.agent],
     }
-    if emu.focused_ws in emu.workspaces:
-        ws = emu.workspaces[emu.focused_ws]
+    if emu.state.focused_ws in emu.state.workspaces:
+        ws = emu.state.workspaces[emu.state.focused_ws]
         snap["focused_workspace_id"] = ws.workspace_id
-        tab = emu.find_tab(ws.active_tab_id or "")
+        tab = emu.state.find_tab(ws.active_tab_id or "")
         if tab is not None:
             snap["focused_tab_id"] = tab.tab_id
             if tab.focused_pane_id:
@@ -65,99 +65,106 @@ def session_snapshot(emu: Emulator, params: dict, rid: str) -> dict:
 # ---------------------------------------------------------------- workspaces
 def workspace_create(emu: Emulator, params: dict, rid: str) -> dict:
     label = (params.get("label") or "").strip() or None
-    ws, tab, pane = emu.new_workspace(
+    ws, tab, pane = emu.state.new_workspace(
         _cwd(emu, params.get("cwd")), label, _env(params.get("env")), params.get("focus", False)
     )
     return {
         "type": "workspace_created",
-        "workspace": emu.views.workspace(ws),
-        "tab": emu.views.tab(tab),
-        "root_pane": emu.views.pane(pane),
+        "workspace": emu.state.views.workspace(ws),
+        "tab": emu.state.views.tab(tab),
+        "root_pane": emu.state.views.pane(pane),
     }
 
 
 def workspace_list(emu: Emulator, params: dict, rid: str) -> dict:
     return {
         "type": "workspace_list",
-        "workspaces": [emu.views.workspace(ws) for ws in emu.workspaces.values()],
+        "workspaces": [emu.state.views.workspace(ws) for ws in emu.state.workspaces.values()],
     }
 
 
 def workspace_get(emu: Emulator, params: dict, rid: str) -> dict:
-    ws = emu.find_workspace(params["workspace_id"])
-    return {"type": "workspace_info", "workspace": emu.views.workspace(ws)}
+    ws = emu.state.find_workspace(params["workspace_id"])
+    return {"type": "workspace_info", "workspace": emu.state.views.workspace(ws)}
 
 
 def workspace_focus(emu: Emulator, params: dict, rid: str) -> dict:
-    ws = emu.find_workspace(params["workspace_id"])
-    tab = emu.find_tab(ws.active_tab_id or "")
+    ws = emu.state.find_workspace(params["workspace_id"])
+    tab = emu.state.find_tab(ws.active_tab_id or "")
     if tab is not None and tab.focused_pane_id:
-        emu.focus_pane(emu.find_pane(tab.focused_pane_id))
-    return {"type": "workspace_info", "workspace": emu.views.workspace(ws)}
+        emu.state.focus_pane(emu.state.find_pane(tab.focused_pane_id))
+    return {"type": "workspace_info", "workspace": emu.state.views.workspace(ws)}
 
 
 def workspace_rename(emu: Emulator, params: dict, rid: str) -> dict:
-    ws = emu.find_workspace(params["workspace_id"])
+    ws = emu.state.find_workspace(params["workspace_id"])
     ws.custom_label = (params.get("label") or "").strip() or None
-    emu._emit("workspace_renamed", {"workspace_id": ws.workspace_id, "label": ws.label})
-    emu._mark_dirty()
-    return {"type": "workspace_info", "workspace": emu.views.workspace(ws)}
+    emu.state.emit("workspace_renamed", {"workspace_id": ws.workspace_id, "label": ws.label})
+    emu.state.mark_dirty()
+    return {"type": "workspace_info", "workspace": emu.state.views.workspace(ws)}
 
 
 def workspace_close(emu: Emulator, params: dict, rid: str) -> dict:
-    emu.close_workspace(emu.find_workspace(params["workspace_id"]))
+    emu.state.close_workspace(emu.state.find_workspace(params["workspace_id"]))
     return OK
 
 
 # ---------------------------------------------------------------- tabs
 def tab_create(emu: Emulator, params: dict, rid: str) -> dict:
-    ws = emu.find_workspace(params.get("workspace_id"))
+    ws = emu.state.find_workspace(params.get("workspace_id"))
     env = _env(params.get("env"))
-    tab = emu.new_tab(ws, (params.get("label") or "").strip() or None)
+    tab = emu.state.new_tab(ws, (params.get("label") or "").strip() or None)
     try:
-        pane = emu.new_pane(ws, tab, params.get("cwd") or ws.cwd, None, env, None)
+        pane = emu.state.new_pane(ws, tab, params.get("cwd") or ws.cwd, None, env, None)
     except ApiError as err:
-        emu._forget_tab(ws, tab)
+        emu.state.forget_tab(ws, tab)
         raise ApiError("tab_create_failed", err.message) from None
-    emu._emit("tab_created", {"tab": emu.views.tab(tab)})
-    emu._emit("pane_created", {"pane": emu.views.pane(pane)})
-    emu._emit("layout_updated", {"layout": emu.views.layout(tab)})
+    emu.state.emit("tab_created", {"tab": emu.state.views.tab(tab)})
+    emu.state.emit("pane_created", {"pane": emu.state.views.pane(pane)})
+    emu.state.emit("layout_updated", {"layout": emu.state.views.layout(tab)})
     if params.get("focus"):
-        emu.focus_pane(pane)
-    emu._mark_dirty()
-    return {"type": "tab_created", "tab": emu.views.tab(tab), "root_pane": emu.views.pane(pane)}
+        emu.state.focus_pane(pane)
+    emu.state.mark_dirty()
+    return {
+        "type": "tab_created",
+        "tab": emu.state.views.tab(tab),
+        "root_pane": emu.state.views.pane(pane),
+    }
 
 
 def tab_list(emu: Emulator, params: dict, rid: str) -> dict:
     if params.get("workspace_id"):
-        workspaces = [emu.find_workspace(params["workspace_id"])]
+        workspaces = [emu.state.find_workspace(params["workspace_id"])]
     else:
-        workspaces = list(emu.workspaces.values())
-    return {"type": "tab_list", "tabs": [emu.views.tab(t) for ws in workspaces for t in ws.tabs]}
+        workspaces = list(emu.state.workspaces.values())
+    return {
+        "type": "tab_list",
+        "tabs": [emu.state.views.tab(t) for ws in workspaces for t in ws.tabs],
+    }
 
 
 def tab_get(emu: Emulator, params: dict, rid: str) -> dict:
-    return {"type": "tab_info", "tab": emu.views.tab(_tab(emu, params["tab_id"]))}
+    return {"type": "tab_info", "tab": emu.state.views.tab(_tab(emu, params["tab_id"]))}
 
 
 def tab_focus(emu: Emulator, params: dict, rid: str) -> dict:
     tab = _tab(emu, params["tab_id"])
     if tab.focused_pane_id:
-        emu.focus_pane(emu.find_pane(tab.focused_pane_id))
-    return {"type": "tab_info", "tab": emu.views.tab(tab)}
+        emu.state.focus_pane(emu.state.find_pane(tab.focused_pane_id))
+    return {"type": "tab_info", "tab": emu.state.views.tab(tab)}
 
 
 def tab_rename(emu: Emulator, params: dict, rid: str) -> dict:
     tab = _tab(emu, params["tab_id"])
     tab.custom_label = (params.get("label") or "").strip() or None
     data = {"tab_id": tab.tab_id, "workspace_id": tab.workspace_id, "label": tab.label}
-    emu._emit("tab_renamed", data)
-    emu._mark_dirty()
-    return {"type": "tab_info", "tab": emu.views.tab(tab)}
+    emu.state.emit("tab_renamed", data)
+    emu.state.mark_dirty()
+    return {"type": "tab_info", "tab": emu.state.views.tab(tab)}
 
 
 def tab_close(emu: Emulator, params: dict, rid: str) -> dict:
-    emu.close_tab(_tab(emu, params["tab_id"]))
+    emu.state.close_tab(_tab(emu, params["tab_id"]))
     return OK
 
 
@@ -204,32 +211,34 @@ def layout_apply(emu: Emulator, params: dict, rid: str) -> dict:
     nodes: list[dict] = []
     _layout_panes(root, 1, nodes)
     old_tab = _tab(emu, params["tab_id"]) if params.get("tab_id") else None
-    ws = emu.workspaces[old_tab.workspace_id] if old_tab else None
-    ws = ws or emu.find_workspace(params.get("workspace_id"))
+    ws = emu.state.workspaces[old_tab.workspace_id] if old_tab else None
+    ws = ws or emu.state.find_workspace(params.get("workspace_id"))
     label = params.get("tab_label")
-    tab = emu.new_tab(ws, (label or "").strip() or (old_tab.custom_label if old_tab else None))
+    tab = emu.state.new_tab(
+        ws, (label or "").strip() or (old_tab.custom_label if old_tab else None)
+    )
     made: dict[int, Any] = {}
     try:
         for node in nodes:
             pane_label = (node.get("label") or "").strip() or None
             cwd = node.get("cwd") or ws.cwd
-            made[id(node)] = emu.new_pane(
+            made[id(node)] = emu.state.new_pane(
                 ws, tab, cwd, node.get("command"), node.get("env"), pane_label
             )
     except ApiError as err:
         for pane in made.values():
-            emu._drop_pane(pane)
-        emu._forget_tab(ws, tab)
+            emu.state.drop_pane(pane)
+        emu.state.forget_tab(ws, tab)
         raise ApiError("layout_apply_failed", err.message) from None
     if old_tab is not None:
-        emu.close_tab(old_tab)
-    emu._emit("tab_created", {"tab": emu.views.tab(tab)})
+        emu.state.close_tab(old_tab)
+    emu.state.emit("tab_created", {"tab": emu.state.views.tab(tab)})
     for pane in tab.panes:
-        emu._emit("pane_created", {"pane": emu.views.pane(pane)})
-    emu._emit("layout_updated", {"layout": emu.views.layout(tab)})
+        emu.state.emit("pane_created", {"pane": emu.state.views.pane(pane)})
+    emu.state.emit("layout_updated", {"layout": emu.state.views.layout(tab)})
     if params.get("focus"):
-        emu.focus_pane(tab.panes[0])
-    emu._mark_dirty()
+        emu.state.focus_pane(tab.panes[0])
+    emu.state.mark_dirty()
     layout = {
         "workspace_id": ws.workspace_id,
         "tab_id": tab.tab_id,

@@ -137,18 +137,20 @@ def _put(out: dict, key: str, value: Any) -> None:
 
 
 class Views:
-    """Builds wire dicts; needs to know what is focused and the positions of workspaces."""
+    """Builds wire dicts; needs to know what is focused and the positions of workspaces
+    (the session's :class:`~orcr_testing.herdr.session.SessionState`, whose ``host``
+    gives the PTY size)."""
 
-    def __init__(self, emulator: Any):
-        self.emu = emulator
+    def __init__(self, state: Any):
+        self.state = state
 
     def pane_focused(self, pane: Pane) -> bool:
-        ws = self.emu.workspaces.get(pane.workspace_id)
-        tab = self.emu.find_tab(pane.tab_id)
+        ws = self.state.workspaces.get(pane.workspace_id)
+        tab = self.state.find_tab(pane.tab_id)
         return bool(
             ws
             and tab
-            and self.emu.focused_ws == ws.workspace_id
+            and self.state.focused_ws == ws.workspace_id
             and ws.active_tab_id == tab.tab_id
             and tab.focused_pane_id == pane.pane_id
         )
@@ -187,24 +189,24 @@ class Views:
         return out
 
     def tab(self, tab: Tab) -> dict:
-        ws = self.emu.workspaces[tab.workspace_id]
+        ws = self.state.workspaces[tab.workspace_id]
         return {
             "tab_id": tab.tab_id,
             "workspace_id": tab.workspace_id,
             "number": tab.number,
             "label": tab.label,
-            "focused": self.emu.focused_ws == ws.workspace_id and ws.active_tab_id == tab.tab_id,
+            "focused": self.state.focused_ws == ws.workspace_id and ws.active_tab_id == tab.tab_id,
             "pane_count": len(tab.panes),
             "agent_status": aggregate_status(tab.panes),
         }
 
     def workspace(self, ws: Workspace) -> dict:
-        order = list(self.emu.workspaces)
+        order = list(self.state.workspaces)
         return {
             "workspace_id": ws.workspace_id,
             "number": order.index(ws.workspace_id) + 1 if ws.workspace_id in order else 0,
             "label": ws.label,
-            "focused": self.emu.focused_ws == ws.workspace_id,
+            "focused": self.state.focused_ws == ws.workspace_id,
             "pane_count": len(ws.panes()),
             "tab_count": len(ws.tabs),
             "active_tab_id": ws.active_tab_id or "",
@@ -213,7 +215,7 @@ class Views:
 
     def layout(self, tab: Tab) -> dict:
         """A PaneLayoutSnapshot: panes side by side in the virtual 80x24 frame."""
-        cols, rows = self.emu.cols, self.emu.rows
+        cols, rows = self.state.host.cols, self.state.host.rows
         n = max(len(tab.panes), 1)
         width = max(cols // n, 1)
         panes = [

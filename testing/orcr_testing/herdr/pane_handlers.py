@@ -20,72 +20,75 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- panes
 def pane_split(emu: Emulator, params: dict, rid: str) -> dict:
     if params.get("target_pane_id"):
-        target = emu.find_pane(params["target_pane_id"])
-        ws = emu.workspaces[target.workspace_id]
-        tab = emu.find_tab(target.tab_id)
+        target = emu.state.find_pane(params["target_pane_id"])
+        ws = emu.state.workspaces[target.workspace_id]
+        tab = emu.state.find_tab(target.tab_id)
     else:
-        ws = emu.find_workspace(params.get("workspace_id"))
-        tab = emu.find_tab(ws.active_tab_id or "")
+        ws = emu.state.find_workspace(params.get("workspace_id"))
+        tab = emu.state.find_tab(ws.active_tab_id or "")
     if tab is None:
         raise ApiError("pane_split_failed", "no tab to split")
     try:
-        pane = emu.new_pane(
+        pane = emu.state.new_pane(
             ws, tab, params.get("cwd") or ws.cwd, None, _env(params.get("env")), None
         )
     except ApiError as err:
         raise ApiError("pane_split_failed", err.message) from None
-    emu._emit("pane_created", {"pane": emu.views.pane(pane)})
-    emu._emit("layout_updated", {"layout": emu.views.layout(tab)})
+    emu.state.emit("pane_created", {"pane": emu.state.views.pane(pane)})
+    emu.state.emit("layout_updated", {"layout": emu.state.views.layout(tab)})
     if params.get("focus"):
-        emu.focus_pane(pane)
-    emu._mark_dirty()
-    return {"type": "pane_info", "pane": emu.views.pane(pane)}
+        emu.state.focus_pane(pane)
+    emu.state.mark_dirty()
+    return {"type": "pane_info", "pane": emu.state.views.pane(pane)}
 
 
 def pane_list(emu: Emulator, params: dict, rid: str) -> dict:
     if params.get("workspace_id"):
-        workspaces = [emu.find_workspace(params["workspace_id"])]
+        workspaces = [emu.state.find_workspace(params["workspace_id"])]
     else:
-        workspaces = list(emu.workspaces.values())
+        workspaces = list(emu.state.workspaces.values())
     return {
         "type": "pane_list",
-        "panes": [emu.views.pane(p) for ws in workspaces for p in ws.panes()],
+        "panes": [emu.state.views.pane(p) for ws in workspaces for p in ws.panes()],
     }
 
 
 def pane_get(emu: Emulator, params: dict, rid: str) -> dict:
-    return {"type": "pane_info", "pane": emu.views.pane(emu.find_pane(params["pane_id"]))}
+    return {
+        "type": "pane_info",
+        "pane": emu.state.views.pane(emu.state.find_pane(params["pane_id"])),
+    }
 
 
 def pane_current(emu: Emulator, params: dict, rid: str) -> dict:
     if params.get("caller_pane_id"):
-        pane = emu.find_pane(params["caller_pane_id"])
+        pane = emu.state.find_pane(params["caller_pane_id"])
     else:
-        ws = emu.find_workspace(None)
-        tab = emu.find_tab(ws.active_tab_id or "")
+        ws = emu.state.find_workspace(None)
+        tab = emu.state.find_tab(ws.active_tab_id or "")
         if tab is None or not tab.focused_pane_id:
             raise ApiError("no_active_pane", "no active pane")
-        pane = emu.find_pane(tab.focused_pane_id)
-    return {"type": "pane_current", "pane": emu.views.pane(pane)}
+        pane = emu.state.find_pane(tab.focused_pane_id)
+    return {"type": "pane_current", "pane": emu.state.views.pane(pane)}
 
 
 def pane_focus(emu: Emulator, params: dict, rid: str) -> dict:
-    pane = emu.find_pane(params["pane_id"])
-    emu.focus_pane(pane)
-    return {"type": "pane_info", "pane": emu.views.pane(pane)}
+    pane = emu.state.find_pane(params["pane_id"])
+    emu.state.focus_pane(pane)
+    return {"type": "pane_info", "pane": emu.state.views.pane(pane)}
 
 
 def pane_rename(emu: Emulator, params: dict, rid: str) -> dict:
-    pane = emu.find_pane(params["pane_id"])
+    pane = emu.state.find_pane(params["pane_id"])
     pane.label = (params.get("label") or "").strip() or None  # no event, not even pane_updated
-    emu._mark_dirty()
-    return {"type": "pane_info", "pane": emu.views.pane(pane)}
+    emu.state.mark_dirty()
+    return {"type": "pane_info", "pane": emu.state.views.pane(pane)}
 
 
 def pane_read(emu: Emulator, params: dict, rid: str) -> dict:
-    pane = emu.find_pane(params["pane_id"], live=True)
+    pane = emu.state.find_pane(params["pane_id"], live=True)
     source = params["source"]
-    text, truncated = emu._read_text(pane, source, params.get("lines"))
+    text, truncated = emu.state.read_text(pane, source, params.get("lines"))
     read = {
         "pane_id": pane.pane_id,
         "workspace_id": pane.workspace_id,
@@ -126,19 +129,19 @@ def _text_segments(text: str) -> list[tuple[str, bytes]]:
 
 
 def pane_send_text(emu: Emulator, params: dict, rid: str) -> dict:
-    pane = emu.find_pane(params["pane_id"], live=True)
-    emu.deliver(pane, "pane.send_text", _text_segments(params["text"]))  # raw, never a paste
+    pane = emu.state.find_pane(params["pane_id"], live=True)
+    emu.state.deliver(pane, "pane.send_text", _text_segments(params["text"]))  # raw, never a paste
     return OK
 
 
 def pane_send_keys(emu: Emulator, params: dict, rid: str) -> dict:
-    pane = emu.find_pane(params["pane_id"], live=True)
-    emu.deliver(pane, "pane.send_keys", _key_segments(params["keys"]))
+    pane = emu.state.find_pane(params["pane_id"], live=True)
+    emu.state.deliver(pane, "pane.send_keys", _key_segments(params["keys"]))
     return OK
 
 
 def pane_send_input(emu: Emulator, params: dict, rid: str) -> dict:
-    pane = emu.find_pane(params["pane_id"], live=True)
+    pane = emu.state.find_pane(params["pane_id"], live=True)
     keys = _key_segments(params.get("keys") or [])
     segments: list[tuple[str, bytes]] = []
     text = params.get("text")
@@ -149,12 +152,12 @@ def pane_send_input(emu: Emulator, params: dict, rid: str) -> dict:
             segments.append(("text", data))
         else:
             segments.extend(_text_segments(text))
-    emu.deliver(pane, "pane.send_input", segments + keys)  # all in ONE write
+    emu.state.deliver(pane, "pane.send_input", segments + keys)  # all in ONE write
     return OK
 
 
 def pane_close(emu: Emulator, params: dict, rid: str) -> dict:
-    emu._remove_pane(emu.find_pane(params["pane_id"]), exited=False)
+    emu.state.remove_pane(emu.state.find_pane(params["pane_id"]), exited=False)
     return OK
 
 
@@ -165,10 +168,10 @@ def pane_move(emu: Emulator, params: dict, rid: str) -> dict:
     tab, then workspace, closes; no pane close/create events, one ``pane_moved``."""
     from orcr_testing.herdr.model import Workspace
 
-    pane = emu.find_pane(params["pane_id"])
+    pane = emu.state.find_pane(params["pane_id"])
     dest = params["destination"]
-    src_ws = emu.workspaces[pane.workspace_id]
-    src_tab = emu.find_tab(pane.tab_id)
+    src_ws = emu.state.workspaces[pane.workspace_id]
+    src_tab = emu.state.find_tab(pane.tab_id)
     assert src_tab is not None
     previous = {
         "previous_pane_id": pane.pane_id,
@@ -184,14 +187,14 @@ def pane_move(emu: Emulator, params: dict, rid: str) -> dict:
                 "changed": False,
                 "reason": "zoomed_tab",
                 **previous,
-                "pane": emu.views.pane(pane),
-                "target_layout": emu.views.layout(target or src_tab),
+                "pane": emu.state.views.pane(pane),
+                "target_layout": emu.state.views.layout(target or src_tab),
                 "focused_pane_id": (target or src_tab).focused_pane_id or "",
             },
         }
     if dest["type"] == "tab":
         tab = _tab(emu, dest["tab_id"])
-        ws = emu.workspaces[tab.workspace_id]
+        ws = emu.state.workspaces[tab.workspace_id]
         if tab is src_tab:
             return {
                 "type": "pane_move",
@@ -199,28 +202,28 @@ def pane_move(emu: Emulator, params: dict, rid: str) -> dict:
                     "changed": False,
                     "reason": "same_tab",
                     **previous,
-                    "pane": emu.views.pane(pane),
-                    "target_layout": emu.views.layout(tab),
+                    "pane": emu.state.views.pane(pane),
+                    "target_layout": emu.state.views.layout(tab),
                     "focused_pane_id": tab.focused_pane_id or "",
                 },
             }
     elif dest["type"] == "new_tab":
-        ws = emu.find_workspace(dest.get("workspace_id"))
-        tab = created_tab = emu.new_tab(ws, (dest.get("label") or "").strip() or None)
+        ws = emu.state.find_workspace(dest.get("workspace_id"))
+        tab = created_tab = emu.state.new_tab(ws, (dest.get("label") or "").strip() or None)
     else:  # new_workspace
-        ws_id = f"w{encode_number(emu.next_ws)}"
+        ws_id = f"w{encode_number(emu.state.next_ws)}"
         label = (dest.get("label") or "").strip() or None
-        ws = created_ws = Workspace(ws_id, emu.next_ws, pane.cwd, custom_label=label)
-        emu.next_ws += 1
-        emu.workspaces[ws_id] = ws
-        tab = created_tab = emu.new_tab(ws, (dest.get("tab_label") or "").strip() or None)
+        ws = created_ws = Workspace(ws_id, emu.state.next_ws, pane.cwd, custom_label=label)
+        emu.state.next_ws += 1
+        emu.state.workspaces[ws_id] = ws
+        tab = created_tab = emu.state.new_tab(ws, (dest.get("tab_label") or "").strip() or None)
     src_tab.panes.remove(pane)
     if src_tab.focused_pane_id == pane.pane_id:
         src_tab.focused_pane_id = src_tab.panes[0].pane_id if src_tab.panes else None
     if ws is not src_ws:
         new_id = f"{ws.workspace_id}:p{encode_number(ws.next_pane)}"
-        if pane.pane_id in emu._resume_at:
-            emu._resume_at[new_id] = emu._resume_at.pop(pane.pane_id)
+        if pane.pane_id in emu.state.resume_at:
+            emu.state.resume_at[new_id] = emu.state.resume_at.pop(pane.pane_id)
         pane.pane_id, pane.number = new_id, ws.next_pane
         ws.next_pane += 1
     pane.workspace_id, pane.tab_id = ws.workspace_id, tab.tab_id
@@ -230,27 +233,27 @@ def pane_move(emu: Emulator, params: dict, rid: str) -> dict:
     closed: dict[str, Any] = {}
     source_layout = None
     if not src_tab.panes:
-        emu._forget_tab(src_ws, src_tab)
+        emu.state.forget_tab(src_ws, src_tab)
         closed["closed_tab_id"] = src_tab.tab_id
         if not src_ws.tabs:
-            emu._forget_workspace(src_ws)
+            emu.state.forget_workspace(src_ws)
             closed["closed_workspace_id"] = src_ws.workspace_id
     else:
-        source_layout = emu.views.layout(src_tab)
+        source_layout = emu.state.views.layout(src_tab)
     if params.get("focus"):
-        emu.focus_pane(pane)
+        emu.state.focus_pane(pane)
     extra: dict[str, Any] = dict(closed)
     if created_ws is not None:
-        extra["created_workspace"] = emu.views.workspace(created_ws)
+        extra["created_workspace"] = emu.state.views.workspace(created_ws)
     if created_tab is not None:
-        extra["created_tab"] = emu.views.tab(created_tab)
-    emu._emit("pane_moved", {**previous, "pane": emu.views.pane(pane), **extra})
-    emu._mark_dirty()
+        extra["created_tab"] = emu.state.views.tab(created_tab)
+    emu.state.emit("pane_moved", {**previous, "pane": emu.state.views.pane(pane), **extra})
+    emu.state.mark_dirty()
     result = {
         "changed": True,
         **previous,
-        "pane": emu.views.pane(pane),
-        "target_layout": emu.views.layout(tab),
+        "pane": emu.state.views.pane(pane),
+        "target_layout": emu.state.views.layout(tab),
         "focused_pane_id": tab.focused_pane_id or "",
         **extra,
     }
@@ -260,7 +263,7 @@ def pane_move(emu: Emulator, params: dict, rid: str) -> dict:
 
 
 def pane_process_info(emu: Emulator, params: dict, rid: str) -> dict:
-    pane = emu.find_pane(params.get("pane_id") or "", live=True)
+    pane = emu.state.find_pane(params.get("pane_id") or "", live=True)
     info: dict[str, Any] = {"pane_id": pane.pane_id, "foreground_processes": []}
     proc = pane.proc
     if proc is not None:

@@ -1,27 +1,56 @@
 """The emulator's request loop: one connection, one request, one reply (or a stream).
 
-:class:`Serving` is a mixin of :class:`orcr_testing.herdr.emulator.Emulator`:
-it decodes a request line, validates it, runs its handler (under the app lock,
-``ping`` and waits aside), validates and sends the reply, and streams events
-for a subscription. Violations of the schema are recorded, never fatal.
+:class:`Serving` is a part of :class:`orcr_testing.herdr.emulator.Emulator` (its
+``serving``): it decodes a request line, validates it, runs its handler (under the
+app lock, ``ping`` and waits aside), validates and sends the reply, and streams
+events for a subscription. It owns the schema check (violations are recorded, never
+fatal), the request log, the open streams and the transport's fault injection; of
+the emulator it reads its lock, lifecycle, dialect and session state, and hands it
+to the handlers (``handler(emu, params, request_id)``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from orcr_testing.herdr.dialect import BATCH
 from orcr_testing.herdr.events import TICK, TypeEntry
 from orcr_testing.herdr.replies import Deferred, Stream, Violation  # noqa: F401 (re-exported)
 from orcr_testing.herdr.transport import ApiError, peer_gone, read_request, send_line
 
+if TYPE_CHECKING:
+    from orcr_testing.herdr.emulator import Emulator
+
 
 class Serving:
-    """The transport side of the emulator."""
+    """The transport side of the emulator. ``checker``: the schema checker of its
+    protocol, or None (not strict); ``violations_path``: a JSONL file that also gets
+    every violation (subprocess mode)."""
+
+    def __init__(self, emu: Emulator, checker: Any, violations_path: str | os.PathLike | None):
+        self.emu = emu
+        self.checker = checker
+        self.violations_path = Path(violations_path) if violations_path else None
+        self.violations: list[Violation] = []
+        self.requests: list[dict] = []  # every parsed request, in arrival order
+        self.drop: list[str] = []  # fault injection: "before" / "after" per connection
+        self.muted = False  # fault injection: an outage, every connection dropped
+        self.muted_connections = 0  # connections dropped while muted
+        self.reply_hooks: list[Callable[[str, dict], dict]] = []  # fault injection, one each
+        self.streams: list[Stream] = []  # open subscriptions
+        self.lose_next = 0  # fault injection: subscriptions to end with events_lost at once
+        self.events_lost_sent = 0
+        self.stop_after_reply = threading.Event()  # set by server.stop
+        #: fault injection: run one each when an ``events.subscribe`` arrives, before its
+        #: subscription starts (:meth:`TestHooks.before_subscribe`)
+        self.subscribe_changes: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------------ schema
     def _violation(self, kind: str, errors: list[str], message: Any) -> None:
@@ -32,7 +61,9 @@ class Serving:
             with open(self.violations_path, "a") as f:
                 f.write(json.dumps({"kind": kind, "errors": errors, "message": message}) + "\n")
 
-    def _check(self, kind: str, message: dict) -> list[str]:
+    def check(self, kind: str, message: dict) -> list[str]:
+        """Validate ``message`` (a ``request``, ``reply`` or ``event``) against the
+        schema; its errors, recorded as a violation."""
         if self.checker is None:
             return []
         check = {
@@ -46,30 +77,32 @@ class Serving:
         return errors
 
     # ------------------------------------------------------------------ transport
-    def _serve(self, conn: socket.socket) -> None:
-        with self.lock:
-            drop = self._drop.pop(0) if self._drop else None
-            if self._muted:
+    def serve(self, conn: socket.socket) -> None:
+        """One connection (the listener's callback)."""
+        emu = self.emu
+        with emu.lock:
+            drop = self.drop.pop(0) if self.drop else None
+            if self.muted:
                 drop = "before"
                 self.muted_connections += 1
         if drop == "before":
             return
-        line = read_request(conn, self.request_timeout)
+        line = read_request(conn, emu.request_timeout)
         if line is None:
             return
         reply, stream = self._handle_line(line)
         if reply is None or drop == "after":
             return
-        with self.lock:
-            hook = self._reply_hooks.pop(0) if self._reply_hooks else None
+        with emu.lock:
+            hook = self.reply_hooks.pop(0) if self.reply_hooks else None
         if hook is not None:
             reply = hook(reply.get("_method", ""), reply)
         reply.pop("_method", None)
-        self._check("reply", reply)
+        self.check("reply", reply)
         if stream is not None:  # open before the ack: a client may act on the ack at once
             self._open_stream(stream)
         sent = send_line(conn, reply)
-        if self._stop_after_reply.is_set():
+        if self.stop_after_reply.is_set():
             threading.Thread(target=self._server_stop, name="herdr-stop", daemon=True).start()
             return
         if stream is not None:
@@ -79,10 +112,11 @@ class Serving:
                 self._close_stream(stream)
 
     def _server_stop(self) -> None:
-        self.stop()
-        self.stop_requested.set()
+        self.emu.stop()
+        self.emu.stop_requested.set()
 
     def _handle_line(self, line: bytes) -> tuple[dict | None, Stream | None]:
+        emu = self.emu
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError:
@@ -97,20 +131,20 @@ class Serving:
         self.requests.append(request if isinstance(request, dict) else {"raw": request})
         # herdr 0.9.2+ echoes a decodable request's string id in every error reply
         echo = ""
-        if self.dialect.error_ids and isinstance(request, dict):
+        if emu.dialect.error_ids and isinstance(request, dict):
             echo = request["id"] if isinstance(request.get("id"), str) else ""
         from orcr_testing.herdr.handlers import HANDLERS
 
         method = request.get("method") if isinstance(request, dict) else None
-        if self.dialect.error_ids and isinstance(method, str) and not _basic_problems(request):
-            if method in self.dialect.removed or (
+        if emu.dialect.error_ids and isinstance(method, str) and not _basic_problems(request):
+            if method in emu.dialect.removed or (
                 method not in HANDLERS
                 and self.checker is not None
                 and method not in self.checker.methods
             ):
-                self._check("request", request)  # a client bug all the same: recorded
+                self.check("request", request)  # a client bug all the same: recorded
                 return _error(echo, "unknown_method", f"unknown method: {method}"), None
-        problems = self._check("request", request) if isinstance(request, dict) else ["not object"]
+        problems = self.check("request", request) if isinstance(request, dict) else ["not object"]
         if not problems and self.checker is None:
             problems = _basic_problems(request)
         if problems:
@@ -121,14 +155,14 @@ class Serving:
             if handler is None:
                 raise ApiError("not_implemented", f"{method} is not implemented by the emulator")
             if method == "ping":  # answered on the socket thread, never blocked by the app
-                result = handler(self, params, req_id)
+                result = handler(emu, params, req_id)
             else:
-                with self.lock:
-                    if self.stopped.is_set():
+                with emu.lock:
+                    if emu.stopped.is_set():
                         raise ApiError("server_unavailable", "server is shutting down")
-                    result = handler(self, params, req_id)
-                    if self._dirty_at is not None and self.save_delay <= 0:
-                        self._save()
+                    result = handler(emu, params, req_id)
+                    if emu.state.dirty_at is not None and emu.save_delay <= 0:
+                        emu.state.save()
             if isinstance(result, Deferred):  # a wait: held outside the app lock
                 result = result.run()
         except ApiError as err:
@@ -148,12 +182,13 @@ class Serving:
         """The subscription loop: wake every 100 ms; per entry and wake, one event
         (herdr 0.8) or a bounded batch (0.9). On 0.9 an entry that fell behind the
         ring, or a test's :meth:`lose_events`, ends it with ``events_lost``."""
-        batch = BATCH if self.dialect.batched else 1
+        emu = self.emu
+        batch = BATCH if emu.dialect.batched else 1
         try:
-            while not self.stopped.is_set():
-                if self.stopped.wait(TICK) or peer_gone(conn):
+            while not emu.stopped.is_set():
+                if emu.stopped.wait(TICK) or peer_gone(conn):
                     return
-                if self.dialect.events_lost and (
+                if emu.dialect.events_lost and (
                     stream.lost.is_set()
                     or any(isinstance(e, TypeEntry) and e.overrun() for e in stream.entries)
                 ):
@@ -161,7 +196,7 @@ class Serving:
                     reply = _error(
                         stream.request_id, "events_lost", "subscriber fell behind the event history"
                     )
-                    self._check("reply", reply)
+                    self.check("reply", reply)
                     send_line(conn, reply)
                     return  # herdr closes that subscription connection
                 for entry in stream.entries:
@@ -169,24 +204,24 @@ class Serving:
                         envelope = entry.next()
                         if envelope is None:
                             break
-                        self._check("event", envelope)
+                        self.check("event", envelope)
                         if not send_line(conn, envelope):
                             return
         finally:
             self._close_stream(stream)
 
     def _open_stream(self, stream: Stream) -> None:
-        with self.lock:
-            self._streams.append(stream)
-            if self._lose_next > 0:  # "including while its subscriptions are being initialized"
-                self._lose_next -= 1
+        with self.emu.lock:
+            self.streams.append(stream)
+            if self.lose_next > 0:  # "including while its subscriptions are being initialized"
+                self.lose_next -= 1
                 stream.lost.set()
 
     def _close_stream(self, stream: Stream) -> None:
-        with self.lock:
-            if stream in self._streams:
-                self._streams.remove(stream)
-        hub = self.hub
+        with self.emu.lock:
+            if stream in self.streams:
+                self.streams.remove(stream)
+        hub = self.emu.state.hub
         with hub.lock:
             hub.status_entries = [e for e in hub.status_entries if e not in stream.entries]
 

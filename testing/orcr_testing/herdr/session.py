@@ -1,20 +1,35 @@
 """The emulated herdr session: workspaces, tabs and panes, the events their
-changes emit (with herdr's close quirks, ORCR-NOTES §7 and §9.5), and pane input
-with the optional "Enter too early" failure modes.
+changes emit (with herdr's close quirks, ORCR-NOTES §7 and §9.5), what a restart
+restores, and pane input with the optional "Enter too early" failure modes.
 
-:class:`SessionState` is a mixin of :class:`orcr_testing.herdr.emulator.Emulator`,
-which owns the attributes used here; every method runs under the emulator's lock.
+:class:`SessionState` is a part of :class:`orcr_testing.herdr.emulator.Emulator`
+(its ``state``): it owns the session's model and its event hub, and reads of the
+emulator only the settings :class:`SessionHost` names (a test may change them
+while it runs). Every method runs under the emulator's lock.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import time
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
 
 from orcr_testing.herdr import persist
-from orcr_testing.herdr.ids import encode_number
-from orcr_testing.herdr.model import DETECTED, InputRecord, Pane, Tab, Workspace
+from orcr_testing.herdr.dialect import Dialect
+from orcr_testing.herdr.events import EventHub
+from orcr_testing.herdr.ids import encode_number, new_terminal_id
+from orcr_testing.herdr.model import (
+    DETECTED,
+    RESUME_ARGV,
+    InputRecord,
+    Pane,
+    Tab,
+    Views,
+    Workspace,
+)
 from orcr_testing.herdr.ptyproc import PaneProcess
 from orcr_testing.herdr.transport import ApiError
 
@@ -26,27 +41,111 @@ _HOST_MARKERS = frozenset(
 )
 
 
+#: seconds from a cold restart to a native resume typed into the pane's new shell
+RESUME_DELAY = 0.75
+
+
+class SessionHost(Protocol):
+    """What :class:`SessionState` reads of its emulator (settings a test may change)."""
+
+    dialect: Dialect
+    shell: list[str]
+    rows: int
+    cols: int
+    detect_agents: bool
+    resume_agents: bool
+    enter_too_early: bool
+    enter_window: float
+    drop_enter_probability: float
+    rng: random.Random
+    socket_path: str
+    herdr_bin: str
+    session: str | None
+
+    @property
+    def session_file(self) -> Path: ...
+
+
 class SessionState:
-    """State operations shared by the request handlers and the test hooks."""
+    """The session's model and the operations on it, shared by the request handlers,
+    the tick and the test hooks. ``check(kind, message)`` validates each event it
+    emits (the emulator's schema check)."""
 
-    workspaces: dict[str, Workspace]
-    focused_ws: str | None
-    next_ws: int
+    def __init__(self, host: SessionHost, check: Callable[[str, dict], list[str]]):
+        self.host = host
+        self.check = check
+        self.workspaces: dict[str, Workspace] = {}
+        self.focused_ws: str | None = None
+        self.next_ws = 1
+        self.hub = EventHub()
+        self.views = Views(self)
+        self.dirty_at: float | None = None  # the first change not yet saved
+        self.resume_at: dict[str, float] = {}  # pane id -> when its native resume is typed
 
-    def _mark_dirty(self) -> None:
-        if self._dirty_at is None:
-            self._dirty_at = time.monotonic()
+    def mark_dirty(self) -> None:
+        if self.dirty_at is None:
+            self.dirty_at = time.monotonic()
 
-    def _save(self) -> None:
-        persist.save(self.session_file, list(self.workspaces.values()), self.focused_ws)
-        self._dirty_at = None
+    def save(self) -> None:
+        persist.save(self.host.session_file, list(self.workspaces.values()), self.focused_ws)
+        self.dirty_at = None
 
-    def _emit(self, name: str, data: dict) -> dict:
+    def emit(self, name: str, data: dict) -> dict:
         envelope = self.hub.publish(name, data)
-        self._check("event", envelope)
+        self.check("event", envelope)
         return envelope
 
-    def _pane(self, pane_id: str) -> Pane:
+    # ------------------------------------------------------------------ restart
+    def kill_all(self) -> None:
+        """Every pane's process killed and the model emptied (a stop or a crash)."""
+        for ws in self.workspaces.values():
+            for pane in ws.panes():
+                if pane.proc is not None:
+                    pane.proc.kill_now()
+                    pane.proc = None
+        self.workspaces.clear()
+        self.resume_at.clear()
+
+    def restore(self) -> None:
+        """``session.json`` as a restart finds it: same ids and labels, new terminal
+        ids, plain shells (or a pending native resume when ``resume_agents``)."""
+        restored, focused = persist.load(self.host.session_file)
+        self.workspaces = {}
+        self.focused_ws = None
+        seen_sessions: set[tuple[str, str]] = set()
+        for ws in restored:
+            self.workspaces[ws.workspace_id] = ws
+            for pane in ws.panes():
+                pane.terminal_id = new_terminal_id()
+                session = pane.agent_session
+                key = (session["agent"], session["value"]) if session else None
+                # a reported resume_argv (0.9.2) takes precedence over the built-in one
+                resumable = (
+                    self.host.resume_agents
+                    and (pane.resume_argv or (session and session["agent"] in RESUME_ARGV))
+                    and (key is None or key not in seen_sessions)
+                )
+                if resumable:
+                    seen_sessions.add(key)
+                    pane.pending_resume = True
+                    self.resume_at[pane.pane_id] = time.monotonic() + RESUME_DELAY
+                    continue
+                pane.agent, pane.resume_argv = None, None
+                if self.host.dialect.restore_error and not os.path.isdir(pane.cwd):
+                    # 0.9.2: the pane stays, with an error, its saved directory and
+                    # session reference intact, instead of a shell in $HOME
+                    pane.restore_error = f"saved directory is unavailable: {pane.cwd}"
+                    continue
+                pane.agent_session = None
+                self.start_process(pane, None, None)
+        self.focused_ws = (
+            focused if focused in self.workspaces else next(iter(self.workspaces), None)
+        )
+        numbers = [ws.number for ws in self.workspaces.values()]
+        self.next_ws = max(numbers, default=0) + 1
+
+    # ------------------------------------------------------------------ model
+    def pane(self, pane_id: str) -> Pane:
         for ws in self.workspaces.values():
             for tab in ws.tabs:
                 for pane in tab.panes:
@@ -57,7 +156,7 @@ class SessionState:
     def find_pane(self, pane_id: str, live: bool = False) -> Pane:
         """The pane or ``pane_not_found`` (``live``: pending-resume panes count as missing)."""
         try:
-            pane = self._pane(pane_id)
+            pane = self.pane(pane_id)
         except KeyError:
             raise ApiError("pane_not_found", f"pane {pane_id} not found") from None
         if live and not pane.live:
@@ -82,7 +181,7 @@ class SessionState:
 
     def pane_env(self, pane: Pane, env: dict[str, str] | None) -> dict[str, str]:
         out = {k: v for k, v in os.environ.items() if k != "CODEX_THREAD_ID"}
-        if self.dialect.clean_pane_env:  # 0.9.2 (#4104); its exact list is not published
+        if self.host.dialect.clean_pane_env:  # 0.9.2 (#4104); its exact list is not published
             out = {k: v for k, v in out.items() if k not in _HOST_MARKERS}
             out = {k: v for k, v in out.items() if not k.startswith("CLAUDE_CODE_")}
             out["TERM_PROGRAM"] = "herdr"
@@ -91,23 +190,27 @@ class SessionState:
         out.update(
             {
                 "HERDR_ENV": "1",
-                "HERDR_SOCKET_PATH": self.socket_path,
-                "HERDR_BIN_PATH": self.herdr_bin,
+                "HERDR_SOCKET_PATH": self.host.socket_path,
+                "HERDR_BIN_PATH": self.host.herdr_bin,
                 "HERDR_WORKSPACE_ID": pane.workspace_id,
                 "HERDR_TAB_ID": pane.tab_id,
                 "HERDR_PANE_ID": pane.pane_id,
             }
         )
-        if self.session:
-            out["HERDR_SESSION"] = self.session
+        if self.host.session:
+            out["HERDR_SESSION"] = self.host.session
         out.pop("CODEX_THREAD_ID", None)
         return out
 
-    def _start_process(self, pane: Pane, argv: list[str] | None, env: dict | None) -> None:
+    def start_process(self, pane: Pane, argv: list[str] | None, env: dict | None) -> None:
         cwd = pane.cwd if os.path.isdir(pane.cwd) else os.path.expanduser("~")
         try:
             pane.proc = PaneProcess(
-                argv or self.shell, cwd, self.pane_env(pane, env), self.rows, self.cols
+                argv or self.host.shell,
+                cwd,
+                self.pane_env(pane, env),
+                self.host.rows,
+                self.host.cols,
             )
         except OSError as exc:
             raise ApiError("layout_apply_failed", f"failed to start {argv!r}: {exc}") from None
@@ -120,13 +223,13 @@ class SessionState:
         self.workspaces[ws_id] = ws
         tab = self.new_tab(ws, None)
         pane = self.new_pane(ws, tab, cwd, None, env, None)
-        self._emit("workspace_created", {"workspace": self.views.workspace(ws)})
-        self._emit("tab_created", {"tab": self.views.tab(tab)})
-        self._emit("pane_created", {"pane": self.views.pane(pane)})
-        self._emit("layout_updated", {"layout": self.views.layout(tab)})
+        self.emit("workspace_created", {"workspace": self.views.workspace(ws)})
+        self.emit("tab_created", {"tab": self.views.tab(tab)})
+        self.emit("pane_created", {"pane": self.views.pane(pane)})
+        self.emit("layout_updated", {"layout": self.views.layout(tab)})
         if focus or self.focused_ws is None:
             self.focus_pane(pane)
-        self._mark_dirty()
+        self.mark_dirty()
         return ws, tab, pane
 
     def new_tab(self, ws: Workspace, label: str | None) -> Tab:
@@ -156,12 +259,12 @@ class SessionState:
             label=label,
             launch_argv=list(argv) if argv else None,
         )
-        self._start_process(pane, argv, env)
+        self.start_process(pane, argv, env)
         ws.next_pane += 1
         tab.panes.append(pane)
         if tab.focused_pane_id is None:
             tab.focused_pane_id = pane.pane_id
-        if self.detect_agents and argv and DETECTED.get(os.path.basename(argv[0])):
+        if self.host.detect_agents and argv and DETECTED.get(os.path.basename(argv[0])):
             pane.agent_authority = "detect"
             pane.agent = DETECTED[os.path.basename(argv[0])]
         return pane
@@ -172,17 +275,17 @@ class SessionState:
         assert tab is not None
         if self.focused_ws != ws.workspace_id:
             self.focused_ws = ws.workspace_id
-            self._emit("workspace_focused", {"workspace_id": ws.workspace_id})
+            self.emit("workspace_focused", {"workspace_id": ws.workspace_id})
         if ws.active_tab_id != tab.tab_id:
             ws.active_tab_id = tab.tab_id
-            self._emit("tab_focused", {"tab_id": tab.tab_id, "workspace_id": ws.workspace_id})
+            self.emit("tab_focused", {"tab_id": tab.tab_id, "workspace_id": ws.workspace_id})
         if tab.focused_pane_id != pane.pane_id:
             tab.focused_pane_id = pane.pane_id
-        self._emit("pane_focused", {"pane_id": pane.pane_id, "workspace_id": ws.workspace_id})
+        self.emit("pane_focused", {"pane_id": pane.pane_id, "workspace_id": ws.workspace_id})
         if pane.agent_status == "done":
-            self._set_status(pane, "idle")
+            self.set_status(pane, "idle")
 
-    def _drop_pane(self, pane: Pane) -> tuple[Workspace, Tab]:
+    def drop_pane(self, pane: Pane) -> tuple[Workspace, Tab]:
         ws = self.workspaces[pane.workspace_id]
         tab = self.find_tab(pane.tab_id)
         assert tab is not None
@@ -190,62 +293,62 @@ class SessionState:
         if pane.proc is not None:
             pane.proc.terminate()
             pane.proc = None
-        self._resume_at.pop(pane.pane_id, None)
+        self.resume_at.pop(pane.pane_id, None)
         if tab.focused_pane_id == pane.pane_id:
             tab.focused_pane_id = tab.panes[0].pane_id if tab.panes else None
-        self._mark_dirty()
+        self.mark_dirty()
         return ws, tab
 
-    def _forget_tab(self, ws: Workspace, tab: Tab) -> None:
+    def forget_tab(self, ws: Workspace, tab: Tab) -> None:
         ws.tabs.remove(tab)
         if ws.active_tab_id == tab.tab_id:
             ws.active_tab_id = ws.tabs[0].tab_id if ws.tabs else None
 
-    def _forget_workspace(self, ws: Workspace) -> None:
+    def forget_workspace(self, ws: Workspace) -> None:
         del self.workspaces[ws.workspace_id]
         if self.focused_ws == ws.workspace_id:
             self.focused_ws = next(iter(self.workspaces), None)
 
-    def _remove_pane(self, pane: Pane, exited: bool) -> None:
+    def remove_pane(self, pane: Pane, exited: bool) -> None:
         """Process exit: ``pane_exited`` only. ``pane.close``: ``pane_closed`` (+ workspace_closed)."""
         ws_info = self.views.workspace(self.workspaces[pane.workspace_id])
-        ws, tab = self._drop_pane(pane)
+        ws, tab = self.drop_pane(pane)
         name = "pane_exited" if exited else "pane_closed"
-        self._emit(name, {"pane_id": pane.pane_id, "workspace_id": ws.workspace_id})
+        self.emit(name, {"pane_id": pane.pane_id, "workspace_id": ws.workspace_id})
         if tab.panes:
             if not exited:
-                self._emit("layout_updated", {"layout": self.views.layout(tab)})
+                self.emit("layout_updated", {"layout": self.views.layout(tab)})
             return
-        self._forget_tab(ws, tab)  # an emptied tab vanishes without tab_closed
+        self.forget_tab(ws, tab)  # an emptied tab vanishes without tab_closed
         if ws.tabs:
             return
-        self._forget_workspace(ws)
+        self.forget_workspace(ws)
         if not exited:
-            self._emit("workspace_closed", {"workspace_id": ws.workspace_id, "workspace": ws_info})
+            self.emit("workspace_closed", {"workspace_id": ws.workspace_id, "workspace": ws_info})
 
     def close_tab(self, tab: Tab) -> None:
         ws = self.workspaces[tab.workspace_id]
         ws_info = self.views.workspace(ws)
         for pane in list(tab.panes):
-            self._drop_pane(pane)
-        self._forget_tab(ws, tab)
-        self._emit("tab_closed", {"tab_id": tab.tab_id, "workspace_id": ws.workspace_id})
+            self.drop_pane(pane)
+        self.forget_tab(ws, tab)
+        self.emit("tab_closed", {"tab_id": tab.tab_id, "workspace_id": ws.workspace_id})
         if not ws.tabs:
-            self._forget_workspace(ws)
-            self._emit("workspace_closed", {"workspace_id": ws.workspace_id, "workspace": ws_info})
+            self.forget_workspace(ws)
+            self.emit("workspace_closed", {"workspace_id": ws.workspace_id, "workspace": ws_info})
 
     def close_workspace(self, ws: Workspace) -> None:
         ws_info = self.views.workspace(ws)
         for tab in list(ws.tabs):
             for pane in list(tab.panes):
-                self._drop_pane(pane)
-        self._forget_workspace(ws)
-        self._emit("workspace_closed", {"workspace_id": ws.workspace_id, "workspace": ws_info})
+                self.drop_pane(pane)
+        self.forget_workspace(ws)
+        self.emit("workspace_closed", {"workspace_id": ws.workspace_id, "workspace": ws_info})
 
-    def _set_agent(self, pane: Pane, agent: str | None, status: str) -> None:
+    def set_agent(self, pane: Pane, agent: str | None, status: str) -> None:
         if agent == pane.agent:
             if agent is not None:
-                self._set_status(pane, status)
+                self.set_status(pane, status)
             return
         previous = pane.agent_status
         data: dict[str, Any] = {"pane_id": pane.pane_id, "workspace_id": pane.workspace_id}
@@ -254,22 +357,22 @@ class SessionState:
             pane.agent = None
             pane.agent_session = None
             pane.agent_status = "unknown"
-            self._mark_dirty()
+            self.mark_dirty()
         else:
             data["agent"] = agent
             pane.agent = agent
         pane.completion_seq = None  # reset when the agent label changes
-        self._emit("pane_agent_detected", data)
+        self.emit("pane_agent_detected", data)
         if agent is not None:
-            self._set_status(pane, status, force=True)
+            self.set_status(pane, status, force=True)
 
-    def _set_status(self, pane: Pane, status: str, force: bool = False) -> None:
+    def set_status(self, pane: Pane, status: str, force: bool = False) -> None:
         if status == pane.agent_status and not force:
             return
         previous = pane.agent_status
         pane.agent_status = status
         pane.state_change_seq += 1
-        if self.dialect.completion_seq:  # 0.9.2: set by working/blocked -> idle, else cleared
+        if self.host.dialect.completion_seq:  # 0.9.2: set by working/blocked -> idle, else cleared
             done = previous in ("working", "blocked") and status in ("idle", "done")
             pane.completion_seq = pane.state_change_seq if done else None
         payload: dict[str, Any] = {
@@ -299,14 +402,14 @@ class SessionState:
                 pane.text_pending, pane.drop_decided = True, False
             elif kind == "enter":
                 swallow = False
-                if self.enter_too_early and (
-                    had_text or now - pane.last_text_at < self.enter_window
+                if self.host.enter_too_early and (
+                    had_text or now - pane.last_text_at < self.host.enter_window
                 ):
                     swallow = True
                 elif pane.text_pending and not pane.drop_decided:
                     pane.drop_decided = True
-                    p = self.drop_enter_probability
-                    swallow = p > 0 and self.rng.random() < p
+                    p = self.host.drop_enter_probability
+                    swallow = p > 0 and self.host.rng.random() < p
                 if swallow:
                     swallowed += 1
                 else:
@@ -324,7 +427,7 @@ class SessionState:
                     "pane_send_failed", f"write to {pane.pane_id} failed: {exc}"
                 ) from None
 
-    def _read_text(self, pane: Pane, source: str, lines: int | None) -> tuple[str, bool]:
+    def read_text(self, pane: Pane, source: str, lines: int | None) -> tuple[str, bool]:
         assert pane.proc is not None
         if source in ("recent", "recent_unwrapped"):
             rows = pane.proc.history_lines() + pane.proc.visible_lines()

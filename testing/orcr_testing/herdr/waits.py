@@ -38,13 +38,13 @@ def _wait_status(emu: Emulator, pane_id: str, occupant: tuple, until, deadline, 
     while True:
         with emu.lock:
             try:
-                pane = emu.find_pane(pane_id)
+                pane = emu.state.find_pane(pane_id)
             except ApiError:
                 pane = None
             if pane is None or _occupant(pane) != occupant or emu.stopped.is_set():
                 raise ApiError("agent_not_running", f"agent in {pane_id} is not running")
             if seq_from is None and pane.agent_status in until:
-                return {"type": "agent_info", "agent": emu.views.agent(pane)}
+                return {"type": "agent_info", "agent": emu.state.views.agent(pane)}
             if seq_from is not None and pane.state_change_seq > seq_from[0]:
                 return None
         if deadline is not None and time.monotonic() >= deadline:
@@ -71,7 +71,7 @@ def agent_prompt(emu: Emulator, params: dict, rid: str):
     data = text.encode()
     if pane.proc is not None and pane.proc.bracketed_paste:
         data = b"\x1b[200~" + data + b"\x1b[201~"
-    emu.deliver(pane, "agent.prompt", [("text", data)])
+    emu.state.deliver(pane, "agent.prompt", [("text", data)])
     occupant, was_working, seq = (
         _occupant(pane),
         pane.agent_status == "working",
@@ -81,12 +81,12 @@ def agent_prompt(emu: Emulator, params: dict, rid: str):
     def submit() -> None:
         with emu.lock:
             try:
-                target = emu.find_pane(occupant[0], live=True)
+                target = emu.state.find_pane(occupant[0], live=True)
             except ApiError:
                 return
             if _occupant(target) == occupant:
                 try:
-                    emu.deliver(target, "agent.prompt", [("enter", b"\r")])
+                    emu.state.deliver(target, "agent.prompt", [("enter", b"\r")])
                 except ApiError:
                     pass
 
@@ -95,7 +95,7 @@ def agent_prompt(emu: Emulator, params: dict, rid: str):
     timer.start()
     wait = params.get("wait")
     if wait is None:
-        return {"type": "agent_prompted", "agent": emu.views.agent(pane)}
+        return {"type": "agent_prompted", "agent": emu.state.views.agent(pane)}
     until = tuple(wait.get("until") or DEFAULT_UNTIL)
     timeout_ms = wait.get("timeout_ms")
     deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms is not None else None
@@ -122,7 +122,7 @@ def events_wait(emu: Emulator, params: dict, rid: str):
     match = params["match_event"]
     if match["event"] != "pane_agent_status_changed":
         raise ApiError("unsupported_event_wait_match", f"cannot wait for {match['event']}")
-    pane = emu.find_pane(match["pane_id"])
+    pane = emu.state.find_pane(match["pane_id"])
     want = match["agent_status"]
     timeout_ms = params.get("timeout_ms")
     deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms is not None else None
@@ -131,7 +131,7 @@ def events_wait(emu: Emulator, params: dict, rid: str):
     def run() -> dict:
         while True:
             with emu.lock:
-                current = emu.find_pane(pane_id)
+                current = emu.state.find_pane(pane_id)
                 if current.agent_status == want:
                     data = {
                         "type": "pane_agent_status_changed",
