@@ -197,6 +197,9 @@ def confirm(server: ServerContext, agent: Agent, prompt: str, started, over) -> 
                 seen = verdict.why
             if verdict.why == "unsubmitted":
                 if verdict.screen != last_screen:  # the TUI still draws: wait on
+                    if since is None and presses:  # the first look since a press:
+                        # a settle to see it hold, whenever it came, and one of slack
+                        deadline = max(deadline, now + 2 * settle)
                     since, last_screen = now, verdict.screen
                 elif now - since >= settle and presses < ATTEMPTS - 1 and not landed:
                     presses += 1
