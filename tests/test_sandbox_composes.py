@@ -13,6 +13,8 @@ Planted: the resume start without the sandbox (pipeline: sandbox=None if resumin
 the resume test fails (its second start is not through enter.py).
 Planted: the resume start without the ceilings step (pipeline: wrapped = argv if
 resuming) -> the resume test fails (the resumed agent is not in its memory group).
+Traced (the resume test's herdr leg, off for a while): it checked the checkout after
+the kill, which orcr's end-of-agent removal sometimes won (seen at load ~40, -n4).
 """
 
 from __future__ import annotations
@@ -156,15 +158,18 @@ def test_a_sandboxed_command_agent_in_a_worktree_and_its_memory_group(live, shor
 
 
 def _kill_multiplexer(live) -> None:
+    """Every pane gone, as tmux's ``kill-server``: herdr stopped without its session
+    file (a cold restart would bring the panes back and orcr would wait for a native
+    restore, :data:`native.RESTORE_GRACE`, before it judges the agent lost)."""
     if live.mux.kind == "herdr":
-        live.mux.emulator.restart()
+        emu = live.mux.emulator
+        emu.stop(save=False)
+        emu.session_file.unlink(missing_ok=True)
+        emu.start()
     else:
         subprocess.run(["tmux", "-S", str(live.mux.socket), "kill-server"], check=True)
 
 
-# tmux only for now: on the herdr emulator the resumed sandboxed echo agent exited in
-# CI at load 15-30 (stop 43's note; to be traced), while it passes on tmux
-@pytest.mark.parametrize("live", ["tmux"], indirect=True)
 def test_a_resumed_echo_agent_is_again_sandboxed_and_in_its_group(live, short_tmp):
     """A command agent cannot be resumed (``resume_unsupported``), so the echo agent (a
     real TUI) carries this leg: sandboxed in a worktree under ``--memory-max``, its
@@ -192,8 +197,8 @@ def test_a_resumed_echo_agent_is_again_sandboxed_and_in_its_group(live, short_tm
         a = o.get(uuid)
         assert a["sandbox"]["engine"] == "bwrap" and a["memory"]["current"] > 0, a
         assert a["cwd"] == a["worktree"]["path"] != str(repo)
-        o.kill(uuid)
-    assert os.path.isdir(a["worktree"]["path"])
+        assert os.path.isdir(a["worktree"]["path"])  # before the kill: at its end orcr
+        o.kill(uuid)  # removes a checkout that holds nothing (a race for this check)
 
 
 def _planted_key(short_tmp) -> tuple[Path, Path]:
