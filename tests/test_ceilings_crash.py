@@ -8,14 +8,23 @@ the backends whose groups the server makes itself:
   the delegated group and moves itself into its leaf; the next one starts in that
   leaf, where the crashed one left its shell (or where ``DelegateSubgroup=orcr-server``
   puts a service): a group that enables controllers cannot take a new process.
+* ``systemd``: a real server with ``limits.mechanism = "systemd"`` and the fake
+  ``systemd-run``/``systemctl`` (``tests/fakes/fake_systemd.py``) first on its PATH,
+  never a real systemd. What an agent leaves is its scope, loaded in the fake manager
+  (active, or failed), and its ceilings kept for the launch step (a file); "inside"
+  is the agent's own process as its scope's (systemd-run made the scope with itself
+  in it, then exec'd the agent). Each restart also finds what crashes after an
+  agent's end leave, of agents whose rows are gone: a failed scope with its kept
+  ceilings, and kept ceilings alone.
 
 The points (``ORCR_FAULT``, docs/internals.md): v2's own steps (``v2_server_leaf``,
 the server moved into its leaf; ``v2_controllers``, memory/pids/cpu enabled for the
 delegated group's children; ``v2_fleet``, the fleet group made; ``v2_group``, the
-agent's group made, its ceilings not yet written), then both backends' ``after_group``
-(the ceilings written), ``after_start`` (the pane started through the launch step: the
-agent joins) and ``group_removed`` (an ended agent's group removed; v1: the first of its
-three controllers' groups).
+agent's group made, its ceilings not yet written), then every backend's ``after_group``
+(the ceilings written; systemd: kept, no scope yet), ``after_start`` (the pane started
+through the launch step: the agent joins; systemd: the scope made with the agent in it)
+and ``group_removed`` (an ended agent's group removed; v1: the first of its three
+controllers' groups; systemd: its scope reset, its kept ceilings not yet deleted).
 
 Planted bugs, each seen to fail here:
 * ``step.release`` and ``step.sweep`` both no-ops -> fails for both backends (the
@@ -27,6 +36,19 @@ Planted bugs, each seen to fail here:
 * v2 ``ensure_fleet`` enabling the fleet's controllers only when it makes the fleet's
   group -> fails for cgroup_v2 at ``v2_fleet`` (the restarted server makes the agent's
   group without its controller files: the start fails ENOENT, the next agent never joins).
+* systemd ``remove`` not deleting the kept ceilings -> fails for systemd at ``after_group``
+  (the crashed agent's file stays).
+* ``step.release`` and ``step.sweep`` both no-ops -> fails for systemd at ``after_group``.
+* systemd ``sweep`` a no-op -> fails for systemd at ``after_group`` (the left failed scope
+  and files stay); ``sweep`` finding agents by their scopes only, not by kept ceilings ->
+  fails for systemd at ``after_group`` (the file left alone stays). Before the restarts
+  planted those, neither failed: the crashed agent's own end, redone by the next server,
+  removed its scope and file.
+
+Found on the way: the fake manager lost a unit when a ``systemctl`` call from the server
+raced a pane's ``systemd-run`` (each read, changed and wrote its state unlocked; 1 run of
+the systemd leg in 5 at load 35, "the next agent inside" never reached); it now answers
+one call at a time, as the one real manager does.
 """
 
 from __future__ import annotations
@@ -53,18 +75,22 @@ BOTH = ("after_group", "after_start", "group_removed")
 POINTS = {
     "cgroup_v1": BOTH,
     "cgroup_v2": ("v2_server_leaf", "v2_controllers", "v2_fleet", "v2_group", *BOTH),
+    "systemd": BOTH,
 }
+FAKE = Path(__file__).parent / "fakes" / "fake_systemd.py"
 
 
-def _instance(home) -> str:
+def _instance(home, what: str = "dirs.instance_id()") -> str:
     out = subprocess.run(
-        [sys.executable, "-c", "from orcr_core import dirs; print(dirs.instance_id())"],
+        [sys.executable, "-c", f"from orcr_core import dirs; print({what})"],
         env=home.env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     return out.stdout.strip()
 
 
 class _V1:
+    config = ""
+
     def __init__(self, tmp: Path, home) -> None:
         why = v1.unusable()
         if why and os.environ.get("CI"):
@@ -97,6 +123,8 @@ class _V1:
 
 
 class _V2:
+    config = ""
+
     def __init__(self, tmp: Path, home) -> None:
         self.tmp = tmp
 
@@ -130,6 +158,77 @@ class _V2:
         return self.fs.check()
 
 
+class _Systemd:
+    """The fake ``systemd-run``/``systemctl`` first on the server's PATH (and so its
+    multiplexer's and the panes'), a user manager whose group (on a mimic v2 tree)
+    has the memory and pids controllers. What is left of an agent: its scope loaded
+    in the fake manager, or its ceilings kept for the launch step (a file)."""
+
+    config = '[limits]\nmechanism = "systemd"\n'
+
+    def __init__(self, tmp: Path, home) -> None:
+        bin_dir = tmp / "bin"
+        bin_dir.mkdir()
+        for tool in ("systemd-run", "systemctl"):
+            (bin_dir / tool).symlink_to(FAKE)
+        self.state = tmp / "systemd"  # one manager for every point, as on a host
+        tree = tmp / "cg"
+        MimicFs.make(tree, START, delegated=False)  # not delegated: not cgroup_v2
+        self.env = {
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "FAKE_SYSTEMD_STATE": str(self.state),
+            "ORCR_CGROUP_V2_ROOT": str(tree),
+        }
+        self.prefix = f"orcr-{_instance(home)}-"
+        self.kept = Path(_instance(home, "dirs.data_dir()")) / "ceilings" / "systemd"
+
+    def fresh(self, point: str) -> None:
+        pass
+
+    def restarted(self) -> None:
+        """As crashes after an agent's end leave them, of agents whose rows are gone:
+        a failed scope (its process killed at its ceiling) with its kept ceilings (the
+        crash before its removal), and kept ceilings alone (at ``group_removed``);
+        only the sweep removes them."""
+        gone, alone = str(uuidlib.uuid4()), str(uuidlib.uuid4())
+        units = self._units()
+        units[f"{self.prefix}{gone}.scope"] = {
+            "pid": None, "slice": self.prefix.rstrip("-") + ".slice", "props": {},
+            "active": False, "failed": True, "collect": False, "result": "oom-kill",
+        }  # fmt: skip
+        self.state.mkdir(exist_ok=True)
+        (self.state / "units.json").write_text(json.dumps(units))
+        self.kept.mkdir(parents=True, exist_ok=True)
+        for u in (gone, alone):
+            (self.kept / f"{u}.json").write_text("{}")
+
+    def _units(self) -> dict:
+        f = self.state / "units.json"
+        return json.loads(f.read_text()) if f.exists() else {}
+
+    def groups(self, uuid: str | None = None) -> list[str]:
+        """Its scope (loaded, active or failed) and its kept ceilings, if any left."""
+        pattern = uuid or "*-*-*-*-*"
+        scopes = [n for n in self._units() if Path(n).match(f"{self.prefix}{pattern}.scope")]
+        return scopes + [str(p) for p in self.kept.glob(f"{pattern}.json")]
+
+    def members(self, uuid: str) -> list[str]:
+        """The agent's own process (``sleep``), if it runs as its scope's process:
+        systemd-run made the scope with itself in it, then exec'd the agent."""
+        u = self._units().get(f"{self.prefix}{uuid}.scope") or {}
+        try:
+            argv = Path(f"/proc/{u.get('pid')}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return []
+        return [str(u["pid"])] if u.get("active") and argv[0] == b"sleep" else []
+
+    def violations(self) -> list[str]:
+        """systemctl calls that miss ``--user`` (they would reach the system manager)."""
+        log = self.state / "argv.jsonl"
+        calls = [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
+        return [" ".join(c) for c in calls if c[0] == "systemctl" and "--user" not in c]
+
+
 def _crash(home, h, point: str) -> str:
     """The server SIGKILLed at ``point`` on an agent's way in (or out): its uuid."""
     home.start_server(extra_env={**h.env, "ORCR_FAULT": point})
@@ -146,24 +245,24 @@ def _crash(home, h, point: str) -> str:
     return a["uuid"]
 
 
-@pytest.mark.parametrize("mechanism", ["cgroup_v1", "cgroup_v2"])
+@pytest.mark.parametrize("mechanism", ["cgroup_v1", "cgroup_v2", "systemd"])
 def test_sigkill_at_each_ceiling_step_leaves_no_group_behind(orcr_home, tmp_path, mechanism):
     """At each point: the server SIGKILLed there; the next server ends the agent (a
     start it fails, closing its pane, or the kill it finishes) and removes its group
     (which the kernel refuses while a process is in it); a new agent then runs inside
     its own group, which goes when it ends; no group is left, and the server is not
     inside a group that enables controllers."""
-    h = (_V1 if mechanism == "cgroup_v1" else _V2)(tmp_path, orcr_home)
+    h = {"cgroup_v1": _V1, "cgroup_v2": _V2, "systemd": _Systemd}[mechanism](tmp_path, orcr_home)
     sock = orcr_home.path / "tmux.sock"
     orcr_home.config(
         f'[driver]\nname = "tmux"\n[tmux]\nsocket = "{sock}"\n'
-        '[timings]\nreconcile_every = "500ms"\n'
+        '[timings]\nreconcile_every = "500ms"\n' + h.config
     )  # an ended agent's group goes at its end, or at the next pass once its process is gone
     try:
         for point in POINTS[mechanism]:
             h.fresh(point)
             uuid = _crash(orcr_home, h, point)
-            if point in ("v2_group", "after_group", "after_start") or mechanism == "cgroup_v1":
+            if point in ("v2_group", "after_group", "after_start") or mechanism != "cgroup_v2":
                 assert h.groups(uuid), point  # made (v1: or partly removed) before the crash
             h.restarted()
             orcr_home.start_server(extra_env=h.env)
@@ -172,7 +271,10 @@ def test_sigkill_at_each_ceiling_step_leaves_no_group_behind(orcr_home, tmp_path
                 until(lambda: not h.groups(uuid), 30, f"{point}: its groups to go")  # noqa: B023
                 a = o.run(None, provider="command", path=f"k/{point}/next", argv=["sleep", "300"],
                           cwd="/")  # fmt: skip
-                until(lambda: h.members(a["uuid"]), 30, f"{point}: the next agent inside")  # noqa: B023
+                try:
+                    until(lambda: h.members(a["uuid"]), 30, f"{point}: the next agent inside")  # noqa: B023
+                except AssertionError as exc:  # with its row and where it was left
+                    raise AssertionError(f"{exc}: {o.get(a['uuid'])}, {h.groups()}") from None
                 o.kill(f"k/{point}/next")
             until(lambda: not h.groups(), 30, f"{point}: its group to go")
             assert h.violations() == [], point

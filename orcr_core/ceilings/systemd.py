@@ -190,11 +190,16 @@ class SystemdScopes:
         return oom_report(self.usage(uuid, fresh=True), self.fleet_usage, None)
 
     def remove(self, uuid: str) -> bool:
-        """Forget an ended agent's scope; False while it still runs."""
+        """Forget an ended agent's scope; False while it still runs. The scope goes
+        first, its kept ceilings last: a crash between them leaves the file, which
+        the next sweep finds and removes (its uuid is no live agent's)."""
+        from orcr_core.store import faults
+
         unit = self.scope(uuid)
         if self._show(unit).get("ActiveState") in ("active", "activating", "deactivating"):
             return False
         _systemctl("reset-failed", unit)  # a failed scope stays loaded until this
+        faults.point("group_removed")
         self._stash(uuid).unlink(missing_ok=True)
         self._cache_at = 0.0
         return True

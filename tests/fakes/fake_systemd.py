@@ -22,11 +22,17 @@ It records every argv (``$FAKE_SYSTEMD_STATE/argv.jsonl``), keeps the units in
   exist), ``stop``, ``kill --signal=``, ``reset-failed``, ``list-units
   --type=scope --all --plain --no-legend PATTERN``.
 
+One manager answers every call in turn: each call holds a lock on the state
+(``$FAKE_SYSTEMD_STATE/lock``) from its read to its write (``systemd-run`` until
+just before it execs the command), so calls racing from the server and from a
+pane's launch step never lose a unit.
+
 A scope is active while its process lives; it then goes ``inactive`` and is
 unloaded (``--collect``: always; else only when it did not fail). Tests play
 the kernel with ``$FAKE_SYSTEMD_STATE/units.json``: ``"result": "oom-kill"``.
 """
 
+import fcntl
 import fnmatch
 import json
 import os
@@ -159,6 +165,7 @@ def systemd_run(args: list[str]) -> None:
     save(units)
     if not opts["quiet"]:
         sys.stderr.write(f"Running scope as unit: {name}\n")
+    os.close(LOCK[0])  # the manager is done: the command runs unlocked
     try:
         os.execvp(command[0], command)
     except OSError as exc:
@@ -258,8 +265,14 @@ def systemctl(args: list[str]) -> None:
     save(units)
 
 
+#: the state's lock, held by this call (closed before systemd-run execs)
+LOCK: list[int] = []
+
+
 def main() -> None:
     os.makedirs(STATE, exist_ok=True)
+    LOCK.append(os.open(os.path.join(STATE, "lock"), os.O_CREAT | os.O_RDWR, 0o600))
+    fcntl.flock(LOCK[0], fcntl.LOCK_EX)
     with open(os.path.join(STATE, "argv.jsonl"), "a") as f:
         f.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:]]) + "\n")
     if os.path.basename(sys.argv[0]) == "systemd-run":
