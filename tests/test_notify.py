@@ -347,11 +347,11 @@ def test_a_task_parked_in_inbox_or_sent_to_failed_notifies(orcr_home, receiver, 
     q = Queue.init(short_tmp / "queue")
     q.add("t", "x", task_id="asks")
     q.claim("builder", token="w")
-    q.park("asks", "w", "which port?")
+    q.moves.park("asks", "w", "which port?")
     q.add("t", "x", task_id="breaks")
     for _ in range(3):
         q.claim("builder", token="w")
-        q.fail_build("breaks", "w", "tests fail")
+        q.moves.fail_build("breaks", "w", "tests fail")
     assert q.where("breaks") == ["failed"]
     until(lambda: len(receiver.posts) >= 2, 30, what="two task notifications")
     time.sleep(1.0)

@@ -25,9 +25,9 @@ import sys
 from orcr_tasks.queue import Queue
 q, op, tid = Queue(sys.argv[1]), sys.argv[2], sys.argv[3]
 if op == "park":
-    q.park(tid, "w", "which port?")
+    q.moves.park(tid, "w", "which port?")
 elif op == "fail":
-    q.fail_build(tid, "w", "tests fail")
+    q.moves.fail_build(tid, "w", "tests fail")
 elif op == "unlock":
     print(q.unlock())
 """
@@ -53,7 +53,7 @@ def ready(q: Queue, op: str, tid: str) -> None:
     if op == "fail":
         for _ in range(2):
             assert q.claim("builder", token="w") == tid
-            assert q.fail_build(tid, "w", "tests fail") == "todo"
+            assert q.moves.fail_build(tid, "w", "tests fail") == "todo"
     assert q.claim("builder", token="w") == tid
 
 
@@ -165,7 +165,7 @@ def test_the_queue_lock_is_released_before_the_server_is_told(orcr_home, short_t
     q = Queue.init(short_tmp / "q")
     ready(q, "fail", "t")
     done = threading.Event()
-    t = threading.Thread(target=lambda: (q.fail_build("t", "w", "tests fail"), done.set()))
+    t = threading.Thread(target=lambda: (q.moves.fail_build("t", "w", "tests fail"), done.set()))
     t.start()
     try:
         lsock.settimeout(20)
@@ -206,7 +206,7 @@ def test_a_reap_that_fails_several_tasks_tells_the_server_once_after_the_lock(or
     for tid in ("r1", "r2"):
         os.utime(q.hb(tid), (past, past))
     reaped = []
-    t = threading.Thread(target=lambda: reaped.extend(q.reap(60)))
+    t = threading.Thread(target=lambda: reaped.extend(q.moves.reap(60)))
     t.start()
     try:
         lsock.settimeout(20)

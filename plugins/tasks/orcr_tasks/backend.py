@@ -4,8 +4,9 @@ A queue is named by a directory (the file backend, :class:`orcr_tasks.queue.Queu
 a task's state is the folder its file is in) or by a ``postgresql://`` URL (the
 PostgreSQL backend, :class:`orcr_tasks.pg.PgQueue`: a task's state is a column of
 its row). Both implement :class:`Backend` and share the rules of a task's life
-(:class:`orcr_tasks.moves.Moves`: attempts, verdicts, parking, releases), so every
-verb, the worker loop and ``status`` work the same on either (docs/tasks.md).
+(:class:`orcr_tasks.moves.Moves`: attempts, verdicts, parking, releases, the reaper),
+a part each holds as ``moves``, so every verb, the worker loop and ``status`` work the
+same on either (docs/tasks.md).
 
 A leaf of the package: both backends import it, and it imports neither
 (:mod:`orcr_tasks.opener` opens the one a name picks).
@@ -13,9 +14,14 @@ A leaf of the package: both backends import it, and it imports neither
 
 from __future__ import annotations
 
+import time
 from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 from orcr_tasks.taskfile import check_id
+
+if TYPE_CHECKING:
+    from orcr_tasks.moves import Moves
 
 #: how a queue named by a URL is recognised (libpq's URI schemes)
 URL_SCHEMES = ("postgresql://", "postgres://")
@@ -61,6 +67,9 @@ class Backend:
     """What a backend provides; the task's life (:class:`orcr_tasks.moves.Moves`) is
     written against it. ``state`` is one of ``orcr_tasks.queue.STATES``."""
 
+    #: the task's life over this backend (finish, verdicts, parking, releases, reaping)
+    moves: Moves
+
     #: how this queue is shown to people and in events: a path, or a URL without
     #: its password
     label: str
@@ -92,6 +101,8 @@ class Backend:
         """The builder's report, or None."""
 
     def entries(self, state: str) -> list: ...
+    def tasks(self, state: str) -> list:
+        """``(task or None when unreadable, stat, task id)`` for each task in ``state``."""
 
     # what each agent spent, written by whoever ended it (orcr_tasks.spent)
     def record_usage(self, task_id: str, entry: dict) -> None: ...
@@ -106,6 +117,22 @@ class Backend:
     def discard_results(self, staged) -> None: ...
     def lock_status(self) -> dict | None:
         """The queue lock's owner when it is held, for ``status``; None when free."""
+
+    def quarantine(self, state: str, task_id: str, why: str, force: bool = False):
+        """Move a file that is not a readable task aside, as it is; where it went."""
+
+    def before_release(self) -> None:
+        """Called under the lock before dependants are released (PostgreSQL serialises
+        releases with adds); nothing by default."""
+
+    def flush_notices(self) -> int:
+        """Write the notices a mover killed after its move left; how many. Nothing by
+        default (the folder queue's are finished by whoever clears its dead lock)."""
+        return 0
+
+    def unlock(self, force: bool = False) -> str:
+        """Clear a dead holder's lock, if the backend has one; what was done."""
+        raise NotImplementedError
 
     # the queue's settings (orcr_tasks.settings), over their defaults
     def settings(self) -> dict: ...
@@ -126,3 +153,16 @@ class Backend:
     def holds(self, task_id: str, state: str, token: str) -> bool: ...
     def drop_heartbeat(self, task_id: str) -> None: ...
     def age(self, state: str, task_id: str, now: float | None = None) -> float: ...
+
+    def stale_claims(self, stale: float) -> list[tuple[str, str, dict, float]]:
+        """Under the lock, the claims whose heartbeat is older than ``stale`` seconds:
+        ``(task id, state, heartbeat, age)``. This default looks at every claim; a
+        backend that can ask for the stale ones at once overrides it (PostgreSQL)."""
+        now = time.time()
+        found = []
+        for state in ("doing", "verifying", "landing"):
+            for tid in self.ids(state):
+                age = self.age(state, tid, now)
+                if age > stale:
+                    found.append((tid, state, self.read_heartbeat(tid) or {}, age))
+        return found

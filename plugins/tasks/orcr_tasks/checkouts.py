@@ -152,7 +152,9 @@ def start_options(queue, task, cwd: str | None, opts: dict) -> str | None:
     commit. Returns why it cannot start (the task is then refused, not built);
     without a base setting or dependencies, orcr's default (``HEAD``) stays."""
     conf = queue.settings()
-    deps = [(d, queue.read(queue.verified_in(d), d).meta.get("revision")) for d in task.depends_on]
+    deps = [
+        (d, queue.read(queue.moves.verified_in(d), d).meta.get("revision")) for d in task.depends_on
+    ]
     if not deps and not conf.get("base"):
         return None
     cwd = cwd or os.getcwd()

@@ -137,7 +137,7 @@ def tasks_add(task_id, done_when, depends_on, cluster, provider, model, verifier
     """
     q, rest = _split(args, "the task text")
     if depends_on:  # dependants = landed checks the repository this runs in
-        q.repo = repo_here()
+        q.moves.repo = repo_here()
     text = " ".join(rest)
     if text == "-":
         text = sys.stdin.read()
@@ -274,7 +274,7 @@ def tasks_answer(args):
     text = " ".join(rest[1:])
     if text == "-":
         text = sys.stdin.read()
-    click.echo(f"{rest[0]} {q.answer(rest[0], text)}")
+    click.echo(f"{rest[0]} {q.moves.answer(rest[0], text)}")
 
 
 @tasks.command(name="reap")
@@ -292,9 +292,11 @@ def tasks_reap(queue_dir, stale):
 
     orcr = Orcr(Client(autostart=False))  # no server: no agent to end
     q = _open(queue_dir)
-    q.repo = repo_here()  # dependants = landed checks the repository this runs in
+    q.moves.repo = repo_here()  # dependants = landed checks the repository this runs in
     try:
-        for tid, src, dst in q.reap(stale, end_agent(orcr, lambda m: click.echo(m, err=True))):
+        for tid, src, dst in q.moves.reap(
+            stale, end_agent(orcr, lambda m: click.echo(m, err=True))
+        ):
             click.echo(f"{tid} {src} -> {dst}")
     finally:
         orcr.close()

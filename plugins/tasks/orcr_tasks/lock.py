@@ -20,11 +20,13 @@ import secrets
 import shutil
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
 from orcr_core.store import faults
+from orcr_tasks.backend import QueueError
 from orcr_tasks.files import rename_noreplace
 
 
@@ -128,3 +130,32 @@ class DirLock:
         dead = self.path.with_name(f".lock-old-{os.getpid()}-{secrets.token_hex(4)}")
         os.rename(self.path, dead)
         shutil.rmtree(dead, ignore_errors=True)
+
+
+def clear_dead(path: Path, force: bool, recover: Callable[[Path], str | None]) -> str:
+    """Clear the lock at ``path`` after checking its owner is gone: ``recover(path)``
+    first finishes the move the dead holder journaled (its id, or None); what was done.
+    ``force`` clears a lock whose owner cannot be told (another host, no owner file)."""
+    if not path.exists():
+        return "the queue is not locked"
+    owner = read_owner(path)
+    if owner is None and not force:
+        raise QueueError(
+            f"{path} has no owner file, so orcr did not make it: another program (a "
+            "script's `mkdir .lock`, as in the playbook) holds the queue; orcr waits for "
+            "it to go. If that program is gone, remove it (rmdir) or run again with --force"
+        )
+    alive = owner_alive(owner)
+    if alive is True:
+        raise QueueError(f"the lock is held by pid {owner['pid']}, which is alive: not clearing it")
+    if alive is None and not force:
+        raise QueueError(
+            f"cannot tell whether the lock's owner ({owner}) is gone (another host?); "
+            "check by hand, then run again with --force"
+        )
+    (path / "breaking").mkdir(exist_ok=True)
+    moved = recover(path)
+    dead = path.with_name(f".lock-dead-{secrets.token_hex(4)}")
+    os.rename(path, dead)
+    shutil.rmtree(dead, ignore_errors=True)
+    return "cleared the lock" + (f" and finished the move of {moved}" if moved else "")

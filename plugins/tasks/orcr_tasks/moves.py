@@ -2,22 +2,18 @@
 caller still holds its claim (its token in the heartbeat file) and moves the
 task with :meth:`Queue.move` (journaled, crash safe; see :mod:`orcr_tasks.queue`).
 
-A mixin of :class:`orcr_tasks.queue.Queue`, kept apart so the folder rules
-(reading, claiming, the journal) and the task's life (attempts, verdicts,
-the reaper) each stay in one room.
+A part, not a mixin: each backend holds one as ``queue.moves``
+(:class:`orcr_tasks.queue.Queue`, :class:`orcr_tasks.pg.PgQueue`), so the storage
+rules (reading, claiming, the journal or the transaction) and the task's life
+(attempts, verdicts, the reaper) each stay in one room, and the life sees the storage
+only through :class:`orcr_tasks.backend.Backend`.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
-import time
-
 from orcr_tasks import announce, checkouts
 from orcr_tasks.backend import Backend, QueueError
 from orcr_tasks.files import now_iso
-from orcr_tasks.lock import owner_alive, read_owner
 from orcr_tasks.taskfile import Task, TaskFileError
 
 MAX_ATTEMPTS = 3
@@ -38,10 +34,19 @@ def reaped_claim(hb: dict, age: float) -> str:
     return "reaped: " + "; ".join(parts)
 
 
-class Moves(Backend):
-    #: the git repository ``dependants = landed`` checks (a worker's ``--cwd``); with
-    #: none, that mode releases nothing (a worker that has one does)
-    repo: str | None = None
+class Moves:
+    """The task's life over one backend: a part each backend holds as ``moves``.
+
+    It sees the backend only through :class:`Backend` (reads, ``locked``, ``move``,
+    claims and heartbeats), so the rules are written once for the folder queue and
+    PostgreSQL, and a third backend gets them by implementing that interface.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        #: the git repository ``dependants = landed`` checks (a worker's ``--cwd``);
+        #: with none, that mode releases nothing (a worker that has one does)
+        self.repo: str | None = None
 
     def _landed(self, depends_on: list[str], conf: dict) -> bool:
         """Whether dependants of ``depends_on`` (all done) may leave backlog/ under the
@@ -50,16 +55,16 @@ class Moves(Backend):
             return True
         if self.repo is None:
             return False
-        metas = [self.read(self.verified_in(d), d).meta for d in depends_on]
+        metas = [self.backend.read(self.verified_in(d), d).meta for d in depends_on]
         revisions = [m.get("landed_commit") or m.get("revision") for m in metas]
         return checkouts.landed(self.repo, conf.get("base"), revisions)
 
     def verified_in(self, task_id: str) -> str | None:
         """The state of ``task_id`` when a verifier passed it (done/, landing/, landed/)."""
-        return next((s for s in self.where(task_id) if s in VERIFIED), None)
+        return next((s for s in self.backend.where(task_id) if s in VERIFIED), None)
 
     def _held(self, task_id: str, state: str, token: str | None) -> None:
-        if token is not None and not self.holds(task_id, state, token):
+        if token is not None and not self.backend.holds(task_id, state, token):
             raise QueueError(f"task {task_id} is no longer claimed by this worker (reaped?)")
 
     def finish_build(
@@ -78,25 +83,25 @@ class Moves(Backend):
             t.meta["passes"] = []
             t.meta["verified"] = []
 
-        staged = None if results is None else self.stage_results(task_id, results)
+        staged = None if results is None else self.backend.stage_results(task_id, results)
         try:
-            with self.locked():
+            with self.backend.locked():
                 self._held(task_id, "doing", token)
                 if staged is not None:
-                    self.commit_results(task_id, token, staged)
+                    self.backend.commit_results(task_id, token, staged)
                     staged = None
-                self.move(task_id, "doing", "review", edit)
+                self.backend.move(task_id, "doing", "review", edit)
         finally:
             if staged is not None:
-                self.discard_results(staged)
+                self.backend.discard_results(staged)
 
     def fail_build(self, task_id: str, token: str | None, reason: str) -> str:
-        with self.locked():
+        with self.backend.locked():
             self._held(task_id, "doing", token)
             return self._fail(task_id, "doing", "Attempt failed", reason)
 
     def _fail(self, task_id: str, src: str, heading: str, reason: str) -> str:
-        t = self.read(src, task_id)
+        t = self.backend.read(src, task_id)
         attempts = t.attempts + 1
         dst = "failed" if attempts >= MAX_ATTEMPTS else "todo"
 
@@ -106,15 +111,17 @@ class Moves(Backend):
             t.meta["verified"] = []
             t.append(f"{heading} {attempts} ({now_iso()})", reason)
 
-        self.move(task_id, src, dst, edit, announce.prepare(self.label, task_id, src, dst, reason))
+        self.backend.move(
+            task_id, src, dst, edit, announce.prepare(self.backend.label, task_id, src, dst, reason)
+        )
         return dst
 
     def park(self, task_id: str, token: str | None, question: str, heading="Question") -> None:
         """To inbox/ with a ``## Question`` (or ``heading``) section: not an attempt."""
-        with self.locked():
+        with self.backend.locked():
             self._held(task_id, "doing", token)
-            notice = announce.prepare(self.label, task_id, "doing", "inbox", question)
-            self.move(
+            notice = announce.prepare(self.backend.label, task_id, "doing", "inbox", question)
+            self.backend.move(
                 task_id,
                 "doing",
                 "inbox",
@@ -125,21 +132,23 @@ class Moves(Backend):
     def answer(self, task_id: str, text: str) -> str:
         if not text.strip():
             raise QueueError("the answer is empty")
-        with self.locked():
-            state = self.locate(task_id)
+        with self.backend.locked():
+            state = self.backend.locate(task_id)
             if state != "inbox":
                 raise QueueError(f"task {task_id} is in {state}/, not inbox/: it asked nothing")
-            self.move(task_id, "inbox", "todo", lambda t: t.append(f"Answer ({now_iso()})", text))
+            self.backend.move(
+                task_id, "inbox", "todo", lambda t: t.append(f"Answer ({now_iso()})", text)
+            )
         return "todo"
 
     def verdict(self, task_id: str, token: str | None, passed: bool, provider, report: str) -> str:
         """A verifier's verdict: done/ once enough verifiers passed it, review/ for the
         next verifier, or back to todo/ (failed/ on the third attempt) with a reject section."""
-        with self.locked():
+        with self.backend.locked():
             self._held(task_id, "verifying", token)
             if not passed:
                 return self._fail(task_id, "verifying", f"Reject (verifier {provider})", report)
-            t = self.read("verifying", task_id)
+            t = self.backend.read("verifying", task_id)
             passes = [*(t.meta.get("passes") or []), provider]
             dst = "done" if len(passes) >= t.verifiers else "review"
 
@@ -151,7 +160,7 @@ class Moves(Backend):
                     t.meta["done_at"] = now_iso()
                 t.append(f"Pass {len(passes)} (verifier {provider}, {now_iso()})", "passed")
 
-            self.move(task_id, "verifying", dst, edit)
+            self.backend.move(task_id, "verifying", dst, edit)
             if dst == "done":
                 self._release()
             return dst
@@ -160,19 +169,21 @@ class Moves(Backend):
         """``VERDICT: unverifiable``: the verifier could not run the finish condition. To
         inbox/ as a question for a person (``tasks answer`` sends it back to be rebuilt),
         never to done/; not an attempt, and its earlier passes stand."""
-        with self.locked():
+        with self.backend.locked():
             self._held(task_id, "verifying", token)
             head = f"Unverifiable (verifier {provider}, {now_iso()})"
-            notice = announce.prepare(self.label, task_id, "verifying", "inbox", report)
-            self.move(task_id, "verifying", "inbox", lambda t: t.append(head, report), notice)
+            notice = announce.prepare(self.backend.label, task_id, "verifying", "inbox", report)
+            self.backend.move(
+                task_id, "verifying", "inbox", lambda t: t.append(head, report), notice
+            )
 
     def unclaim(self, task_id: str, token: str | None) -> str:
         """Give a claim back untouched (orcr would not start its agent): not an attempt."""
-        with self.locked():
-            state = "doing" if self.is_in("doing", task_id) else "verifying"
+        with self.backend.locked():
+            state = "doing" if self.backend.is_in("doing", task_id) else "verifying"
             self._held(task_id, state, token)
             dst = "todo" if state == "doing" else "review"
-            self.move(task_id, state, dst)
+            self.backend.move(task_id, state, dst)
             return dst
 
     def return_verification(self, task_id: str, token: str | None, why: str | None = None):
@@ -182,25 +193,26 @@ class Moves(Backend):
         def edit(t: Task):
             t.append(f"Verification returned ({now_iso()})", why)
 
-        with self.locked():
+        with self.backend.locked():
             self._held(task_id, "verifying", token)
-            self.move(task_id, "verifying", "review", edit if why else None)
+            self.backend.move(task_id, "verifying", "review", edit if why else None)
 
     def _release(self) -> list[str]:
+        self.backend.before_release()
         released, conf = [], None
-        for task, _st, tid in self.tasks("backlog"):
+        for task, _st, tid in self.backend.tasks("backlog"):
             if task is not None and all(self.verified_in(d) for d in task.depends_on):
-                conf = conf or self.settings()
+                conf = conf or self.backend.settings()
                 if not self._landed(task.depends_on, conf):
                     continue  # dependants = landed: not on the base branch yet
-                self.move(tid, "backlog", "todo")
+                self.backend.move(tid, "backlog", "todo")
                 released.append(tid)
         return released
 
     def release(self) -> list[str]:
         """Move every backlog task whose dependencies are all done (with ``dependants =
         landed``: and on the base branch) to todo/."""
-        with self.locked():
+        with self.backend.locked():
             return self._release()
 
     def reap(self, stale: float, on_reap=None) -> list[tuple[str, str, str]]:
@@ -210,29 +222,25 @@ class Moves(Backend):
 
         ``on_reap(task_id, heartbeat)`` is called after each, with what the
         heartbeat file said (the agent the dead worker started, to end it)."""
+        b = self.backend
         reaped, ended = [], []
-        with self.locked():
-            now = time.time()
-            for state in ("doing", "verifying", "landing"):
-                for tid in self.ids(state):
-                    age = self.age(state, tid, now)
-                    if age <= stale:
-                        continue
-                    hb = self.read_heartbeat(tid) or {}
-                    try:
-                        self.read(state, tid)
-                    except FileNotFoundError:
-                        continue
-                    except (TaskFileError, OSError) as exc:
-                        moved = self.quarantine(state, tid, str(exc), force=True)
-                        if moved:
-                            reaped.append((tid, state, moved.split("/")[0]))
-                            ended.append((tid, hb))
-                        continue
-                    dst = self._reap_one(tid, state, reaped_claim(hb, age))
-                    reaped.append((tid, state, dst))
-                    ended.append((tid, hb))
+        with b.locked():
+            for tid, state, hb, age in b.stale_claims(stale):
+                try:
+                    b.read(state, tid)
+                except FileNotFoundError:
+                    continue
+                except (TaskFileError, OSError) as exc:
+                    moved = b.quarantine(state, tid, str(exc), force=True)
+                    if moved:
+                        reaped.append((tid, state, moved.split("/")[0]))
+                        ended.append((tid, hb))
+                    continue
+                dst = self._reap_one(tid, state, reaped_claim(hb, age))
+                reaped.append((tid, state, dst))
+                ended.append((tid, hb))
             self._release()
+        b.flush_notices()  # a mover killed between its commit and its notice left one
         for tid, hb in ended if on_reap is not None else ():
             on_reap(tid, hb)  # outside the lock: it may talk to the orcr server
         return reaped
@@ -243,42 +251,14 @@ class Moves(Backend):
         if state == "doing":
             return self._fail(tid, "doing", "Attempt failed", why)
         if state == "landing":  # a lander's claim: back to done/, not an attempt
-            self.move(tid, "landing", "done", lambda t: t.append(f"Land reaped ({now_iso()})", why))
+            self.backend.move(
+                tid, "landing", "done", lambda t: t.append(f"Land reaped ({now_iso()})", why)
+            )
             return "done"
-        self.move(
+        self.backend.move(
             tid,
             "verifying",
             "review",
             lambda t: t.append(f"Verification reaped ({now_iso()})", why),
         )
         return "review"
-
-    def unlock(self, force: bool = False) -> str:
-        """Clear a stale lock after checking its owner is gone."""
-        path = self.lock.path
-        if not path.exists():
-            return "the queue is not locked"
-        owner = read_owner(path)
-        if owner is None and not force:
-            raise QueueError(
-                f"{path} has no owner file, so orcr did not make it: another program (a "
-                "script's `mkdir .lock`, as in the playbook) holds the queue; orcr waits for "
-                "it to go. If that program is gone, remove it (rmdir) or run again with --force"
-            )
-        alive = owner_alive(owner)
-        if alive is True:
-            raise QueueError(
-                f"the lock is held by pid {owner['pid']}, which is alive: not clearing it"
-            )
-        if alive is None and not force:
-            raise QueueError(
-                f"cannot tell whether the lock's owner ({owner}) is gone (another host?); "
-                "check by hand, then run again with --force"
-            )
-        (path / "breaking").mkdir(exist_ok=True)
-        moved = self.recover(path)
-        dead = path.with_name(f".lock-dead-{secrets.token_hex(4)}")
-        os.rename(path, dead)
-        shutil.rmtree(dead, ignore_errors=True)
-        self.poke()
-        return "cleared the lock" + (f" and finished the move of {moved}" if moved else "")

@@ -37,11 +37,11 @@ from pathlib import Path
 
 from orcr_core.store import faults
 from orcr_tasks import announce, settings, spent
-from orcr_tasks.backend import check_new_task
+from orcr_tasks.backend import Backend, QueueError, check_new_task
 from orcr_tasks.files import fsync_dir, now_iso, rename_noreplace, touch_if, write_atomic
 from orcr_tasks.location import queue_segment, unsafe_location
-from orcr_tasks.lock import DirLock, LockBusy, owner_alive, read_owner
-from orcr_tasks.moves import Moves, QueueError
+from orcr_tasks.lock import DirLock, LockBusy, clear_dead, owner_alive, read_owner
+from orcr_tasks.moves import Moves
 from orcr_tasks.taskfile import Task, TaskFileError, load
 
 STATES = ("backlog", "todo", "doing", "review", "verifying", "done", "failed", "inbox",
@@ -60,7 +60,7 @@ HELD = ("doing", "verifying", "landing")
 UNREADABLE_GRACE = 2.0
 
 
-class Queue(Moves):
+class Queue(Backend):
     #: how long a locked move waits for a lock whose owner is alive (or unknown)
     lock_wait = 30.0
 
@@ -68,6 +68,7 @@ class Queue(Moves):
         self.root = Path(root).absolute()
         self.lock = DirLock(self.root / ".lock")
         self.noticed = False  # a notice was written under the lock: poke the server after
+        self.moves = Moves(self)  # the task's life over these folders (orcr_tasks.moves)
 
     # -- opening ------------------------------------------------------------
 
@@ -239,6 +240,12 @@ class Queue(Moves):
         self._notice(j.get("notice"))
         return j["id"]
 
+    def unlock(self, force: bool = False) -> str:
+        """Clear a stale lock after checking its owner is gone (finishing its move)."""
+        said = clear_dead(self.lock.path, force, self.recover)
+        self.poke()
+        return said
+
     def _notice(self, notice: dict | None) -> None:
         if notice is not None:
             announce.record(notice)
@@ -332,7 +339,7 @@ class Queue(Moves):
             }
             if model is not None:
                 meta["model"] = model
-            ready = all(self.verified_in(d) for d in depends_on) and self._landed(
+            ready = all(self.moves.verified_in(d) for d in depends_on) and self.moves._landed(
                 list(depends_on), self.settings()
             )
             state = "todo" if ready else "backlog"

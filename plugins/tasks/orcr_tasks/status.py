@@ -105,7 +105,7 @@ def landing(queue, backlog: dict[str, list[str]]) -> list[dict]:
     return [
         {"id": tid, "depends_on": deps, "base": onto}
         for tid, deps in sorted(backlog.items())
-        if deps and all(queue.verified_in(d) for d in deps)
+        if deps and all(queue.moves.verified_in(d) for d in deps)
     ]
 
 

@@ -114,7 +114,7 @@ class Worker:
         # a worker's finished work must not be dropped because 30 busy workers queue
         # for the lock: it waits as long as half a stale heartbeat (the owner is alive)
         self.queue.lock_wait = max(self.queue.lock_wait, self.stale / 2)
-        self.queue.repo = checkouts.repo_root(self.cwd or os.getcwd())  # dependants = landed
+        self.queue.moves.repo = checkouts.repo_root(self.cwd or os.getcwd())  # dependants = landed
 
     def say(self, msg: str) -> None:
         write_line(self.log or sys.stderr, f"orcr tasks [{self.role}] {msg}")  # whole lines
@@ -157,7 +157,7 @@ class Worker:
 
     def reap(self, orcr) -> None:
         try:
-            for tid, src, dst in self.queue.reap(self.stale, end_agent(orcr, self.say)):
+            for tid, src, dst in self.queue.moves.reap(self.stale, end_agent(orcr, self.say)):
                 if dst == "quarantine":
                     self.say(f"{tid}: {src}/{tid}.md is not a readable task -> quarantine/")
                 else:
@@ -208,7 +208,7 @@ class Worker:
             # the worker's setup is wrong, or orcr is down, not the task: give it back
             # untouched (not an attempt) and stop, rather than use up every task's attempts
             try:
-                self.queue.unclaim(tid, token)
+                self.queue.moves.unclaim(tid, token)
                 back = "the task went back untouched"
             except (QueueError, LockBusy) as err:
                 back = f"the task could not be given back ({err})"
@@ -358,7 +358,7 @@ class Worker:
         opts = self.agent_options(task, "build", tid, token)
         why = self.worktree and checkouts.start_options(self.queue, task, self.cwd, opts)
         if why:  # its dependencies' revisions do not merge: a human decides
-            self.queue.park(tid, token, why, heading="Refused")
+            self.queue.moves.park(tid, token, why, heading="Refused")
             return self.say(f"{tid}: refused ({clip(why, 300)}) -> inbox/")
         prompt, cwd = builder_prompt(self.queue, task), self.workspace(tid, task)
         answer, error = self.run_agent(
@@ -371,7 +371,7 @@ class Worker:
             return self.fail(orcr, tid, token, error[:4000])
         question = last_line(answer, "QUESTION")
         if question and question not in answered_questions(task):
-            self.queue.park(tid, token, question)
+            self.queue.moves.park(tid, token, question)
             self.say(f"{tid}: parked in inbox/: {question}")
             return
         revision, branch = last_line(answer, "REVISION"), None
@@ -383,7 +383,7 @@ class Worker:
             branch = wt["branch"]
         # one writer: the results file is written under the lock, by the claim's holder
         results = answer.rstrip() + "\n"
-        self.queue.finish_build(tid, token, revision, provider or "default", results, branch)
+        self.queue.moves.finish_build(tid, token, revision, provider or "default", results, branch)
         self.say(f"{tid}: built -> review/")
         if self.worktree and not self.queue.settings().get("keep_checkouts"):
             self.drop_checkout(orcr, tid, "the built attempt's")  # its branch holds the work
@@ -393,7 +393,7 @@ class Worker:
         ``## Attempt failed`` section, then its checkout is removed (the branch stays)."""
         uuid = self.last_agent.get(tid) if self.worktree else None
         note = checkouts.branch_note(orcr, uuid) if uuid else ""
-        dst = self.queue.fail_build(tid, token, why + note)
+        dst = self.queue.moves.fail_build(tid, token, why + note)
         self.say(f"{tid}: attempt failed ({clip(why, 300)}) -> {dst}/")
         if uuid:
             self.drop_checkout(orcr, tid, "the failed attempt's")
@@ -409,7 +409,7 @@ class Worker:
         task = self.queue.read("verifying", tid)
         if self.worktree and not task.meta.get("revision"):
             why = "no revision to check out (--worktree): not an attempt"
-            self.queue.return_verification(tid, token, why)
+            self.queue.moves.return_verification(tid, token, why)
             self.say(f"{tid}: {why} -> review/")
             return
         used = list(task.meta.get("passes") or [])
@@ -427,7 +427,7 @@ class Worker:
             return
         if error is not None:
             why = f"the verification could not run ({error}): not an attempt"
-            self.queue.return_verification(tid, token, why)
+            self.queue.moves.return_verification(tid, token, why)
             self.say(f"{tid}: verification could not run ({error}) -> review/")
             return
         passed = verdict_of(answer)
@@ -436,15 +436,15 @@ class Worker:
                 f"the verifier ({provider or 'default'}) gave no VERDICT line: not an "
                 "attempt; the task waits for the next verifier"
             )
-            self.queue.return_verification(tid, token, why)
+            self.queue.moves.return_verification(tid, token, why)
             self.say(f"{tid}: no VERDICT line in the verifier's answer -> review/")
             return
         verdict = last_line(answer, "VERDICT")
         report = verdict + "\n\n" + answer.strip()
         if passed == UNVERIFIABLE:  # a question for a person (inbox/), never done/
-            self.queue.unverifiable(tid, token, provider or "default", report)
+            self.queue.moves.unverifiable(tid, token, provider or "default", report)
             return self.say(f"{tid}: unverifiable -> inbox/")
-        dst = self.queue.verdict(tid, token, passed, provider or "default", report)
+        dst = self.queue.moves.verdict(tid, token, passed, provider or "default", report)
         self.say(f"{tid}: {'passed' if passed else 'rejected'} -> {dst}/")
 
 

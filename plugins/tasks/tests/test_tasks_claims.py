@@ -43,7 +43,7 @@ def claim_on_release(monkeypatch, q, role: str, token: str) -> list:
 def built(q, tid: str = "a", verifiers: int = 1) -> None:
     q.add("t", "x", task_id=tid, verifiers=verifiers)
     assert q.claim("builder", "b1") == tid
-    q.finish_build(tid, "b1", "r1", "echo")
+    q.moves.finish_build(tid, "b1", "r1", "echo")
 
 
 def verifying(q, tid: str = "a", verifiers: int = 1) -> None:
@@ -54,23 +54,23 @@ def verifying(q, tid: str = "a", verifiers: int = 1) -> None:
 def finish_build(q):
     q.add("t", "x", task_id="a")
     assert q.claim("builder", "b1") == "a"
-    return "verifier", lambda: q.finish_build("a", "b1", "r1", "echo")
+    return "verifier", lambda: q.moves.finish_build("a", "b1", "r1", "echo")
 
 
 def return_verification(q):
     verifying(q)
-    return "verifier", lambda: q.return_verification("a", "v1", "could not run")
+    return "verifier", lambda: q.moves.return_verification("a", "v1", "could not run")
 
 
 def unclaim_build(q):
     q.add("t", "x", task_id="a")
     assert q.claim("builder", "b1") == "a"
-    return "builder", lambda: q.unclaim("a", "b1")
+    return "builder", lambda: q.moves.unclaim("a", "b1")
 
 
 def unclaim_verification(q):
     verifying(q)
-    return "verifier", lambda: q.unclaim("a", "v1")
+    return "verifier", lambda: q.moves.unclaim("a", "v1")
 
 
 def reap_build(q):
@@ -78,30 +78,30 @@ def reap_build(q):
     assert q.claim("builder", "b1", {"slot": 0}) == "a"
     q.write_heartbeat("a", {"token": "b1", "role": "builder", "slot": 0})
     age_claim(q, "a", 120)
-    return "builder", lambda: q.reap(stale=60)
+    return "builder", lambda: q.moves.reap(stale=60)
 
 
 def reap_verification(q):
     verifying(q)
     q.write_heartbeat("a", {"token": "v1", "role": "verifier"})
     age_claim(q, "a", 120)
-    return "verifier", lambda: q.reap(stale=60)
+    return "verifier", lambda: q.moves.reap(stale=60)
 
 
 def reject(q):
     verifying(q)
-    return "builder", lambda: q.verdict("a", "v1", False, "echo", "VERDICT: reject no")
+    return "builder", lambda: q.moves.verdict("a", "v1", False, "echo", "VERDICT: reject no")
 
 
 def pass_one_of_two(q):
     verifying(q, verifiers=2)
-    return "verifier", lambda: q.verdict("a", "v1", True, "echo", "VERDICT: pass")
+    return "verifier", lambda: q.moves.verdict("a", "v1", True, "echo", "VERDICT: pass")
 
 
 def fail_build(q):
     q.add("t", "x", task_id="a")
     assert q.claim("builder", "b1") == "a"
-    return "builder", lambda: q.fail_build("a", "b1", "the agent failed")
+    return "builder", lambda: q.moves.fail_build("a", "b1", "the agent failed")
 
 
 MOVES = [
@@ -132,13 +132,13 @@ def test_a_claim_landing_as_a_move_releases_the_task_keeps_its_heartbeat(q, monk
     assert q.holds("a", state, "new"), "the new claim lost its heartbeat to the old one's move"
     assert q.read_heartbeat("a")["token"] == "new"
     q.touch("a")  # the new claim's worker can keep heartbeating ...
-    assert q.reap(stale=60) == []  # ... and nobody reaps it
+    assert q.moves.reap(stale=60) == []  # ... and nobody reaps it
     # and it can finish its work
     if role == "builder":
-        q.finish_build("a", "new", "r2", "echo")
+        q.moves.finish_build("a", "new", "r2", "echo")
         assert q.where("a") == ["review"]
     else:
-        assert q.verdict("a", "new", True, "other", "VERDICT: pass") in ("done", "review")
+        assert q.moves.verdict("a", "new", True, "other", "VERDICT: pass") in ("done", "review")
 
 
 def test_a_reap_records_the_claim_it_ended_in_the_task_file(q):
@@ -154,7 +154,7 @@ def test_a_reap_records_the_claim_it_ended_in_the_task_file(q):
     q.write_heartbeat("b", dict(hb, token="b9", role="builder", agent="tasks/q/b/build_b9"))
     age_claim(q, "a", 120)
     age_claim(q, "b", 120)
-    assert sorted(q.reap(stale=60)) == [("a", "verifying", "review"), ("b", "doing", "todo")]
+    assert sorted(q.moves.reap(stale=60)) == [("a", "verifying", "review"), ("b", "doing", "todo")]
     a = q.read("review", "a").body
     assert "## Verification reaped" in a
     assert "claim v1 of worker h1/11 slot 2" in a and "agent tasks/q/a/verify_v1 ended" in a
@@ -199,7 +199,7 @@ def test_two_hundred_finish_then_claim_races_lose_no_claim(q):
     t.start()
     try:
         for i in range(n):
-            q.finish_build(f"t{i:03d}", f"b{i}", "r1", "echo")
+            q.moves.finish_build(f"t{i:03d}", f"b{i}", "r1", "echo")
     finally:
         done.set()
         t.join(120)
@@ -222,7 +222,7 @@ def test_a_reaped_claims_worker_never_touches_or_writes_into_the_next_claim(q):
     q.note_agent("a", "old", {"agent": "p/old", "uuid": "u-old"})
     assert q.read_heartbeat("a")["uuid"] == "u-old"
     age_claim(q, "a", 120)
-    assert [r[0] for r in q.reap(stale=60)] == ["a"]
+    assert [r[0] for r in q.moves.reap(stale=60)] == ["a"]
     assert q.claim("builder", "new") == "a"
 
     age_claim(q, "a", 120)

@@ -28,15 +28,15 @@ op = sys.argv[2]
 if op == "claim":
     q.claim("builder", token="c")
 elif op == "finish":
-    q.finish_build("a", "b", "rev7", "echo")
+    q.moves.finish_build("a", "b", "rev7", "echo")
 elif op == "pass":
-    q.verdict("a", "v", True, "codex", "ok")
+    q.moves.verdict("a", "v", True, "codex", "ok")
 elif op == "reject":
-    q.verdict("a", "v", False, "codex", "VERDICT: reject no")
+    q.moves.verdict("a", "v", False, "codex", "VERDICT: reject no")
 elif op == "reap":
-    q.reap(0.0)
+    q.moves.reap(0.0)
 elif op == "answer":
-    q.answer("a", "use 8080")
+    q.moves.answer("a", "use 8080")
 elif op == "add":
     q.add("new", "x", task_id="n")
 """
@@ -79,11 +79,11 @@ def setup(q, op: str) -> None:
         age_claim(q, "a", 3600)
         return
     if op == "answer":
-        q.park("a", "b", "which port?")
+        q.moves.park("a", "b", "which port?")
         return
     if op == "finish":
         return
-    q.finish_build("a", "b", "rev7", "echo")
+    q.moves.finish_build("a", "b", "rev7", "echo")
     assert q.claim("verifier", token="v") == "a"
 
 
@@ -121,7 +121,7 @@ def test_a_crash_in_every_step_of_every_move(short_tmp, op, point):
     else:
         assert states["a"] == EXPECT[op][0], r.stdout
     dst, check = EXPECT[op]
-    q.reap(stale=3600)  # what every worker does next: also releases backlog tasks
+    q.moves.reap(stale=3600)  # what every worker does next: also releases backlog tasks
     states = one_state_each(q)
     assert states["a"] == dst and check(q.read(dst, "a"))
     assert states["z"] == "todo"  # untouched
@@ -150,7 +150,7 @@ def test_a_crash_in_every_step_of_every_move_on_postgresql(pg_url, op, point):
     assert r.returncode == 0 and "no lock" in r.stdout, r.stderr
     if not committed:  # rolled back: the move can simply be done again
         assert run_op(q, op, None) == 0
-    q.reap(stale=3600)
+    q.moves.reap(stale=3600)
     states = one_state_each(q)
     assert states["a"] == dst and check(q.read(dst, "a"))  # applied exactly once
     assert states["z"] == "todo"
@@ -165,7 +165,7 @@ def test_a_crash_in_the_dependency_release_after_a_pass(q):
         assert one_state_each(q)["a"] == "verifying"
         assert run_op(q, "pass", None) == 0
     assert one_state_each(q)["a"] == "done"
-    q.reap(stale=3600)  # the next locked operation takes the dead lock over
+    q.moves.reap(stale=3600)  # the next locked operation takes the dead lock over
     assert one_state_each(q)["d"] == "todo" and q.lock_status() is None
 
 
@@ -176,9 +176,9 @@ def test_a_crash_between_a_claims_rename_and_its_heartbeat(q):
     assert one_state_each(q)["a"] == "doing"
     # a file claim's heartbeat comes after the rename; a row's with the claim itself
     assert (q.read_heartbeat("a") is not None) == is_pg(q)
-    assert q.reap(stale=60) == []  # the claim itself is the sign of life
+    assert q.moves.reap(stale=60) == []  # the claim itself is the sign of life
     until(lambda: q.age("doing", "a") > 0.05, what="the claim to age")
-    assert q.reap(stale=0.05) == [("a", "doing", "todo")]
+    assert q.moves.reap(stale=0.05) == [("a", "doing", "todo")]
     assert q.read("todo", "a").attempts == 1
 
 

@@ -85,9 +85,9 @@ def test_start_commit_merges_the_dependencies_onto_the_base_or_says_why_not(shor
 def _finish(q, tid: str, revision: str) -> None:
     """Build and pass ``tid`` by hand with ``revision`` (no agents)."""
     assert q.claim("builder", "b", {}, lambda *a: None) == tid
-    q.finish_build(tid, "b", revision, "claude", results="r\n")
+    q.moves.finish_build(tid, "b", revision, "claude", results="r\n")
     assert q.claim("verifier", "v", {}, lambda *a: None) == tid
-    assert q.verdict(tid, "v", True, "codex", "VERDICT: pass") == "done"
+    assert q.moves.verdict(tid, "v", True, "codex", "VERDICT: pass") == "done"
 
 
 def test_landed_releases_a_dependant_only_once_its_dependency_is_on_the_base(q, short_tmp):
@@ -105,7 +105,7 @@ def test_landed_releases_a_dependant_only_once_its_dependency_is_on_the_base(q, 
     }
     assert q.set_settings({"dependants": "landed", "base": "main"})["dependants"] == "landed"
     assert q.settings()["base"] == "main"
-    q.repo = str(repo)
+    q.moves.repo = str(repo)
     q.add("the dependency", done_when="tests pass", task_id="T1")
     q.add("the dependant", done_when="tests pass", task_id="T2", depends_on=["T1"])
     _finish(q, "T1", rev)
@@ -114,11 +114,11 @@ def test_landed_releases_a_dependant_only_once_its_dependency_is_on_the_base(q, 
     waiting = compute(q, 600)["landing"]
     assert [(w["id"], w["base"]) for w in waiting] == [("T2", "main"), ("T3", "main")]
     assert "LANDING backlog/T2: waits for T1 (done) to land on main" in render(compute(q, 600))
-    q.repo = None  # a caller with no repository (tasks reap elsewhere) releases nothing
+    q.moves.repo = None  # a caller with no repository (tasks reap elsewhere) releases nothing
     git(repo, *ID, "merge", "-q", "--no-ff", "-m", "land T1", "work")
-    assert q.release() == [] and q.where("T2") == ["backlog"]
-    q.repo = str(repo)
-    assert sorted(q.release()) == ["T2", "T3"]
+    assert q.moves.release() == [] and q.where("T2") == ["backlog"]
+    q.moves.repo = str(repo)
+    assert sorted(q.moves.release()) == ["T2", "T3"]
     assert q.where("T2") == ["todo"]
     assert compute(q, 600)["landing"] == []
     # the default mode: released as soon as the dependency is done

@@ -166,8 +166,8 @@ def test_the_guard_ends_only_agents_whose_claim_is_gone(q):
         q.hb("blind").write_text("{not json")
     age_claim(q, "reaped", 60)
     age_claim(q, "taken", 60)
-    assert {t for t, _s, _d in q.reap(30)} == {"reaped", "taken"}
-    q.release()
+    assert {t for t, _s, _d in q.moves.reap(30)} == {"reaped", "taken"}
+    q.moves.release()
     while (tid := q.claim("builder", "new", {"pid": os.getpid()})) not in ("taken", None):
         pass  # claim again until "taken" is held by another worker (token "new")
     assert tid == "taken"

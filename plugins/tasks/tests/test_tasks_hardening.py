@@ -100,7 +100,7 @@ def test_a_stale_unreadable_claim_never_stops_a_reap(q):
     for tid in ("a", "bad2", "bad3"):
         q.write_heartbeat(tid, {"token": "x"})
         old(q.hb(tid), 3600)
-    reaped = q.reap(stale=60)
+    reaped = q.moves.reap(stale=60)
     assert sorted(reaped) == [
         ("a", "doing", "todo"),
         ("bad2", "doing", QUARANTINE),
@@ -182,7 +182,7 @@ def test_status_says_why_a_backlog_task_is_stuck(q):
     q.add("dep", "x", task_id="f")
     for _ in range(3):
         q.claim("builder", "w")
-        q.fail_build("f", "w", "no")
+        q.moves.fail_build("f", "w", "no")
     assert q.where("f") == ["failed"]
     for tid, deps in {"ghosted": ["ghost"], "cy1": ["cy2"], "cy2": ["cy1"], "onf": ["f"],
                       "after": ["cy1"]}.items():  # fmt: skip
@@ -231,11 +231,11 @@ def test_no_lock_directory_is_left_behind_after_a_run_of_moves(q):
         q.add("t", "x", task_id=f"t{n}")
     for n in range(5):
         q.claim("builder", "b")
-        q.finish_build(f"t{n}", "b", "r", "echo", results="report\n")
+        q.moves.finish_build(f"t{n}", "b", "r", "echo", results="report\n")
         q.claim("verifier", "v")
-        q.verdict(f"t{n}", "v", n % 2 == 0, "codex", "ok")
-    q.reap(stale=3600)
-    q.release()
+        q.moves.verdict(f"t{n}", "v", n % 2 == 0, "codex", "ok")
+    q.moves.reap(stale=3600)
+    q.moves.release()
     left = [p.name for p in q.root.iterdir() if p.name.startswith(".lock")]
     assert left == [], left
 
@@ -273,16 +273,16 @@ def test_the_results_file_is_written_under_the_lock_by_the_holder(q, monkeypatch
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", spy_replace)
-    q.finish_build("a", "old", "r", "echo", results="report\n")
+    q.moves.finish_build("a", "old", "r", "echo", results="report\n")
     assert (str(q.root / "results" / "a.md"), True) in written, written
     assert (q.root / "results" / "a.md").read_text() == "report\n" and q.where("a") == ["review"]
     # a reaped builder's late finish writes nothing
     q.add("t", "x", task_id="b")
     q.claim("builder", "late")
     old(q.hb("b"), 3600)
-    q.reap(stale=60)
+    q.moves.reap(stale=60)
     with pytest.raises(QueueError, match="no longer claimed"):
-        q.finish_build("b", "late", "r", "echo", results="late report\n")
+        q.moves.finish_build("b", "late", "r", "echo", results="late report\n")
     assert not (q.root / "results" / "b.md").exists()
     assert [p.name for p in (q.root / "results").iterdir()] == ["a.md"]  # no temp left
 
@@ -329,7 +329,7 @@ def test_a_failed_attempt_records_the_turns_error(q):
 def test_no_verdict_goes_back_to_review_and_is_not_an_attempt(q):
     q.add("t", "x", task_id="a")
     q.claim("builder", "b")
-    q.finish_build("a", "b", "r", "claude")
+    q.moves.finish_build("a", "b", "r", "claude")
     q.claim("verifier", "v")
     log = io.StringIO()
     res = {"text": "I looked around and it seems fine.", "turn_status": "completed"}

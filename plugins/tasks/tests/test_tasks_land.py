@@ -62,9 +62,9 @@ def build_and_pass(q, repo: Path, tid: str, files: dict[str, str], add=True, sta
     assert q.claim("builder", token="b") == tid
     branch = f"tasks/q/{tid}/a{q.read('doing', tid).attempts + 1}"
     rev = commit_on(repo, branch, files, start)
-    q.finish_build(tid, "b", rev, "echo", branch=branch)
+    q.moves.finish_build(tid, "b", rev, "echo", branch=branch)
     assert q.claim("verifier", token="v") == tid
-    assert q.verdict(tid, "v", True, "codex", "VERDICT: pass") == "done"
+    assert q.moves.verdict(tid, "v", True, "codex", "VERDICT: pass") == "done"
     return rev
 
 
@@ -256,9 +256,9 @@ def test_an_unverifiable_verdict_goes_to_the_inbox_never_to_done(q, repo):
     assert verdict_of("VERDICT: pass") is True and verdict_of("VERDICT: reject no") is False
     q.add("change T1", "pytest passes", task_id="T1", cluster="api")
     assert q.claim("builder", token="b") == "T1"
-    q.finish_build("T1", "b", commit_on(repo, "tasks/q/T1/a1", {"a.txt": "a\n"}), "echo")
+    q.moves.finish_build("T1", "b", commit_on(repo, "tasks/q/T1/a1", {"a.txt": "a\n"}), "echo")
     assert q.claim("verifier", token="v") == "T1"
-    q.unverifiable("T1", "v", "codex", answer)
+    q.moves.unverifiable("T1", "v", "codex", answer)
     t1 = q.read("inbox", "T1")
     assert t1.attempts == 0 and t1.sections("Unverifiable") == 1
     assert status.compute(q, 600)["clusters"]["api"]["unverifiable"] == 1

@@ -73,7 +73,7 @@ def test_a_verifier_never_claims_what_its_own_worker_built(pq):
     pq.add("t", "x", task_id="a")
     me = {"pid": 4242, "host": "h1", "slot": 0}
     assert pq.claim("builder", token="b", info=me) == "a"
-    pq.finish_build("a", "b", "r1", "echo")
+    pq.moves.finish_build("a", "b", "r1", "echo")
     assert pq.claim("verifier", token="v", info=me) is None  # same host and worker
     assert pq.claim("verifier", token="v", info=dict(me, pid=4243)) == "a"
 
@@ -82,15 +82,15 @@ def test_every_write_after_the_claim_is_fenced(pq):
     pq.add("t", "x", task_id="a")
     assert pq.claim("builder", token="old") == "a"
     age_claim(pq, "a", 3600)
-    assert pq.reap(stale=60) == [("a", "doing", "todo")]
+    assert pq.moves.reap(stale=60) == [("a", "doing", "todo")]
     assert pq.claim("builder", token="new") == "a"
     # the zombie first attempt: its heartbeat, results and finish all miss
     pq.write_heartbeat("a", {"token": "old", "agent": "zombie"})
     assert pq.read_heartbeat("a")["token"] == "new" and "agent" not in pq.read_heartbeat("a")
     with pytest.raises(QueueError, match="no longer claimed"):
-        pq.finish_build("a", "old", "r-old", "echo", results="zombie report")
+        pq.moves.finish_build("a", "old", "r-old", "echo", results="zombie report")
     assert pq.results("a") is None and pq.where("a") == ["doing"]
-    pq.finish_build("a", "new", "r-new", "echo", results="second attempt")
+    pq.moves.finish_build("a", "new", "r-new", "echo", results="second attempt")
     rows = pq._rows("SELECT fence, text FROM orcr_task_results WHERE queue = %s", [pq.queue])
     assert rows == [(2, "second attempt")]  # the claim's fence: the second claim
     assert pq.read("review", "a").meta["revision"] == "r-new"
@@ -102,9 +102,9 @@ def test_a_claim_is_reaped_on_a_stale_heartbeat_only(pq):
     pq._run(  # claimed an hour ago, heartbeat fresh
         "UPDATE orcr_tasks SET moved_at = now() - interval '1 hour' WHERE queue = %s", [pq.queue]
     )
-    assert pq.reap(stale=60) == []
+    assert pq.moves.reap(stale=60) == []
     age_claim(pq, "a", 120)
-    assert pq.reap(stale=60) == [("a", "doing", "todo")]
+    assert pq.moves.reap(stale=60) == [("a", "doing", "todo")]
 
 
 def test_the_cli_loads_no_database_driver_for_a_file_queue(short_tmp):
@@ -127,9 +127,9 @@ import sys
 from orcr_tasks.opener import open_queue
 q = open_queue(sys.argv[1])
 if sys.argv[2] == "park":
-    q.park("a", "w", "which port?")
+    q.moves.park("a", "w", "which port?")
 else:
-    q.reap(3600)
+    q.moves.reap(3600)
 """
 
 
@@ -181,7 +181,7 @@ def test_two_dependencies_passing_at_once_release_their_dependant(pq, pg_url):
     pq.add("c", "x", task_id="C", depends_on=["A", "B"])
     for tid in ("A", "B"):
         assert pq.claim("builder", f"b{tid}") == tid
-        pq.finish_build(tid, f"b{tid}", "r", "echo")
+        pq.moves.finish_build(tid, f"b{tid}", "r", "echo")
     tokens = {pq.claim("verifier", "vA"): "vA"}
     tokens[pq.claim("verifier", "vB")] = "vB"
     assert sorted(tokens) == ["A", "B"]
@@ -201,7 +201,7 @@ def test_two_dependencies_passing_at_once_release_their_dependant(pq, pg_url):
         other = "B" if tid == "A" else "A"
         q = PgQueue(pg_url)  # a connection of its own
         pids[tid] = q._rows("SELECT pg_backend_pid()")[0][0]
-        inner = q._release
+        inner = q.moves._release
 
         def release():  # called in the pass's transaction, after its row changed
             moved[tid].set()
@@ -216,9 +216,9 @@ def test_two_dependencies_passing_at_once_release_their_dependant(pq, pg_url):
             )
             return out
 
-        q._release = release
+        q.moves._release = release
         try:
-            results[tid] = q.verdict(tid, tokens[tid], True, "echo", "ok")
+            results[tid] = q.moves.verdict(tid, tokens[tid], True, "echo", "ok")
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
         finally:

@@ -223,7 +223,7 @@ def test_sixteen_worker_processes_build_two_hundred_tasks_once_each(q, short_tmp
 def test_park_and_answer(q):
     q.add("t", "x", task_id="a")
     q.claim("builder", token="w")
-    q.park("a", "w", "which port?")
+    q.moves.park("a", "w", "which port?")
     assert q.where("a") == ["inbox"] and heartbeats(q) == {}
     r = cli("answer", spec(q), "a", "use", "8080")
     assert r.stdout == "a todo\n", r.stderr
@@ -240,7 +240,7 @@ def test_verifier_prompt_has_the_condition_and_revision_not_the_builders_report(
     q.add("Say hello.", "VERDICT: pass", task_id="a")
     q.claim("builder", token="w")
     report = "I did it brilliantly. REASONING-SECRET"
-    q.finish_build("a", "w", "abc123", "claude", results=report)
+    q.moves.finish_build("a", "w", "abc123", "claude", results=report)
     assert q.results("a") == report
     q.claim("verifier", token="v")
     t = q.read("verifying", "a")
@@ -279,11 +279,11 @@ def test_status_is_computed_from_the_files(q):
     q.add("d", "x", task_id="d", depends_on=["c"])
     for tid in ("a", "b"):
         q.claim("builder", token=tid)
-        q.finish_build(tid, tid, None, "claude")
+        q.moves.finish_build(tid, tid, None, "claude")
     q.claim("verifier", token="v")  # a (oldest first)
-    q.verdict("a", "v", True, "codex", "ok")
+    q.moves.verdict("a", "v", True, "codex", "ok")
     q.claim("verifier", token="v")
-    q.verdict("b", "v", False, "codex", "no")
+    q.moves.verdict("b", "v", False, "codex", "no")
     q.claim("builder", token="w")  # c (b went back to todo/ after it)
     age_claim(q, "c", 3600)
     s = compute(q, stale=600)
@@ -388,9 +388,9 @@ def test_an_answered_question_does_not_park_again(q):
 
     q.add("Migrate.\nQUESTION: which db?", "x", task_id="a")
     q.claim("builder", token="w")
-    q.park("a", "w", "which db?")
+    q.moves.park("a", "w", "which db?")
     assert answered_questions(q.read("inbox", "a")) == set()  # asked, not answered yet
-    q.answer("a", "postgres")
+    q.moves.answer("a", "postgres")
     assert answered_questions(q.read("todo", "a")) == {"which db?"}
 
 
@@ -429,7 +429,7 @@ def test_a_reaped_builder_writes_no_results_and_moves_nothing(q):
 
     def reaped_and_reclaimed():
         age_claim(q, "a", 3600)
-        q.reap(stale=60)
+        q.moves.reap(stale=60)
         assert q.claim("builder", token="new") == "a"
 
     fake = FakeOrcr("done\nREVISION: r", during_wait=reaped_and_reclaimed)

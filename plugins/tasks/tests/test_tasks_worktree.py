@@ -103,7 +103,7 @@ def test_status_and_show_name_the_branch_and_revision(short_tmp):
     q = Queue.init(short_tmp / "q")
     q.add("build it", done_when="VERDICT: pass", task_id="T3")
     assert q.claim("builder", "tok", {}, lambda *a: None) == "T3"
-    q.finish_build("T3", "tok", "abc123", "claude", results="r\n", branch="tasks/q/T3/a1-tok")
+    q.moves.finish_build("T3", "tok", "abc123", "claude", results="r\n", branch="tasks/q/T3/a1-tok")
     from orcr_tasks.status import compute, render
 
     s = compute(q, stale=600)

@@ -15,8 +15,9 @@ which knows the file queue's heartbeat files and PostgreSQL's ``hb_at`` column; 
 third backend adds its own way there. What is checked: the reaper returns stale
 builds with an attempt and fails a task at the third; a reaped verification is no
 attempt; a reaped worker cannot finish over the next claim; the reject cap and the
-passes a task needs; dependencies wait in backlog until done.
-docs/plugins/conformance.md.
+passes a task needs; dependencies wait in backlog until done. The task's life is
+the backend's ``moves`` part (``orcr_tasks.moves.Moves(backend)``), so the suite calls
+``q.moves.reap``, ``q.moves.verdict`` and so on. docs/plugins/conformance.md.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ class QueueSuite:
         q.add("t", "x", task_id="a")
         for attempt in (1, 2, 3):
             assert q.claim("builder", token="w") == "a"
-            assert q.reap(stale=60) == []  # fresh: left alone
+            assert q.moves.reap(stale=60) == []  # fresh: left alone
             _age(q, "doing", "a", 3600)
-            assert q.reap(stale=0.001) == [("a", "doing", "failed" if attempt == 3 else "todo")]
+            assert q.moves.reap(stale=0.001) == [
+                ("a", "doing", "failed" if attempt == 3 else "todo")
+            ]
             state = q.where("a")
             assert state == (["failed"] if attempt == 3 else ["todo"])
             assert q.read(state[0], "a").attempts == attempt
@@ -51,10 +54,10 @@ class QueueSuite:
     def test_a_reaped_verification_is_not_an_attempt(self, q):
         q.add("t", "x", task_id="a")
         q.claim("builder", token="b")
-        q.finish_build("a", "b", "rev1", "echo")
+        q.moves.finish_build("a", "b", "rev1", "echo")
         assert q.claim("verifier", token="v") == "a"
         _age(q, "verifying", "a", 3600)
-        assert q.reap(stale=0.001) == [("a", "verifying", "review")]
+        assert q.moves.reap(stale=0.001) == [("a", "verifying", "review")]
         t = q.read("review", "a")
         assert t.attempts == 0 and t.meta["revision"] == "rev1"
 
@@ -62,29 +65,29 @@ class QueueSuite:
         q.add("t", "x", task_id="a")
         q.claim("builder", token="old")
         _age(q, "doing", "a", 3600)
-        q.reap(stale=0.001)
+        q.moves.reap(stale=0.001)
         q.claim("builder", token="new")
         with pytest.raises(QueueError, match="no longer claimed"):
-            q.finish_build("a", "old", None, "echo")
+            q.moves.finish_build("a", "old", None, "echo")
         assert q.where("a") == ["doing"]
-        q.finish_build("a", "new", None, "echo")
+        q.moves.finish_build("a", "new", None, "echo")
         assert q.where("a") == ["review"]
 
     def test_reject_cap_and_passes(self, q):
         q.add("t", "x", task_id="a", verifiers=2)
         q.claim("builder", token="b")
-        q.finish_build("a", "b", "r", "claude")
+        q.moves.finish_build("a", "b", "r", "claude")
         q.claim("verifier", token="v1")
-        assert q.verdict("a", "v1", True, "codex", "ok") == "review"  # one of two verifiers
+        assert q.moves.verdict("a", "v1", True, "codex", "ok") == "review"  # one of two verifiers
         q.claim("verifier", token="v2")
-        assert q.verdict("a", "v2", False, "echo", "reject: tests fail") == "todo"
+        assert q.moves.verdict("a", "v2", False, "echo", "reject: tests fail") == "todo"
         t = q.read("todo", "a")
         assert t.attempts == 1 and t.meta["passes"] == [] and "tests fail" in t.body
         for n in (2, 3):
             q.claim("builder", token="b")
-            q.finish_build("a", "b", "r", "claude")
+            q.moves.finish_build("a", "b", "r", "claude")
             q.claim("verifier", token="v")
-            dst = q.verdict("a", "v", False, "codex", "no")
+            dst = q.moves.verdict("a", "v", False, "codex", "no")
             assert dst == ("failed" if n == 3 else "todo")
         assert q.read("failed", "a").sections("Reject") == 3
 
@@ -94,9 +97,9 @@ class QueueSuite:
         assert q.add("after both", "x", task_id="c", depends_on=["a", "b"]) == ("c", "backlog")
         for tid in ("a", "b"):
             assert q.claim("builder", token=tid) == tid
-            q.finish_build(tid, tid, None, "echo")
+            q.moves.finish_build(tid, tid, None, "echo")
             q.claim("verifier", token=tid)
-            q.verdict(tid, tid, True, "codex", "ok")
+            q.moves.verdict(tid, tid, True, "codex", "ok")
             assert q.where("c") == (["todo"] if tid == "b" else ["backlog"])
         # added after its dependency is done: straight to todo/
         assert q.add("late", "x", task_id="d", depends_on=["a"]) == ("d", "todo")

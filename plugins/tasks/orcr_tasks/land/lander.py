@@ -79,7 +79,7 @@ class Lander:
         self.activity = None
         #: check runs so far (``tasks land`` reports them: tasks landed per check)
         self.checks = 0
-        queue.repo = self.repo  # dependants = landed: released against this repository
+        queue.moves.repo = self.repo  # dependants = landed: released against this repository
         if queue.local_root is not None:  # a file queue made before landing/ and landed/
             for folder in ("landing", "landed"):
                 (queue.local_root / folder).mkdir(exist_ok=True)
@@ -154,7 +154,7 @@ class Lander:
                     continue
                 if (self.q.read_heartbeat(tid) or {}).get("token") != hb.get("token"):
                     continue
-                self.q._reap_one(tid, "landing", reaped_claim(hb, age))
+                self.q.moves._reap_one(tid, "landing", reaped_claim(hb, age))
             self.say(f"{tid}: its lander is gone; back to done/")
         prefix = g.intent_ref(self.q.name, "")
         refs = g.git(self.repo, "for-each-ref", "--format=%(refname)", prefix, check=False)

@@ -20,7 +20,7 @@ def mark_landed(q, tid: str, token: str | None, commit: str, onto: str, note: st
         t.append(f"Landed ({now_iso()})", note)
 
     with q.locked():
-        q._held(tid, "landing", token)
+        q.moves._held(tid, "landing", token)
         q.move(
             tid,
             "landing",
@@ -28,15 +28,15 @@ def mark_landed(q, tid: str, token: str | None, commit: str, onto: str, note: st
             edit,
             announce.prepare(q.label, tid, "landing", "landed", note),
         )
-        q._release()
+        q.moves._release()
 
 
 def send_back(q, tid: str, token: str | None, reason: str) -> str:
     """A conflict or a red check: back to todo/ with ``## Land failed N``, an attempt
     (the third sends it to failed/)."""
     with q.locked():
-        q._held(tid, "landing", token)
-        return q._fail(tid, "landing", "Land failed", reason)
+        q.moves._held(tid, "landing", token)
+        return q.moves._fail(tid, "landing", "Land failed", reason)
 
 
 def refuse(q, tid: str, token: str | None, why: str, dst: str = "review") -> str:
@@ -49,7 +49,7 @@ def refuse(q, tid: str, token: str | None, why: str, dst: str = "review") -> str
         t.append(f"Land refused ({now_iso()})", why)
 
     with q.locked():
-        q._held(tid, "landing", token)
+        q.moves._held(tid, "landing", token)
         q.move(tid, "landing", dst, edit, announce.prepare(q.label, tid, "landing", dst, why))
     return dst
 
@@ -58,5 +58,5 @@ def give_back(q, tid: str, token: str | None, why: str, heading: str = "Land ret
     """Back to done/ untouched but for a note: not the task's fault, not an attempt."""
     notice = announce.prepare(q.label, tid, "landing", "done", why)
     with q.locked():
-        q._held(tid, "landing", token)
+        q.moves._held(tid, "landing", token)
         q.move(tid, "landing", "done", lambda t: t.append(f"{heading} ({now_iso()})", why), notice)

@@ -27,10 +27,10 @@ from types import SimpleNamespace
 
 from orcr_core.store import faults
 from orcr_tasks import announce, settings
-from orcr_tasks.backend import QueueError, check_new_task
+from orcr_tasks.backend import Backend, QueueError, check_new_task
 from orcr_tasks.files import now_iso
 from orcr_tasks.location import readable
-from orcr_tasks.moves import Moves, reaped_claim
+from orcr_tasks.moves import Moves
 from orcr_tasks.pg import schema
 from orcr_tasks.pg.url import parse, scrub
 from orcr_tasks.queue import CLAIMS, STATES
@@ -50,7 +50,7 @@ def _database(conninfo: str):
     return PostgresqlDatabase(conninfo, prefer_psycopg3=True, autoconnect=True)
 
 
-class PgQueue(Moves):
+class PgQueue(Backend):
     lock_wait = 30.0  # read by the worker; rows are locked for one short transaction
     local_root = None
 
@@ -61,6 +61,7 @@ class PgQueue(Moves):
         self.label = self.target.label
         self.db = _database(self.target.conninfo)
         self._noticed: dict[int, bool] = {}  # thread -> a move of it carried a notice
+        self.moves = Moves(self)  # the task's life over these rows (orcr_tasks.moves)
 
     # -- talking to the database ---------------------------------------------
 
@@ -341,9 +342,11 @@ class PgQueue(Moves):
                 "verifiers": verifiers, "created": now_iso(), "model": model,
             }  # fmt: skip
             meta = {k: v for k, v in meta.items() if v is not None}
-            ready = all(self.verified_in(d) for d in depends_on)
+            ready = all(self.moves.verified_in(d) for d in depends_on)
             state = (
-                "todo" if ready and self._landed(list(depends_on), self.settings()) else "backlog"
+                "todo"
+                if ready and self.moves._landed(list(depends_on), self.settings())
+                else "backlog"
             )
             self._run(
                 "INSERT INTO orcr_tasks (queue, id, state, meta, body) "
@@ -352,9 +355,8 @@ class PgQueue(Moves):
             )
         return task_id, state
 
-    def _release(self) -> list[str]:
-        self._serialise()
-        return super()._release()
+    def before_release(self) -> None:
+        self._serialise()  # releases and adds, one at a time
 
     # -- claiming and heartbeats --------------------------------------------------------------
 
@@ -424,21 +426,10 @@ class PgQueue(Moves):
         )
         return float(rows[0][0]) if rows and rows[0][0] is not None else 0.0
 
-    def reap(self, stale: float, on_reap=None) -> list[tuple[str, str, str]]:
-        """Return claims whose heartbeat is older than ``stale`` seconds (never on age
-        alone): builds to todo/ (attempts + 1, failed/ at the cap), verifications to
-        review/ (not an attempt); claims a live transaction holds are skipped."""
-        reaped, ended = [], []
-        with self.locked():
-            for tid, state, hb, age in self._rows(schema.STALE, self._p(stale=float(stale))):
-                dst = self._reap_one(tid, state, reaped_claim(dict(hb or {}), age))
-                reaped.append((tid, state, dst))
-                ended.append((tid, dict(hb or {})))
-            self._release()
-        self.flush_notices()  # a mover killed between its commit and its notice left one
-        for tid, hb in ended if on_reap is not None else ():
-            on_reap(tid, hb)
-        return reaped
+    def stale_claims(self, stale: float) -> list[tuple[str, str, dict, float]]:
+        """One query; claims a live transaction holds are skipped (SKIP LOCKED)."""
+        rows = self._rows(schema.STALE, self._p(stale=float(stale)))
+        return [(tid, state, dict(hb or {}), age) for tid, state, hb, age in rows]
 
     def unlock(self, force: bool = False) -> str:
         self.flush_notices()
