@@ -20,7 +20,10 @@ ROOT = REPO / "orcr_core"
 
 #: orcr_core's root: the public contracts only (docs/plugins/kit.md), plus the
 #: table of moved modules' old paths. A new module goes into a room (a sub-package).
-ROOT_MODULES = {"__init__", "_deprecated", "contracts", "dirs", "hookspecs", "paths", "protocol"}
+ROOT_MODULES = {"__init__", "_deprecated", "dirs", "hookspecs", "paths", "protocol"}
+#: the root's packages that are public contracts too (the rest of the root's packages
+#: are rooms): ``contracts`` is the driver's and the provider's, one module each
+ROOT_CONTRACT_PACKAGES = {"contracts", "kit", "sdk"}
 
 #: what a plugin may import: the contracts at the root, the SDK, the provider kit, and
 #: the config a driver factory is handed (docs/plugins/kit.md)
@@ -217,6 +220,7 @@ def test_the_root_holds_only_the_public_contracts():
     """A module at orcr_core's root is a public contract (docs/plugins/kit.md); the
     rest lives in rooms. Planted: a new orcr_core/helpers.py -> fails."""
     assert {p.stem for p in ROOT.glob("*.py")} == ROOT_MODULES
+    assert all((ROOT / name / "__init__.py").exists() for name in ROOT_CONTRACT_PACKAGES)
     for old, new in MOVED.items():
         assert not (REPO / (old.replace(".", "/") + ".py")).exists(), f"{old} is back"
         assert (REPO / (new.replace(".", "/") + ".py")).exists() or (
