@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from orcr_herdr.driver import HerdrDriver
 from orcr_herdr.native import ResumeReports
+from orcr_tasks.backend import Backend
+from orcr_tasks.moves import Moves
+from orcr_tasks.pg import PgQueue
+from orcr_tasks.queue import Queue
 from orcr_testing.herdr.emulator import Emulator
 from orcr_testing.herdr.hooks import TestHooks
 from orcr_testing.herdr.model import Pane
@@ -16,11 +20,26 @@ from orcr_tmux.prompt import Prompt
 from orcr_tmux.server import TmuxServer
 from orcr_tmux.snapshot import Panes
 
+from orcr_core.loops.scheduler import Scheduler
+from orcr_core.loops.stopping import Stopper
+from orcr_core.server.app import Server
+from orcr_core.server.multiplexer import Multiplexer
+
 
 def test_no_stack_is_a_mixin_stack():
     """Planted: `class Emulator(TestHooks)` -> fails."""
     for cls in (TmuxDriver, HerdrDriver, Emulator, *(SessionState, Serving, TestHooks)):
         assert cls.__bases__ == (object,), cls
+
+
+def test_the_server_scheduler_and_task_queues_hold_their_parts():
+    """The server holds its multiplexer (``mux``), the scheduler its stop path
+    (``stops``), each task backend the task's life (``moves``); the backends are
+    Backends and nothing else. Planted: `class Scheduler(Stopper)` -> fails;
+    `class Queue(Backend, Moves)` -> fails."""
+    for cls in (Server, Scheduler, Multiplexer, Stopper, Moves):
+        assert cls.__bases__ == (object,), cls
+    assert Queue.__bases__ == (Backend,) and PgQueue.__bases__ == (Backend,)
 
 
 def test_the_tmux_driver_shares_one_tmux_and_one_server_between_its_parts():
