@@ -172,6 +172,40 @@ def test_a_pane_gone_while_its_close_failed_ends_the_row_as_the_close_meant(orcr
     assert [e["data"].get("exit_reason") for e in evs if e["kind"] == "agent.status"][-1] == "gc"
 
 
+def test_a_pane_gone_during_gcs_close_across_a_restart_ends_gc_never_lost(orcr_home):
+    """The same close under way when the server is SIGKILLed, the pane gone while it is
+    down (a tmux kill): the restarted server's recovery leaves the row to the end it
+    was closing for, never ``lost`` in between (a lost agent is announced and may be
+    resumed). The 1-hour soak (seed 2801, tmux) saw ``idle -> lost (repair) -> ended
+    (gc)``. Planted: reconcile.recover without its ``closing_why`` check -> fails."""
+    orcr_home.config(CONFIG.replace('prompt_confirm = "200ms"\n', 'prompt_confirm = "200ms"\ngc_after = "1s"\n'))  # fmt: skip
+    orcr_home.start_server()
+    try:
+        with orcr_home.sdk() as o:
+            a = o.run("x", provider="testp", path="g/b", cwd="/")
+            until(lambda: o.get("g/b")["status"] == "working")
+            pane = o.get("g/b")["pane_id"]
+            td.set_close_refused(True)
+            td.set_status(pane, "idle")
+            until(
+                lambda: any(
+                    e["kind"] == "pane.close_requested" for e in orcr_home.events(a["uuid"])
+                ),
+                30,
+                "GC's close requested",
+            )
+        orcr_home.kill_server()
+        td.remove_pane(pane)
+        orcr_home.start_server()
+        with orcr_home.sdk() as o:
+            until(lambda: o.list("g/b") == [], 30, "g/b ended")
+    finally:
+        td.set_close_refused(False)
+    evs = [e for e in orcr_home.events(a["uuid"]) if e["kind"] == "agent.status"]
+    assert [e["data"].get("to") for e in evs][-2:] == ["idle", "ended"], evs
+    assert evs[-1]["data"].get("exit_reason") == "gc"
+
+
 def test_an_outage_alone_never_frees_a_name(orcr_home):
     """The multiplexer stops answering as the agent's pane goes: nothing is decided
     while it is down, however long; once it answers, the agent is lost, and ended

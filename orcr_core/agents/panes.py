@@ -143,7 +143,7 @@ def _vanished(server: ServerContext, agent: Agent) -> None:
         if agent.cancel_requested:
             return  # the kill that closed the pane ends the row itself
         exited = agent.pane_id in server.exited_panes  # the multiplexer saw the process end
-        closing = _closing(agent)
+        closing = closing_why(agent)
         if closing is not None:
             # orcr was closing this pane (the close failed, or the write of its applied
             # did: a full disk) and it is gone now: the close is done
@@ -186,9 +186,9 @@ def _confirm_later(server: ServerContext, first_seen: float) -> None:
         monitor.timers.arm(at, "", "lost")
 
 
-def _closing(agent: Agent) -> str | None:
+def closing_why(agent: Agent) -> str | None:
     """The ``why`` of a ``pane.close_requested`` of the row's pane that no
-    ``pane.close_applied`` followed, or None."""
+    ``pane.close_applied`` followed, or None: an end whose close is under way."""
     last = (
         Event.select(Event.kind, Event.data)
         .where(

@@ -13,13 +13,22 @@ import logging
 from typing import TYPE_CHECKING
 
 from orcr_core import dirs
-from orcr_core.agents import lifecycle, native, parking, pipeline, rematch, resume, unmanaged
+from orcr_core.agents import (
+    lifecycle,
+    native,
+    panes,
+    parking,
+    pipeline,
+    rematch,
+    resume,
+    unmanaged,
+)
 from orcr_core.agents.launch import owned, ref_of
 from orcr_core.ceilings import step as ceilings_step
 from orcr_core.common import clock
 from orcr_core.contracts import DriverError
 from orcr_core.store import drift, events
-from orcr_core.store.models import ACTIVE, Agent, db
+from orcr_core.store.models import ACTIVE, EXIT_REASONS, Agent, db
 
 if TYPE_CHECKING:
     from orcr_core.server.context import ServerContext
@@ -70,6 +79,9 @@ def recover(server: ServerContext) -> list[str]:
                 resume_pipelines.append(agent.uuid)
         elif agent.cancel_requested:
             pipeline.end(server, agent, "lost" if agent.status == "lost" else "killed")
+        elif pane is None and panes.closing_why(agent) in EXIT_REASONS:
+            pass  # an end's close (idle GC, a timeout) was under way: the monitor ends
+            # the row as that end meant (panes._vanished), never lost in between
         elif pane is None:
             with db.atomic("IMMEDIATE"):
                 if agent.status in ("working", "idle") and lifecycle.transition(
