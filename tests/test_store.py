@@ -235,3 +235,20 @@ def test_get_by_one_column_from_compiled_sql(store):
     assert Agent.get_or_none(Agent.uuid == "u3") is None
     assert Agent.get_or_none(Agent.error.is_null() & (Agent.queue_seq == 2)).uuid == "u2"
     assert Agent.get_or_none(Agent.error == None).uuid in ("u1", "u2")  # noqa: E711 (IS NULL)
+
+
+def test_events_since_in_plain_sql_is_the_models_view(store):
+    """``events.since`` and ``last_seq`` (read after every write by the notifier and
+    each follower) in plain SQL: the rows peewee's Event model gives, oldest first,
+    from after the cursor, at most ``limit``. Planted: ORDER BY seq DESC -> fails."""
+    from orcr_core.store import events
+    from orcr_core.store.models import Event
+
+    assert events.last_seq() == 0 and events.since(0) == []
+    with db.atomic():
+        for i in range(5):
+            events.emit("agent.status", f"u{i % 2}", loop="l" if i == 3 else None, n=i)
+    rows = Event.select().where(Event.seq > 1).order_by(Event.seq).limit(3)
+    assert events.since(1, limit=3) == [events.row_to_dict(r) for r in rows]
+    assert [e["data"]["n"] for e in events.since(1, limit=3)] == [1, 2, 3]
+    assert events.last_seq() == 5

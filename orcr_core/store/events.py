@@ -52,14 +52,23 @@ def row_to_dict(row) -> dict:
     }
 
 
+_SINCE = (
+    "SELECT seq, ts, kind, agent, loop, run, data FROM event WHERE seq > ? ORDER BY seq LIMIT ?"
+)
+_LAST = "SELECT MAX(seq) FROM event"
+
+
 def since(seq: int, limit: int = 1000) -> list[dict]:
-    rows = Event.select().where(Event.seq > seq).order_by(Event.seq).limit(limit)
-    return [row_to_dict(r) for r in rows]
+    """The events after ``seq``, oldest first, as the API sends them. Plain SQL: every
+    write wakes the notifier and each follower, and each reads here."""
+    return [
+        {"seq": s, "ts": ts, "kind": k, "agent": a, "loop": lp, "run": r, "data": json.loads(d)}
+        for s, ts, k, a, lp, r, d in db.execute_sql(_SINCE, (seq, limit))
+    ]
 
 
 def last_seq() -> int:
-    row = Event.select(Event.seq).order_by(Event.seq.desc()).first()
-    return row.seq if row else 0
+    return db.execute_sql(_LAST).fetchone()[0] or 0
 
 
 class Bus:
