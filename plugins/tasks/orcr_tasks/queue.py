@@ -16,7 +16,7 @@ every instant, because every step is one ``rename``):
   folder. A locked move never starts from a folder a claim takes from (todo/,
   review/), so nothing else touches the file meanwhile. A holder killed half
   way leaves the lock and its journal; whoever clears the dead lock finishes
-  the move first.
+  the move first (:mod:`orcr_tasks.journal`).
 
 A move to inbox/ or failed/ carries a notice (:mod:`orcr_tasks.announce`): it is
 in the journal from the start and written once the rename is durable, before the
@@ -27,7 +27,6 @@ lock is released.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import time
@@ -36,9 +35,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from orcr_core.store import faults
-from orcr_tasks import announce, settings, spent
+from orcr_tasks import announce, heartbeats, journal, settings, spent
 from orcr_tasks.backend import Backend, QueueError, check_new_task
-from orcr_tasks.files import fsync_dir, now_iso, rename_noreplace, touch_if, write_atomic
+from orcr_tasks.files import fsync_dir, now_iso, rename_noreplace, write_atomic
 from orcr_tasks.location import queue_segment, unsafe_location
 from orcr_tasks.lock import DirLock, LockBusy, clear_dead, owner_alive, read_owner
 from orcr_tasks.moves import Moves
@@ -214,31 +213,12 @@ class Queue(Backend):
         staged.unlink(missing_ok=True)
 
     def recover(self, lock_path: Path) -> str | None:
-        """Finish the move a dead lock holder journaled (see the module docstring)."""
-        try:
-            j = json.loads((lock_path / "journal.json").read_text())
-        except (OSError, ValueError):
-            return None
-        src = self.file(j["src"], j["id"])
-        dst = self.file(j["dst"], j["id"])
-        if dst.exists():  # renamed before the holder died: its notice may not be written
-            self._notice(j.get("notice"))
-            return None
-        try:
-            st = src.stat()
-        except FileNotFoundError:
-            return None
-        if "ctime_ns" in j:
-            if st.st_ctime_ns != j["ctime_ns"]:
-                return None  # renamed away and claimed back since: not ours any more
-        else:
-            write_atomic(src, j["content"])
-        if j["src"] in HELD:
-            self.drop_heartbeat(j["id"])
-        os.rename(src, dst)
-        fsync_dir(dst.parent)
-        self._notice(j.get("notice"))
-        return j["id"]
+        """Finish the move a dead lock holder journaled (:mod:`orcr_tasks.journal`)."""
+        return journal.finish(lock_path, self.file, self._claim_ends, self._notice)
+
+    def _claim_ends(self, state: str, task_id: str) -> None:
+        if state in HELD:  # the claim ends: its heartbeat goes first (see drop_heartbeat)
+            self.drop_heartbeat(task_id)
 
     def unlock(self, force: bool = False) -> str:
         """Clear a stale lock after checking its owner is gone (finishing its move)."""
@@ -250,9 +230,6 @@ class Queue(Backend):
         if notice is not None:
             announce.record(notice)
             self.noticed = True
-
-    def _journal(self, data: dict) -> None:
-        write_atomic(self.lock.path / "journal.json", json.dumps(data))
 
     def move(
         self,
@@ -270,21 +247,20 @@ class Queue(Backend):
         if edit is not None:
             edit(task)
         text = task.render()
-        journal = {"id": task_id, "src": src, "dst": dst, "content": text, "notice": notice}
-        self._journal(journal)
+        entry = {"id": task_id, "src": src, "dst": dst, "content": text, "notice": notice}
+        journal.record(self.lock.path, entry)
         faults.point("tasks.move.journaled")
         write_atomic(path, text)
         faults.point("tasks.move.edited")
-        journal["ctime_ns"] = path.stat().st_ctime_ns
-        self._journal(journal)
-        if src in HELD:  # the claim ends: its heartbeat goes first (see drop_heartbeat)
-            self.drop_heartbeat(task_id)
+        entry["ctime_ns"] = path.stat().st_ctime_ns
+        journal.record(self.lock.path, entry)
+        self._claim_ends(src, task_id)
         os.rename(path, self.file(dst, task_id))
         faults.point("tasks.move.renamed")
         fsync_dir(self.root / dst)
         self._notice(notice)
         faults.point("tasks.move.noticed")
-        os.unlink(self.lock.path / "journal.json")
+        journal.clear(self.lock.path)
         return task
 
     # -- settings (orcr_tasks.settings) ---------------------------------------------
@@ -415,16 +391,13 @@ class Queue(Backend):
     # -- heartbeats ---------------------------------------------------------------
 
     def hb(self, task_id: str) -> Path:
-        return self.root / "hb" / task_id
+        return heartbeats.path(self.root, task_id)
 
     def write_heartbeat(self, task_id: str, info: dict) -> None:
-        write_atomic(self.hb(task_id), json.dumps(dict(info, at=now_iso())) + "\n")
+        heartbeats.write(self.root, task_id, info)
 
     def touch(self, task_id: str, token: str | None = None) -> None:
-        if token is None:
-            os.utime(self.hb(task_id))
-        else:  # only the very file that names the token (files.touch_if)
-            touch_if(self.hb(task_id), "token", token)
+        heartbeats.touch(self.root, task_id, token)
 
     def note_agent(self, task_id: str, token: str, info: dict) -> None:
         with self.locked():  # no reap, so no new claim, between the check and the write
@@ -433,11 +406,7 @@ class Queue(Backend):
                 self.write_heartbeat(task_id, dict(hb, **info))
 
     def read_heartbeat(self, task_id: str) -> dict | None:
-        try:
-            hb = json.loads(self.hb(task_id).read_text())
-        except (OSError, ValueError):
-            return None
-        return hb if isinstance(hb, dict) else None
+        return heartbeats.read(self.root, task_id)
 
     def holds(self, task_id: str, state: str, token: str) -> bool:
         hb = self.read_heartbeat(task_id)
@@ -448,21 +417,11 @@ class Queue(Backend):
         lock is held (:meth:`move` drops it just before the rename that ends the claim):
         ``hb/T`` is keyed by task, not by claim, so a drop after the task became
         claimable again would delete the next claim's fresh heartbeat (issue 40)."""
-        try:
-            os.unlink(self.hb(task_id))
-        except FileNotFoundError:
-            pass
+        heartbeats.drop(self.root, task_id)
 
     def age(self, state: str, task_id: str, now: float | None = None) -> float:
-        """Seconds since the last sign of life: the heartbeat's mtime, else (a claimer
-        killed before writing it) the claim itself, the rename having set the ctime."""
-        now = time.time() if now is None else now
-        for p, attr in ((self.hb(task_id), "st_mtime"), (self.file(state, task_id), "st_ctime")):
-            try:
-                return now - getattr(p.lstat(), attr)
-            except FileNotFoundError:
-                continue
-        return 0.0
+        """Seconds since the claim's last sign of life (:func:`heartbeats.age`)."""
+        return heartbeats.age(self.root, task_id, self.file(state, task_id), now)
 
 
 __all__ = ["Queue", "QueueError", "LockBusy", "STATES", "QUARANTINE", "write_atomic"]
