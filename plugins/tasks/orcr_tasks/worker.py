@@ -6,13 +6,8 @@ and the agent's ``--timeout`` ends a model that hangs while its loop is alive.
 What the agents are told and what their answers mean is in
 :mod:`orcr_tasks.prompts`.
 
-A worker rides an orcr server restart (``kill -9``, ``orcr server stop``, an
-upgrade) the way ``orcr agent wait`` does: every call to orcr that finds the
-server gone is retried on a fresh connection (which starts a server, as any
-verb does) while the loop keeps the claim's heartbeat fresh, so the turn the
-agent finished meanwhile is read and no attempt is charged for orcr's own
-outage. Only an outage longer than ``--stale`` gives the claim back, untouched,
-and stops the worker.
+A worker rides an orcr server restart, keeping its claim, without charging an
+attempt: :mod:`orcr_tasks.outage` (:meth:`Worker.ride`).
 
 One task is worked in three steps, each its own method, so a step can be
 changed alone: :meth:`Worker.workspace` (where the agent runs),
@@ -36,6 +31,8 @@ from orcr_tasks.guard import end_agent
 from orcr_tasks.location import agent_segment, whereabouts
 from orcr_tasks.lock import LockBusy
 from orcr_tasks.logline import write_line
+from orcr_tasks.outage import OUTAGE, ServerOutage
+from orcr_tasks.outage import ride as ride_outage
 from orcr_tasks.prompts import (
     UNVERIFIABLE,
     answered_questions,
@@ -49,23 +46,11 @@ from orcr_tasks.prompts import (
 from orcr_tasks.queue import Queue, QueueError
 from orcr_tasks.taskfile import TaskFileError
 
-#: error codes that mean orcr itself is away (stopping, restarting), not the agent or task
-OUTAGE = (
-    "connection_closed",
-    "server_not_running",
-    "server_start_failed",
-    "server_stopping",
-    "socket_missing",
-)
 REAPED = "the claim was reaped"
 
 
 class AgentRefused(Exception):
     """orcr refused to admit the agent: a wrong provider, a bad path, no server."""
-
-
-class ServerOutage(Exception):
-    """orcr stayed unreachable for longer than the worker rides an outage."""
 
 
 def clip(text: str, limit: int) -> str:
@@ -227,33 +212,24 @@ class Worker:
     def ride(self, orcr, tid: str, what: str, call, token: str | None = None):
         """``call()``, retried on a fresh connection while the orcr server is away,
         with the claim's heartbeat kept fresh meanwhile (only while ``token`` holds it)."""
-        since, delay = None, 0.1
-        limit = self.stale if self.outage is None else self.outage
-        while True:
-            try:
-                return call()
-            except (ServerError, OSError) as exc:
-                if isinstance(exc, ServerError) and exc.code not in OUTAGE:
-                    raise
-                now = time.monotonic()
-                if since is None:
-                    since = now
-                    self.say(
-                        f"{tid}: the orcr server is away while {what} ({exc}); "
-                        "keeping the claim and its heartbeat, reconnecting"
-                    )
-                elif now - since > limit:
-                    raise ServerOutage(
-                        f"the orcr server was unreachable for {now - since:.0f}s ({exc})"
-                    ) from None
-            orcr.close()  # the next call connects afresh (starting a server, as verbs do)
+
+        def away(exc: Exception) -> None:
+            self.say(
+                f"{tid}: the orcr server is away while {what} ({exc}); "
+                "keeping the claim and its heartbeat, reconnecting"
+            )
+
+        def keep_claim() -> None:
             try:
                 self.queue.touch(tid, token)
             except FileNotFoundError:
                 pass  # reaped: the caller's next holds() check says so
-            if self.stop.wait(delay):
-                raise ServerOutage("the worker is stopping")
-            delay = min(delay * 2, self.heartbeat, 2.0)
+
+        limit = self.stale if self.outage is None else self.outage
+        return ride_outage(
+            orcr, call, away=away, keep_claim=keep_claim, stop=self.stop, limit=limit,
+            heartbeat=self.heartbeat,
+        )  # fmt: skip
 
     # -- one agent ----------------------------------------------------------
 
@@ -448,6 +424,6 @@ class Worker:
         self.say(f"{tid}: {'passed' if passed else 'rejected'} -> {dst}/")
 
 
-__all__ = ["Worker", "AgentRefused", "ServerOutage", "end_agent", "answered_questions",
+__all__ = ["Worker", "AgentRefused", "ServerOutage", "OUTAGE", "end_agent", "answered_questions",
            "builder_prompt", "installed_families", "last_line", "pick_verifier_provider",
            "verifier_prompt"]  # fmt: skip
