@@ -69,9 +69,9 @@ transcript can show is limited to
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+from orcr_claude.records import Response, TurnSoFar, has_tool_result, text_of, usage_of, words
 from orcr_core.contracts import Turn, TurnState, Usage
 
 INTERRUPT_PREFIX = "[Request interrupted by user"
@@ -96,102 +96,6 @@ LAUNCHED_QUIET = 60.0  # quiet that ends a turn that launched agents, with no tu
 SUBAGENT_TOKENS = re.compile(r"<subagent_tokens>(\d+)</subagent_tokens>")
 
 
-@dataclass
-class _Response:
-    texts: list[str] = field(default_factory=list)
-    tools: dict[str, str] = field(default_factory=dict)  # tool_use id -> tool name
-    stop_reason: str | None = None
-    api_error: bool = False
-    cut_text: str = ""  # the answer so far when this response continues one cut at max_tokens
-
-    def answer(self) -> str:
-        """The response's text blocks that say something, one per line: several blocks are
-        separate paragraphs on Claude Code's screen (its own ``last_assistant_message``
-        keeps only the last one; docs/decisions.md). A continuation follows its cut text."""
-        said = self.said()
-        return self.cut_text + said if said else ""
-
-    def said(self) -> str:
-        return "\n".join(t for t in self.texts if t.strip())
-
-
-@dataclass
-class _Turn:
-    responses: dict[str, _Response] = field(default_factory=dict)  # in file order
-    pending: dict[str, str] = field(default_factory=dict)  # tool_use ids without result
-    interrupted: bool = False  # an interrupt marker after the last response
-    end_marker: bool = False  # a Stop-hook/turn_duration line after the last response
-    error_tail: bool = False  # system/error or a given-up api_error after it
-    error_text: str | None = None  # what that system line said
-    background: int = 0  # background agents still running at its last turn_duration
-    launched: bool = False  # it started a background agent (an async Agent/Task result)
-    duration_seen: bool = False  # a turn_duration line after the last response
-    settled: bool = False  # its answer was confirmed by a quiet period: growth alone keeps it
-    spent: dict[str, Usage] = field(default_factory=dict)  # message id -> its usage
-    extra: Usage | None = None  # subagents' usage reported in tool results / notifications
-    model: str | None = None
-    seen_usage: bool = False
-
-    def usage(self) -> Usage | None:
-        if not self.seen_usage:
-            return None
-        total = self.extra or Usage()
-        for spent in self.spent.values():
-            total = total + spent
-        return Usage(total.input, total.output, total.cache_read, total.cache_write, self.model)
-
-    def add(self, usage: Usage | None) -> None:
-        if usage is not None:
-            self.seen_usage = True
-            self.extra = usage if self.extra is None else self.extra + usage
-
-    @property
-    def error(self) -> str | None:
-        """Why an errored turn failed: the API error message's text, else the system line's."""
-        last = self.last
-        if last is not None and last.api_error and last.said():
-            return last.said().strip()
-        return self.error_text
-
-    @property
-    def last(self) -> _Response | None:
-        return next(reversed(self.responses.values()), None)
-
-    def activity(self) -> None:
-        self.interrupted = self.end_marker = self.error_tail = self.settled = False
-        self.duration_seen = False
-        self.error_text = None
-
-    @property
-    def marker_ends(self) -> bool:
-        """Whether its end-marker lines end it. A turn that started a background agent
-        ends at its ``turn_duration`` (how many still run), not at the
-        ``stop_hook_summary`` a moment before (docs/decisions.md)."""
-        return self.end_marker and (self.duration_seen or not self.launched)
-
-
-def _text_of(content: Any) -> tuple[str, bool]:
-    """(joined text, has_non_text_input) of a user message's content."""
-    if isinstance(content, str):
-        return content, False
-    texts, other = [], False
-    if isinstance(content, list):
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
-                texts.append(block["text"])
-            elif block.get("type") == "image":
-                other = True
-    return "".join(texts), other
-
-
-def _has_tool_result(content: Any) -> bool:
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-    )
-
-
 class ClaudeTurns:
     """The record parser behind :class:`orcr_claude.provider.ClaudeProvider`'s reader."""
 
@@ -208,7 +112,7 @@ class ClaudeTurns:
         self.version: str | None = None
         self.permission_mode: str | None = None
         self._closed: list[Turn] = []
-        self._turn: _Turn | None = None
+        self._turn: TurnSoFar | None = None
         self._pending_command = False
         self._lines = 0
 
@@ -239,11 +143,11 @@ class ClaudeTurns:
         message = record.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         turn = self._turn
-        if _has_tool_result(content):
+        if has_tool_result(content):
             if turn is not None:
                 result = record.get("toolUseResult")
                 if isinstance(result, dict):  # a subagent run as a tool (2.x): its usage
-                    turn.add(_usage(result.get("usage")))
+                    turn.add(usage_of(result.get("usage")))
                     if result.get("isAsync") is True or result.get("status") == "async_launched":
                         turn.launched = True
                 for block in content:
@@ -253,7 +157,7 @@ class ClaudeTurns:
             return
         if "toolUseResult" in record or record.get("isCompactSummary"):
             return
-        text, has_image = _text_of(content)
+        text, has_image = text_of(content)
         head = text.lstrip()
         if head.startswith(INTERRUPT_PREFIX):
             if turn is not None:
@@ -295,7 +199,7 @@ class ClaudeTurns:
         key = message.get("id") or record.get("uuid") or f"line-{self._lines}"
         response = turn.responses.pop(key, None)
         if response is None:
-            response = _Response()
+            response = Response()
             last = turn.last
             if last is not None and last.stop_reason == "max_tokens" and not last.tools:
                 # Claude Code asks the model to resume an answer cut at the output limit:
@@ -321,9 +225,9 @@ class ClaudeTurns:
             response.api_error = True
         turn.activity()
 
-    def _spend(self, turn: _Turn, record: dict[str, Any], main: bool) -> None:
+    def _spend(self, turn: TurnSoFar, record: dict[str, Any], main: bool) -> None:
         message = record.get("message")
-        usage = _usage(message.get("usage")) if isinstance(message, dict) else None
+        usage = usage_of(message.get("usage")) if isinstance(message, dict) else None
         if usage is None:
             return
         turn.seen_usage = True
@@ -347,12 +251,12 @@ class ClaudeTurns:
                 turn.background = pending if isinstance(pending, int) and pending > 0 else 0
         elif subtype == "error":
             turn.error_tail = True
-            turn.error_text = _words(record.get("content")) or _words(record.get("error"))
+            turn.error_text = words(record.get("content")) or words(record.get("error"))
         elif subtype == "api_error":
             attempt, limit = record.get("retryAttempt"), record.get("maxRetries")
             if isinstance(attempt, int) and isinstance(limit, int) and attempt >= limit:
                 turn.error_tail = True
-                turn.error_text = _words(record.get("error"))
+                turn.error_text = words(record.get("error"))
 
     def _start_turn(self) -> None:
         if self._turn is not None:
@@ -361,12 +265,12 @@ class ClaudeTurns:
             status = "interrupted" if status == "open" else status
             error = self._turn.error if status == "errored" else None
             self._closed.append(Turn(status, text, error, self._turn.usage()))
-        self._turn = _Turn()
+        self._turn = TurnSoFar()
         self._pending_command = False
 
     # -- reading -----------------------------------------------------------
 
-    def _outcome(self, turn: _Turn, quiet_for: float) -> tuple[str, str | None]:
+    def _outcome(self, turn: TurnSoFar, quiet_for: float) -> tuple[str, str | None]:
         if turn.interrupted:
             return "interrupted", None
         last = turn.last
@@ -397,7 +301,7 @@ class ClaudeTurns:
             return "completed", text
         return "open", None
 
-    def _blocked(self, turn: _Turn, quiet_for: float) -> bool:
+    def _blocked(self, turn: TurnSoFar, quiet_for: float) -> bool:
         last = turn.last
         if last is None:
             return False
@@ -425,27 +329,3 @@ class ClaudeTurns:
             else:
                 state = "idle"
         return TurnState(state=state, turns=tuple(turns), version=self.version)
-
-
-def _words(value: Any) -> str | None:
-    """An error's words: a string, or an object's ``message``."""
-    if isinstance(value, dict):
-        value = value.get("message")
-    return value.strip() if isinstance(value, str) and value.strip() else None
-
-
-def _usage(value: Any) -> Usage | None:
-    """An Anthropic ``usage`` object as a :class:`Usage`, None when there is none."""
-    if not isinstance(value, dict):
-        return None
-
-    def n(key: str) -> int:
-        v = value.get(key)
-        return v if isinstance(v, int) and v > 0 else 0
-
-    return Usage(
-        input=n("input_tokens"),
-        output=n("output_tokens"),
-        cache_read=n("cache_read_input_tokens"),
-        cache_write=n("cache_creation_input_tokens"),
-    )
