@@ -19,30 +19,26 @@ from orcr_core.protocol import ProtocolError
 if TYPE_CHECKING:
     from orcr_core.server.context import ServerContext
 
-#: the methods served to a sandboxed caller
-SERVED = (
-    "hello",
-    "agent.run",
+#: the agent methods that name a ``target``: a sandboxed caller only its own descendants
+_AGENT_TARGETED = (
     "agent.get",
     "agent.read",
     "agent.send",
     "agent.keys",
     "agent.kill",
     "agent.resume",
+)
+#: the methods served to a sandboxed caller
+SERVED = (
+    "hello",
+    "agent.run",
+    *_AGENT_TARGETED,
     "agent.list",
     "agent.report_session",
     "watch.open",
     "events.subscribe",
 )
-_TARGETED = (
-    "agent.get",
-    "agent.read",
-    "agent.send",
-    "agent.keys",
-    "agent.kill",
-    "agent.resume",
-    "watch.open",
-)
+_TARGETED = (*_AGENT_TARGETED, "watch.open")
 
 
 def _policy(server: ServerContext, row) -> dict:
