@@ -96,6 +96,20 @@ def _follow(orcr_home) -> tuple[subprocess.Popen, list[str], list[str]]:
     return follow, lines, errs
 
 
+def _stop_follower_across_a_restart(orcr_home, follow, lines: list[str], path: str) -> int:
+    """Start ``path``, wait until the follower printed the newest event, SIGSTOP it,
+    SIGKILL the server and start a new one; the last seq the follower printed."""
+    with orcr_home.sdk() as o:
+        o.run("x", provider="testp", path=path, cwd="/")
+        last = orcr_home.events()[-1]["seq"]
+        until(lambda: lines and json.loads(lines[-1])["seq"] >= last, what="caught up")
+    follow.send_signal(signal.SIGSTOP)
+    before = json.loads(lines[-1])["seq"]
+    orcr_home.kill_server()
+    orcr_home.start_server()
+    return before
+
+
 def test_events_follow_prints_each_event_once_across_a_server_sigkill(orcr_home):
     """Planted: resubscribing from 0 (or from the log's end) instead of the last
     seq printed, without the seq <= cursor drop -> duplicate (missing) seqs -> fails."""
@@ -191,14 +205,7 @@ def test_events_follow_reports_what_retention_deleted_before_it_read_it(orcr_hom
     orcr_home.start_server()
     follow, lines, errs = _follow(orcr_home)
     try:
-        with orcr_home.sdk() as o:
-            o.run("x", provider="testp", path="g/first", cwd="/")
-            last = orcr_home.events()[-1]["seq"]
-            until(lambda: lines and json.loads(lines[-1])["seq"] >= last, what="caught up")
-        follow.send_signal(signal.SIGSTOP)
-        before = json.loads(lines[-1])["seq"]
-        orcr_home.kill_server()
-        orcr_home.start_server()
+        before = _stop_follower_across_a_restart(orcr_home, follow, lines, "g/first")
         with orcr_home.sdk() as o:
             for i in range(12):
                 o.run("x", provider="testp", path=f"g/a{i}", cwd="/")
@@ -244,13 +251,7 @@ def test_events_follow_resubscribed_within_the_grace_loses_nothing(orcr_home):
     orcr_home.start_server()
     follow, lines, errs = _follow(orcr_home)
     try:
-        with orcr_home.sdk() as o:
-            o.run("x", provider="testp", path="p/first", cwd="/")
-            last = orcr_home.events()[-1]["seq"]
-            until(lambda: lines and json.loads(lines[-1])["seq"] >= last, what="caught up")
-        follow.send_signal(signal.SIGSTOP)
-        orcr_home.kill_server()
-        orcr_home.start_server()
+        _stop_follower_across_a_restart(orcr_home, follow, lines, "p/first")
         with orcr_home.sdk() as o:
             for i in range(6):  # 6 agent.queued rows at least: more than retention keeps
                 o.run("x", provider="testp", path=f"p/a{i}", cwd="/")
