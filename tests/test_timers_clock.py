@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -79,6 +80,16 @@ def _closed(pane_id: str) -> bool:
     return ["close", pane_id] in _td().read_state()["log"]
 
 
+def _ended(pane_id: str, reason: str, error: str | None = None) -> None:
+    """Assert the agent ended for ``reason`` (with ``error`` when given) and its pane
+    was closed."""
+    row = _row()
+    assert (row.status, row.exit_reason) == ("ended", reason)
+    if error is not None:
+        assert row.error == error
+    assert _closed(pane_id)
+
+
 def test_idle_gc_ends_the_agent_at_idle_since_plus_gc_after(srv, fake_clock):
     """Planted: the GC deadline armed at ``idle_since`` alone (no ``gc_after``) -> the
     agent ends at once, fails; ``_agent`` compares ``<=`` with a ``gc_after`` of 0 ->
@@ -92,9 +103,7 @@ def test_idle_gc_ends_the_agent_at_idle_since_plus_gc_after(srv, fake_clock):
     assert _row().status == "idle" and not _closed(a.pane_id)
     fake_clock.advance(1.0)
     _pass(srv)
-    row = _row()
-    assert (row.status, row.exit_reason) == ("ended", "gc")
-    assert _closed(a.pane_id)
+    _ended(a.pane_id, "gc")
     # its own --gc-after wins over timings.gc_after
     b = _agent(srv, "%2", uuid="u2", path="t/b", queue_seq=2, status="idle",
                idle_since=fake_clock.time(), gc_after=30.0)  # fmt: skip
@@ -118,10 +127,7 @@ def test_a_turn_that_outlives_its_timeout_ends_timeout(srv, fake_clock):
     assert _row().status == "working"
     fake_clock.advance(2)
     _pass(srv)
-    row = _row()
-    assert (row.status, row.exit_reason) == ("ended", "timeout")
-    assert row.error == "turn ran past its timeout of 90s"
-    assert _closed(a.pane_id)
+    _ended(a.pane_id, "timeout", "turn ran past its timeout of 90s")
 
 
 def test_the_stuck_start_guard_counts_from_the_last_progress_marker(srv, fake_clock):
@@ -145,10 +151,7 @@ def test_the_stuck_start_guard_counts_from_the_last_progress_marker(srv, fake_cl
     assert _row().status == "starting"
     fake_clock.advance(90)  # the marker + 121 s
     _pass(srv)
-    row = _row()
-    assert (row.status, row.exit_reason) == ("ended", "failed")
-    assert row.error == "stuck-start guard: no progress for 120s (timings.max_starting)"
-    assert _closed(a.pane_id)
+    _ended(a.pane_id, "failed", "stuck-start guard: no progress for 120s (timings.max_starting)")
 
 
 def test_a_dialog_waits_dialog_wait_not_the_stuck_start_guard(srv, fake_clock):
@@ -168,12 +171,11 @@ def test_a_dialog_waits_dialog_wait_not_the_stuck_start_guard(srv, fake_clock):
     assert _row().status == "starting"
     fake_clock.advance(421)
     _pass(srv)
-    row = _row()
-    assert (row.status, row.exit_reason) == ("ended", "failed")
-    assert row.error == (
-        "a dialog went unanswered for 600s (timings.dialog_wait): trust this folder?"
+    _ended(
+        a.pane_id,
+        "failed",
+        "a dialog went unanswered for 600s (timings.dialog_wait): trust this folder?",
     )
-    assert _closed(a.pane_id)
 
 
 def _transcript(srv, path, fake_clock, *records) -> None:
@@ -191,14 +193,9 @@ def _flags() -> list[bool]:
     ]
 
 
-def test_growth_moves_the_stall_timer_and_silence_for_stall_after_flags(srv, fake_clock):
-    """Growth more often than ``stall_after`` never flags (the timer fires at the old
-    deadline, finds the later growth and re-arms); silence for ``stall_after`` does,
-    and growth clears it. A kill of a stalled agent clears it with its own event.
-
-    Planted: ``_arm_stall`` keeps an earlier armed entry when growth moved the deadline
-    (no re-arm on retry) -> never flagged, fails; ``stall.check`` flags at ``now -
-    grew >= after/2`` -> flagged during the growth, fails."""
+def _working_on_a_transcript(srv, fake_clock) -> tuple[float, Path]:
+    """A working ``echo`` agent ``u1`` whose session is an orcr transcript (the stall
+    timer's input), started at the fake clock's now and loaded by a pass; (now, path)."""
     t0 = fake_clock.time()
     path = srv.agents_dir / "u1" / "transcript.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -207,6 +204,18 @@ def test_growth_moves_the_stall_timer_and_silence_for_stall_after_flags(srv, fak
            agent_session_source="orcr", agent_session_kind="path",
            agent_session_value=str(path))  # fmt: skip
     _pass(srv, reload=True)
+    return t0, path
+
+
+def test_growth_moves_the_stall_timer_and_silence_for_stall_after_flags(srv, fake_clock):
+    """Growth more often than ``stall_after`` never flags (the timer fires at the old
+    deadline, finds the later growth and re-arms); silence for ``stall_after`` does,
+    and growth clears it. A kill of a stalled agent clears it with its own event.
+
+    Planted: ``_arm_stall`` keeps an earlier armed entry when growth moved the deadline
+    (no re-arm on retry) -> never flagged, fails; ``stall.check`` flags at ``now -
+    grew >= after/2`` -> flagged during the growth, fails."""
+    t0, path = _working_on_a_transcript(srv, fake_clock)
     _pass(srv)  # the reader exists now: the stall timer is armed at the growth + 5m
     assert srv.monitor._stall_at["u1"] == t0 + 300
     for _ in range(7):  # grows every 2 minutes for 14 minutes: past two deadlines
@@ -246,14 +255,7 @@ def test_growth_moves_the_stall_timer_and_silence_for_stall_after_flags(srv, fak
 def test_a_stall_after_of_zero_arms_no_stall_timer(srv, fake_clock):
     """Planted: ``stall.deadline`` ignoring ``stall_after = 0`` -> flagged, fails."""
     srv.config.data["timings"]["stall_after"] = 0
-    t0 = fake_clock.time()
-    path = srv.agents_dir / "u1" / "transcript.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _transcript(srv, path, fake_clock, {"type": "session"}, {"type": "prompt", "turn": 1})
-    _agent(srv, provider="echo", status="working", turn_started_at=t0,
-           agent_session_source="orcr", agent_session_kind="path",
-           agent_session_value=str(path))  # fmt: skip
-    _pass(srv, reload=True)
+    _working_on_a_transcript(srv, fake_clock)
     _pass(srv)
     fake_clock.advance(30 * 86400)
     srv.monitor.step({"u1"}, True, False, True)
