@@ -402,7 +402,7 @@ def test_a_ceiling_no_mechanism_holds_is_refused_at_admission(orcr_home):
     is refused ``limits_unavailable`` with the reason; one that does not is admitted
     (the global default only warns). A bad flag value names the flag and the range.
 
-    Planted: _check_limits not called in queue.admit -> fails (admitted)."""
+    Planted: check_limits not called in queue.admit -> fails (admitted)."""
     from orcr_core.sdk.client import ServerError
 
     orcr_home.config('[driver]\nname = "test"\n[limits]\nmechanism = "none"\n')
