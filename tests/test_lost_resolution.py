@@ -135,6 +135,22 @@ def test_a_pane_restored_after_its_agent_exited_is_closed_by_its_marks(orcr_home
     assert "x:twin" not in _closed()
 
 
+def _gc_close_refused(home, o, path: str) -> tuple[dict, str]:
+    """An agent at ``path`` gone idle, and idle GC's close of its pane requested and
+    refused (the test driver refusing closes: the intent stays open); its row and pane."""
+    a = o.run("x", provider="testp", path=path, cwd="/")
+    until(lambda: o.get(path)["status"] == "working")
+    pane = o.get(path)["pane_id"]
+    td.set_close_refused(True)
+    td.set_status(pane, "idle")
+    until(
+        lambda: any(e["kind"] == "pane.close_requested" for e in home.events(a["uuid"])),
+        30,
+        "GC's close requested",
+    )
+    return a, pane
+
+
 def test_a_pane_gone_while_its_close_failed_ends_the_row_as_the_close_meant(orcr_home):
     """Idle GC's close refused (the multiplexer not answering it), then the pane gone
     (herdr restarted from a save without it): the close is done (``pane.close_applied``,
@@ -148,18 +164,7 @@ def test_a_pane_gone_while_its_close_failed_ends_the_row_as_the_close_meant(orcr
     orcr_home.start_server()
     try:
         with orcr_home.sdk() as o:
-            a = o.run("x", provider="testp", path="g/a", cwd="/")
-            until(lambda: o.get("g/a")["status"] == "working")
-            pane = o.get("g/a")["pane_id"]
-            td.set_close_refused(True)
-            td.set_status(pane, "idle")
-            until(
-                lambda: any(
-                    e["kind"] == "pane.close_requested" for e in orcr_home.events(a["uuid"])
-                ),
-                30,
-                "GC's close requested",
-            )
+            a, pane = _gc_close_refused(orcr_home, o, "g/a")
             td.remove_pane(pane)
             until(lambda: o.list("g/a") == [], 30, "g/a ended")
     finally:
@@ -182,18 +187,7 @@ def test_a_pane_gone_during_gcs_close_across_a_restart_ends_gc_never_lost(orcr_h
     orcr_home.start_server()
     try:
         with orcr_home.sdk() as o:
-            a = o.run("x", provider="testp", path="g/b", cwd="/")
-            until(lambda: o.get("g/b")["status"] == "working")
-            pane = o.get("g/b")["pane_id"]
-            td.set_close_refused(True)
-            td.set_status(pane, "idle")
-            until(
-                lambda: any(
-                    e["kind"] == "pane.close_requested" for e in orcr_home.events(a["uuid"])
-                ),
-                30,
-                "GC's close requested",
-            )
+            a, pane = _gc_close_refused(orcr_home, o, "g/b")
         orcr_home.kill_server()
         td.remove_pane(pane)
         orcr_home.start_server()
