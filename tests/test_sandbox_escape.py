@@ -18,6 +18,7 @@ Planted holes (each made in the code, the test run, restored; see docs/internals
 - orcr's dirs hidden before the binds (the old order) -> test_wide_cwd_does_not_expose_orcr fails
 - multiplexer sockets not denied (``mux_sockets`` returns []) -> test_multiplexer_socket_unreachable fails
 - proxy allows every host (``allowed`` returns True) -> test_allow_net_hosts_through_the_proxy_only fails
+- the launcher exec'ing bubblewrap (no fork) -> test_the_sandbox_outlives_the_thread_that_started_it fails (rc -9)
 - ``launch.json`` not kept read-only (``keep`` ignored) -> test_launch_json_cannot_be_changed_from_inside fails
 - the socket folder bound read-write -> test_the_short_restore_command_runs_the_same_sandbox fails
 """
@@ -253,6 +254,36 @@ def test_unavailable_engine_refused(box):
         )  # fmt: skip
     assert exc.value.code == "sandbox_unavailable"
     assert "apt-get install bubblewrap" in str(exc.value)
+
+
+def test_the_sandbox_outlives_the_thread_that_started_it(box):
+    """A multiplexer may start a pane from a worker thread that ends soon after (herdr's
+    emulator serves each request on one). bubblewrap's ``--die-with-parent`` is
+    signalled when that *thread* exits: the agent was SIGKILLed right after its start
+    (the herdr legs' "pane is gone before its prompt was pasted", and a resumed agent
+    that "exited", at load 30-40); the launcher now runs bubblewrap as its child.
+    Planted: enter.py exec'ing bubblewrap (``_exec`` for ``_run``) -> rc -9."""
+    pol = policy.admission(True, "echo", str(box.cwd), str(box.mine),
+                           _Config({"sandbox": {}, "tmux": {"socket": ""}}))  # fmt: skip
+    provider = SimpleNamespace(sandbox_paths=lambda spec: [])
+    code = "import time; time.sleep(30)"
+    argv = policy.wrap(pol, provider, None, [sys.executable, "-c", code], {"ORCR_ID": "x"})
+    started = []
+
+    def start():
+        started.append(subprocess.Popen(argv, cwd=box.cwd))
+        time.sleep(1.0)  # bubblewrap is up before this thread ends
+
+    worker = threading.Thread(target=start)
+    worker.start()
+    worker.join()
+    time.sleep(0.5)
+    proc = started[0]
+    try:
+        assert proc.poll() is None, f"the sandbox ended with its starting thread: {proc.poll()}"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_launch_json_cannot_be_changed_from_inside(box):

@@ -4,8 +4,8 @@ Outside: ``python -I -S .../sandbox/enter.py [--proxy SOCKET HOSTS] NAME... --
 BWRAP_ARGV...`` keeps only the named variables (``LC_*`` too) of the pane's own
 environment (the multiplexer's ``TERM`` and orcr's identity are only known there), sets
 ``TMPDIR`` to the private ``/tmp``, starts the allowlist proxy when ``allow_net`` names
-hosts (:mod:`proxy`: its socket, the comma-separated hosts) and execs bubblewrap. No
-shell, and the pane's process is then bubblewrap itself.
+hosts (:mod:`proxy`: its socket, the comma-separated hosts) and runs bubblewrap as
+its child (:func:`_run` says why not an exec). No shell.
 
 Inside (``--bridge SOCKET -- ARGV...``): starts the bridge to the proxy and execs the
 agent. Standard library only, and run as a file: it starts on every sandboxed start.
@@ -57,6 +57,31 @@ def _exec(command: list[str], env: dict[str, str]) -> None:
         sys.exit(f"orcr sandbox: cannot run {command[0]}: {exc}")
 
 
+def _run(command: list[str], env: dict[str, str]) -> None:
+    """Run bubblewrap as a child and wait, with its exit status for ours. Not an exec:
+    bubblewrap's ``--die-with-parent`` is signalled when the *thread* that forked its
+    process exits, and a multiplexer may start a pane from a worker thread that ends
+    soon after (herdr's emulator serves each request on one): the agent was SIGKILLed
+    right after its start. Its parent is now this process, which lives as long as it.
+    The terminal's Ctrl+C and Ctrl+\\ reach the agent itself (the whole foreground
+    group gets them): ignored here; SIGTERM and SIGHUP are passed on."""
+    import signal
+
+    pid = os.fork()
+    if pid == 0:
+        _exec(command, env)
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:  # ended by a signal: end by it too
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
+
+
 def main(args: list[str]) -> None:
     if args[:1] == ["--args-file"] and len(args) == 2:
         try:
@@ -77,7 +102,7 @@ def main(args: list[str]) -> None:
     if proxied:
         _proxy_module().start_proxy(head[1], head[2].split(","))
         head = head[3:]
-    _exec(command, environment(head, dict(os.environ), proxied))
+    _run(command, environment(head, dict(os.environ), proxied))
 
 
 if __name__ == "__main__":
