@@ -305,21 +305,46 @@ def sandboxed_turns(
     """The CLI answers in a sandboxed agent whose ``allow_net`` is only the fake model
     API (``--allow-net 127.0.0.1:<port>``: its requests go through orcr's allowlist
     proxy, the ``HTTP(S)_PROXY`` it is given), keeps its transcript (orcr follows two
-    turns), and a tool call writing outside its cwd is refused while one inside works.
+    turns), and its tool call is confined while the agent goes on: a write outside its
+    cwd refused (one inside works), a planted ``~/.ssh`` key unread although the config
+    allows ``~/.ssh`` (the deny list wins: the key's text never reaches the fake model,
+    which records every request, tool results included), a ``curl`` to a 127.0.0.1 port
+    not in ``allow_net`` never connects (a listener sees no connection). Then the CLI is
+    SIGKILLed and ``agent resume`` brings it back sandboxed (``--unshare-net`` in the
+    new start's argv, the same ``allow_net``) in the same conversation: the next request
+    carries the first prompt, and each prompt reached the model exactly once.
     ``pass_env``: the test's variables the CLI needs (its fake key, ...), by name;
     ``approve``: the CLI's permission question, answered with Enter (its first choice);
     ``tool(command)``: the CLI's shell call (default ``Tool.bash``)."""
+    import secrets
+    import shutil
+    import socket
     import tempfile
-    from pathlib import Path
 
     from fake_models import Script, Tool
 
     outside = Path(tempfile.mkdtemp(prefix="orcr-sbx-", dir="/var/tmp"))  # not hidden
-    real.stack.callback(__import__("shutil").rmtree, outside, True)
-    command = f"touch inside-ok; touch {outside}/escaped"
-    extra = f"[sandbox]\npass_env = {list(pass_env)!r}\n".replace("'", '"')
+    real.stack.callback(shutil.rmtree, outside, True)
+    key = real.tmp / "user" / ".ssh" / "id_sbx"  # the server's (and agent's) HOME
+    key.parent.mkdir(parents=True, exist_ok=True)
+    secret = f"SECRET-KEY-{secrets.token_hex(8)}"
+    key.write_text(secret + "\n")
+    listener = socket.socket()  # a service on the loopback, not in allow_net
+    real.stack.callback(listener.close)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.setblocking(False)
+    closed = listener.getsockname()[1]
+    command = (
+        f"touch inside-ok; touch {outside}/escaped; cat {key}; "
+        f"curl -s -m 5 http://127.0.0.1:{closed}/; echo went on"
+    )
+    extra = (f'[sandbox]\npass_env = {list(pass_env)!r}\nallow_read = ["~/.ssh"]\n').replace(
+        "'", '"'
+    )
     call = (tool or Tool.bash)(command)
-    start_cli(Script({"write": [call, "wrote it"], "again": "second answer"}), extra=extra)
+    script = {"write": [call, "wrote it"], "again": "second answer", "resume": "resumed answer"}
+    start_cli(Script(script), extra=extra)
     port = real.model.url.rsplit(":", 1)[1]
     uuid = real.run("s/box", "write please", "--sandbox", "--allow-net", f"127.0.0.1:{port}")
     if approve:
@@ -329,6 +354,13 @@ def sandboxed_turns(
     assert real.read("s/box")["text"] == "wrote it", real.why("s/box")
     assert (real.cwd / "inside-ok").exists(), real.why("s/box", "the tool call did not run")
     assert not (outside / "escaped").exists()
+    leaked = [r.index for r in real.model.requests if secret in json.dumps(r.body)]
+    assert leaked == [], f"the ~/.ssh key reached the model in requests {leaked}"
+    try:
+        listener.accept()[0].close()
+        raise AssertionError(f"the sandboxed agent connected to 127.0.0.1:{closed}")
+    except BlockingIOError:
+        pass  # no connection came
     real.orcr("agent", "send", "s/box", "again please")
     real.wait_idle("s/box")
     a = real.get("s/box")
@@ -337,3 +369,23 @@ def sandboxed_turns(
     assert real.model.prompts()[-1] == "again please"
     started = [e for e in real.home.events(uuid) if e["kind"] == "pane.start_requested"]
     assert "--unshare-net" in started[0]["data"]["argv"]  # no way out but the proxy
+
+    os.kill(real.pane_pid("s/box"), signal.SIGKILL)
+    real.until_status("s/box", "ended", timeout=60)
+    assert real.get("s/box")["exit_reason"] == "exited", real.why("s/box")
+    r = real.orcr("agent", "resume", "s/box")
+    assert r.stdout.split() == ["s/box", uuid], r.stdout
+    real.until_status("s/box", "idle", timeout=max(90, real.idle_wait))
+    before = len(real.model.conversation())
+    real.orcr("agent", "send", "s/box", "resume please")
+    real.wait_idle("s/box")
+    assert real.read("s/box")["text"] == "resumed answer", real.why("s/box")
+    request = real.model.conversation()[before]
+    assert request.prompt == "resume please"
+    assert "write please" in request.user_texts, request.user_texts  # the same conversation
+    a = real.get("s/box")
+    assert a["sandbox"]["allow_net"] == [f"127.0.0.1:{port}"], a
+    started = [e for e in real.home.events(uuid) if e["kind"] == "pane.start_requested"]
+    assert len(started) == 2 and "--unshare-net" in started[1]["data"]["argv"], started
+    prompts = ["write please", "again please", "resume please"]
+    assert real.model.once_problems(prompts) == [], real.model.user_texts()
