@@ -241,8 +241,8 @@ def test_children_map_reads_a_parent_past_a_command_name_with_parentheses(tmp_pa
     parent = subprocess.Popen(["sh", "-c", f"'{odd}' 1000 & echo $!; wait"],
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        child = int(parent.stdout.readline())
-        assert psutil.Process(child).name().startswith("x) 7")
+        child = int(parent.stdout.readline())  # its pid, maybe before its exec
+        until(lambda: psutil.Process(child).name().startswith("x) 7"), 10, what="the exec")
         assert child in procs.children_map().get(parent.pid, [])
     finally:
         _cleanup({p.pid: p.create_time() for p in psutil.Process(parent.pid).children()})
