@@ -128,7 +128,7 @@ def test_a_reused_pid_is_never_signalled(tmp_path):
     """A recorded pid whose process now has another start time is someone else's."""
     other = subprocess.Popen(["sleep", "1000"])
     try:
-        ctime = psutil.Process(other.pid).create_time()
+        ctime = procs.start_of(other.pid)
         server = _fake_server(tmp_path)
         procs.stop(server, _agent(), {other.pid: ctime - 5.0}, wait=True)
         assert other.poll() is None, "a process with a different start time was signalled"
@@ -184,7 +184,7 @@ def test_observe_records_children_and_keeps_them_after_they_leave(tmp_path):
         procs.observe(server, [(agent, SimpleNamespace(pid=root.pid))])
         procs.forget(agent.uuid)  # a restarted server: only procs.json remains
         kept = procs.recorded(server, agent.uuid)
-        assert kept.get(child.pid) == child.create_time()
+        assert kept.get(child.pid) == procs.start_of(child.pid)
         root.kill()
         root.wait()
         found = procs.collect(server, agent, None)

@@ -15,7 +15,7 @@ orcr tracks what an agent started:
   ``timings.stop_grace`` and sends KILL to what is left.
 
 A process is signalled only if a process with its pid still has the start time
-recorded for it (psutil ``create_time``), checked before every signal: a pid the
+recorded for it (:func:`start_of`), checked before every signal: a pid the
 kernel has since given to another process is never signalled.
 """
 
@@ -83,7 +83,26 @@ def _save(server: ServerContext, uuid: str) -> None:
         log.debug("procs.json for %s not written: %s", uuid, exc)
 
 
-def _create_time(pid: int) -> float | None:
+_PROC_STAT = os.path.exists(f"/proc/{os.getpid()}/stat")
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def start_of(pid: int) -> float | None:
+    """When ``pid`` started, as a value that names it among every process this boot.
+
+    On Linux: seconds from boot (``/proc/<pid>/stat``'s start ticks). psutil's
+    ``create_time`` adds the kernel's boot time (``btime``), which is the wall clock
+    less the uptime and moves when the wall clock is stepped or slewed (NTP, a
+    resume from sleep): a process would seem to have started a second or more later
+    than it did, and a pane's own process taken for another one (the agent ``lost``;
+    seen in CI and the real_cli tier). Elsewhere: psutil's ``create_time``."""
+    if _PROC_STAT:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                stat = fh.read()
+            return int(stat[stat.rindex(b")") + 2 :].split()[19]) / _CLK_TCK  # field 22
+        except (OSError, ValueError, IndexError):
+            return None
     try:
         return psutil.Process(pid).create_time()
     except (psutil.Error, ValueError):
@@ -105,9 +124,6 @@ def _children_map() -> dict[int, list[int]]:
         if ppid is not None:
             kids.setdefault(ppid, []).append(p.pid)
     return kids
-
-
-_PROC_STAT = os.path.exists(f"/proc/{os.getpid()}/stat")
 
 
 def _proc_children() -> dict[int, list[int]]:
@@ -148,12 +164,32 @@ def root(agent: Agent) -> Proc | None:
         return None
     try:
         pid, started = ident[4:].split("@")
-        ctime = _create_time(int(pid))
+        ctime = start_of(int(pid))
     except ValueError:
         return None
-    if ctime is None or f"{ctime:.2f}" != started:
+    if ctime is None or stamp_like(int(pid), started) != started:
         return None
     return (int(pid), ctime)
+
+
+def stamp(pid: int) -> str | None:
+    """``pid``'s start as a row records it (``pid:<pid>@<stamp>``): ``b<seconds from
+    boot>`` where /proc tells them (:func:`start_of`), else the wall-clock start."""
+    t = start_of(pid)
+    if t is None:
+        return None
+    return f"b{t:.2f}" if _PROC_STAT else f"{t:.2f}"
+
+
+def stamp_like(pid: int, like: str) -> str | None:
+    """``pid``'s stamp in the form of ``like``: a row written before stamps counted
+    from boot holds psutil's wall-clock start (two decimals)."""
+    if like.startswith("b"):
+        return stamp(pid)
+    try:
+        return f"{psutil.Process(pid).create_time():.2f}"
+    except (psutil.Error, ValueError):
+        return None
 
 
 def tree(root: Proc, kids: dict[int, list[int]]) -> dict[int, float]:
@@ -164,7 +200,7 @@ def tree(root: Proc, kids: dict[int, list[int]]) -> dict[int, float]:
 def _tree(root: Proc, kids: dict[int, list[int]]) -> dict[int, float]:
     """``root`` and its descendants, if ``root`` is still the recorded process."""
     pid, ctime = root
-    if _create_time(pid) != ctime:
+    if start_of(pid) != ctime:
         return {}
     found: dict[int, float] = {pid: ctime}
     todo = list(kids.get(pid, ()))
@@ -172,7 +208,7 @@ def _tree(root: Proc, kids: dict[int, list[int]]) -> dict[int, float]:
         child = todo.pop()
         if child in found:
             continue
-        t = _create_time(child)
+        t = start_of(child)
         if t is None or t < ctime:  # gone, or older than its supposed ancestor
             continue
         found[child] = t
@@ -193,7 +229,7 @@ def _root_of(server: ServerContext, agent: Agent, pid: int | None) -> Proc | Non
             return None
     if not pid:
         return None
-    ctime = _create_time(pid)
+    ctime = start_of(pid)
     return (pid, ctime) if ctime is not None else None
 
 
@@ -250,7 +286,7 @@ def collect(server: ServerContext, agent: Agent, pane: PaneRef | None) -> dict[i
         except DriverError:
             pid = None
         if pid:
-            ctime = _create_time(pid)
+            ctime = start_of(pid)
             if ctime is not None:
                 roots.append((pid, ctime))
     if roots:
@@ -268,7 +304,7 @@ def _same(pid: int, ctime: float) -> psutil.Process | None:
     """The process ``pid`` if it is still the one started at ``ctime``."""
     try:
         p = psutil.Process(pid)
-        if p.create_time() != ctime or p.status() == psutil.STATUS_ZOMBIE:
+        if start_of(pid) != ctime or p.status() == psutil.STATUS_ZOMBIE:
             return None
         return p
     except (psutil.Error, ValueError):

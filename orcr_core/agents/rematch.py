@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from orcr_core.agents import lifecycle, pipeline
+from orcr_core.agents import lifecycle, pipeline, procs
 from orcr_core.agents.launch import ref_of
 from orcr_core.contracts import DriverError, PaneInfo
 from orcr_core.store import drift
@@ -27,23 +27,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orcr.rematch")
 
-try:
-    import psutil
-except ImportError:  # pragma: no cover - psutil is a dependency
-    psutil = None
-
 
 def identity(pane: PaneInfo) -> str | None:
-    """Who runs in ``pane``: ``terminal:<id>`` (herdr), ``pid:<pid>@<start>`` (tmux),
-    or None when the multiplexer says nothing that tells processes apart."""
+    """Who runs in ``pane``: ``terminal:<id>`` (herdr), ``pid:<pid>@<start>`` (tmux;
+    :func:`orcr_core.agents.procs.stamp`), or None when the multiplexer says nothing that tells processes apart."""
     if pane.terminal_id:
         return f"terminal:{pane.terminal_id}"
-    if pane.pid and psutil is not None:
-        try:
-            started = psutil.Process(pane.pid).create_time()
-        except psutil.Error:
-            return None
-        return f"pid:{pane.pid}@{started:.2f}"
+    if pane.pid:
+        started = procs.stamp(pane.pid)
+        return None if started is None else f"pid:{pane.pid}@{started}"
     return None
 
 
@@ -55,6 +47,11 @@ def replaced(agent: Agent, pane: PaneInfo) -> bool:
     if not agent.pane_process or pane.dead:
         return False
     now = identity(pane)
+    if now is not None and pane.pid and agent.pane_process.startswith(f"pid:{pane.pid}@"):
+        # the same pid: the same process if it started when recorded (a row written
+        # before stamps counted from boot is compared in its own form)
+        was = agent.pane_process.split("@", 1)[1]
+        return procs.stamp_like(pane.pid, was) != was
     return now is not None and now != agent.pane_process
 
 
