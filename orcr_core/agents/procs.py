@@ -167,25 +167,26 @@ def root(agent: Agent) -> Proc | None:
         ctime = start_of(int(pid))
     except ValueError:
         return None
-    if ctime is None or stamp_like(int(pid), started) != started:
+    if ctime is None or stamp_like(int(pid), started, ctime) != started:
         return None
     return (int(pid), ctime)
 
 
-def stamp(pid: int) -> str | None:
+def stamp(pid: int, start: float | None = None) -> str | None:
     """``pid``'s start as a row records it (``pid:<pid>@<stamp>``): ``b<seconds from
-    boot>`` where /proc tells them (:func:`start_of`), else the wall-clock start."""
-    t = start_of(pid)
+    boot>`` where /proc tells them (:func:`start_of`; ``start`` when already read),
+    else the wall-clock start."""
+    t = start_of(pid) if start is None else start
     if t is None:
         return None
     return f"b{t:.2f}" if _PROC_STAT else f"{t:.2f}"
 
 
-def stamp_like(pid: int, like: str) -> str | None:
+def stamp_like(pid: int, like: str, start: float | None = None) -> str | None:
     """``pid``'s stamp in the form of ``like``: a row written before stamps counted
     from boot holds psutil's wall-clock start (two decimals)."""
     if like.startswith("b"):
-        return stamp(pid)
+        return stamp(pid, start)
     try:
         return f"{psutil.Process(pid).create_time():.2f}"
     except (psutil.Error, ValueError):

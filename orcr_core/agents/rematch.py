@@ -30,7 +30,8 @@ log = logging.getLogger("orcr.rematch")
 
 def identity(pane: PaneInfo) -> str | None:
     """Who runs in ``pane``: ``terminal:<id>`` (herdr), ``pid:<pid>@<start>`` (tmux;
-    :func:`orcr_core.agents.procs.stamp`), or None when the multiplexer says nothing that tells processes apart."""
+    :func:`orcr_core.agents.procs.stamp`), or None when the multiplexer says nothing
+    that tells processes apart."""
     if pane.terminal_id:
         return f"terminal:{pane.terminal_id}"
     if pane.pid:
@@ -46,13 +47,14 @@ def replaced(agent: Agent, pane: PaneInfo) -> bool:
         return True
     if not agent.pane_process or pane.dead:
         return False
+    was = agent.pane_process
+    if pane.pid and was.startswith(f"pid:{pane.pid}@"):
+        # the same pid: the same process if it started when recorded, compared in the
+        # row's own form (a row written before stamps counted from boot)
+        now = procs.stamp_like(pane.pid, was.split("@", 1)[1])
+        return now is not None and f"pid:{pane.pid}@{now}" != was
     now = identity(pane)
-    if now is not None and pane.pid and agent.pane_process.startswith(f"pid:{pane.pid}@"):
-        # the same pid: the same process if it started when recorded (a row written
-        # before stamps counted from boot is compared in its own form)
-        was = agent.pane_process.split("@", 1)[1]
-        return procs.stamp_like(pane.pid, was) != was
-    return now is not None and now != agent.pane_process
+    return now is not None and now != was
 
 
 def record(agent: Agent, pane: PaneInfo) -> None:
