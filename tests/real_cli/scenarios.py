@@ -67,14 +67,22 @@ def resume_an_exited_agent(real, first_prompt: str, history_has) -> None:
     assert real.get("r/one")["exit_reason"] == "exited"
     r = real.orcr("agent", "resume", "r/one")
     assert r.stdout.split() == ["r/one", uuid]
-    real.until_status("r/one", "idle", timeout=max(90, real.idle_wait))
-    before = len(real.model.conversation())
-    real.orcr("agent", "send", "r/one", "after the resume")
-    real.wait_idle("r/one")
-    assert real.read("r/one")["text"] == "resumed answer", real.why("r/one")
-    request = real.model.conversation()[before]
-    assert request.prompt == "after the resume"
+    request = send_after_resume(real, "r/one", "after the resume")
     assert history_has(request.body, first_prompt), real.why("r/one")
+
+
+def send_after_resume(real, path: str, prompt: str):
+    """Once the resumed agent at ``path`` is idle, ``prompt`` sent to it is answered
+    "resumed answer" (the fake model's script): the model's request for it, to check
+    the history it carried."""
+    real.until_status(path, "idle", timeout=max(90, real.idle_wait))
+    before = len(real.model.conversation())
+    real.orcr("agent", "send", path, prompt)
+    real.wait_idle(path)
+    assert real.read(path)["text"] == "resumed answer", real.why(path)
+    request = real.model.conversation()[before]
+    assert request.prompt == prompt
+    return request
 
 
 def fresh_folder(real, git: bool = False) -> Path:
@@ -375,13 +383,7 @@ def sandboxed_turns(
     assert real.get("s/box")["exit_reason"] == "exited", real.why("s/box")
     r = real.orcr("agent", "resume", "s/box")
     assert r.stdout.split() == ["s/box", uuid], r.stdout
-    real.until_status("s/box", "idle", timeout=max(90, real.idle_wait))
-    before = len(real.model.conversation())
-    real.orcr("agent", "send", "s/box", "resume please")
-    real.wait_idle("s/box")
-    assert real.read("s/box")["text"] == "resumed answer", real.why("s/box")
-    request = real.model.conversation()[before]
-    assert request.prompt == "resume please"
+    request = send_after_resume(real, "s/box", "resume please")
     assert "write please" in request.user_texts, request.user_texts  # the same conversation
     a = real.get("s/box")
     assert a["sandbox"]["allow_net"] == [f"127.0.0.1:{port}"], a

@@ -49,11 +49,6 @@ def test_a_sigkill_while_an_agent_resumes_keeps_its_wait_for_the_history(real):
     real.home.start_server()
     real.until_status("r/one", "idle", timeout=max(90, real.idle_wait))
     assert not mark.exists()
-    before = len(real.model.conversation())
-    real.orcr("agent", "send", "r/one", "after the resume")
-    real.wait_idle("r/one")
-    assert real.read("r/one")["text"] == "resumed answer", real.why("r/one")
-    request = real.model.conversation()[before]
-    assert request.prompt == "after the resume"
+    request = scenarios.send_after_resume(real, "r/one", "after the resume")
     assert first in json.dumps(request.body.get("contents")), real.why("r/one")
     assert real.model.once_problems(["after the resume"]) == [], real.model.user_texts()
