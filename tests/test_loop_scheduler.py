@@ -9,6 +9,7 @@ import uuid as uuidlib
 
 import pytest
 
+from orcr_core.common import clock as _clock
 from orcr_core.loops import control, defs, runs
 from orcr_core.loops.fires import fire_due
 from orcr_core.store import db as store_db
@@ -119,6 +120,36 @@ def test_a_fire_is_decided_at_the_time_its_transaction_records_it(store):
     assert LoopRun.select().count() == 0
     ((_, data),) = _events("loop.missed")
     assert data["late_by"] == 72
+
+
+def test_a_wall_clock_jump_during_a_fire_does_not_stamp_it_late(store):
+    """The soak's seed 2803 (``once141``): the fire is decided on time, then the wall
+    clock jumps 45 s forward (a suspend, an NTP step) before its transaction writes its
+    events. Every event of the fire carries the instant it was decided, the one its
+    rows record (run ``created_at``/``started_at``, the once loop's ``ended_at``), so
+    it does not read as a missed fire replayed 45 s late. Planted: the events stamped
+    with the clock at their write (``ts`` not passed in fires.py) -> fails (45 s)."""
+    due = T0 + 60
+    loop = defs.create(dict(name="once", once_at=due, tz="UTC", argv=["/bin/true"], cwd="/"), T0)
+    fake = _clock.FakeClock(start=due + 0.004)
+
+    def decided() -> float:  # the transaction reads the clock, then it jumps
+        now = fake.time()
+        fake.set_wall(now + 45)
+        return now
+
+    with _clock.use(fake):
+        (run,) = fire_due(due, 1.0, clock=decided)
+    run = LoopRun.get_by_id(run.uuid)
+    ended = Loop.get_by_id(loop.uuid).ended_at
+    assert run.created_at == run.started_at == ended == due + 0.004
+    stamps = {e.kind: e.ts for e in Event.select().where(Event.loop == loop.uuid)}
+    assert stamps.keys() >= {"loop.fired", "run.status", "loop.ended"}
+    assert {k: round(t - due, 3) for k, t in stamps.items() if k != "loop.created"} == {
+        "loop.fired": 0.004,
+        "run.status": 0.004,
+        "loop.ended": 0.004,
+    }
 
 
 def test_a_missed_once_fire_ends_the_loop(store):

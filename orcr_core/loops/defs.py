@@ -235,12 +235,13 @@ def pause(loop: Loop) -> Loop:
     return Loop.get_by_id(loop.uuid)
 
 
-def end(loop: Loop, reason: str, now: float) -> None:
-    """Inside a transaction: the loop ends and releases its name."""
+def end(loop: Loop, reason: str, now: float, *, ts: float | None = None) -> None:
+    """Inside a transaction: the loop ends and releases its name (``ts`` stamps its
+    event, else the clock at the write)."""
     Loop.update(status="ended", end_reason=reason, ended_at=now, next_fire_at=None).where(
         Loop.uuid == loop.uuid
     ).execute()
-    events.emit("loop.ended", loop=loop.uuid, name=loop.name, reason=reason)
+    events.emit("loop.ended", loop=loop.uuid, name=loop.name, reason=reason, ts=ts)
 
 
 def missed_text(record: dict | None, tz: str) -> str | None:

@@ -25,7 +25,12 @@ def fire_due(now: float, missed_after: float, why: dict | None = None, clock=Non
     transaction, once it holds the write lock: a fire is decided at the time it is
     recorded, not at the time the tick began. A wait for a busy store, or a machine
     that slept in between, would otherwise record a fire later than ``missed_after``
-    (the soak's clock jump landing between the two: fires 62 s late)."""
+    (the soak's clock jump landing between the two: fires 62 s late). Every event the
+    transaction writes is stamped with that same instant, the one its rows record
+    (a run's ``created_at``, a once loop's ``ended_at``): a wall clock that jumps
+    forward while the transaction runs (a suspend, an NTP step) must not make a fire
+    decided on time read as one replayed late (the soak's seed 2803: ``loop.fired``
+    45 s after its due time, its run created 4 ms after it)."""
     to_start: list[LoopRun] = []
     due_loops = [
         r[0]
@@ -44,7 +49,7 @@ def fire_due(now: float, missed_after: float, why: dict | None = None, clock=Non
             if due > now:
                 continue
             if now - due > missed_after:
-                _missed(loop, due, now, why)
+                _missed(loop, due, now, why, ts=now)
                 continue
             run = _fire(loop, due, now)
             if run is not None:
@@ -53,15 +58,18 @@ def fire_due(now: float, missed_after: float, why: dict | None = None, clock=Non
                 nxt = cadence.next_fire(loop.cron, loop.tz, due)
                 Loop.update(next_fire_at=nxt).where(Loop.uuid == loop.uuid).execute()
             else:
-                defs.end(loop, "fired", now)
+                defs.end(loop, "fired", now, ts=now)
     return to_start
 
 
-def _missed(loop: Loop, due: float, now: float, why: dict | None = None) -> None:
+def _missed(
+    loop: Loop, due: float, now: float, why: dict | None = None, *, ts: float | None = None
+) -> None:
     """Inside the loop's transaction: skip fires that are too late, never replay
     them; one ``loop.missed`` row, and the loop keeps the last miss with why
     (``loop ls``, ``top``). ``why``: ``{"reason": "server_down" | "asleep" |
-    "paused" | "late", "from": ts, "to": ts}`` (the interval when known)."""
+    "paused" | "late", "from": ts, "to": ts}`` (the interval when known). ``ts`` stamps
+    its events, else the clock at the write."""
     why = dict(why or {"reason": "late"})
     if loop.cron:
         n, _first, nxt = cadence.count_between(loop.cron, loop.tz, due, now)
@@ -89,10 +97,10 @@ def _missed(loop: Loop, due: float, now: float, why: dict | None = None) -> None
         why=defs.missed_text(record, loop.tz),
     )
     if loop.cron:
-        events.emit("loop.missed", more=n >= 1000, next_fire_at=defs.iso(nxt), **data)
+        events.emit("loop.missed", more=n >= 1000, next_fire_at=defs.iso(nxt), ts=ts, **data)
     else:
-        events.emit("loop.missed", **data)
-        defs.end(loop, "missed", now)
+        events.emit("loop.missed", ts=ts, **data)
+        defs.end(loop, "missed", now, ts=ts)
 
 
 def _fire(loop: Loop, due: float, now: float) -> LoopRun | None:
@@ -115,6 +123,7 @@ def _fire(loop: Loop, due: float, now: float) -> LoopRun | None:
             due=defs.iso(due),
             active=active,
             why="at max-concurrency (overlap skip)",
+            ts=now,
         )
         return None
     held = next((r for r in pending if r.kind == "scheduled"), None)
@@ -132,9 +141,10 @@ def _fire(loop: Loop, due: float, now: float) -> LoopRun | None:
             due=defs.iso(due),
             due_at=defs.iso(min(held.due_at, due)),
             fires=held.fires + 1,
+            ts=now,
         )
         return None
-    run = runs.allocate(loop, "scheduled", due, now)
+    run = runs.allocate(loop, "scheduled", due, now, ts=now)
     events.emit(
         "loop.fired",
         loop=loop.uuid,
@@ -143,8 +153,9 @@ def _fire(loop: Loop, due: float, now: float) -> LoopRun | None:
         run_id=run.run_id,
         due=defs.iso(due),
         queued=at_cap,
+        ts=now,
     )
     if at_cap:
         return None
-    runs.set_status(run, "running", now, started_at=now)
+    runs.set_status(run, "running", now, started_at=now, ts=now)
     return run

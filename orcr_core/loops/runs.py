@@ -98,8 +98,11 @@ def new_run_id(loop: Loop) -> str:
             return rid
 
 
-def allocate(loop: Loop, kind: str, due_at: float, now: float) -> LoopRun:
-    """Inside a transaction: a pending run row."""
+def allocate(
+    loop: Loop, kind: str, due_at: float, now: float, *, ts: float | None = None
+) -> LoopRun:
+    """Inside a transaction: a pending run row (``ts`` stamps its event, else the
+    clock at the write)."""
     run = LoopRun.create(
         uuid=str(uuidlib.uuid4()),
         loop=loop.uuid,
@@ -117,14 +120,23 @@ def allocate(loop: Loop, kind: str, due_at: float, now: float) -> LoopRun:
         run_id=run.run_id,
         run_kind=kind,
         due_at=iso(due_at),
+        ts=ts,
         **{"from": None, "to": "pending"},
     )
     return run
 
 
-def set_status(run: LoopRun, to: str, now: float, note: dict | None = None, **fields) -> None:
+def set_status(
+    run: LoopRun,
+    to: str,
+    now: float,
+    note: dict | None = None,
+    *,
+    ts: float | None = None,
+    **fields,
+) -> None:
     """Inside a transaction: one status change and its event row (``note`` goes
-    into the event only)."""
+    into the event only; ``ts`` stamps it, else the clock at the write)."""
     if to in RUN_ENDED:
         fields.setdefault("ended_at", now)
     LoopRun.update(status=to, **fields).where(LoopRun.uuid == run.uuid).execute()
@@ -135,6 +147,7 @@ def set_status(run: LoopRun, to: str, now: float, note: dict | None = None, **fi
         run=run.uuid,
         run_id=run.run_id,
         **{"from": run.status, "to": to},
+        ts=ts,
         **data,
         **(note or {}),
     )
