@@ -269,6 +269,37 @@ def resume_sends(server: ServerContext) -> None:
         server.start_pipeline(row.uuid, send_job, queue_behind=True)
 
 
+def _pending(request: int | None):
+    """A send's step guard (``still``): its prompt, requested at seq ``request``, is
+    still the row's pending one. An end clears it in its own transaction
+    (lifecycle.settle_send), so a step recorded after that raises
+    :class:`~orcr_core.agents.dialogs.Canceled` and no key is sent."""
+
+    def still(agent: Agent) -> None:
+        now = Agent.get_by_id(agent.id)
+        if now.pending_prompt is None or _last_request(now) != request:
+            raise dialogs.Canceled(f"agent {now.path}: its prompt is no longer pending")
+
+    return still
+
+
+def _settled(agent: Agent, request: int | None) -> bool:
+    """Whether the prompt requested at seq ``request`` has its ``prompt.applied`` or
+    ``prompt.failed`` already (before the agent's next request, if any)."""
+    if request is None:
+        return False
+    mine = Event.agent == agent.uuid
+    where = mine & Event.kind.in_(("prompt.applied", "prompt.failed")) & (Event.seq > request)
+    later = (
+        Event.select(fn.MIN(Event.seq))
+        .where(mine & (Event.kind == "prompt.requested") & (Event.seq > request))
+        .scalar()
+    )
+    if later is not None:
+        where &= Event.seq < later
+    return Event.select().where(where).exists()
+
+
 def send_job(server: ServerContext, uuid: str) -> None:
     """Deliver the row's pending prompt exactly once (resumed from its steps after a
     crash, or by the monitor after a store error cut this job off); then
@@ -288,20 +319,25 @@ def send_job(server: ServerContext, uuid: str) -> None:
         # the prompt reaches the pane wherever it is: an answer matters more
         log.warning("agent %s: not un-parked for its prompt: %s", a.path, exc)
     try:
-        ok = _deliver_once(server, a, prompt, turn - 1, lambda: True)
+        ok = _deliver_once(server, a, prompt, turn - 1, lambda: True, still=_pending(request))
         faults.point("after_prompt")
     except (PeeweeException, sqlite3.Error):
         raise  # the store, not the pane: resumed from its steps (see above)
+    except dialogs.Canceled:
+        log.info("agent %s: its prompt is no longer pending (the agent ended): not typed", a.path)
+        return  # the end settled it (lifecycle.settle_send)
     except Exception as exc:  # noqa: BLE001 - any failure to type ends the turn
         log.warning("agent %s: prompt not delivered: %s", a.path, exc)
         if not (isinstance(exc, DriverError) and exc.code == "pane_dead"):
-            undelivered(server, a, turn - 1, exc)
+            undelivered(server, a, turn - 1, exc, request)
             return
         # the program died under the prompt: nothing was typed into a dead
         # pane, and the monitor ends the agent from its pane
         ok = False
     with db.atomic("IMMEDIATE"):
         a = Agent.get(Agent.uuid == uuid)
+        if _settled(a, request):
+            return  # the agent's end settled it meanwhile (lifecycle.settle_send)
         events.emit("prompt.applied", uuid, path=a.path, turn=turn, confirmed=ok)
         # only this prompt's: a turn set back after a loss reuses its number, and the
         # next send's prompt may be pending by now (its job queued behind this one)
@@ -309,13 +345,21 @@ def send_job(server: ServerContext, uuid: str) -> None:
             lifecycle.update(a, None, pending_prompt=None)
 
 
-def undelivered(server: ServerContext, agent: Agent, turns_before: int, exc: Exception) -> None:
+def undelivered(
+    server: ServerContext,
+    agent: Agent,
+    turns_before: int,
+    exc: Exception,
+    request: int | None = None,
+) -> None:
     """A prompt the driver could not type (an error other than a dead pane) ends
     its turn ``errored``: the agent goes back to ``idle`` at the turn count it had
     (no turn reached the program), never left ``working`` for a turn that cannot come."""
     error = f"the prompt was not delivered: {exc}"
     with db.atomic("IMMEDIATE"):
         agent = Agent.get_by_id(agent.id)
+        if _settled(agent, _last_request(agent) if request is None else request):
+            return  # the agent's end settled it meanwhile (lifecycle.settle_send)
         events.emit("prompt.failed", agent.uuid, path=agent.path, turn=agent.turn, error=error)
         if agent.status not in ("working", "idle") or agent.turn != turns_before + 1:
             return  # the agent moved on (ended, killed, sent again) meanwhile

@@ -14,7 +14,7 @@ from orcr_core.common import clock
 from orcr_core.contracts import AgentStatus as S
 from orcr_core.contracts import ExitReason
 from orcr_core.store import events
-from orcr_core.store.models import EXIT_REASONS, Agent
+from orcr_core.store.models import EXIT_REASONS, Agent, Event
 
 if TYPE_CHECKING:
     from orcr_core.server.context import ServerContext
@@ -92,10 +92,51 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
         events.emit("agent.stalled", agent.uuid, path=agent.path, stalled=False, status=to)
     if asked:
         events.emit("agent.unblocked", agent.uuid, path=agent.path, why=f"now {to}", status=to)
+    if to == S.ENDED:
+        settle_send(agent, exit_reason)
     events.emit("agent.status", agent.uuid, **payload)
     if to == S.ENDED:
         step.release(agent.uuid)  # its group, if empty (else the sweep)
     return True
+
+
+#: a send's steps that put keys into the pane (agents/delivery.py)
+TYPING = ("prompt.paste_requested", "prompt.enter_requested")
+
+
+def settle_send(agent: Agent, exit_reason: str | None) -> None:
+    """An ending row's ``agent send`` still pending is settled by the end, in its
+    transaction: its ``pending_prompt`` cleared, and its ``prompt.requested`` closed.
+
+    Nothing typed yet: ``prompt.failed`` (the prompt never reached the program). Typing
+    begun: ``prompt.applied`` with ``confirmed`` false (the program ended under it).
+    Without this, a send whose delivery job had not run (queued, or cut off by a full
+    disk) when the program exited kept its intent open for good (soak seed 2803). The
+    delivery checks, inside each step's transaction, that its prompt is still pending
+    before it types: after this, nothing is typed (agents/delivery.py)."""
+    n = (
+        Agent.update(pending_prompt=None)
+        .where((Agent.id == agent.id) & Agent.pending_prompt.is_null(False))
+        .execute()
+    )
+    if not n:
+        return
+    agent.pending_prompt = None
+    mine = Event.agent == agent.uuid
+    request = (
+        Event.select(Event.seq)
+        .where(mine & (Event.kind == "prompt.requested"))
+        .order_by(Event.seq.desc())
+        .limit(1)
+        .scalar()
+    ) or 0
+    typed = Event.select().where(mine & Event.kind.in_(TYPING) & (Event.seq > request)).exists()
+    said = {"path": agent.path, "turn": agent.turn}
+    if typed:
+        events.emit("prompt.applied", agent.uuid, **said, confirmed=False, ended=exit_reason)
+    else:
+        error = f"the prompt was not delivered: the agent ended ({exit_reason}) first"
+        events.emit("prompt.failed", agent.uuid, **said, error=error)
 
 
 def update(agent: Agent, event_kind: str | None = None, **fields) -> None:
