@@ -94,6 +94,7 @@ class Tmux:
         self.binary = binary
         self.socket = socket or "orcr"
         self.timeout = timeout
+        self._resolved: str | None = None  # the binary's path on orcr's PATH, once found
 
     @property
     def socket_flags(self) -> list[str]:
@@ -130,8 +131,13 @@ class Tmux:
         return [self.binary, *self.socket_flags, "attach-session", "-t", target]
 
     @staticmethod
-    def _env(path: str | None = None) -> dict[str, str]:
-        # Inside a user's tmux, $TMUX names *their* server; never let it leak.
+    def _env(path: str | None = None) -> dict[str, str] | None:
+        """The client's environment: orcr's own without ``$TMUX``/``$TMUX_PANE`` (inside
+        a user's tmux they name *their* server; never let it leak). None when orcr's
+        own is that already: the client inherits it, and no copy of the environment
+        is built and encoded for each of the thousands of calls (bench/lifetime.py)."""
+        if path is None and "TMUX" not in os.environ and "TMUX_PANE" not in os.environ:
+            return None
         env = dict(os.environ)
         env.pop("TMUX", None)
         env.pop("TMUX_PANE", None)
@@ -152,11 +158,12 @@ class Tmux:
         gone, so tmux can neither be reached nor started; an outage until it is
         back), ``server_not_running``, ``not_found`` (pane/window/session), ``tmux_error``.
         """
-        self.check_socket_dir()
         argv = self.argv(*commands)
-        if path is not None:
-            # Find tmux itself on orcr's PATH, not on the one handed to the pane.
-            argv[0] = shutil.which(self.binary) or self.binary
+        # tmux itself is found on orcr's PATH (never on the one handed to a pane), once:
+        # a search of every PATH directory per call was a good part of each call's CPU
+        if self._resolved is None:
+            self._resolved = shutil.which(self.binary)
+        argv[0] = self._resolved or self.binary
         try:
             proc = subprocess.run(
                 argv,
@@ -167,6 +174,8 @@ class Tmux:
                 check=False,
             )
         except FileNotFoundError as exc:
+            self._resolved = None  # moved or removed: looked for again next time
+            self.check_socket_dir()
             raise self._not_found() from exc
         except subprocess.TimeoutExpired as exc:
             raise DriverError(
@@ -176,6 +185,9 @@ class Tmux:
             ) from exc
         out = proc.stdout.decode("utf-8", "replace")
         if proc.returncode != 0:
+            # a socket path whose directory is gone is why tmux failed (it can neither
+            # be reached nor started there): checked on failure, not before each call
+            self.check_socket_dir()
             err = proc.stderr.decode("utf-8", "replace").strip()
             name = commands[0][0] if commands else ""
             raise TmuxError(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from orcr_tmux.driver import safe_argv
 from orcr_tmux.keys import tmux_key
@@ -126,3 +128,20 @@ def test_the_default_socket_is_this_instances_own(tmp_path, monkeypatch):
     monkeypatch.delenv("ORCR_HOME")
     assert socket() == "orcr"
     assert socket(socket="shared") == "shared"
+
+
+def test_the_clients_environment_never_carries_the_users_tmux(monkeypatch):
+    """Without ``$TMUX``/``$TMUX_PANE`` a client inherits orcr's environment as it is
+    (None: no copy built per call); with either, a copy without both; a pane's PATH
+    always gets a copy. Planted: ``_env`` returning None whenever ``path`` is None ->
+    fails (the user's ``$TMUX`` reaches the client)."""
+    monkeypatch.delenv("TMUX", raising=False)
+    monkeypatch.delenv("TMUX_PANE", raising=False)
+    assert Tmux._env() is None
+    assert Tmux._env("/p")["PATH"] == "/p"
+    for name in ("TMUX", "TMUX_PANE"):
+        monkeypatch.setenv(name, "/tmp/tmux-1/default,1,0")
+        env = Tmux._env()
+        assert env is not None and "TMUX" not in env and "TMUX_PANE" not in env
+        assert env["PATH"] == os.environ["PATH"]
+        monkeypatch.delenv(name)
