@@ -18,6 +18,7 @@ from orcr_core.contracts import (
     PaneEvents,
     PaneProcesses,
     Parking,
+    ProgramProcess,
     SplitPrompt,
 )
 from orcr_core.pm.drivers import availability
@@ -35,6 +36,8 @@ def test_each_bundled_driver_has_the_capabilities_it_implements():
         "Parking",
         "PaneProcesses",
     ]
+    # tmux runs the argv itself; herdr's pane process is its shell, not the program
+    assert issubclass(TmuxDriver, ProgramProcess) and not issubclass(HerdrDriver, ProgramProcess)
 
 
 def test_half_a_capability_is_none_of_it():

@@ -392,3 +392,63 @@ def test_wait_ready_reads_a_slow_screen_less_and_less_often(monkeypatch):
     assert reads[-1] < 5.3, "drawn at 5 s, seen within one longest pause"
     assert len(reads) <= 30, len(reads)
     assert reads[1] - reads[0] == dialogs.READ_EVERY[0]
+
+
+def test_wait_ready_reads_a_blank_screen_when_the_program_wrote(monkeypatch):
+    """With the program's pid known (``ProgramProcess``), a blank screen is read again
+    when the program wrote (``/proc/<pid>/io``), else once a second: a TUI drawing at
+    5 s costs a handful of multiplexer round trips, and is seen within one pause; one
+    that draws through a child (its own writes never change) within QUIET_READ. Virtual
+    time. Planted: FirstDraw ignoring the pid (reads at every pause) -> 24 reads -> fails."""
+    from types import SimpleNamespace
+
+    from orcr_core.agents import dialogs
+
+    now = [0.0]
+    clock = SimpleNamespace(
+        monotonic=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)
+    )
+    monkeypatch.setattr(dialogs, "time", clock)
+    for child_draws in (False, True):
+        now[0], reads = 0.0, []
+        monkeypatch.setattr(
+            dialogs.procs,
+            "written",
+            lambda pid, c=child_draws: 0 if c or now[0] < 5.0 else 120,
+        )
+
+        def read(pane, reads=reads):
+            reads.append(now[0])
+            return "> " if now[0] >= 5.0 else ""
+
+        driver = SimpleNamespace(read=read, program_pid=lambda pane: 4242)
+        dialogs.wait_ready(driver, pane=None)
+        limit = 5.0 + (dialogs.QUIET_READ if child_draws else dialogs.READ_EVERY[1])
+        assert reads[-1] <= limit + 0.01, (child_draws, reads)
+        assert len(reads) <= 12, (child_draws, len(reads), reads)
+
+
+def test_written_counts_what_a_process_wrote():
+    """``procs.written`` is the process's ``wchar``: it grows by what it wrote to a
+    pipe (a terminal's the same), and is None once the process is gone."""
+    import subprocess
+    import sys
+
+    from orcr_core.agents import procs
+
+    p = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.readline(); print('x' * 99, flush=True); "
+         "sys.stdin.readline()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        before = procs.written(p.pid)
+        assert before is not None
+        p.stdin.write(b"\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == b"x" * 99 + b"\n"
+        assert procs.written(p.pid) - before >= 100
+    finally:
+        p.stdin.close()
+        p.wait(10)
+    assert procs.written(p.pid) is None

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from peewee import fn
 
-from orcr_core.agents import lifecycle
-from orcr_core.contracts import DriverError, PaneRef
+from orcr_core.agents import lifecycle, procs
+from orcr_core.contracts import DriverError, PaneRef, ProgramProcess
 from orcr_core.store import events
 from orcr_core.store.models import Agent, Event, db
 
@@ -83,14 +83,20 @@ def await_input(server: ServerContext, agent: Agent, provider, spec, pane: PaneR
     presses: dict[str | None, int] = {}
     seen: set[str | None] = set()
     answered = answered_since_start(agent)
+    draw = FirstDraw(driver, pane)
+    blank = True
     while True:
-        try:
-            screen = driver.read(pane)
-        except DriverError as exc:
-            if exc.code in ("pane_not_found", "not_found"):
-                return True  # its program exited: delivery says so
-            raise
-        if not screen.strip():
+        if blank and not draw.due():
+            screen = ""  # nothing written since a read found the screen blank
+        else:
+            try:
+                screen = driver.read(pane)
+            except DriverError as exc:
+                if exc.code in ("pane_not_found", "not_found"):
+                    return True  # its program exited: delivery says so
+                raise
+        blank = not screen.strip()
+        if blank:
             # nothing drawn yet: the wait for a screen it does not know starts at the
             # first draw (OpenCode under load draws nothing for tens of seconds, and a
             # prompt typed before it takes input is lost); the stuck-start guard
@@ -218,6 +224,47 @@ def _unblock(agent: Agent) -> None:
 
 #: the first and the longest pause between two screen reads of :func:`wait_ready`
 READ_EVERY = (0.05, 0.25)
+#: seconds after the program's last write during which its screen is read at every
+#: pause (the multiplexer may not have drawn yet what was just written)
+ACTIVE = 0.3
+#: seconds between two reads of a blank screen whose program wrote nothing meanwhile
+#: (a program drawing through a child of its own is still seen, this late at worst)
+QUIET_READ = 1.0
+
+
+class FirstDraw:
+    """Whether a read of a new TUI's blank screen can find something new.
+
+    Each read is a multiplexer round trip (a tmux client process: most of a start's
+    server CPU, bench/lifetime.py), and a TUI slow to start on a busy machine draws
+    nothing for seconds. A driver that knows the program's pid (:class:`ProgramProcess`)
+    lets orcr watch what the program wrote (``/proc/<pid>/io``, a read of a few
+    microseconds): the screen is read while the program writes, and after
+    :data:`QUIET_READ` of silence; without a pid to watch, at every call."""
+
+    def __init__(self, driver, pane: PaneRef) -> None:
+        self._pid = None
+        if isinstance(driver, ProgramProcess):
+            try:
+                pid = driver.program_pid(pane)
+            except DriverError:
+                pid = None
+            if pid and procs.written(pid) is not None:
+                self._pid = pid
+        self._seen: int | None = None
+        self._wrote = self._read = float("-inf")
+
+    def due(self) -> bool:
+        if self._pid is None:
+            return True
+        now = time.monotonic()
+        count = procs.written(self._pid)
+        if count is None or count != self._seen:  # wrote (or gone: read, see why)
+            self._seen, self._wrote = count, now
+        if now - self._wrote < ACTIVE or now - self._read >= QUIET_READ:
+            self._read = now
+            return True
+        return False
 
 
 def wait_ready(driver, pane: PaneRef) -> None:
@@ -225,12 +272,14 @@ def wait_ready(driver, pane: PaneRef) -> None:
 
     Each read is a multiplexer round trip (a tmux subprocess): the pause between
     reads grows from 0.05 s to 0.25 s, so a program slow to draw on a busy machine
-    costs a few reads, not one every 50 ms (bench/lifetime.py)."""
+    costs a few reads, not one every 50 ms (bench/lifetime.py); a program orcr can
+    watch (:class:`FirstDraw`) is read only when it wrote, or after a second of silence."""
     deadline = time.monotonic() + READY_WAIT
     pause = READ_EVERY[0]
+    draw = FirstDraw(driver, pane)
     while time.monotonic() < deadline:
         try:
-            if driver.read(pane).strip():
+            if draw.due() and driver.read(pane).strip():
                 time.sleep(SETTLE)
                 return
         except DriverError as exc:

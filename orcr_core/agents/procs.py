@@ -109,6 +109,19 @@ def start_of(pid: int) -> float | None:
         return None
 
 
+def written(pid: int) -> int | None:
+    """The bytes process ``pid`` has written so far (``wchar`` of ``/proc/<pid>/io``,
+    a terminal's included); None when it is gone or this cannot be read."""
+    try:
+        with open(f"/proc/{pid}/io", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"wchar:"):
+                    return int(line[6:])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def _children_map() -> dict[int, list[int]]:
     """Every process's children, from one pass over the process table.
 

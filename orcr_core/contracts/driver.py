@@ -231,6 +231,16 @@ class PaneProcesses(Protocol):
 
 
 @runtime_checkable
+class ProgramProcess(Protocol):
+    """The pid of the agent's program itself, no shell between (tmux runs the argv in
+    its pane; None: unknown). Before a new TUI's first draw orcr watches that process's
+    writes (``/proc/<pid>/io``) and reads its screen through the multiplexer when it
+    wrote, not every 50-250 ms (agents/dialogs.py). Without it orcr reads at that pace."""
+
+    def program_pid(self, pane: PaneRef) -> int | None: ...
+
+
+@runtime_checkable
 class NativeResume(Protocol):
     """A multiplexer that restores agents itself (herdr 0.9; agents/native.py):
     ``report_resume`` gives it the command resuming the agent (True: orcr's report now

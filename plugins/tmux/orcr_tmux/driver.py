@@ -359,6 +359,10 @@ class TmuxDriver:
         """The pid of the pane's process (``#{pane_pid}``); None when the pane is gone."""
         return self._panes.pane_pid(pane)
 
+    def program_pid(self, pane: PaneRef) -> int | None:
+        """The agent's program itself: tmux runs the argv in the pane with no shell."""
+        return self._panes.pane_pid(pane)
+
     def events(
         self,
         stop: threading.Event | None = None,
