@@ -1,14 +1,22 @@
 """``OrcrHome``'s shortcuts (orcr_testing/home.py) keep the CLI's meaning: ``get`` and
 ``status`` answer what ``agent get --json`` and ``server status --json`` print, and
-``reap`` ends exactly the processes under the home."""
+``reap`` ends exactly the processes under the home, found in the test's freezer
+cgroup where there is one (orcr_testing/procgroup.py), else by a ``/proc`` walk."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
+from orcr_testing import home as home_mod
+from orcr_testing import procgroup
 from orcr_testing.home import processes_under
+
+from orcr_core.kit.testing import until
 
 
 def test_get_and_status_through_the_sdk_are_what_the_cli_prints(server):
@@ -36,9 +44,11 @@ def test_get_without_a_server_is_the_cli_with_its_error(orcr_home):
         raise AssertionError("get of a missing agent returned")
 
 
-def test_reap_ends_the_processes_under_the_home_and_only_those(orcr_home, short_tmp):
-    """Planted: the match without the trailing NUL (a home whose path is a prefix of
+def test_reap_ends_the_processes_under_the_home_and_only_those(orcr_home, monkeypatch):
+    """The fallback without a test group (not root, cgroup v2 only): the ``/proc`` walk.
+    Planted: the match without the trailing NUL (a home whose path is a prefix of
     another's matched too) -> fails."""
+    monkeypatch.setattr(orcr_home, "group", None)
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     mine = subprocess.Popen(sleeper, env=orcr_home.env, start_new_session=True)
     other = subprocess.Popen(
@@ -51,3 +61,89 @@ def test_reap_ends_the_processes_under_the_home_and_only_those(orcr_home, short_
     finally:
         other.kill()
         other.wait()
+
+
+#: a daemon as tmux's server is one: fork, setsid, fork again, the middle ones exit at
+#: once (the test's child is gone, the daemon is init's), then its pid in argv[1]
+DAEMON = r"""
+import os, sys, time
+if os.fork():
+    os._exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+with open(sys.argv[1] + ".tmp", "w") as fh:
+    fh.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(120)
+"""
+
+needs_freezer = pytest.mark.skipif(
+    not os.access(procgroup.ROOT / "cgroup.procs", os.W_OK),
+    reason="no writable cgroup v1 freezer hierarchy (not root, or cgroup v2 only): "
+    "reap walks /proc there, as test_reap_ends_the_processes_under_the_home_... shows",
+)
+
+
+def _daemon(env: dict, pidfile: Path) -> int:
+    subprocess.run([sys.executable, "-c", DAEMON, str(pidfile)], env=env, check=True)
+    return until(lambda: pidfile.exists() and int(pidfile.read_text()), 10, what="the daemon")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in "ZX"  # dead, or a zombie
+    except FileNotFoundError:
+        return True
+
+
+@needs_freezer
+def test_reap_finds_a_detached_daemon_in_the_test_group_without_walking_proc(
+    orcr_home, short_tmp, monkeypatch
+):
+    """A double-forked, setsid'd daemon under the home (as tmux's server is) is in the
+    test's freezer group and ``reap`` kills it with no ``/proc`` walk; one in the same
+    group without this ORCR_HOME (a session's PostgreSQL, say) is left alone.
+    Planted: ``members`` reading the root freezer group's ``cgroup.procs`` (where
+    the worker came from) -> fails (the whole machine, the daemons not in it);
+    ``members`` reading ``orcr-tests/`` (the folder above the group) -> fails (the
+    daemons not found); ``enter`` not moving the worker into the group -> fails (the
+    worker not in it); ``of_home`` matching every member -> fails (two killed, the
+    other daemon too); the fixture not handing the group to ``OrcrHome`` -> fails
+    (group None)."""
+    group = orcr_home.group
+    assert group is not None and procgroup.current() == group.path
+    mine = _daemon(orcr_home.env, short_tmp / "mine.pid")
+    other_env = {k: v for k, v in orcr_home.env.items() if k != "ORCR_HOME"}
+    other = _daemon(other_env, short_tmp / "other.pid")
+    try:
+        assert {mine, other} <= set(group.members())
+
+        def walk(home):
+            raise AssertionError("reap walked /proc")
+
+        monkeypatch.setattr(home_mod, "processes_under", walk)
+        assert len(orcr_home.reap()) == 1
+        until(lambda: _gone(mine), 10, what="the daemon to die")
+        assert not _gone(other)
+    finally:
+        for pid in (mine, other):
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+
+
+@needs_freezer
+def test_a_test_group_holds_the_worker_until_it_leaves():
+    """``enter`` moves the worker into a fresh group under where it was; ``leave`` moves
+    it back and removes the group. Planted: ``leave`` not writing the worker back ->
+    fails (still in the group, which stays: EBUSY); ``members`` reading the root group
+    -> fails (not empty)."""
+    before = procgroup.current()
+    group = procgroup.enter()
+    assert group is not None and group.path.parent == before / procgroup.PARENT
+    assert procgroup.current() == group.path and group.members() == []
+    group.leave()
+    assert procgroup.current() == before and not group.path.exists()

@@ -10,24 +10,33 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from orcr_core.kit.testing import until
+from orcr_testing.procgroup import TestGroup
 
 
 def processes_under(home: Path) -> list[tuple[int, str]]:
     """``(pid, name)`` of every process but this one whose environment has
-    ``ORCR_HOME=home``: read raw from ``/proc/PID/environ``, unparsed."""
-    needle, me, found = f"ORCR_HOME={home}\0".encode(), os.getpid(), []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
+    ``ORCR_HOME=home``: read raw from ``/proc/PID/environ``, unparsed. The walk over the
+    whole machine that :meth:`OrcrHome.reap` falls back to without a test group."""
+    me = os.getpid()
+    pids = (int(e.name) for e in os.scandir("/proc") if e.name.isdigit())
+    return of_home((pid for pid in pids if pid != me), home)
+
+
+def of_home(pids: Iterable[int], home: Path) -> list[tuple[int, str]]:
+    """``(pid, name)`` of those of ``pids`` whose environment has ``ORCR_HOME=home``
+    (the whole variable: a home whose path starts with this one's is another)."""
+    needle, found = f"ORCR_HOME={home}\0".encode(), []
+    for pid in pids:
         try:
-            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
                 environ = fh.read()
             if b"\0" + needle in environ or environ.startswith(needle):
-                with open(f"/proc/{entry.name}/comm") as fh:
-                    found.append((int(entry.name), fh.read().strip()))
+                with open(f"/proc/{pid}/comm") as fh:
+                    found.append((pid, fh.read().strip()))
         except OSError:
             continue
     return found
@@ -36,10 +45,13 @@ def processes_under(home: Path) -> list[tuple[int, str]]:
 class OrcrHome:
     """A private orcr installation: env, config, server process, CLI runner."""
 
-    def __init__(self, path: Path, env: dict):
+    def __init__(self, path: Path, env: dict, group: TestGroup | None = None):
         self.path = path
         self.env = env
         self.proc: subprocess.Popen | None = None
+        #: the test's freezer cgroup (orcr_testing.procgroup), where ``reap`` looks;
+        #: None: it walks ``/proc``
+        self.group = group
 
     @property
     def socket(self) -> Path:
@@ -121,14 +133,24 @@ class OrcrHome:
         """End whatever still runs under this home once the test is over: a server a CLI
         verb autostarted, the tmux server it started, their panes. Found by ORCR_HOME in
         their environment; returns what it killed (so a test run leaves nothing behind).
-        One pass over ``/proc`` reading raw environments (psutil parsed every process's
-        whole environment, twice a test); another only while a pass found something, for
-        what a dying process started."""
+
+        Where to look: the test's freezer cgroup (``self.group``, orcr_testing.procgroup),
+        which every process the test started is in, however it detached (double fork,
+        setsid, a ceiling's memory/pids/cpu cgroup): only its members' environments are
+        read, and one without this ``ORCR_HOME`` (a session's PostgreSQL cluster that
+        started during the test) is left alone, as before. Without a group (not root,
+        no cgroup v1 freezer hierarchy) it walks every process in ``/proc``
+        (:func:`processes_under`), reading raw environments. Another pass only while a
+        pass found something, for what a dying process started."""
         killed: dict[int, str] = {}
-        for _ in range(3):
+        for _ in range(3 if self.group is None else 10):
             # A process SIGKILLed in one pass can still be in /proc (dying) in the next:
             # only a pid not yet killed counts, or one kill was counted two or three times.
-            found = [(pid, name) for pid, name in processes_under(self.path) if pid not in killed]
+            if self.group is None:
+                under = processes_under(self.path)
+            else:
+                under = of_home(self.group.members(), self.path)
+            found = [(pid, name) for pid, name in under if pid not in killed]
             for pid, name in found:
                 try:
                     os.kill(pid, signal.SIGKILL)

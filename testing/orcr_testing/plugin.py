@@ -13,7 +13,8 @@ Fixtures:
 * ``orcr_home``: a private ``ORCR_HOME`` (:class:`~orcr_testing.home.OrcrHome`) on the
   echo test driver (``orcr_testing/plugins/orcr_test_driver.py``); the server is
   started by the test. ``orcr_plugin_paths`` (override it) adds folders to the
-  ``PYTHONPATH`` its processes get, for a project's own test plugins.
+  ``PYTHONPATH`` its processes get, for a project's own test plugins. Its teardown
+  kills what the test left running under the home (``OrcrHome.reap``).
 * ``server``: ``orcr_home`` with its server running.
 * ``live``: ``orcr_home`` on a real multiplexer, parametrised: tmux and the herdr
   emulator as herdr 0.9.3; tests marked ``herdr_08`` also as herdr 0.8.
@@ -35,6 +36,7 @@ import pytest
 # (an entry point's package is rewritten by pytest; a conftest's pytest_plugins is not)
 pytest.register_assert_rewrite("orcr_testing.conformance")
 
+from orcr_testing import procgroup  # noqa: E402
 from orcr_testing.home import OrcrHome  # noqa: E402
 from orcr_testing.mux import Mux  # noqa: E402
 
@@ -49,6 +51,10 @@ LOCAL_ZONES = ("Pacific/Auckland", "America/Los_Angeles")
 #: ``live``'s multiplexers: tmux, the herdr emulator as herdr 0.9.3 (protocol 22) and,
 #: for tests marked ``herdr_08``, as herdr 0.8 (protocol 20)
 LIVE_MUXES = {"tmux": ("tmux", None), "herdr": ("herdr", 22), "herdr08": ("herdr", 20)}
+
+
+def pytest_sessionfinish(session):
+    procgroup.sweep()  # the tests' empty freezer groups a process kept until now
 
 
 def pytest_configure(config):
@@ -92,7 +98,10 @@ def orcr_plugin_paths() -> list[Path]:
 
 @pytest.fixture
 def orcr_home(short_tmp, monkeypatch, orcr_plugin_paths):
-    """A private ORCR_HOME using the test driver; the server is started by the test."""
+    """A private ORCR_HOME using the test driver; the server is started by the test.
+    As root on a machine with a cgroup v1 freezer hierarchy the test process moves into
+    a freezer group of its own for the test (orcr_testing.procgroup), where teardown's
+    ``reap`` finds what the test left running; elsewhere ``reap`` walks ``/proc``."""
     home = short_tmp / "h"
     home.mkdir()
     env = dict(os.environ)
@@ -114,13 +123,18 @@ def orcr_home(short_tmp, monkeypatch, orcr_plugin_paths):
     monkeypatch.setenv("ORCR_HOME", str(home))
     monkeypatch.delenv("ORCR_PATH", raising=False)
     monkeypatch.delenv("ORCR_SOCKET", raising=False)
-    h = OrcrHome(home, env)
+    group = procgroup.enter()  # from here on, what the test starts is in its group
+    h = OrcrHome(home, env, group)
     h.config('[driver]\nname = "test"\n[timings]\npoll_every = "50ms"\nprompt_confirm = "200ms"\n')
     yield h
-    h.stop_server()
-    h.kill_server()
-    h.reap()
-    _drop_ceiling_groups()
+    try:
+        h.stop_server()
+        h.kill_server()
+        h.reap()
+        _drop_ceiling_groups()
+    finally:
+        if group is not None:
+            group.leave()
 
 
 def _drop_ceiling_groups() -> None:
@@ -177,7 +191,7 @@ def twin(live, short_tmp):
     (the socket is set explicitly in both configs, so they share it on purpose)."""
     home = short_tmp / "h2"
     home.mkdir()
-    h = OrcrHome(home, dict(live.env, ORCR_HOME=str(home)))
+    h = OrcrHome(home, dict(live.env, ORCR_HOME=str(home)), live.group)
     h.mux = live.mux
     h.config(live.mux.config() + '[timings]\npoll_every = "50ms"\n')
     yield h
