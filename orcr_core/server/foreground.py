@@ -7,8 +7,12 @@ import logging
 import os
 
 from orcr_core import dirs
-from orcr_core.server.app import AlreadyRunning, Server
-from orcr_core.store import health
+from orcr_core.store.lean import import_peewee
+
+import_peewee()  # first, so that no import below pulls psycopg in (store/lean.py)
+
+from orcr_core.server.app import AlreadyRunning, Server  # noqa: E402
+from orcr_core.store import health  # noqa: E402
 
 log = logging.getLogger("orcr.server")
 

@@ -107,6 +107,25 @@ def test_a_claim_is_reaped_on_a_stale_heartbeat_only(pq):
     assert pq.moves.reap(stale=60) == [("a", "doing", "todo")]
 
 
+def test_a_queue_opens_where_peewee_was_imported_without_psycopg(pg_url):
+    """A server imports peewee with psycopg kept out (orcr_core/store/lean.py); a
+    PostgreSQL queue opened in such a process still connects and commits.
+
+    Planted: ``_database`` without ``arm_psycopg()`` -> fails (psycopg driver not found)."""
+    code = (
+        "import sys\n"
+        "from orcr_core.store.lean import import_peewee\n"
+        "import_peewee()\n"
+        "assert 'psycopg' not in sys.modules\n"
+        "from orcr_tasks.pg import PgQueue\n"
+        f"q = PgQueue.init({pg_url!r})\n"
+        "with q.db.atomic():\n"
+        "    print(q.db.execute_sql('SELECT 41 + 1').fetchone()[0])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "42", r.stderr
+
+
 def test_the_cli_loads_no_database_driver_for_a_file_queue(short_tmp):
     probe = (
         "import sys, runpy\n"

@@ -47,6 +47,9 @@ def _database(conninfo: str):
         raise QueueError(DRIVER_HINT) from None
     from peewee import PostgresqlDatabase
 
+    from orcr_core.store.lean import arm_psycopg
+
+    arm_psycopg()  # peewee may have been imported without it (a server: store/lean.py)
     return PostgresqlDatabase(conninfo, prefer_psycopg3=True, autoconnect=True)
 
 
