@@ -342,3 +342,23 @@ def test_systemd_at_its_tasks_max_reads_as_process_ceiling_reached(tmp_path, mon
         proc.kill()
         proc.wait()
         h.backend.drop_all()
+
+
+def test_refused_reads_what_usage_reports_for_pids(harness):
+    """``refused`` (one file, asked of every live agent each reconciliation) is
+    ``usage()["pids"]["refused"]``: a count once forks were refused; None on systemd.
+
+    Planted: v1/v2 ``refused`` reading the ``max`` key of the wrong file -> fails."""
+    h, b = harness, harness.backend
+    uuid = str(uuidlib.uuid4())
+    b.ensure_fleet(None)
+    b.create(uuid, Limits(pids_max=3))
+    argv = ["sh", "-c", "sleep 30 & sleep 30 & sleep 30 & sleep 30 & wait"]
+    _launch(h, uuid, argv)
+    if isinstance(h, _V2):
+        h.fs.refuse_fork(b.group(uuid))  # the mimic counts what the kernel would
+    if isinstance(h, _Systemd):
+        assert b.refused(uuid) is None and b.usage(uuid)["pids"]["refused"] is None
+        return
+    until(lambda: (b.refused(uuid) or 0) >= 1, 10, "a refused fork")
+    assert b.refused(uuid) == b.usage(uuid)["pids"]["refused"]

@@ -147,17 +147,22 @@ def report_refusals() -> int:
     live agent whose pids ceiling refused forks since the last look; how many. Run by
     the reconciliation pass; after a server restart each such agent is reported once
     more (the count is read from the kernel, the last report is not kept)."""
-    if ceilings.current().backend is None:
+    backend = ceilings.current().backend
+    if backend is None:
         return 0
     from orcr_core.store import events
     from orcr_core.store.models import LIVE, Agent, db
 
     seen: dict[str, int] = {}
     for a in Agent.select(Agent.uuid, Agent.path).where(Agent.status.in_(LIVE)):
-        p = (usage(a.uuid) or {}).get("pids") or {}
-        refused = p.get("refused") or 0
+        try:  # one file per agent: the whole usage() only for one that was refused
+            refused = backend.refused(a.uuid) or 0
+        except OSError:
+            refused = 0
         seen[a.uuid] = max(refused, _refused.get(a.uuid, 0))
         if refused > _refused.get(a.uuid, 0):
+            p = (usage(a.uuid) or {}).get("pids") or {}
+            refused = max(refused, p.get("refused") or 0)
             with db.atomic("IMMEDIATE"):
                 events.emit(
                     "agent.pids_refused",

@@ -183,6 +183,10 @@ class SystemdScopes:
             "oom_kills": 1 if s.get("Result") == "oom-kill" else 0,
         }
 
+    def refused(self, uuid: str) -> int | None:
+        """systemd keeps no count of refused forks (see :meth:`usage`)."""
+        return None
+
     def oom(self, uuid: str) -> dict | None:
         """The scope's ``Result=oom-kill`` as the verdict (systemd names no victim)."""
         from orcr_core.ceilings.v1 import oom_report

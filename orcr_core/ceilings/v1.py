@@ -30,6 +30,8 @@ import signal
 import sys
 from pathlib import Path
 
+from orcr_core.ceilings.cgroupfs import keyed
+
 ROOT = Path(os.environ.get("ORCR_CGROUP_V1_ROOT", "/sys/fs/cgroup"))
 CONTROLLERS = ("memory", "pids", "cpu")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -147,6 +149,12 @@ class CgroupV1:
             },
             "oom_kills": _keyed(mem / "memory.oom_control", "oom_kill"),
         }
+
+    def refused(self, uuid: str) -> int | None:
+        """Forks the agent's pids ceiling refused: ``usage()["pids"]["refused"]``, one
+        file read (the reconciliation pass asks it of every live agent)."""
+        text = _read(self.group("pids", uuid) / "pids.events")
+        return None if text is None else keyed(text, "max")
 
     def oom(self, uuid: str) -> dict | None:
         """What the kernel did at the agent's ceiling: None when it killed nothing."""

@@ -179,6 +179,12 @@ class CgroupV2:
             "oom_kills": keyed(self._read(g, "memory.events"), "oom_kill"),
         }
 
+    def refused(self, uuid: str) -> int | None:
+        """Forks the agent's pids ceiling refused: ``usage()["pids"]["refused"]``, one
+        file read (the reconciliation pass asks it of every live agent)."""
+        text = self._read(self.group(uuid), "pids.events")
+        return None if text is None else keyed(text, "max")
+
     def _read(self, group: str, file: str) -> str | None:
         try:
             return self.fs.read(group, file)

@@ -8,8 +8,6 @@ import json
 import shutil
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 TIMEOUT = 10.0  # seconds for one delivery attempt
 
@@ -76,6 +74,11 @@ class Webhook:
         return json.dumps(note).encode(), {**headers, "Content-Type": "application/json"}
 
     def send(self, note: dict) -> str:
+        # here, not at the top: urllib.request pulls http.client and ssl (~1.3 MiB of
+        # an idle server's memory, bench/idle.py) into every server, webhook or not
+        import urllib.error
+        import urllib.request
+
         data, headers = self.body(note)
         req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
         try:
