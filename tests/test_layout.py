@@ -45,6 +45,8 @@ INTERNAL_USES = {
     "crash tests SIGKILL at (docs/internals.md, Fault injection)",
     ("orcr_tasks", "orcr_core.notify.notices"): "the durable notices orcr tasks writes for "
     "the server's notifications (a task parked or failed)",
+    ("orcr_tasks", "orcr_core.store.lean"): "arm_psycopg: a process that imported peewee "
+    "without its PostgreSQL driver (the server) gets it back before a queue opens",
     ("orcr_gemini", "orcr_core.store.durable"): "fsync_dir, for the settings file it "
     "writes for a Gemini CLI agent",
     ("orcr_testing", "orcr_core.ceilings.v1"): "the orcr_home fixture drops its test "
