@@ -147,3 +147,41 @@ def test_a_test_group_holds_the_worker_until_it_leaves():
     assert procgroup.current() == group.path and group.members() == []
     group.leave()
     assert procgroup.current() == before and not group.path.exists()
+
+
+def test_start_server_waits_for_its_own_server_not_a_stale_listener(orcr_home):
+    """A server SIGKILLed while it forks leaves the child, until its exec, holding the
+    listening socket: a connect succeeds with no server behind it. Played here by a
+    listener that closes at the first connection (the child's exec): ``start_server``
+    must return only once the server it started listens, so the next call finds it.
+
+    Planted: ``wait_socket`` returning at the first successful connect (as before) ->
+    fails with "no orcr server at ..." (the rerun of
+    ``test_resume_crash[after_start]``)."""
+    import select
+    import socket
+    import threading
+
+    path = orcr_home.socket
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(path))
+    stale.listen(8)
+    wake_r, wake_w = os.pipe()
+
+    def exec_after_first_connect() -> None:
+        select.select([stale, wake_r], [], [], 60)
+        stale.close()  # the child's exec closes its copy: nothing listens there any more
+
+    child = threading.Thread(target=exec_after_first_connect)
+    child.start()
+    try:
+        orcr_home.start_server()
+        child.join(0.5)  # what a connect to the stale socket set off is over
+        with orcr_home.sdk() as o:
+            assert o.status()["pid"] == orcr_home.proc.pid
+    finally:
+        os.write(wake_w, b"x")
+        child.join()
+        os.close(wake_r)
+        os.close(wake_w)

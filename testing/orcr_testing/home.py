@@ -42,6 +42,15 @@ def of_home(pids: Iterable[int], home: Path) -> list[tuple[int, str]]:
     return found
 
 
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not: its fds are closed)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 class OrcrHome:
     """A private orcr installation: env, config, server process, CLI runner."""
 
@@ -87,18 +96,33 @@ class OrcrHome:
         )
 
     def wait_socket(self, timeout: float = 15.0) -> None:
+        """Wait until a live server listens: the lock file names a running process as
+        listening, and the socket accepts (the server ``proc`` started, or one that
+        already ran here: then ``proc`` exits, as before).
+
+        A connect alone proves nothing: a server SIGKILLed while it forks (its loop
+        spares, right after it starts) leaves the child, between fork and exec, holding
+        a copy of its listening socket and its lock; on a loaded machine that lasts long
+        enough for a connect to succeed with no server behind it, and the next call then
+        found none ("no orcr server at ...": test_resume_crash, test_watch_restart)."""
+        from orcr_core.server import lockfile
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"server exited {self.proc.returncode}: {self.server_log()}")
-            s = socket.socket(socket.AF_UNIX)
-            try:
-                s.connect(str(self.socket))
-                return
-            except OSError:
-                time.sleep(0.02)
-            finally:
-                s.close()
+            held = lockfile.holder(self.path / "run" / "server.lock")
+            if held is not None and held.listening and held.pid and _alive(held.pid):
+                s = socket.socket(socket.AF_UNIX)
+                s.settimeout(5)
+                try:
+                    s.connect(str(self.socket))
+                    return
+                except OSError:
+                    pass
+                finally:
+                    s.close()
+            time.sleep(0.02)
         raise TimeoutError(f"server socket did not appear: {self.server_log()}")
 
     def events(self, agent: str | None = None) -> list[dict]:
