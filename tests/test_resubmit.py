@@ -102,12 +102,32 @@ def test_a_prompt_whose_enter_was_lost_is_submitted_again(live, short_tmp):
     assert [d["confirmed"] for d in _events(live, uuid, "prompt.applied")] == [True]
 
 
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_a_tui_that_reads_paste_and_enter_at_once_gets_its_enter_again(live, short_tmp):
+    """A TUI descheduled on a loaded machine (``--fake-input-lag``) has not read the
+    paste when Enter comes; it then reads both at once and takes the Enter for the
+    paste's (the prompt stays in its composer). orcr's first look after the Enter saw
+    the composer still empty, not yet redrawn, and took that for the prompt having left
+    it: no Enter again, the agent ``working`` with no turn for good (one of the 24 in
+    ``test_codex_same_prompt``, which then waited for its notify until the timeout).
+    Planted: no look before the Enter and a composer without the prompt always taken
+    for a landed Enter (the rule before) -> fails (not idle in 60 s)."""
+    configure(live, short_tmp, codex=["--fake-input-lag", "4"])
+    live.start_server()
+    uuid = run_agent(live, "codex", "r/lag", "lagged input", cwd=short_tmp)
+    wait_idle(live, "r/lag", timeout=60)
+    assert live.run("agent", "read", "r/lag", check=True).stdout == "lagged input\n"
+    assert [d["confirmed"] for d in _events(live, uuid, "prompt.applied")] == [True]
+
+
 class _Config:
     def duration(self, key: str) -> float:
         return 0.2  # prompt_confirm: a settle of 0.2 s times the load factor
 
 
-def _confirm_over(monkeypatch, looks: list[str], look_takes: float = 0.0) -> list[int]:
+def _confirm_over(
+    monkeypatch, looks: list[str], look_takes: float = 0.0, drawn: bool = True
+) -> list[int]:
     """``resubmit.confirm`` over a pane whose looks are ``looks`` (verdicts, the last
     one repeated, each screen new until the verdict repeats), each taking
     ``look_takes`` seconds; the presses it made."""
@@ -134,7 +154,7 @@ def _confirm_over(monkeypatch, looks: list[str], look_takes: float = 0.0) -> lis
     monkeypatch.setattr(resubmit, "load_factor", lambda: 1.0)
     server = SimpleNamespace(config=_Config())
     agent = SimpleNamespace(path="u/x", uuid="u")
-    assert resubmit.confirm(server, agent, "hi", lambda: False, lambda: False) is False
+    assert resubmit.confirm(server, agent, "hi", lambda: False, lambda: False, drawn) is False
     return presses
 
 
@@ -155,3 +175,13 @@ def test_a_prompt_that_never_left_the_composer_is_pressed_again(monkeypatch):
     press not given its own settle (the deadline kept at the press plus one settle) ->
     [1]."""
     assert _confirm_over(monkeypatch, ["unsubmitted"] * 60, look_takes=0.25) == [1, 2]
+
+
+def test_an_empty_composer_before_the_prompt_ever_showed_is_not_a_landed_enter(monkeypatch):
+    """The composer not yet redrawn after the paste (``drawn`` False: the look before
+    the Enter never saw the prompt), then the prompt in it, idle: the Enter was taken
+    for the paste's, so it is pressed again. Planted: ``left`` counted as landed
+    whether or not the prompt had shown -> [] (the prompt sits for good)."""
+    looks = ["left"] * 3 + ["unsubmitted"] * 40
+    assert _confirm_over(monkeypatch, looks, drawn=False) == [1, 2]
+    assert _confirm_over(monkeypatch, looks, drawn=True) == []  # it had shown: landed

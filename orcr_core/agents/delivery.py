@@ -154,12 +154,13 @@ def _type(
         driver.paste_prompt(pane, prompt)
         faults.point("after_paste")
         _record(agent, turn, PASTE_APPLIED)
+    drawn = resubmit.wait_drawn(server, agent, prompt)  # the TUI has read the paste
     _record(agent, turn, ENTER_REQUESTED, still=still)
     faults.point("before_enter")
     driver.submit_prompt(pane)
     faults.point("after_enter")
     _record(agent, turn, ENTER_APPLIED)
-    return confirm(server, agent, before, prompt)
+    return confirm(server, agent, before, prompt, drawn)
 
 
 def _on_screen(server: ServerContext, agent: Agent, prompt: str, wait: float = 0.0) -> bool:
@@ -204,9 +205,12 @@ def _turns_since(
     return status == "working"
 
 
-def confirm(server: ServerContext, agent: Agent, turns_before: int, text: str) -> bool:
+def confirm(
+    server: ServerContext, agent: Agent, turns_before: int, text: str, drawn: bool = True
+) -> bool:
     """Wait for the turn to show; press Enter again only on evidence that the first
-    did not land (:func:`orcr_core.agents.resubmit.confirm`)."""
+    did not land (:func:`orcr_core.agents.resubmit.confirm`; ``drawn``: the composer
+    showed the prompt before the Enter)."""
     request = _last_request(agent)
     return resubmit.confirm(
         server,
@@ -214,6 +218,7 @@ def confirm(server: ServerContext, agent: Agent, turns_before: int, text: str) -
         text,
         started=lambda: _turns_since(server, agent, turns_before, text),
         over=lambda: _over(agent, turns_before, request),
+        drawn=drawn,
     )
 
 

@@ -12,7 +12,8 @@ So elapsed time alone never presses Enter. The screen is read with the
 provider's ``input_state`` hook (what the composer holds, what shows a turn
 running) and its ``screen_state`` hook (a dialog), and Enter is pressed again
 only when, for ``settle`` seconds with the screen unchanged, and never once the
-composer has shown without the prompt (the Enter landed, whatever is drawn later):
+composer has shown without the prompt after it had shown it (the Enter landed,
+whatever is drawn later; :func:`wait_drawn` looks for it before the Enter):
 
 - the composer still holds the prompt (its first non-blank characters, or a
   TUI's placeholder for a pasted text), and
@@ -162,22 +163,50 @@ def blind(server: ServerContext, agent: Agent, prompt: str) -> bool:
     return judge(server, agent, prompt).why in ("cannot_tell", "no_input")
 
 
-def confirm(server: ServerContext, agent: Agent, prompt: str, started, over) -> bool:
+def settle_time(server: ServerContext) -> float:
+    """``timings.prompt_confirm`` stretched by the machine's load."""
+    return server.config.duration("timings.prompt_confirm") * load_factor()
+
+
+def wait_drawn(server: ServerContext, agent: Agent, prompt: str) -> bool:
+    """Before a prompt's Enter: wait (up to a settle time) until the composer shows the
+    pasted prompt; whether it did. A TUI that has not read its input yet (descheduled
+    on a loaded machine) still shows its empty composer: that is not the prompt having
+    left it, and :func:`confirm` must not take it for a landed Enter."""
+    deadline = time.monotonic() + settle_time(server)
+    cache: dict = {}
+    while True:
+        why = judge(server, agent, prompt, cache).why
+        if why == "unsubmitted":
+            return True
+        if why != "left" or time.monotonic() >= deadline:
+            return False  # no composer to read, a turn, a dialog: nothing to wait for
+        time.sleep(POLL)
+
+
+def confirm(
+    server: ServerContext, agent: Agent, prompt: str, started, over, drawn: bool = True
+) -> bool:
     """Wait for the turn to show (``started()``: True, False, or None when nothing
     can tell); press Enter again only on the evidence described above.
 
     ``over()`` says the prompt is no longer the agent's current one: then nothing
     more is pressed and this returns False. True when the transcript showed the
-    turn, or the pane showed it running; False when the budget ran out first."""
-    settle = server.config.duration("timings.prompt_confirm") * load_factor()
+    turn, or the pane showed it running; False when the budget ran out first.
+    ``drawn``: the composer was seen holding the prompt before the Enter; until it
+    has been (then, or by a look here), a composer without the prompt is one the
+    TUI has not redrawn yet, not evidence that the Enter landed."""
+    settle = settle_time(server)
     deadline = time.monotonic() + ATTEMPTS * settle
     cache: dict = {}
     presses, since, last_screen = 0, None, None
     said: set[str] = set()
     seen: str | None = None  # "running" or "dialog" once shown: no Enter after that
-    # once the composer showed without the prompt, the Enter landed: a TUI that draws
-    # it again (real Claude Code under load, a prompt it took but had not yet sent: 0.2-2 s
-    # before the turn began, 12 s after the Enter) gets no second one
+    # once the composer showed without the prompt (after it had shown it), the Enter
+    # landed: a TUI that draws it again (real Claude Code under load, a prompt it took
+    # but had not yet sent: 0.2-2 s before the turn began, 12 s after the Enter) gets no
+    # second one. Never shown: an empty composer may be one not redrawn since the paste
+    # (a TUI that then read paste and Enter at once and took the Enter for the paste's)
     landed = False
     looked = 0.0
     while True:
@@ -206,9 +235,10 @@ def confirm(server: ServerContext, agent: Agent, prompt: str, started, over) -> 
                     _press(server, agent, presses, now - since)
                     since, last_screen = None, None
                     deadline = max(deadline, time.monotonic() + settle)
+                drawn = True
             else:
                 since, last_screen = None, None
-                landed = landed or verdict.why == "left"
+                landed = landed or (verdict.why == "left" and drawn)
                 if verdict.why not in said:
                     said.add(verdict.why)
                     _withheld(agent, verdict, presses)

@@ -314,6 +314,9 @@ class Tui:
         self.held_until = 0.0
         self.key_log: str | None = None  # one JSON line per Enter received
         self.drop_enters = 0  # Enters on a composer with text that are lost
+        #: seconds the TUI leaves its first input unread (a TUI descheduled on a loaded
+        #: machine): a paste and the Enter after it are then read at once
+        self.input_lag = 0.0
 
     def log_enter(self, dropped: bool = False) -> None:
         """One line of ``key_log``: an Enter, and what the TUI showed when it came."""
@@ -575,6 +578,9 @@ class Tui:
                     continue
                 if not ready:
                     continue
+                if self.input_lag:
+                    time.sleep(self.input_lag)
+                    self.input_lag = 0.0
                 try:
                     data = os.read(self.in_fd, 4096)
                 except OSError:
