@@ -15,6 +15,11 @@ writes a ledger of which agent's process made which thread
 (``$CODEX_HOME/fake-threads``); each agent must end following its own, and no
 agent may ever have recorded another's (the event log holds every change).
 
+Its timeouts under load (issue 33 item 15) were one agent whose prompt never
+started a turn: its TUI read the paste and the Enter at once and took the Enter for
+the paste's, and orcr took the composer not yet redrawn for a landed Enter
+(docs/internals.md, "Reruns"; tests/test_resubmit.py reproduces it alone).
+
 Loop (issue 33 asks for 20 runs; the result is in docs/internals.md, "Reruns"):
 ``for i in $(seq 20); do python -m pytest -q -n0 --reruns 0 -p no:randomly
 tests/test_codex_same_prompt.py | tail -1; done``

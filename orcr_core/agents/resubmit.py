@@ -110,6 +110,7 @@ class Verdict:
     why: str
     detail: str = ""
     screen: str = ""
+    composer: str = ""  # what the composer holds (``unsubmitted``, ``left``)
 
 
 def judge(server: ServerContext, agent: Agent, prompt: str, cache: dict | None = None) -> Verdict:
@@ -138,8 +139,8 @@ def judge(server: ServerContext, agent: Agent, prompt: str, cache: dict | None =
     if state.composer is None:
         return Verdict("no_input", "", screen)
     if holds(state.composer, prompt):
-        return Verdict("unsubmitted", "", screen)
-    return Verdict("left", "", screen)
+        return Verdict("unsubmitted", "", screen, state.composer)
+    return Verdict("left", "", screen, state.composer)
 
 
 def _spec(server: ServerContext, agent: Agent, cache: dict | None) -> LaunchSpec:
@@ -170,16 +171,17 @@ def settle_time(server: ServerContext) -> float:
 
 def wait_drawn(server: ServerContext, agent: Agent, prompt: str) -> bool:
     """Before a prompt's Enter: wait (up to a settle time) until the composer shows the
-    pasted prompt; whether it did. A TUI that has not read its input yet (descheduled
-    on a loaded machine) still shows its empty composer: that is not the prompt having
-    left it, and :func:`confirm` must not take it for a landed Enter."""
+    paste (the prompt, or any text: a composer that shows only its last line); whether
+    it did. A TUI that has not read its input yet (descheduled on a loaded machine)
+    still shows its empty composer: that is not the prompt having left it, and
+    :func:`confirm` must not take it for a landed Enter."""
     deadline = time.monotonic() + settle_time(server)
     cache: dict = {}
     while True:
-        why = judge(server, agent, prompt, cache).why
-        if why == "unsubmitted":
+        verdict = judge(server, agent, prompt, cache)
+        if verdict.why == "unsubmitted" or (verdict.why == "left" and verdict.composer.strip()):
             return True
-        if why != "left" or time.monotonic() >= deadline:
+        if verdict.why != "left" or time.monotonic() >= deadline:
             return False  # no composer to read, a turn, a dialog: nothing to wait for
         time.sleep(POLL)
 
