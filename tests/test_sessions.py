@@ -242,3 +242,30 @@ def test_holders_names_the_agent_whose_process_holds_the_transcript(tmp_path):
         assert sessions.holders(str(tmp_path / "other"), {"agent-b"}) == set()
     finally:
         p.communicate("")
+
+
+def test_concurrent_session_searches_share_one_pass_over_proc(monkeypatch):
+    """24 agents given one prompt search at once, each skipping up to 8 rollouts other
+    agents hold: one pass over /proc per candidate was 1-1.5 s each at load 80, so a
+    delivering agent's search took ~10 s, its Enter was never confirmed in time, and
+    test_codex_same_prompt timed out (issue 33 item 15). Searches within
+    ``OPEN_FILES_TTL`` of a pass share it; the report path still reads afresh.
+    Planted: ``open_files`` scanning on every call -> fails (192 passes)."""
+    import threading
+
+    passes = []
+    monkeypatch.setattr(sessions, "_open_files", (-1e9, {}))
+    monkeypatch.setattr(sessions, "_scan_open_files", lambda: passes.append(1) or {"b": {"/r"}})
+
+    def search() -> None:
+        for _ in range(8):
+            assert sessions.holders("/r", {"b"}, sessions.OPEN_FILES_TTL) == {"b"}
+
+    threads = [threading.Thread(target=search) for _ in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(passes) <= 2, len(passes)  # one, or two if the TTL ran out meanwhile
+    sessions.holders("/r", {"b"})  # the report path: a fresh pass
+    assert len(passes) >= 2

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -58,16 +59,34 @@ def holds_prompt(path: str, prompt: str) -> bool:
         return False
 
 
-def holders(path: str, among: set[str]) -> set[str]:
-    """The agents of ``among`` (uuids) one of whose processes holds ``path`` open: a
-    process whose environment's ``ORCR_ID`` is one of them, with ``path`` among its
-    open files. Empty where ``/proc`` cannot tell (another OS, a closed file)."""
+#: seconds one pass over ``/proc`` serves the session searches (every delivering agent
+#: searches every 0.25 s, each search up to 8 candidates: one pass each was 24 agents x
+#: 8 passes over every process on the machine, 1-1.5 s a pass at load 80 on 2 cores)
+OPEN_FILES_TTL = 0.5
+_open_lock = threading.Lock()
+_open_files: tuple[float, dict[str, set[str]]] = (-1e9, {})
+
+
+def open_files(max_age: float = OPEN_FILES_TTL) -> dict[str, set[str]]:
+    """``ORCR_ID`` -> the paths (real) that processes with it in their environment hold
+    open: one pass over ``/proc``, shared by callers within ``max_age`` seconds of it.
+    Empty where ``/proc`` cannot tell (another OS)."""
+    global _open_files
+    with _open_lock:  # concurrent searches wait for one pass rather than each making one
+        taken, table = _open_files
+        if time.monotonic() - taken <= max_age:
+            return table
+        table = _scan_open_files()
+        _open_files = (time.monotonic(), table)
+        return table
+
+
+def _scan_open_files() -> dict[str, set[str]]:
     try:
-        real = os.path.realpath(path)
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
-        return set()
-    found: set[str] = set()
+        return {}
+    table: dict[str, set[str]] = {}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
@@ -78,20 +97,29 @@ def holders(path: str, among: set[str]) -> set[str]:
         if at < 0 or (at > 0 and env[at - 1] != 0):
             continue
         uuid = env[at + 8 :].split(b"\0", 1)[0].decode(errors="replace")
-        if uuid not in among or uuid in found:
-            continue
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:
             continue
+        files = table.setdefault(uuid, set())
         for fd in fds:
             try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == real:
-                    found.add(uuid)
-                    break
+                files.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
             except OSError:
                 continue
-    return found
+    return table
+
+
+def holders(path: str, among: set[str], max_age: float = 0.0) -> set[str]:
+    """The agents of ``among`` (uuids) one of whose processes holds ``path`` open: a
+    process whose environment's ``ORCR_ID`` is one of them, with ``path`` among its
+    open files (:func:`open_files`, at most ``max_age`` seconds old). Empty where
+    ``/proc`` cannot tell (another OS, a closed file)."""
+    try:
+        real = os.path.realpath(path)
+    except OSError:
+        return set()
+    return {u for u, files in open_files(max_age).items() if u in among and real in files}
 
 
 def _live() -> set[str]:
@@ -254,7 +282,7 @@ def _find_own(server: ServerContext, provider, find, agent: Agent, prompt: str, 
         path = provider.locate_transcript(pointer, spec)
         if others is None:
             others = _live() - {agent.uuid}
-        if path is None or not holders(path, others):
+        if path is None or not holders(path, others, OPEN_FILES_TTL):
             return pointer
         log.info("agent %s: %s is another agent's; skipped", agent.path, pointer.value)
         taken.add(pointer.value)
