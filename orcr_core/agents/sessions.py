@@ -59,25 +59,27 @@ def holds_prompt(path: str, prompt: str) -> bool:
         return False
 
 
-#: seconds one pass over ``/proc`` serves the session searches (every delivering agent
-#: searches every 0.25 s, each search up to 8 candidates: one pass each was 24 agents x
-#: 8 passes over every process on the machine, 1-1.5 s a pass at load 80 on 2 cores)
+#: seconds one pass over ``/proc`` serves the session searches' "another agent holds
+#: it" (every delivering agent searches every 0.25 s, each search up to 8 candidates: a
+#: pass each was 24 agents x 8 passes over every process, 1-1.5 s a pass at load 80)
 OPEN_FILES_TTL = 0.5
 _open_lock = threading.Lock()
 _open_files: tuple[float, dict[str, set[str]]] = (-1e9, {})
 
 
-def open_files(max_age: float = OPEN_FILES_TTL) -> dict[str, set[str]]:
+def open_files(since: float) -> dict[str, set[str]]:
     """``ORCR_ID`` -> the paths (real) that processes with it in their environment hold
-    open: one pass over ``/proc``, shared by callers within ``max_age`` seconds of it.
-    Empty where ``/proc`` cannot tell (another OS)."""
+    open, from a pass over ``/proc`` that started at ``since`` (monotonic) or later:
+    concurrent callers wait for one pass rather than each making one. Empty where
+    ``/proc`` cannot tell (another OS)."""
     global _open_files
-    with _open_lock:  # concurrent searches wait for one pass rather than each making one
-        taken, table = _open_files
-        if time.monotonic() - taken <= max_age:
+    with _open_lock:
+        started, table = _open_files
+        if started >= since:
             return table
+        started = time.monotonic()
         table = _scan_open_files()
-        _open_files = (time.monotonic(), table)
+        _open_files = (started, table)
         return table
 
 
@@ -113,13 +115,19 @@ def _scan_open_files() -> dict[str, set[str]]:
 def holders(path: str, among: set[str], max_age: float = 0.0) -> set[str]:
     """The agents of ``among`` (uuids) one of whose processes holds ``path`` open: a
     process whose environment's ``ORCR_ID`` is one of them, with ``path`` among its
-    open files (:func:`open_files`, at most ``max_age`` seconds old). Empty where
-    ``/proc`` cannot tell (another OS, a closed file)."""
+    open files (:func:`open_files`). A holder found in a pass up to ``max_age`` seconds
+    old is one (a TUI keeps its transcript open while it runs); "nobody" is only ever
+    read from a pass made since this call (a transcript made since an older pass would
+    be missing from it). Empty where ``/proc`` cannot tell (another OS, a closed file)."""
     try:
         real = os.path.realpath(path)
     except OSError:
         return set()
-    return {u for u, files in open_files(max_age).items() if u in among and real in files}
+    now = time.monotonic()
+    found = {u for u, files in open_files(now - max_age).items() if u in among and real in files}
+    if not found and max_age > 0:
+        found = {u for u, files in open_files(now).items() if u in among and real in files}
+    return found
 
 
 def _live() -> set[str]:
