@@ -248,21 +248,22 @@ def test_concurrent_session_searches_share_one_pass_over_proc(monkeypatch):
     """24 agents given one prompt search at once, each skipping up to 8 rollouts other
     agents hold: one pass over /proc per candidate was 1-1.5 s each at load 80, so a
     delivering agent's search took ~10 s, its Enter was never confirmed in time, and
-    test_codex_same_prompt timed out (issue 33 item 15). A holder found in a pass
-    within ``OPEN_FILES_TTL`` is trusted, and concurrent searches share a pass; "nobody
-    holds it" is read from a pass made since the call (a rollout opened after the last
-    pass). Planted: ``open_files`` scanning on every call -> fails (192 passes).
-    Planted: a cached "nobody" trusted -> fails (agents took others' rollouts: the first
-    loop of test_codex_same_prompt with the cache)."""
+    test_codex_same_prompt timed out (issue 33 item 15). A holder found in a shared
+    pass within ``OPEN_FILES_TTL`` is trusted; "nobody holds it" (the search then takes
+    the rollout) is read by the call's own pass, as before. Planted: ``open_files``
+    scanning on every call -> fails. Planted: a shared pass's "nobody"
+    trusted -> fails (and test_codex_same_prompt's agents took others' rollouts)."""
     import threading
     import time
 
-    passes = []
+    passes, own = [], []
     monkeypatch.setattr(sessions, "_open_files", (time.monotonic(), {}))  # before /r opened
     monkeypatch.setattr(sessions, "_scan_open_files", lambda: passes.append(1) or {"b": {"/r"}})
+    monkeypatch.setattr(sessions, "_holders_now", lambda path, among: own.append(path) or {"b"})
     assert sessions.holders("/r", {"b"}, sessions.OPEN_FILES_TTL) == {"b"}
-    assert len(passes) == 1  # "nobody" in the cached pass: read again
-    passes.clear()
+    assert (passes, own) == ([], ["/r"])  # "nobody" in the shared pass: its own pass
+    monkeypatch.setattr(sessions, "_open_files", (-1e9, {}))
+    own.clear()
 
     def search() -> None:
         for _ in range(8):
@@ -273,6 +274,6 @@ def test_concurrent_session_searches_share_one_pass_over_proc(monkeypatch):
         t.start()
     for t in threads:
         t.join()
-    assert len(passes) <= 2, len(passes)  # none, or one or two as the TTL ran out
-    sessions.holders("/r", {"b"})  # the report path: a pass made for it
-    assert len(passes) >= 1
+    assert 1 <= len(passes) <= 2 and own == [], (len(passes), len(own))
+    sessions.holders("/r", {"b"})  # the report path: its own pass
+    assert own == ["/r"]

@@ -115,18 +115,55 @@ def _scan_open_files() -> dict[str, set[str]]:
 def holders(path: str, among: set[str], max_age: float = 0.0) -> set[str]:
     """The agents of ``among`` (uuids) one of whose processes holds ``path`` open: a
     process whose environment's ``ORCR_ID`` is one of them, with ``path`` among its
-    open files (:func:`open_files`). A holder found in a pass up to ``max_age`` seconds
-    old is one (a TUI keeps its transcript open while it runs); "nobody" is only ever
-    read from a pass made since this call (a transcript made since an older pass would
-    be missing from it). Empty where ``/proc`` cannot tell (another OS, a closed file)."""
+    open files. A holder found in a shared pass (:func:`open_files`) up to ``max_age``
+    seconds old is one (a TUI keeps its transcript open while it runs); "nobody" is
+    only ever read afresh, by this call's own pass, as before the shared one existed.
+    Empty where ``/proc`` cannot tell (another OS, a closed file)."""
+    if max_age > 0:
+        try:
+            real = os.path.realpath(path)
+        except OSError:
+            return set()
+        since = time.monotonic() - max_age
+        found = {u for u, files in open_files(since).items() if u in among and real in files}
+        if found:
+            return found
+    return _holders_now(path, among)
+
+
+def _holders_now(path: str, among: set[str]) -> set[str]:
+    """The agents of ``among`` (uuids) one of whose processes holds ``path`` open: a
+    process whose environment's ``ORCR_ID`` is one of them, with ``path`` among its
+    open files. Empty where ``/proc`` cannot tell (another OS, a closed file)."""
     try:
         real = os.path.realpath(path)
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
         return set()
-    now = time.monotonic()
-    found = {u for u, files in open_files(now - max_age).items() if u in among and real in files}
-    if not found and max_age > 0:
-        found = {u for u, files in open_files(now).items() if u in among and real in files}
+    found: set[str] = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue  # gone, or another user's
+        at = env.find(b"ORCR_ID=")
+        if at < 0 or (at > 0 and env[at - 1] != 0):
+            continue
+        uuid = env[at + 8 :].split(b"\0", 1)[0].decode(errors="replace")
+        if uuid not in among or uuid in found:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == real:
+                    found.add(uuid)
+                    break
+            except OSError:
+                continue
     return found
 
 
