@@ -3,6 +3,7 @@ process and CLI runner); the ``orcr_home`` fixture (orcr_testing.plugin) makes o
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -40,6 +41,27 @@ def of_home(pids: Iterable[int], home: Path) -> list[tuple[int, str]]:
         except OSError:
             continue
     return found
+
+
+def _listening_holder(lock: Path) -> int | None:
+    """The pid the server lock names as listening while the lock is held (the lock
+    file's format, ``<pid> listening <socket>``: orcr_core/server/lockfile.py), else None."""
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # held
+            words = os.pread(fd, 4096, 0).decode(errors="replace").split()
+            if len(words) > 1 and words[0].isdigit() and words[1] == "listening":
+                return int(words[0])
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def _alive(pid: int) -> bool:
@@ -105,14 +127,12 @@ class OrcrHome:
         a copy of its listening socket and its lock; on a loaded machine that lasts long
         enough for a connect to succeed with no server behind it, and the next call then
         found none ("no orcr server at ...": test_resume_crash, test_watch_restart)."""
-        from orcr_core.server import lockfile
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"server exited {self.proc.returncode}: {self.server_log()}")
-            held = lockfile.holder(self.path / "run" / "server.lock")
-            if held is not None and held.listening and held.pid and _alive(held.pid):
+            pid = _listening_holder(self.path / "run" / "server.lock")
+            if pid is not None and _alive(pid):
                 s = socket.socket(socket.AF_UNIX)
                 s.settimeout(5)
                 try:
