@@ -32,6 +32,17 @@ TICK = os.sysconf("SC_CLK_TCK")
 FOREIGN = ("ORCR_PATH", "ORCR_SOCKET", "TMUX", "HERDR_SOCKET_PATH")
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+# `timeout 500 python bench/idle.py` ends a bench with SIGTERM: as SystemExit, its
+# ``finally`` blocks still stop the servers and multiplexers it started (by default the
+# process died on the spot and left a whole fleet running, 100 agents a run).
+if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
 def bench_env(home: Path, **extra: str) -> dict[str, str]:
     """This environment with ``ORCR_HOME=home`` and ``extra``, without :data:`FOREIGN`."""
     env = dict(os.environ, ORCR_HOME=str(home), **extra)
