@@ -227,9 +227,11 @@ READ_EVERY = (0.05, 0.25)
 #: seconds after the program's last write during which its screen is read at every
 #: pause (the multiplexer may not have drawn yet what was just written)
 ACTIVE = 0.3
-#: seconds between two reads of a blank screen whose program wrote nothing meanwhile
-#: (a program drawing through a child of its own is still seen, this late at worst)
+#: seconds between two reads of a blank screen whose program neither wrote nor read
+#: meanwhile: it may wait for a child of its own that draws (a sandbox's launcher)
 QUIET_READ = 1.0
+#: the longest time between two reads of a blank screen, however busy its program
+QUIET_MAX = 3.0
 
 
 class FirstDraw:
@@ -238,9 +240,10 @@ class FirstDraw:
     Each read is a multiplexer round trip (a tmux client process: most of a start's
     server CPU, bench/lifetime.py), and a TUI slow to start on a busy machine draws
     nothing for seconds. A driver that knows the program's pid (:class:`ProgramProcess`)
-    lets orcr watch what the program wrote (``/proc/<pid>/io``, a read of a few
-    microseconds): the screen is read while the program writes, and after
-    :data:`QUIET_READ` of silence; without a pid to watch, at every call."""
+    lets orcr watch its I/O (``/proc/<pid>/io``, a few microseconds): the screen is
+    read when the program wrote; while it reads (loading itself) and writes nothing,
+    every :data:`QUIET_MAX`; once it does neither (waiting for a child that draws?),
+    every :data:`QUIET_READ`. Without a pid to watch, at every call."""
 
     def __init__(self, driver, pane: PaneRef) -> None:
         self._pid = None
@@ -249,19 +252,32 @@ class FirstDraw:
                 pid = driver.program_pid(pane)
             except DriverError:
                 pid = None
-            if pid and procs.written(pid) is not None:
+            if pid and procs.io_counts(pid) is not None:
                 self._pid = pid
-        self._seen: int | None = None
+        # what it did before the first read (a wrapper joining its cgroup, say): the
+        # first read is due at once, the next when it writes again
+        self._seen = procs.io_counts(self._pid) if self._pid else None
         self._wrote = self._read = float("-inf")
+        self._busy = time.monotonic()
 
     def due(self) -> bool:
         if self._pid is None:
             return True
         now = time.monotonic()
-        count = procs.written(self._pid)
-        if count is None or count != self._seen:  # wrote (or gone: read, see why)
-            self._seen, self._wrote = count, now
-        if now - self._wrote < ACTIVE or now - self._read >= QUIET_READ:
+        counts = procs.io_counts(self._pid)
+        if counts is None:
+            return True  # gone, or no longer readable: read and see
+        if self._seen is None or counts[1] != self._seen[1]:
+            self._wrote = now
+        if self._seen is None or counts[0] != self._seen[0]:
+            self._busy = now
+        self._seen = counts
+        since = now - self._read
+        if (
+            now - self._wrote < ACTIVE
+            or since >= QUIET_MAX
+            or (since >= QUIET_READ and now - self._busy >= QUIET_READ)
+        ):
             self._read = now
             return True
         return False

@@ -109,17 +109,19 @@ def start_of(pid: int) -> float | None:
         return None
 
 
-def written(pid: int) -> int | None:
-    """The bytes process ``pid`` has written so far (``wchar`` of ``/proc/<pid>/io``,
-    a terminal's included); None when it is gone or this cannot be read."""
+def io_counts(pid: int) -> tuple[int, int] | None:
+    """The bytes process ``pid`` has read and written so far (``rchar``, ``wchar`` of
+    ``/proc/<pid>/io``, a terminal's included); None when it is gone or unreadable."""
+    counts = {}
     try:
         with open(f"/proc/{pid}/io", "rb") as fh:
             for line in fh:
-                if line.startswith(b"wchar:"):
-                    return int(line[6:])
+                key, _, value = line.partition(b":")
+                if key in (b"rchar", b"wchar"):
+                    counts[key] = int(value)
     except (OSError, ValueError):
-        pass
-    return None
+        return None
+    return (counts[b"rchar"], counts[b"wchar"]) if len(counts) == 2 else None
 
 
 def _children_map() -> dict[int, list[int]]:
