@@ -252,3 +252,31 @@ def test_events_since_in_plain_sql_is_the_models_view(store):
     assert events.since(1, limit=3) == [events.row_to_dict(r) for r in rows]
     assert [e["data"]["n"] for e in events.since(1, limit=3)] == [1, 2, 3]
     assert events.last_seq() == 5
+
+
+def test_update_where_from_compiled_sql_writes_what_peewee_writes(store):
+    """``update_where`` (every state change's UPDATE) runs SQL written once per set of
+    columns: the row ends as peewee's own UPDATE leaves it (bools, None, floats through
+    ``db_value``), the status guard holds (0 rows when it moved on), and a query node
+    goes through peewee. Planted: one cache entry for every set of columns -> the
+    second set writes the first's columns -> fails."""
+    with db.atomic():
+        for i in (1, 2):
+            Agent.create(uuid=f"u{i}", path=f"p/a{i}", name="a", provider="echo",
+                         status="queued", queue_seq=i, cwd="/", launch_token="t",
+                         created_at=1.5, managed=True, turn=0)  # fmt: skip
+    a, b = Agent.get(Agent.uuid == "u1"), Agent.get(Agent.uuid == "u2")
+    for fields in ({"status": "starting", "started_at": 2.5}, {"managed": False, "error": None}):
+        with db.atomic():
+            assert Agent.update_where(fields, a.id) == 1
+            Agent.update(**fields).where(Agent.id == b.id).execute()
+        ours, theirs = Agent.get_by_id(a.id).__data__, Agent.get_by_id(b.id).__data__
+        assert {k: v for k, v in ours.items() if k not in ("id", "uuid", "path", "queue_seq")} == {
+            k: v for k, v in theirs.items() if k not in ("id", "uuid", "path", "queue_seq")
+        }
+    assert Agent.get_by_id(a.id).managed is False
+    with db.atomic():
+        assert Agent.update_where({"status": "working"}, a.id, status="queued") == 0
+        assert Agent.update_where({"status": "working"}, a.id, status="starting") == 1
+        assert Agent.update_where({"turn": Agent.turn + 2}, a.id, status="working") == 1
+    assert (Agent.get_by_id(a.id).status, Agent.get_by_id(a.id).turn) == ("working", 2)

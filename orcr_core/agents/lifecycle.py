@@ -77,7 +77,7 @@ def transition(agent: Agent, to: str, exit_reason: str | None = None, **data) ->
     asked = frm == S.WORKING and getattr(agent, "blocked_reason", None) is not None
     if asked:
         fields.update(blocked_reason=None, blocked_at=None)
-    n = Agent.update(**fields).where((Agent.id == agent.id) & (Agent.status == frm)).execute()
+    n = Agent.update_where(fields, agent.id, status=frm)
     if not n:
         return False
     for k, v in fields.items():
@@ -141,7 +141,7 @@ def settle_send(agent: Agent, exit_reason: str | None) -> None:
 
 def update(agent: Agent, event_kind: str | None = None, **fields) -> None:
     """Record non-status facts (pane ids, session pointer) with an optional event."""
-    Agent.update(**fields).where(Agent.id == agent.id).execute()
+    Agent.update_where(fields, agent.id)
     for k, v in fields.items():
         setattr(agent, k, v)
     if event_kind:
