@@ -289,7 +289,7 @@ def wait_ready(driver, pane: PaneRef) -> None:
     Each read is a multiplexer round trip (a tmux subprocess): the pause between
     reads grows from 0.05 s to 0.25 s, so a program slow to draw on a busy machine
     costs a few reads, not one every 50 ms (bench/lifetime.py); a program orcr can
-    watch (:class:`FirstDraw`) is read only when it wrote, or after a second of silence."""
+    watch (:class:`FirstDraw`) is read when it wrote, else every 1-3 s."""
     deadline = time.monotonic() + READY_WAIT
     pause = READ_EVERY[0]
     draw = FirstDraw(driver, pane)
