@@ -148,6 +148,31 @@ def update(agent: Agent, event_kind: str | None = None, **fields) -> None:
         events.emit(event_kind, agent.uuid, path=agent.path, **fields)
 
 
+def release_reused(agent: Agent, pane_id: str) -> int:
+    """Before ``agent``'s new pane is recorded: every other live row still holding
+    ``pane_id`` goes ``lost``; returns how many.
+
+    A multiplexer hands out only an id no pane has, so such a row's pane is gone:
+    its server was killed and numbers panes afresh (tmux's ``%N``; herdr's
+    ``wN:pM`` after a SIGKILL before it saved), and the monitor had not looked yet.
+    Left holding the id, anything orcr addresses to it by pane id (a press that
+    confirms its prompt, a close) would reach the new agent's pane (soak seed
+    2812: a task's verifier, its first Enter unconfirmed, still ``working`` on
+    ``w62:p2`` when another agent's start was given ``w62:p2``). ``lost`` here, in
+    the transaction that records the new pane, is what the monitor decides a poll
+    later anyway: it finds the row again by its launch token, or ends or resumes it.
+    """
+    holders = list(
+        Agent.select().where(
+            (Agent.pane_id == pane_id)
+            & (Agent.id != agent.id)
+            & Agent.status.in_((S.WORKING, S.IDLE))
+        )
+    )
+    why = "its pane is gone: the multiplexer gave the pane's id to a new pane (restarted)"
+    return sum(bool(transition(other, S.LOST, pane_id=pane_id, why=why)) for other in holders)
+
+
 def place(agent: Agent, event_kind: str | None, pane, **fields) -> None:
     """Record where ``agent``'s pane now stands: ``pane``'s (a PaneRef or a
     snapshot's PaneInfo) pane, tab and workspace ids, with any other ``fields``."""

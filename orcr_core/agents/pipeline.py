@@ -146,6 +146,7 @@ def _run(server: ServerContext, agent: Agent) -> None:
             else:
                 late = False
                 agent = current
+                lifecycle.release_reused(agent, ref.pane_id)  # its old holders: lost
                 _progress(agent, "pane.start_applied", tab_id=ref.tab_id, pane_id=ref.pane_id)
                 if pointer is not None:  # a resumed agent keeps the session it continues
                     lifecycle.update(
