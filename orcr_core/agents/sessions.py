@@ -83,6 +83,20 @@ def open_files(since: float) -> dict[str, set[str]]:
         return table
 
 
+def _orcr_id(pid: str) -> str | None:
+    """The ``ORCR_ID`` in process ``pid``'s environment, or None (none, gone, or
+    another user's)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return None
+    at = env.find(b"ORCR_ID=")
+    if at < 0 or (at > 0 and env[at - 1] != 0):
+        return None
+    return env[at + 8 :].split(b"\0", 1)[0].decode(errors="replace")
+
+
 def _scan_open_files() -> dict[str, set[str]]:
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
@@ -90,15 +104,9 @@ def _scan_open_files() -> dict[str, set[str]]:
         return {}
     table: dict[str, set[str]] = {}
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read()
-        except OSError:
-            continue  # gone, or another user's
-        at = env.find(b"ORCR_ID=")
-        if at < 0 or (at > 0 and env[at - 1] != 0):
+        uuid = _orcr_id(pid)
+        if uuid is None:
             continue
-        uuid = env[at + 8 :].split(b"\0", 1)[0].decode(errors="replace")
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:
@@ -142,16 +150,8 @@ def _holders_now(path: str, among: set[str]) -> set[str]:
         return set()
     found: set[str] = set()
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read()
-        except OSError:
-            continue  # gone, or another user's
-        at = env.find(b"ORCR_ID=")
-        if at < 0 or (at > 0 and env[at - 1] != 0):
-            continue
-        uuid = env[at + 8 :].split(b"\0", 1)[0].decode(errors="replace")
-        if uuid not in among or uuid in found:
+        uuid = _orcr_id(pid)
+        if uuid is None or uuid not in among or uuid in found:
             continue
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
