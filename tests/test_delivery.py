@@ -62,6 +62,7 @@ def test_200_deliveries_leave_none_unsubmitted(orcr_home, short_tmp):
                 print(row)
             for p in (orcr_home.path / "agents").glob("*/echo.jsonl"):
                 print(p.read_text())
+            print(orcr_home.server_log())
             for pane in emu.panes():
                 print(pane.pane_id, emu.screen(pane.pane_id))
                 for r in emu.inputs(pane.pane_id):

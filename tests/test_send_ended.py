@@ -170,3 +170,28 @@ def test_a_send_whose_program_exits_before_its_delivery_is_settled(live):
     assert _pending_prompt(live, uuid) is None
     echo = live.path / "agents" / uuid / "echo.jsonl"
     assert "never typed" not in (echo.read_text() if echo.exists() else "")
+
+
+def test_the_previous_sends_late_settle_does_not_settle_the_next(store):
+    """The previous send's job writes its ``prompt.applied`` after the next send was
+    requested (its turn ended, the client sent again, the job was still confirming):
+    that is not the next prompt's settle. test_delivery saw it 1 run in 4: the next
+    send's job took it for its own, returned without typing, and left the prompt
+    pending for good. Planted: _settled counting any settle before the next request
+    (no ``request`` match) -> fails (nothing typed, the prompt still pending)."""
+    agent = _sent()  # turn 2, "hello"
+    first = delivery._last_request(agent)
+    with db.atomic("IMMEDIATE"):  # turn 2 ends; the client sends turn 3 at once
+        lifecycle.transition(agent, "idle")
+        lifecycle.update(agent, None, turn=3, pending_prompt="again")
+        events.emit("prompt.requested", agent.uuid, path=agent.path, turn=3)
+        lifecycle.transition(agent, "working")
+    with db.atomic("IMMEDIATE"):  # turn 2's job, confirming, settles its own now
+        events.emit("prompt.applied", "u1", path="s/a", turn=2, confirmed=True, request=first)
+    server = _server()
+    delivery.send_job(server, "u1")
+    assert server.typed == ["again"]
+    settles = [d for k, d in _prompt_events() if k == "prompt.applied"]
+    assert [d["turn"] for d in settles] == [2, 3], settles
+    assert settles[1]["request"] == delivery._last_request(agent) != first
+    assert Agent.get(Agent.uuid == "u1").pending_prompt is None

@@ -131,7 +131,7 @@ def settle_send(agent: Agent, exit_reason: str | None) -> None:
         .scalar()
     ) or 0
     typed = Event.select().where(mine & Event.kind.in_(TYPING) & (Event.seq > request)).exists()
-    said = {"path": agent.path, "turn": agent.turn}
+    said = {"path": agent.path, "turn": agent.turn, "request": request or None}
     if typed:
         events.emit("prompt.applied", agent.uuid, **said, confirmed=False, ended=exit_reason)
     else:
