@@ -111,7 +111,10 @@ def test_a_tui_that_reads_paste_and_enter_at_once_gets_its_enter_again(live, sho
     it: no Enter again, the agent ``working`` with no turn for good (one of the 24 in
     ``test_codex_same_prompt``, which then waited for its notify until the timeout).
     Planted: no look before the Enter and a composer without the prompt always taken
-    for a landed Enter (the rule before) -> fails (not idle in 60 s)."""
+    for a landed Enter (the rule before) -> fails (not idle in 60 s). The fake Codex
+    draws 0.171.0's placeholder in its empty composer; planted each -> fails: any
+    composer text taken for the paste (the placeholder too); no longer look while the
+    paste has not shown; no settle of slack once it first shows after the Enter."""
     configure(live, short_tmp, codex=["--fake-input-lag", "4"])
     live.start_server()
     uuid = run_agent(live, "codex", "r/lag", "lagged input", cwd=short_tmp)

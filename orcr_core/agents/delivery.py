@@ -149,13 +149,14 @@ def _type(
             driver.send_keys(pane, ["enter"])
             _record(agent, turn, ENTER_APPLIED)
         return confirm(server, agent, before, prompt)
+    empty = resubmit.composer(server, agent, prompt) if paste else None
     if paste:
         _record(agent, turn, PASTE_REQUESTED, still=still)
         faults.point("before_paste")
         driver.paste_prompt(pane, prompt)
         faults.point("after_paste")
         _record(agent, turn, PASTE_APPLIED)
-    drawn = resubmit.wait_drawn(server, agent, prompt)  # the TUI has read the paste
+    drawn = resubmit.wait_drawn(server, agent, prompt, empty)  # the TUI read the paste
     _record(agent, turn, ENTER_REQUESTED, still=still)
     faults.point("before_enter")
     driver.submit_prompt(pane)

@@ -28,8 +28,9 @@ again for this prompt. A provider without ``input_state`` cannot tell: nothing
 is pressed again. Every decision is an event: ``prompt.resubmit`` (pressed,
 with why) then ``prompt.resubmit_applied``, or ``prompt.resubmit_withheld``
 (not pressed, with why), once per reason. The look is bounded by
-:data:`ATTEMPTS` times ``settle`` (the budget only bounds how long orcr looks,
-it never presses anything).
+:data:`ATTEMPTS` times ``settle``, twice that while the composer has not shown
+the paste after an Enter pressed before it did (the budget only bounds how long
+orcr looks, it never presses anything).
 """
 
 from __future__ import annotations
@@ -169,17 +170,29 @@ def settle_time(server: ServerContext) -> float:
     return server.config.duration("timings.prompt_confirm") * load_factor()
 
 
-def wait_drawn(server: ServerContext, agent: Agent, prompt: str) -> bool:
+def composer(server: ServerContext, agent: Agent, prompt: str) -> str | None:
+    """What the composer shows before a paste (None: none read): :func:`wait_drawn`
+    tells the paste from it (Codex's empty composer shows "Ask Codex to do anything")."""
+    verdict = judge(server, agent, prompt)
+    return verdict.composer if verdict.why == "left" else None
+
+
+def wait_drawn(server: ServerContext, agent: Agent, prompt: str, before: str | None) -> bool:
     """Before a prompt's Enter: wait (up to a settle time) until the composer shows the
-    paste (the prompt, or any text: a composer that shows only its last line); whether
-    it did. A TUI that has not read its input yet (descheduled on a loaded machine)
-    still shows its empty composer: that is not the prompt having left it, and
-    :func:`confirm` must not take it for a landed Enter."""
+    paste; whether it did. The paste shows as the prompt, or (a composer that shows
+    only its last line) as any text other than ``before``, what it showed before the
+    paste: an empty composer's placeholder is no paste. A TUI that has not read its
+    input yet (descheduled on a loaded machine) still shows its empty composer: that
+    is not the prompt having left it, and :func:`confirm` must not take it for a
+    landed Enter."""
     deadline = time.monotonic() + settle_time(server)
     cache: dict = {}
     while True:
         verdict = judge(server, agent, prompt, cache)
-        if verdict.why == "unsubmitted" or (verdict.why == "left" and verdict.composer.strip()):
+        if verdict.why == "unsubmitted":
+            return True
+        shown = verdict.composer.strip()
+        if verdict.why == "left" and before is not None and shown and shown != before.strip():
             return True
         if verdict.why != "left" or time.monotonic() >= deadline:
             return False  # no composer to read, a turn, a dialog: nothing to wait for
@@ -211,6 +224,9 @@ def confirm(
     # (a TUI that then read paste and Enter at once and took the Enter for the paste's)
     landed = False
     looked = 0.0
+    # an Enter pressed before the composer showed the paste: the TUI has read neither
+    # yet, and the look waits on while its composer stays as it was, up to twice as long
+    longest = time.monotonic() + 2 * ATTEMPTS * settle
     while True:
         s = started()
         if s is None or s:
@@ -228,7 +244,8 @@ def confirm(
                 seen = verdict.why
             if verdict.why == "unsubmitted":
                 if verdict.screen != last_screen:  # the TUI still draws: wait on
-                    if since is None and presses:  # the first look since a press:
+                    if since is None and (presses or not drawn):  # the first look
+                        # since a press, or the paste first drawn after the Enter:
                         # a settle to see it hold, whenever it came, and one of slack
                         deadline = max(deadline, now + 2 * settle)
                     since, last_screen = now, verdict.screen
@@ -241,6 +258,8 @@ def confirm(
             else:
                 since, last_screen = None, None
                 landed = landed or (verdict.why == "left" and drawn)
+                if verdict.why == "left" and not drawn:
+                    deadline = max(deadline, min(longest, now + settle))
                 if verdict.why not in said:
                     said.add(verdict.why)
                     _withheld(agent, verdict, presses)
