@@ -52,6 +52,16 @@ def test_revision_must_be_a_commit_the_attempt_made(short_tmp):
     git(repo, "-c", "user.email=t@x", "-c", "user.name=t", "commit", "-q", "-m", "elsewhere")
     other = git(repo, "rev-parse", "HEAD")
     assert "not on the attempt's branch" in checkouts.check_revision(wt, other)[1]
+    # orcr removed the attempt's checkout and its branch (nothing new on it) as the
+    # builder's agent ended, while the worker read: the base commit is still named
+    # (the CI under load said "not a commit", then "not on the attempt's branch").
+    # Planted: no read in the repository -> "not a commit"; the branch checked first
+    # -> "not on the attempt's branch"
+    gone = short_tmp / "checkout-being-removed"
+    gone.mkdir()
+    git(repo, "branch", "-D", "tasks/q/T1/a1-x")
+    wt = {**wt, "path": str(gone)}
+    assert "before the attempt began" in checkouts.check_revision(wt, base[:10])[1]
 
 
 @pytest.mark.parametrize("live", ["tmux"], indirect=True)
@@ -182,10 +192,12 @@ def test_checkouts_do_not_pile_up(live, short_tmp):
 
     repo = make_repo(short_tmp)
     wrapper = short_tmp / "commit-then-echo"
+    # each attempt's commit its own ($$): two made in one second were one commit, on
+    # the first attempt's branch too, and orcr rightly removed the second's branch
     wrapper.write_text(
         "#!/bin/sh\n"
         "echo scratch > scratch.txt\n"
-        "echo work > work.txt && git add work.txt && "
+        "echo work $$ > work.txt && git add work.txt && "
         "git -c user.email=b@x -c user.name=b commit -qm work\n"
         f'exec {sys.executable} -m orcr_providers.echo_agent "$@"\n'
     )
