@@ -10,6 +10,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+import pytest
+
 from orcr_core.kit.testing import until
 
 
@@ -299,3 +301,38 @@ def test_a_codex_agent_resumes_its_own_thread(live, short_tmp):
         if '"type":"user_message"' in line
     ]
     assert prompts == ["first", "second"]
+
+
+@pytest.mark.parametrize("live", ["tmux"], indirect=True)
+def test_a_pane_of_the_launch_a_resume_replaced_is_closed_as_late(live):
+    """A pane carrying the token of the launch a resume replaced is late: that launch
+    is over. The 1-hour herdr soak (seed 2832) left one to its end: a parked agent,
+    herdr SIGKILLed and restored from a save made before the move, the agent lost and
+    resumed, and the restored pane (the old token) counted an orphan for good.
+    Planted: reconcile without the ``past_tokens`` look-up -> fails (not closed)."""
+    live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\nreconcile_every = "200ms"\n')
+    live.start_server()
+    live.run("agent", "run", "-p", "echo", "--path", "e/late", "first", check=True)
+    live.run("agent", "wait", "e/late", "--timeout", "30s", check=True)
+    uuid = live.get("e/late")["uuid"]
+
+    def tmux(*args: str) -> str:
+        cmd = ["tmux", "-S", str(live.mux.socket), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+
+    old = tmux("show-options", "-p", "-t", live.get("e/late")["pane_id"], "-v", "@orcr_token")
+    _kill_multiplexer(live)
+    until(lambda: live.get("e/late")["status"] == "ended", 30, what="e/late lost")
+    live.run("agent", "resume", "e/late", check=True)
+    until(lambda: live.get("e/late")["status"] == "idle", 30, what="resumed, idle")
+    pane = live.get("e/late")["pane_id"]
+    me = tmux("show-options", "-p", "-t", pane, "-v", "@orcr_instance")
+    assert old and tmux("show-options", "-p", "-t", pane, "-v", "@orcr_token") != old
+    late = tmux("split-window", "-d", "-P", "-F", "#{pane_id}", "-t", pane, "sleep 600")
+    for option, value in (("@orcr_path", "e/late"), ("@orcr_instance", me), ("@orcr_token", old)):
+        tmux("set-option", "-p", "-t", late, option, value)
+    until(lambda: late not in tmux("list-panes", "-a", "-F", "#{pane_id}").split(), 30,
+          what="the old launch's pane closed")  # fmt: skip
+    closes = [e["data"] for e in live.events(uuid) if e["kind"] == "pane.close_requested"]
+    assert any(d["pane_id"] == late and "earlier launch" in d["why"] for d in closes), closes
+    assert live.get("e/late")["status"] == "idle"  # the agent itself goes on

@@ -190,9 +190,12 @@ def _count(server: ServerContext, snap, close_late: bool) -> None:
     """Drift counts; with ``close_late``, close this instance's panes of rows
     orcr itself ended (a start that finished after its row was failed or canceled).
 
+    A pane carrying a token a resume replaced (``past_tokens``) is late too: that
+    launch is over (soak seed 2832 on herdr: a parked agent, herdr restored a save
+    from before the move, the agent was resumed, and its old pane stayed to the end).
     Panes carrying another instance's id are that instance's business: neither
     counted nor touched. A labelled pane with no marks, or with this instance's
-    id but no live row's token, is an orphan: counted, never touched.
+    id but no row's token, is an orphan: counted, never touched.
     """
     me = dirs.instance_id()
     live = {
@@ -211,9 +214,15 @@ def _count(server: ServerContext, snap, close_late: bool) -> None:
             continue
         if close_late and p.instance == me and p.launch_token:
             row = Agent.get_or_none(Agent.launch_token == p.launch_token)
-            if row is not None and row.exit_reason in ORCR_ENDED:
+            why = "late pane of an ended agent"
+            if row is None:  # a launch a resume replaced (herdr restored an old save)
+                row = Agent.get_or_none(Agent.past_tokens.contains(p.launch_token))
+                why = "late pane of an earlier launch (the agent was resumed since)"
+            elif row.exit_reason not in ORCR_ENDED:
+                row = None
+            if row is not None:
                 try:
-                    pipeline.close_pane(server, row, ref_of(p), "late pane of an ended agent")
+                    pipeline.close_pane(server, row, ref_of(p), why)
                 except DriverError:
                     pass
                 continue

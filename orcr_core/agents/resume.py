@@ -105,6 +105,8 @@ def resume(server: ServerContext, agent: Agent, auto: bool = False) -> Agent:
             turn_started_at=None,
             cancel_requested=False,
             resumes=(agent.resumes or 0) + 1,
+            # the replaced launch is over: a pane herdr restores with its token is late
+            past_tokens=" ".join(t for t in (agent.past_tokens, agent.launch_token) if t) or None,
         )
         if agent.worktree_state == "kept":
             fields["worktree_state"] = "created"  # it runs in its kept checkout again

@@ -200,6 +200,11 @@ def _rm(database) -> None:
     add_columns(database, "agent", {"rm": "INTEGER DEFAULT 0", "gc_after": "REAL"})
 
 
+def _past_tokens(database) -> None:
+    # the launch tokens a resume replaced (a blank store has the column)
+    add_columns(database, "agent", {"past_tokens": "TEXT"})
+
+
 MIGRATIONS: list[tuple[str, callable]] = [
     ("0001_initial", _initial),
     ("0002_agent_status_seq_index", _status_seq_index),
@@ -221,6 +226,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("notices", _notices),
     ("agent_resume_reported", _resume_reported),
     ("agent_rm", _rm),
+    ("agent_past_tokens", _past_tokens),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -158,6 +158,9 @@ class Agent(BaseModel):
     #: command for (agents/native.py), ``refused:<process>`` when herdr refused it
     resume_reported = TextField(null=True)
     resumes = IntegerField(null=True)  # times ``agent resume`` requeued this row (None: never)
+    #: launch tokens a resume replaced, space-separated: panes still carrying one are
+    #: late panes of an earlier launch, closed by reconciliation (agents/reconcile.py)
+    past_tokens = TextField(null=True)
     agent_session_source = TextField(null=True)
     agent_session_kind = TextField(null=True)
     agent_session_value = TextField(null=True)
