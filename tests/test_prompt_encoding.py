@@ -85,11 +85,15 @@ def test_a_prompt_the_driver_cannot_type_ends_the_turn_errored(server, marker):
     server.run("agent", "wait", "d/a", "--timeout", "30s", check=True)
     r = server.run("agent", "send", "d/a", f"hello {marker}", check=True)
     assert r.stdout.split()[2:] == ["turn", "1"]  # (testp may show idle at once)
-    a = until(
-        lambda: (lambda a: a if a["status"] != "working" else None)(server.get("d/a")),
+    uuid = server.get("d/a")["uuid"]
+    # the prompt's failure, not the first non-working status: testp's pane may show idle
+    # before the delivery job has failed (CI under load read that idle, turn_status None)
+    until(
+        lambda: any(e["kind"] == "prompt.failed" for e in server.events(uuid)),
         30,
-        what="the turn to end",
+        what="the prompt's failure",
     )
+    a = server.get("d/a")
     assert (a["status"], a["turn_status"], a["turn"]) == ("idle", "errored", 0), a
     assert "not delivered" in a["turn_error"] and "test driver" in a["turn_error"]
     r = server.run("agent", "wait", "d/a", "--timeout", "10s")
