@@ -44,21 +44,17 @@ def check_revision(worktree: dict | None, revision: str | None) -> tuple[str | N
     # removes one whose branch holds nothing new as its agent ends, maybe mid-read: then
     # in the repository (the checkouts share its objects)
     here = worktree.get("path") if os.path.isdir(worktree.get("path") or "") else repo
-    res = _git(here, "rev-parse", "--verify", "--quiet", revision + "^{commit}")
-    if res.returncode != 0 and here != repo:
-        res = _git(repo, "rev-parse", "--verify", "--quiet", revision + "^{commit}")
-    if res.returncode != 0:
+    full = _commit(here, revision) or (_commit(repo, revision) if here != repo else None)
+    if full is None:
         return None, f"REVISION {revision} is not a commit in {repo}"
-    full = res.stdout.strip()
     # the base first: a branch that holds nothing new may be gone already (removed with
     # its checkout), and a commit from before the attempt is why it holds nothing
-    if base and _git(repo, "merge-base", "--is-ancestor", full, base).returncode == 0:
+    if base and _ancestor(repo, full, base):
         return (
             None,
             f"REVISION {revision} was there before the attempt began (its base {base[:12]})",
         )
-    on_branch = _git(repo, "merge-base", "--is-ancestor", full, f"refs/heads/{br}").returncode == 0
-    if not on_branch:
+    if not _ancestor(repo, full, f"refs/heads/{br}"):
         return None, f"REVISION {revision} is not on the attempt's branch {br}"
     return full, None
 
