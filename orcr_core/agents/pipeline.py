@@ -227,6 +227,7 @@ def close_pane(server: ServerContext, agent: Agent, pane: PaneRef | None, why: s
         )
     started = procs.collect(server, agent, pane)  # before the close re-parents them
     server.driver.close(pane)
+    faults.point("before_close_applied")  # the pane is closed; its record is not yet
     with db.atomic("IMMEDIATE"):
         events.emit("pane.close_applied", agent.uuid, path=agent.path, pane_id=pane.pane_id)
     procs.stop(server, agent, started)

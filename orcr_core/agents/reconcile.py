@@ -3,7 +3,8 @@
 ``recover`` runs once at server start, before the socket opens: rows are
 confirmed against one snapshot and re-matched by the marks every pane carries
 (this instance's id and the row's launch token), never by location. ``run`` repeats the read-only part on a timer and closes the
-late panes of starts orcr already ended. Panes orcr cannot explain are counted
+late panes of starts orcr already ended, and settles the open closes of panes
+that are gone (:mod:`orcr_core.agents.closes`). Panes orcr cannot explain are counted
 in ``server status`` and never touched.
 """
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from orcr_core import dirs
 from orcr_core.agents import (
+    closes,
     lifecycle,
     native,
     panes,
@@ -107,6 +109,7 @@ def recover(server: ServerContext) -> list[str]:
                     repair=True,
                 )
     _count(server, snap, close_late=True)
+    closes.settle(snap, at_start=True)
     _sweep()
     server.notify()
     return resume_pipelines
@@ -242,6 +245,7 @@ def run(server: ServerContext) -> None:
     snap = _snapshot(server)
     if snap is not None:
         _count(server, snap, close_late=True)
+        closes.settle(snap, at_start=False)
     _sweep()
     told = ceilings_step.report_refusals()  # forks a pids ceiling refused (agent.pids_refused)
     if unmanaged.discover(server) or told:

@@ -205,6 +205,15 @@ def _past_tokens(database) -> None:
     add_columns(database, "agent", {"past_tokens": "TEXT"})
 
 
+def _pane_close_index(database) -> None:
+    # reconciliation's read of open pane closes (agents/closes.py); partial, so
+    # every other event pays nothing for it
+    database.execute_sql(
+        "CREATE INDEX IF NOT EXISTS event_pane_close ON event (agent, seq) "
+        "WHERE kind IN ('pane.close_requested', 'pane.close_applied')"
+    )
+
+
 MIGRATIONS: list[tuple[str, callable]] = [
     ("0001_initial", _initial),
     ("0002_agent_status_seq_index", _status_seq_index),
@@ -227,6 +236,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("agent_resume_reported", _resume_reported),
     ("agent_rm", _rm),
     ("agent_past_tokens", _past_tokens),
+    ("event_pane_close_index", _pane_close_index),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
