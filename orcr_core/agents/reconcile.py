@@ -37,10 +37,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orcr.reconcile")
 
-#: exit reasons after which orcr itself decided the pane must not exist (``exited``:
-#: orcr closes a dead pane as it ends the row; a pane with its marks after that is
-#: herdr's restore of a session saved while the agent ran)
-ORCR_ENDED = ("failed", "canceled", "killed", "timeout", "gc", "done", "exited")
+#: exit reasons after which the row's pane must not exist: every one. orcr closes a
+#: pane as it ends its row, so a pane carrying an ended row's marks is the multiplexer's
+#: restore of a session saved while the agent ran (``exited``, and ``lost``: herdr
+#: SIGKILLed, restarted from a save older than the loss; the soak, seed 3302 on herdr,
+#: left a loop run's agent's pane and its shell at its end); nothing would ever manage it
+ORCR_ENDED = EXIT_REASONS
 
 
 def _snapshot(server: ServerContext):
@@ -191,7 +193,8 @@ def _recover_starting(server: ServerContext, agent: Agent, pane) -> bool:
 
 def _count(server: ServerContext, snap, close_late: bool) -> None:
     """Drift counts; with ``close_late``, close this instance's panes of rows
-    orcr itself ended (a start that finished after its row was failed or canceled).
+    that ended (a start that finished after its row was failed or canceled, or
+    a multiplexer's restore of a save made while an agent now ended ran).
 
     A pane carrying a token a resume replaced (``past_tokens``) is late too: that
     launch is over (soak seed 2832 on herdr: a parked agent, herdr restored a save
