@@ -20,6 +20,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import orcr_test_driver as td  # noqa: E402
 
@@ -111,53 +113,32 @@ def test_a_late_pane_of_an_ended_start_is_closed_by_its_marks(orcr_home):
     assert "x:twin" not in _closed()
 
 
-def test_a_pane_restored_after_its_agent_exited_is_closed_by_its_marks(orcr_home):
-    """A pane carrying the marks of an agent that exited (orcr ended it ``exited`` and
-    closed its pane) is a late pane too: herdr, SIGKILLed, restores its session from
-    a save made while the agent ran, so the pane comes back as a shell (the soak, seed
-    3302 on herdr, left such shells at its end).
-    Planted: ``exited`` left out of ``reconcile.ORCR_ENDED`` -> fails."""
+@pytest.mark.parametrize("end", ["exited", "lost"])
+def test_a_pane_restored_after_its_agent_ended_is_closed_by_its_marks(orcr_home, end):
+    """A pane carrying the marks of an agent that ended is a late pane too: herdr,
+    SIGKILLed, restores its session from a save made while the agent ran, so the pane
+    comes back (a shell, or the agent) with marks no row will ever manage again.
+    ``exited``: orcr ended it and closed its dead pane (the soak, seed 3302 on herdr,
+    left such shells at its end). ``lost``: its pane gone, one following snapshot later
+    (the 2-minute herdr soak in CI on ced7a82 left a loop run's agent's pane and shell).
+    Planted: ``exited`` or ``lost`` left out of ``reconcile.ORCR_ENDED`` -> its leg fails."""
     orcr_home.config(CONFIG)
     me = dirs.instance_id()
+    path = f"l/{end}"
     orcr_home.start_server()
     with orcr_home.sdk() as o:
-        a = o.run("x", provider="testp", path="l/e", cwd="/")
-        until(lambda: o.get("l/e")["status"] == "working")
-        td.set_dead(o.get("l/e")["pane_id"])
-        until(lambda: o.list("l/e") == [], 30, "l/e ended")
+        a = o.run("x", provider="testp", path=path, cwd="/")
+        until(lambda: o.get(path)["status"] == "working")
+        (td.set_dead if end == "exited" else td.remove_pane)(o.get(path)["pane_id"])
+        until(lambda: o.list(path) == [], 30, f"{path} ended")
     ends = [e["data"].get("exit_reason") for e in orcr_home.events(a["uuid"])]
-    assert "exited" in ends, ends
+    assert ends[-1] == end, ends
     token = json.loads((orcr_home.path / "agents" / a["uuid"] / "launch.json").read_text())[
         "launch_token"
     ]
-    td.add_pane("x:restored", "l/e", me, token)  # restored from a save made before the exit
-    td.add_pane("x:twin", "l/e", "another-instance", token)
+    td.add_pane("x:restored", path, me, token)  # restored from a save made before the end
+    td.add_pane("x:twin", path, "another-instance", token)
     until(lambda: "x:restored" in _closed(), 30, "the restored pane closed")
-    assert "x:twin" not in _closed()
-
-
-def test_a_pane_restored_after_its_agent_ended_lost_is_closed_by_its_marks(orcr_home):
-    """An agent ended ``lost`` (its pane gone, one following snapshot later) whose pane
-    then comes back with its marks: herdr, SIGKILLed, restored a save made before the
-    loss. Nothing will ever manage that pane; it is a late pane, closed. The 2-minute
-    herdr soak (seed 3302, CI on ced7a82) left such a pane, a loop run's agent's, and
-    its shell at its end. Planted: ``lost`` left out of ``reconcile.ORCR_ENDED`` -> fails."""
-    orcr_home.config(CONFIG)
-    me = dirs.instance_id()
-    orcr_home.start_server()
-    with orcr_home.sdk() as o:
-        a = o.run("x", provider="testp", path="l/l", cwd="/")
-        until(lambda: o.get("l/l")["status"] == "working")
-        td.remove_pane(o.get("l/l")["pane_id"])
-        until(lambda: o.list("l/l") == [], 30, "l/l ended")
-    ends = [e["data"].get("exit_reason") for e in orcr_home.events(a["uuid"])]
-    assert ends[-1] == "lost", ends
-    token = json.loads((orcr_home.path / "agents" / a["uuid"] / "launch.json").read_text())[
-        "launch_token"
-    ]
-    td.add_pane("x:back", "l/l", me, token)  # restored from a save made before the loss
-    td.add_pane("x:twin", "l/l", "another-instance", token)
-    until(lambda: "x:back" in _closed(), 30, "the restored pane closed")
     assert "x:twin" not in _closed()
 
 
