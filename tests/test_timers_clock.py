@@ -116,6 +116,37 @@ def test_idle_gc_ends_the_agent_at_idle_since_plus_gc_after(srv, fake_clock):
     assert Agent.get(Agent.uuid == "u2").exit_reason == "gc" and _closed(b.pane_id)
 
 
+def test_a_write_keeps_unchanged_rows_and_a_config_change_re_arms_them(
+    srv, fake_clock, server_home
+):
+    """A reload after a write makes again only the rows the store holds differently
+    (bench/idle.py: re-making and re-arming 250 rows after each write was most of a
+    turn end's latency); a config change re-arms every row's timers.
+    Planted: ``Monitor.rearm`` not asking for a full re-arm -> GC waits the old hour,
+    fails; ``_same`` always False -> the unchanged row is made again, fails."""
+    t0 = fake_clock.time()
+    _agent(srv, status="idle", idle_since=t0)
+    _agent(srv, "%2", uuid="u2", path="t/b", queue_seq=2, status="idle", idle_since=t0)
+    _pass(srv, reload=True)
+    kept = srv.monitor.agents["u1"]
+    Agent.update(idle_since=t0 + 10).where(Agent.uuid == "u2").execute()  # another writer
+    _pass(srv, reload=True)
+    assert srv.monitor.agents["u1"] is kept  # the same row: the same object, its timers
+    assert srv.monitor.agents["u2"].idle_since == t0 + 10  # a changed row: made again
+    kept.__data__["status"] = "working"  # as a transition whose commit was refused leaves it
+    _pass(srv, reload=True)
+    assert srv.monitor.agents["u1"] is not kept and srv.monitor.agents["u1"].status == "idle"
+    (server_home / "config.toml").write_text(CONFIG.replace('gc_after = "1h"', 'gc_after = "1m"'))
+    assert "timings.gc_after" in srv.reload_config()
+    _pass(srv, reload=True)
+    fake_clock.advance(61)
+    _pass(srv)
+    assert _row().exit_reason == "gc"
+    fake_clock.advance(10)
+    _pass(srv)
+    assert Agent.get(Agent.uuid == "u2").exit_reason == "gc"
+
+
 def test_a_turn_that_outlives_its_timeout_ends_timeout(srv, fake_clock):
     """Planted: the timeout compared with ``started_at`` + 2*timeout -> still working at
     the deadline, fails."""

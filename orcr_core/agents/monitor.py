@@ -65,6 +65,7 @@ class Monitor:
         self._everything = True  # visit every agent (start, overflow, reconcile)
         self._panes_hint = True  # a pane may have changed: take a snapshot
         self._reload = True
+        self._rearm_all = True  # the next reload re-arms every row's timers
         self.agents: dict[str, Agent] = {}
         self._fast: set[str] = set()  # visited every poll_every
         self._snapshot_polling = True
@@ -86,6 +87,12 @@ class Monitor:
         """Something was written: re-read the active rows."""
         with self._cond:
             self._reload = True
+            self._cond.notify()
+
+    def rearm(self) -> None:
+        """The configuration changed: every row's timers are armed again."""
+        with self._cond:
+            self._reload = self._rearm_all = True
             self._cond.notify()
 
     def transcript_changed(self, uuid: str | None) -> None:
@@ -145,7 +152,7 @@ class Monitor:
                     break
                 log.exception("monitor step failed")
                 with self._cond:
-                    self._reload = True
+                    self._reload = self._rearm_all = True
                 srv.stopping.wait(srv.config.duration("timings.poll_every"))
         self.watcher.stop()
 
@@ -175,7 +182,8 @@ class Monitor:
         if poll_due:
             self._next_poll = now_m + cfg.duration("timings.poll_every")
         if reload or db.write_transactions != self._writes_seen:
-            self._load()
+            rearm, self._rearm_all = self._rearm_all or everything, False
+            self._load(rearm)
             workspace_finish.sweep(srv)  # an agent that ended keeps or removes its checkout
         if self.agents and (panes_hint or (poll_due and self._snapshot_polling)):
             self.counters["snapshots"] += 1
@@ -221,35 +229,51 @@ class Monitor:
             )
 
     # -- rows, watches, timers --------------------------------------------
-    def _load(self) -> None:
-        """Re-read the active rows (only after some write: none while the fleet is steady)."""
+    def _load(self, rearm_all: bool = True) -> None:
+        """Re-read the active rows (only after some write: none while the fleet is steady).
+
+        A row the store holds exactly as the one in memory keeps that object, and its
+        timers stay as armed, unless ``rearm_all`` (a reconciliation pass, a config
+        change, the first load): at 250 agents, making every row again and re-arming
+        every timer after each write was most of a turn end's latency (bench/idle.py).
+        The comparison is with the object's own values, so an object a rolled-back
+        transaction left changed is made again."""
         self._writes_seen = db.write_transactions
-        monitored = Agent.select_compiled(
+        sql, params, fields = Agent.compiled(
             "monitored", lambda: Agent.select().where(Agent.status.in_(MONITORED))
         )  # after every write: compiled once (bench/lifetime.py)
-        rows = {a.uuid: a for a in monitored}
+        names = [name for name, _ in fields]
+        at = names.index("uuid")
         old = self.agents
-        for uuid in old.keys() - rows.keys():
-            self.watcher.unwatch(uuid)
-            self.server.lost_at.pop(uuid, None)
-            self._stall_at.pop(uuid, None)
-            self.server.dialog_checked.pop(uuid, None)
-        for uuid, agent in rows.items():
-            before = old.get(uuid)
+        rows: dict[str, Agent] = {}
+        changed: list[Agent] = []
+        for raw in db.execute_sql(sql, params):
+            before = old.get(raw[at])
+            if before is not None and _same(before.__data__, names, raw):
+                rows[raw[at]] = before
+                continue
+            agent = rows[raw[at]] = Agent.from_row(fields, raw)
+            changed.append(agent)
             if before is None or (before.status, before.turn, before.agent_session_value) != (
                 agent.status,
                 agent.turn,
                 agent.agent_session_value,
             ):
                 with self._cond:
-                    self._dirty.add(uuid)  # a new state: read its transcript once now
+                    self._dirty.add(agent.uuid)  # a new state: read its transcript once now
             if before is not None and hasattr(before, "_mux_status"):
                 agent._mux_status = before._mux_status
+        for uuid in old.keys() - rows.keys():
+            self.watcher.unwatch(uuid)
+            self.server.lost_at.pop(uuid, None)
+            self._stall_at.pop(uuid, None)
+            self.server.dialog_checked.pop(uuid, None)
         self.agents = rows
-        transcripts.forget_except(self.server, set(rows))
-        self.timers.forget(set(rows))
-        self.witness.forget(set(rows))
-        for agent in rows.values():
+        if len(rows) != len(old) or changed:
+            transcripts.forget_except(self.server, set(rows))
+            self.timers.forget(set(rows))
+            self.witness.forget(set(rows))
+        for agent in rows.values() if rearm_all else changed:
             self._arm(agent)
         self._classify()
 
@@ -409,3 +433,13 @@ def _guard_expired(
         pipeline.close_pane(server, agent, pane_of(agent), "stuck-start guard")
     except DriverError:
         pass  # reconciliation closes the late pane by label
+
+
+def _same(data: dict, names: list[str], raw: tuple) -> bool:
+    """The store's row ``raw`` holds exactly the values of ``data`` (an Agent's own):
+    its fields are text, numbers and booleans, whose stored values compare equal to
+    the Python ones (1 == True)."""
+    for name, value in zip(names, raw, strict=True):
+        if data.get(name) != value:
+            return False
+    return True

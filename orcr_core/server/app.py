@@ -197,6 +197,7 @@ class Server:
             if self.notifier is not None:
                 self.notifier.reconfigure()
             if changed:
+                self.monitor.rearm()  # GC, guard, park and stall deadlines follow the config
                 log.info("config applied (%s): %s", source, ", ".join(changed))
                 with db.atomic():
                     events.emit("config.applied", changed=changed, source=source)
