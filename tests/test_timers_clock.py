@@ -139,12 +139,10 @@ def test_a_write_keeps_unchanged_rows_and_a_config_change_re_arms_them(
     (server_home / "config.toml").write_text(CONFIG.replace('gc_after = "1h"', 'gc_after = "1m"'))
     assert "timings.gc_after" in srv.reload_config()
     _pass(srv, reload=True)
-    fake_clock.advance(61)
-    _pass(srv)
-    assert _row().exit_reason == "gc"
-    fake_clock.advance(10)
-    _pass(srv)
-    assert Agent.get(Agent.uuid == "u2").exit_reason == "gc"
+    for uuid, at in (("u1", 61), ("u2", 71)):  # each at its idle_since + the new minute
+        fake_clock.advance(at - (fake_clock.time() - t0))
+        _pass(srv)
+        assert Agent.get(Agent.uuid == uuid).exit_reason == "gc"
 
 
 def test_a_turn_that_outlives_its_timeout_ends_timeout(srv, fake_clock):
