@@ -6,8 +6,10 @@ continues its transcript, so the whole path runs without API keys."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -309,7 +311,9 @@ def test_a_pane_of_the_launch_a_resume_replaced_is_closed_as_late(live):
     is over. The 1-hour herdr soak (seed 2832) left one to its end: a parked agent,
     herdr SIGKILLed and restored from a save made before the move, the agent lost and
     resumed, and the restored pane (the old token) counted an orphan for good.
-    Planted: reconcile without the ``past_tokens`` look-up -> fails (not closed)."""
+    Planted: reconcile without the ``past_tokens`` look-up -> fails (not closed); the
+    close stopping the row's recorded processes too (``whole=True``) -> fails (the
+    resumed agent killed with the old pane)."""
     live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\nreconcile_every = "200ms"\n')
     live.start_server()
     live.run("agent", "run", "-p", "echo", "--path", "e/late", "first", check=True)
@@ -328,6 +332,13 @@ def test_a_pane_of_the_launch_a_resume_replaced_is_closed_as_late(live):
     pane = live.get("e/late")["pane_id"]
     me = tmux("show-options", "-p", "-t", pane, "-v", "@orcr_instance")
     assert old and tmux("show-options", "-p", "-t", pane, "-v", "@orcr_token") != old
+    # the running launch's processes recorded (procs.json) before its old pane shows up:
+    # closing that pane must stop the old pane's tree only (CI once saw the resumed
+    # agent killed with it, its recorded processes taken for the late pane's)
+    pid = int(tmux("display-message", "-p", "-t", pane, "#{pane_pid}"))
+    procs = live.path / "agents" / uuid / "procs.json"
+    until(lambda: procs.exists() and json.loads(procs.read_text())["root"][0] == pid, 30,
+          what="the resumed launch's processes recorded")  # fmt: skip
     late = tmux("split-window", "-d", "-P", "-F", "#{pane_id}", "-t", pane, "sleep 600")
     for option, value in (("@orcr_path", "e/late"), ("@orcr_instance", me), ("@orcr_token", old)):
         tmux("set-option", "-p", "-t", late, option, value)
@@ -335,4 +346,6 @@ def test_a_pane_of_the_launch_a_resume_replaced_is_closed_as_late(live):
           what="the old launch's pane closed")  # fmt: skip
     closes = [e["data"] for e in live.events(uuid) if e["kind"] == "pane.close_requested"]
     assert any(d["pane_id"] == late and "earlier launch" in d["why"] for d in closes), closes
+    time.sleep(1.0)  # the close's TERM, and KILL after timings.stop_grace, had their time
     assert live.get("e/late")["status"] == "idle"  # the agent itself goes on
+    os.kill(pid, 0)  # its process too

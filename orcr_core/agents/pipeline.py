@@ -216,16 +216,21 @@ def _started_before(driver, agent: Agent) -> PaneRef | None:
     return ref_of(pane) if pane is not None else None
 
 
-def close_pane(server: ServerContext, agent: Agent, pane: PaneRef | None, why: str) -> None:
+def close_pane(
+    server: ServerContext, agent: Agent, pane: PaneRef | None, why: str, whole: bool = True
+) -> None:
     """Intent/applied pair around a pane close; then every process the agent
-    started that outlived the close gets TERM, then KILL (``procs``)."""
+    started that outlived the close gets TERM, then KILL (``procs``).
+
+    ``whole=False``: only the pane's own process tree, for a pane of the agent
+    that is not its running launch's (``procs.collect``)."""
     if pane is None or server.driver is None:
         return
     with db.atomic("IMMEDIATE"):
         events.emit(
             "pane.close_requested", agent.uuid, path=agent.path, pane_id=pane.pane_id, why=why
         )
-    started = procs.collect(server, agent, pane)  # before the close re-parents them
+    started = procs.collect(server, agent, pane, whole)  # before the close re-parents them
     server.driver.close(pane)
     faults.point("before_close_applied")  # the pane is closed; its record is not yet
     with db.atomic("IMMEDIATE"):

@@ -287,14 +287,20 @@ def observe(server: ServerContext, seen: list) -> None:
             _save(server, agent.uuid)
 
 
-def collect(server: ServerContext, agent: Agent, pane: PaneRef | None) -> dict[int, float]:
+def collect(
+    server: ServerContext, agent: Agent, pane: PaneRef | None, whole: bool = True
+) -> dict[int, float]:
     """Everything the agent started, at this moment: the pane's tree plus the
     recorded processes. Call before the pane is closed (closing it re-parents
-    its children, and the tree can no longer be walked)."""
-    procs = recorded(server, agent.uuid)
+    its children, and the tree can no longer be walked).
+
+    ``whole=False``: the pane's tree alone, for a pane that is not the agent's
+    current one (a late pane of a launch a resume replaced): the recorded
+    processes are the running launch's, and must live on."""
+    procs = recorded(server, agent.uuid) if whole else {}
     roots = []
     with _lock:
-        if agent.uuid in _roots:
+        if whole and agent.uuid in _roots:
             roots.append(_roots[agent.uuid])
     if pane is not None and isinstance(server.driver, PaneProcesses):
         try:

@@ -220,15 +220,16 @@ def _count(server: ServerContext, snap, close_late: bool) -> None:
             continue
         if close_late and p.instance == me and p.launch_token:
             row = Agent.get_or_none(Agent.launch_token == p.launch_token)
-            why = "late pane of an ended agent"
+            why, whole = "late pane of an ended agent", True
             if row is None:  # a launch a resume replaced (herdr restored an old save)
                 row = Agent.get_or_none(Agent.past_tokens.contains(p.launch_token))
                 why = "late pane of an earlier launch (the agent was resumed since)"
+                whole = False  # the processes recorded for the row are its running launch's
             elif row.exit_reason not in ORCR_ENDED:
                 row = None
             if row is not None:
                 try:
-                    pipeline.close_pane(server, row, ref_of(p), why)
+                    pipeline.close_pane(server, row, ref_of(p), why, whole)
                 except DriverError:
                     pass
                 continue
