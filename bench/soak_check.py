@@ -402,8 +402,14 @@ def check(events: list[dict], caps: dict, final: dict | None = None) -> Report:
     report = _Checker(caps, final or {}).run(events)
     for root in (final or {}).get("task_queues", []):
         report.violations += check_tasks(Path(root), (final or {}).get("tasks_added"))
+    unreached = frozenset(
+        e["agent"]
+        for e in events
+        if e["kind"] == "agent.status"
+        and str(e["data"].get("turn_error", "")).startswith("the prompt sent as turn 1 never")
+    )
     for root in (final or {}).get("agent_dirs", []):
-        report.violations += check_transcripts(Path(root))
+        report.violations += check_transcripts(Path(root), unreached)
     return report
 
 

@@ -340,6 +340,21 @@ def test_a_prompt_received_twice_or_doubled_is_caught(tmp_path):
     assert [v.rule for v in report.violations] == ["once"] * 2
 
 
+def test_a_first_prompt_reported_lost_with_its_program_may_be_followed_by_a_send(tmp_path):
+    """herdr SIGKILLed between the first prompt's keys and the program reading them: the
+    resume reports turn 1 never reached the agent (send it again), and the next send is
+    the transcript's first turn (1-hour herdr soak, seed 2845, ``w0/fail_62``). Without
+    that report it stays a ``once`` violation."""
+    _agent(tmp_path, "[sleep 1] hi", ["a later send"])
+    h = clean()
+    found = soak_check.check(h.events, CAPS, {"agent_dirs": [str(tmp_path)]}).violations
+    assert [v.rule for v in found] == ["once"]
+    h.ev("agent.status", agent="u0", to="idle", turn=1, turn_status="interrupted",
+         turn_error="the prompt sent as turn 1 never reached the agent: it was lost")  # fmt: skip
+    found = soak_check.check(h.events, CAPS, {"agent_dirs": [str(tmp_path)]}).violations
+    assert "once" not in [v.rule for v in found]  # (its lone status event breaks others)
+
+
 def test_the_soak_clock_jumps_wall_time_and_keeps_file_ages(tmp_path):
     """bench/_soak_clock: time, datetime and files' times jump together; the monotonic
     clock does not; a file touched after the jump is fresh, one set to 50 s ago is."""
