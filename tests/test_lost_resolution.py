@@ -121,7 +121,7 @@ def test_a_pane_restored_after_its_agent_ended_is_closed_by_its_marks(orcr_home,
     ``exited``: orcr ended it and closed its dead pane (the soak, seed 3302 on herdr,
     left such shells at its end). ``lost``: its pane gone, one following snapshot later
     (the 2-minute herdr soak in CI on ced7a82 left a loop run's agent's pane and shell).
-    Planted: ``exited`` or ``lost`` left out of ``reconcile.ORCR_ENDED`` -> its leg fails."""
+    Planted: rows ended ``exited`` or ``lost`` skipped by ``reconcile._count`` -> its leg fails."""
     orcr_home.config(CONFIG)
     me = dirs.instance_id()
     path = f"l/{end}"

@@ -83,8 +83,8 @@ def test_sigkill_after_the_turns_end_still_ends_the_agent(live):
     agent's are one commit); after a restart the pane is closed and the answer read.
 
     Planted: the turn's end commits idle and the rm end is left to a later step ->
-    fails (the row is idle in the store). Planted: ``done`` left out of reconcile's
-    ORCR_ENDED -> fails (the late pane is never closed)."""
+    fails (the row is idle in the store). Planted: rows ended ``done`` skipped by
+    ``reconcile._count`` -> fails (the late pane is never closed)."""
     live.start_server(extra_env={"ORCR_FAULT": "after_rm_end"})
     live.run("agent", "run", "--rm", "-p", "echo", "--path", "crash/job", "the answer", check=True)
     assert live.proc.wait(60) == -signal.SIGKILL, live.server_log()

@@ -37,13 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orcr.reconcile")
 
-#: exit reasons after which the row's pane must not exist: every one. orcr closes a
-#: pane as it ends its row, so a pane carrying an ended row's marks is the multiplexer's
-#: restore of a session saved while the agent ran (``exited``, and ``lost``: herdr
-#: SIGKILLed, restarted from a save older than the loss; the soak, seed 3302 on herdr,
-#: left a loop run's agent's pane and its shell at its end); nothing would ever manage it
-ORCR_ENDED = EXIT_REASONS
-
 
 def _snapshot(server: ServerContext):
     try:
@@ -225,7 +218,11 @@ def _count(server: ServerContext, snap, close_late: bool) -> None:
                 row = Agent.get_or_none(Agent.past_tokens.contains(p.launch_token))
                 why = "late pane of an earlier launch (the agent was resumed since)"
                 whole = False  # the processes recorded for the row are its running launch's
-            elif row.exit_reason not in ORCR_ENDED:
+            elif row.status != "ended":
+                # every end counts: orcr closes a pane as it ends its row, so a pane with an
+                # ended row's marks is the multiplexer's restore of a save made while the
+                # agent ran (``exited``, and ``lost``: herdr SIGKILLed, restarted from a save
+                # older than the loss; the soak, seed 3302 on herdr, left one to its end)
                 row = None
             if row is not None:
                 try:
