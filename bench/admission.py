@@ -16,6 +16,13 @@ busy by spinning processes (``_harness.cpu_load``).
 
 Goal (issue 39): >= 0.5 on disk and on tmpfs.
 Run: python bench/admission.py [N] [--loaded]
+
+``--against DIR [--pairs K] [--where PATH]`` compares another checkout of orcr (a
+``git worktree add`` of an older commit) with this one: K pairs, back to back, each
+side in its own process with its checkout first on ``PYTHONPATH``, a pause before
+each pair (a VM disk's I/O credit refills), then the medians. The disk of the
+development VM slows down for minutes after a burst of fsyncs, so only pairs run
+back to back compare.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -108,6 +117,52 @@ def main(n: int = 2000, loaded: bool = False) -> None:
             print(f"{tag} ratio {sdk / raw:.3f} (goal >= {GOAL})")
 
 
+_ONE = """
+import sys
+sys.path.insert(0, "bench")
+import admission
+rate, cpu = admission.sdk_rate({n}, {where!r})
+print(rate, cpu, admission.raw_rate({n}, {where!r}))
+"""
+
+
+def pairs(n: int, against: str, k: int, where: str) -> None:
+    """K back-to-back pairs: ``against`` (another checkout) and this one."""
+    here = str(Path(__file__).resolve().parent.parent)
+    got: dict[str, list[tuple[float, float, float]]] = {"against": [], "this": []}
+    print(f"load average before: {os.getloadavg()[0]:.1f}; {where}, N = {n}")
+    for _ in range(k):
+        time.sleep(8)
+        for name, root in (("against", against), ("this", here)):
+            out = subprocess.run(
+                [sys.executable, "-c", _ONE.format(n=n, where=where)],
+                cwd=root,
+                env=dict(os.environ, PYTHONPATH=root),
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            rate, cpu_ms, raw = map(float, out.stdout.split()[-3:])
+            got[name].append((rate / raw, rate, cpu_ms))
+            print(
+                f"{name:8} ratio {rate / raw:.3f}  {rate:6.0f} /s  cpu {cpu_ms:.3f} ms", flush=True
+            )
+    for name, runs in got.items():
+        med = [statistics.median(r[i] for r in runs) for i in range(3)]
+        print(f"{name:8} median ratio {med[0]:.3f}  {med[1]:6.0f} /s  cpu {med[2]:.3f} ms")
+
+
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--loaded"]
-    main(int(args[0]) if args else 2000, loaded="--loaded" in sys.argv[1:])
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("n", nargs="?", type=int, default=2000)
+    ap.add_argument("--loaded", action="store_true")
+    ap.add_argument("--against", metavar="DIR", help="another checkout to compare with")
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--where", default=BENCH_DIR)
+    a = ap.parse_args()
+    if a.against:
+        pairs(a.n, a.against, a.pairs, a.where)
+    else:
+        main(a.n, loaded=a.loaded)

@@ -76,3 +76,73 @@ def test_make_dir_with_file_writes_everything(tmp_path):
     assert (tmp_path / "d" / "f.json").read_bytes() == b"x" * 100_000
     assert oct((tmp_path / "d").stat().st_mode & 0o777) == "0o700"
     assert oct((tmp_path / "d" / "f.json").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_group_admission_syncs_every_launch_json_before_its_one_commit(store, monkeypatch):
+    """Pipelined admissions (``run_many``) are written without fsyncs and synced
+    together before the group's single COMMIT (``durable.sync_dirs_with_file``):
+    each file, each data dir, then ``agents/`` once, all before the commit."""
+    import json
+    import socket
+    from types import SimpleNamespace
+
+    from orcr_core import config as config_mod
+    from orcr_core.server import listener
+
+    log: list[tuple[str, str]] = []
+    real_fsync, real_commit = os.fsync, db.commit
+    lock = threading.Lock()  # the group's fsyncs run on a thread pool
+
+    def fsync(fd):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        real_fsync(fd)
+        with lock:
+            log.append(("fsync", path))
+
+    def commit():
+        log.append(("commit", ""))
+        real_commit()
+
+    monkeypatch.setattr(durable.os, "fsync", fsync)
+    monkeypatch.setattr(db, "commit", commit)
+    agents = store / "agents"
+    agents.mkdir()
+    server = SimpleNamespace(
+        config=config_mod.load(store / "absent.toml"),
+        registry=build_registry(get_plugin_manager()),
+        agents_dir=agents,
+        store_path=store / "store.db",
+        store_broken=False,
+        notify=lambda **kw: None,
+    )
+    ours, theirs = socket.socketpair()
+    conn = listener.Connection(server, ours)
+    conn.negotiated = True
+    lines = [
+        json.dumps(
+            {
+                "id": i,
+                "method": "agent.run",
+                "params": {"provider": "echo", "cwd": "/", "prompt": "hi", "path": f"g/a{i}"},
+            },
+            separators=(",", ":"),  # the compact frames orcr's client sends
+        ).encode()
+        for i in range(5)
+    ]
+    conn.reader.buf += b"\n".join(lines[1:]) + b"\n"
+    conn.admit_group(lines[0])
+    theirs.settimeout(5)
+    data = b""
+    while data.count(b"\n") < 5:
+        data += theirs.recv(65536)
+    replies = [json.loads(x) for x in data.splitlines()]
+    uuids = [r["result"]["uuid"] for r in replies]
+    assert len(set(uuids)) == 5
+    assert log[-1] == ("commit", "") and log.count(("commit", "")) == 1
+    synced = log[:-1]
+    want = {("fsync", str(agents / u / "launch.json")) for u in uuids}
+    want |= {("fsync", str(agents / u)) for u in uuids}
+    assert set(synced[:-1]) == want and len(synced) == 11
+    assert synced[-1] == ("fsync", str(agents))  # the data dirs' entries, last
+    ours.close()
+    theirs.close()

@@ -60,11 +60,9 @@ def _auto_name(scope: str | None, provider: str) -> str:
     return f"{prefix}{n}"
 
 
-def _write_launch(data_dir: str, payload: dict, sync_parent: bool = True) -> None:
+def _write_launch(data_dir: str, payload: dict, sync: bool = True) -> None:
     """launch.json on disk (file and directory entries) before the row's commit."""
-    durable.make_dir_with_file(
-        data_dir, "launch.json", json.dumps(payload).encode(), sync_parent=sync_parent
-    )
+    durable.make_dir_with_file(data_dir, "launch.json", json.dumps(payload).encode(), sync=sync)
 
 
 _DEPTH = "SELECT COUNT(*) FROM agent WHERE status = 'queued'"
@@ -87,13 +85,14 @@ def admit(
     options: dict | None = None,
     check: Callable[[str, str | None], tuple[str, str] | None] | None = None,
     config=None,
-    sync_dir: bool = True,
+    sync: bool = True,
 ) -> dict:
     """Validate, write launch.json, insert the queued row. Returns the row's fields.
 
-    ``sync_dir=False`` leaves the fsync of ``agents_dir`` (the new data dir's entry)
-    to the caller, who must make it before the row's transaction commits: the
-    listener's group commit syncs it once for the whole group.
+    ``sync=False`` leaves the fsyncs of launch.json, the new data dir and its entry
+    in ``agents_dir`` to the caller, who must make them before the row's transaction
+    commits: the listener's group commit makes them for the whole group at once
+    (``durable.sync_dirs_with_file``).
 
     ``options`` are the provider's config options (``[providers.<name>]``).
     ``check(path, scope)`` runs inside the insert's transaction and returns
@@ -162,7 +161,7 @@ def admit(
                     "launch_token": token,
                     "created_at": now,
                 },
-                sync_parent=sync_dir,
+                sync=sync,
             )
             fields = dict(
                 uuid=uuid,

@@ -98,7 +98,7 @@ def agent_run(server: ServerContext, conn, rid, params):
             server.config.provider_options(spec.provider),
             check=admission_refusal,
             config=server.config,
-            sync_dir=conn.deferred is None,  # a group syncs agents/ once, before its commit
+            sync=conn.deferred is None,  # a group syncs its new files at once, before its commit
         )
     except queue.AdmissionError as exc:
         raise ProtocolError(exc.code, str(exc)) from None

@@ -154,10 +154,16 @@ class Connection:
             with db.atomic("IMMEDIATE"):
                 for line in lines:
                     self.handle_line(line)
-                if any("result" in r for r in self.deferred):
-                    # the new data dirs' entries, once for the group (each admission
-                    # synced its own launch.json and dir): on disk before the commit
-                    durable.fsync_dir(str(self.server.agents_dir))
+                # the group's launch.json files, data dirs and their entries in
+                # agents/, synced together: on disk before the commit
+                durable.sync_dirs_with_file(
+                    [
+                        str(self.server.agents_dir / r["result"]["uuid"])
+                        for r in self.deferred
+                        if "result" in r
+                    ],
+                    "launch.json",
+                )
         except Exception as exc:  # the commit failed: no admission of the group stands
             log.exception("group admission failed")
             for reply in self.deferred:
