@@ -31,14 +31,14 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING
 
-from peewee import PeeweeException, fn
+from peewee import PeeweeException
 
 from orcr_core.agents import dialogs, lifecycle, parking, resubmit, sessions, transcripts
 from orcr_core.agents.exclusive import agent_lock
 from orcr_core.agents.launch import pane_of
 from orcr_core.contracts import DriverError, SplitPrompt
 from orcr_core.store import events, faults
-from orcr_core.store.models import Agent, Event, db
+from orcr_core.store.models import Agent, db
 
 if TYPE_CHECKING:
     from orcr_core.server.context import ServerContext
@@ -58,21 +58,18 @@ ENTER_APPLIED = "prompt.enter_applied"
 
 def _last_request(agent: Agent) -> int | None:
     """The seq of the agent's latest ``prompt.requested``: which prompt is current."""
-    return (
-        Event.select(fn.MAX(Event.seq))
-        .where((Event.agent == agent.uuid) & (Event.kind == "prompt.requested"))
-        .scalar()
-    )
+    return events.last_of(agent.uuid, "prompt.requested")
+
+
+_STEPS = "SELECT DISTINCT kind FROM event WHERE agent = ? AND kind LIKE 'prompt.%' AND seq >= ?"
 
 
 def _steps(agent: Agent) -> set[str]:
     """The delivery steps recorded for this agent's latest prompt: the ``prompt.*``
     events from its last ``prompt.requested`` on (all of them before the first)."""
-    where = (Event.agent == agent.uuid) & Event.kind.startswith("prompt.")
     last = _last_request(agent)
-    if last is not None:
-        where &= Event.seq >= last
-    return {e.kind for e in Event.select(Event.kind).where(where)}
+    rows = db.execute_sql(_STEPS, (agent.uuid, 0 if last is None else last))
+    return {kind for (kind,) in rows}
 
 
 def _record(agent: Agent, turn: int, *kinds: str, still=None) -> None:
@@ -290,6 +287,13 @@ def _pending(request: int | None):
     return still
 
 
+_LATER = "SELECT MIN(seq) FROM event WHERE agent = ? AND kind = 'prompt.requested' AND seq > ?"
+_ENDINGS = (
+    "SELECT seq, data FROM event "
+    "WHERE agent = ? AND kind IN ('prompt.applied', 'prompt.failed') AND seq > ?"
+)
+
+
 def _settled(agent: Agent, request: int | None) -> bool:
     """Whether the prompt requested at seq ``request`` has its ``prompt.applied`` or
     ``prompt.failed`` already. Each names its request (``request``): the previous
@@ -299,14 +303,8 @@ def _settled(agent: Agent, request: int | None) -> bool:
     One written before requests were named counts if it came before the next request."""
     if request is None:
         return False
-    mine = Event.agent == agent.uuid
-    later = (
-        Event.select(fn.MIN(Event.seq))
-        .where(mine & (Event.kind == "prompt.requested") & (Event.seq > request))
-        .scalar()
-    )
-    where = mine & Event.kind.in_(("prompt.applied", "prompt.failed")) & (Event.seq > request)
-    for seq, data in Event.select(Event.seq, Event.data).where(where).tuples():
+    later = db.execute_sql(_LATER, (agent.uuid, request)).fetchone()[0]
+    for seq, data in db.execute_sql(_ENDINGS, (agent.uuid, request)).fetchall():
         named = json.loads(data).get("request")
         if named == request or (named is None and (later is None or seq < later)):
             return True

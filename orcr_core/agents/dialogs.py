@@ -11,12 +11,10 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from peewee import fn
-
 from orcr_core.agents import lifecycle, procs
 from orcr_core.contracts import DriverError, PaneRef, ProgramProcess
 from orcr_core.store import events
-from orcr_core.store.models import Agent, Event, db
+from orcr_core.store.models import Agent, db
 
 if TYPE_CHECKING:
     from orcr_core.server.context import ServerContext
@@ -172,15 +170,8 @@ def await_input(server: ServerContext, agent: Agent, provider, spec, pane: PaneR
 def answered_since_start(agent: Agent) -> bool:
     """Whether orcr answered a dialog of this agent since its pane was last started
     (a resumed agent starts a new pane: an answer of an earlier start does not count)."""
-    started = (
-        Event.select(fn.MAX(Event.seq))
-        .where((Event.agent == agent.uuid) & (Event.kind == "pane.start_requested"))
-        .scalar()
-    )
-    where = (Event.agent == agent.uuid) & (Event.kind == "agent.dialog_answered")
-    if started is not None:
-        where &= Event.seq > started
-    return Event.select().where(where).exists()
+    started = events.last_of(agent.uuid, "pane.start_requested")
+    return events.has(agent.uuid, "agent.dialog_answered", after=started or 0)
 
 
 def _wait_changed(driver, pane: PaneRef, before: str) -> None:

@@ -14,7 +14,7 @@ from orcr_core.common import clock
 from orcr_core.contracts import AgentStatus as S
 from orcr_core.contracts import ExitReason
 from orcr_core.store import events
-from orcr_core.store.models import EXIT_REASONS, Agent, Event
+from orcr_core.store.models import EXIT_REASONS, Agent, Event, db
 
 if TYPE_CHECKING:
     from orcr_core.server.context import ServerContext
@@ -148,6 +148,12 @@ def update(agent: Agent, event_kind: str | None = None, **fields) -> None:
         events.emit(event_kind, agent.uuid, path=agent.path, **fields)
 
 
+_HOLDERS = (
+    "SELECT id FROM agent WHERE pane_id = ? AND id != ? "
+    f"AND status IN ('{S.WORKING.value}', '{S.IDLE.value}')"
+)
+
+
 def release_reused(agent: Agent, pane_id: str) -> int:
     """Before ``agent``'s new pane is recorded: every other live row still holding
     ``pane_id`` goes ``lost``; returns how many.
@@ -162,13 +168,9 @@ def release_reused(agent: Agent, pane_id: str) -> int:
     the transaction that records the new pane, is what the monitor decides a poll
     later anyway: it finds the row again by its launch token, or ends or resumes it.
     """
-    holders = list(
-        Agent.select().where(
-            (Agent.pane_id == pane_id)
-            & (Agent.id != agent.id)
-            & Agent.status.in_((S.WORKING, S.IDLE))
-        )
-    )
+    # plain SQL (every start asks; almost always none): the rows only when there are some
+    ids = db.execute_sql(_HOLDERS, (pane_id, agent.id)).fetchall()
+    holders = [Agent.get_by_id(i) for (i,) in ids]
     why = "its pane is gone: the multiplexer gave the pane's id to a new pane (restarted)"
     return sum(bool(transition(other, S.LOST, pane_id=pane_id, why=why)) for other in holders)
 

@@ -35,7 +35,7 @@ from orcr_core.agents.launch import (
 from orcr_core.ceilings import step as ceilings_step
 from orcr_core.contracts import DriverError, PaneRef, ProviderError, StartSpec
 from orcr_core.store import events, faults, health
-from orcr_core.store.models import Agent, Event, db
+from orcr_core.store.models import Agent, db
 from orcr_core.workspaces import step as workspace_step
 from orcr_core.workspaces.vcs import VcsError
 
@@ -206,11 +206,7 @@ def _started_before(driver, agent: Agent) -> PaneRef | None:
     """A pane an earlier attempt of this server started (the call failed after
     the multiplexer acted on it), found by this row's marks (never by label
     alone: another instance may run the same path): adopted, never started twice."""
-    if (
-        not Event.select()
-        .where((Event.agent == agent.uuid) & (Event.kind == "pane.start_requested"))
-        .exists()
-    ):
+    if not events.has(agent.uuid, "pane.start_requested"):
         return None
     pane = owned(driver.snapshot()).get(agent.launch_token)
     return ref_of(pane) if pane is not None else None

@@ -7,7 +7,13 @@ from __future__ import annotations
 from orcr_core import paths
 from orcr_core.contracts import AgentStatus
 from orcr_core.protocol import ProtocolError
-from orcr_core.store.models import Agent
+from orcr_core.store.models import Agent, db
+
+#: the active row first, else the newest ended one
+_BY_PATH = (
+    "SELECT id FROM agent WHERE path = ? "
+    f"ORDER BY status = '{AgentStatus.ENDED.value}' ASC, id DESC LIMIT 1"
+)
 
 
 def resolve(target: str) -> Agent:
@@ -16,12 +22,9 @@ def resolve(target: str) -> Agent:
     target = target.lstrip("/")
     row = Agent.get_or_none(Agent.uuid == target)
     if row is None:
-        row = (
-            Agent.select()
-            .where(Agent.path == target)
-            .order_by((Agent.status == AgentStatus.ENDED).asc(), Agent.id.desc())
-            .first()
-        )
+        # plain SQL: every call naming an agent by path comes here
+        found = db.execute_sql(_BY_PATH, (target,)).fetchone()
+        row = Agent.get_or_none(Agent.id == found[0]) if found else None  # (GC may race)
     if row is None:
         raise ProtocolError(
             "not_found", f"no agent {target!r} (give a path or a uuid; orcr agent ls --all)"

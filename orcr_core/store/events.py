@@ -40,6 +40,22 @@ def emit(kind: str, agent: str | None = None, *, ts: float | None = None, **data
     return cur.lastrowid
 
 
+_LAST_OF = "SELECT MAX(seq) FROM event WHERE agent = ? AND kind = ?"
+_HAS = "SELECT 1 FROM event WHERE agent = ? AND kind = ? AND seq > ? LIMIT 1"
+
+
+def last_of(agent: str, kind: str) -> int | None:
+    """The seq of the agent's latest ``kind`` event, None if it has none. Plain SQL:
+    a delivery and a start ask at each step (peewee's text building cost more than
+    the lookup, ``bench/lifetime.py --profile``)."""
+    return db.execute_sql(_LAST_OF, (agent, kind)).fetchone()[0]
+
+
+def has(agent: str, kind: str, after: int = 0) -> bool:
+    """Whether the agent has a ``kind`` event past seq ``after``."""
+    return db.execute_sql(_HAS, (agent, kind, after)).fetchone() is not None
+
+
 def row_to_dict(row) -> dict:
     return {
         "seq": row.seq,
