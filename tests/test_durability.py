@@ -42,13 +42,18 @@ def test_every_store_connection_syncs_the_wal_at_commit(store):
     assert seen == [2, 2]  # 2 = FULL
 
 
-def test_launch_json_is_on_disk_before_the_row_commits(store, monkeypatch):
+def _log_syncs(monkeypatch) -> list[tuple[str, str]]:
+    """Every fsync (of which path, once done) and every COMMIT, in order. A lock: a
+    group's fsyncs run on a thread pool."""
     log: list[tuple[str, str]] = []
     real_fsync, real_commit = os.fsync, db.commit
+    lock = threading.Lock()
 
     def fsync(fd):
-        log.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        path = os.readlink(f"/proc/self/fd/{fd}")
         real_fsync(fd)
+        with lock:
+            log.append(("fsync", path))
 
     def commit():
         log.append(("commit", ""))
@@ -56,6 +61,11 @@ def test_launch_json_is_on_disk_before_the_row_commits(store, monkeypatch):
 
     monkeypatch.setattr(durable.os, "fsync", fsync)
     monkeypatch.setattr(db, "commit", commit)
+    return log
+
+
+def test_launch_json_is_on_disk_before_the_row_commits(store, monkeypatch):
+    log = _log_syncs(monkeypatch)
     agents = store / "agents"
     agents.mkdir()
     providers = build_registry(get_plugin_manager()).providers
@@ -89,22 +99,7 @@ def test_a_group_admission_syncs_every_launch_json_before_its_one_commit(store, 
     from orcr_core import config as config_mod
     from orcr_core.server import listener
 
-    log: list[tuple[str, str]] = []
-    real_fsync, real_commit = os.fsync, db.commit
-    lock = threading.Lock()  # the group's fsyncs run on a thread pool
-
-    def fsync(fd):
-        path = os.readlink(f"/proc/self/fd/{fd}")
-        real_fsync(fd)
-        with lock:
-            log.append(("fsync", path))
-
-    def commit():
-        log.append(("commit", ""))
-        real_commit()
-
-    monkeypatch.setattr(durable.os, "fsync", fsync)
-    monkeypatch.setattr(db, "commit", commit)
+    log = _log_syncs(monkeypatch)
     agents = store / "agents"
     agents.mkdir()
     server = SimpleNamespace(
