@@ -100,6 +100,7 @@ def test_a_group_admission_syncs_every_launch_json_before_its_one_commit(store, 
     from orcr_core.server import listener
 
     log = _log_syncs(monkeypatch)
+    woke: list[dict] = []
     agents = store / "agents"
     agents.mkdir()
     server = SimpleNamespace(
@@ -108,7 +109,7 @@ def test_a_group_admission_syncs_every_launch_json_before_its_one_commit(store, 
         agents_dir=agents,
         store_path=store / "store.db",
         store_broken=False,
-        notify=lambda **kw: None,
+        notify=lambda **kw: woke.append(kw),
     )
     ours, theirs = socket.socketpair()
     conn = listener.Connection(server, ours)
@@ -139,5 +140,6 @@ def test_a_group_admission_syncs_every_launch_json_before_its_one_commit(store, 
     want |= {("fsync", str(agents / u)) for u in uuids}
     assert set(synced[:-1]) == want and len(synced) == 11
     assert synced[-1] == ("fsync", str(agents))  # the data dirs' entries, last
+    assert woke == [{"queue": True}]  # once for the group, the queue too: a slot is free
     ours.close()
     theirs.close()

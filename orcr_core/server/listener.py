@@ -184,7 +184,7 @@ class Connection:
             replies = self.deferred
         finally:
             self.deferred = None
-        self.server.notify()
+        handlers.admitted(self.server)
         with self.lock:
             self.sock.sendall(b"".join(encode(r) for r in replies))
 
