@@ -458,3 +458,36 @@ def test_io_counts_count_what_a_process_wrote():
         p.stdin.close()
         p.wait(10)
     assert procs.io_counts(p.pid) is None
+
+
+def test_an_answer_counts_only_for_the_start_it_was_given_in(short_tmp):
+    """``dialogs.answered_since_start``: an answer before the pane's last start (a
+    resumed agent, a new TUI) does not count, one after it does, and with no start
+    recorded any answer counts. Planted: the start's seq ignored (any answer ever) ->
+    the first assertion fails."""
+    from types import SimpleNamespace
+
+    from orcr_core.agents import dialogs
+    from orcr_core.store import db as store_db
+    from orcr_core.store import events
+    from orcr_core.store.models import db
+
+    store_db.open_store(short_tmp / "store.db")
+    try:
+        agent = SimpleNamespace(uuid="u1")
+
+        def emit(kind: str) -> None:
+            with db.atomic("IMMEDIATE"):
+                events.emit(kind, "u1", path="a")
+
+        emit("agent.dialog_answered")  # the first start's answer
+        emit("pane.start_requested")  # resumed: a new start
+        assert dialogs.answered_since_start(agent) is False
+        emit("agent.dialog_answered")
+        assert dialogs.answered_since_start(agent) is True
+        assert dialogs.answered_since_start(SimpleNamespace(uuid="other")) is False
+        with db.atomic("IMMEDIATE"):
+            events.emit("agent.dialog_answered", "u2", path="b")  # no start recorded
+        assert dialogs.answered_since_start(SimpleNamespace(uuid="u2")) is True
+    finally:
+        store_db.close_store()

@@ -15,20 +15,20 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 
-def fsync_dir(path: str | os.PathLike) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+def _fsync(path: str | os.PathLike, flags: int) -> None:
+    fd = os.open(path, flags)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    _fsync(path, os.O_RDONLY | os.O_DIRECTORY)
 
 
 def fsync_file(path: str | os.PathLike) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync(path, os.O_RDONLY)
 
 
 def create_file(path: str, data: bytes, mode: int = 0o600, sync: bool = True) -> None:
