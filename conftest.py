@@ -33,7 +33,13 @@ from orcr_testing.mux import Mux  # noqa: E402, F401  (Mux: imported by tests fr
 
 #: the suite's plumbing, a module a job (tests/_support); orcr's pytest plugin, by the
 #: name of its ``pytest11`` entry point, so an installed orcr-testing is not loaded twice
-pytest_plugins = ["_support.e2e", "_support.clock", "_support.inproc", "orcr_testing.plugin"]
+pytest_plugins = [
+    "_support.bytecode",
+    "_support.e2e",
+    "_support.clock",
+    "_support.inproc",
+    "orcr_testing.plugin",
+]
 
 # The conformance group: tests marked ``conformance`` read the third-party transcript
 # corpus, which stays outside the repository (mixed licences). They run whenever it
