@@ -55,8 +55,9 @@ _REAL_CLI = pytest.StashKey[tuple]()
 
 
 #: pytest-xdist workers when none are asked for: the tests mostly wait (on servers,
-#: panes, timers), so four workers on two cores take about a third of the serial time
-WORKERS = 4
+#: panes, timers), so six workers keep two cores busy (docs/internals.md, "Running the
+#: tests": 12m14s at six, 14m51s at four, on the same commit)
+WORKERS = 6
 
 #: why each rerun was needed, printed at the end (pytest_runtest_logreport)
 _RERUNS: list[str] = []
