@@ -18,4 +18,3 @@ def test_the_servers_modules_are_compiled_for_the_processes_a_test_starts():
             if src.name.startswith("test_"):
                 continue
             assert Path(importlib.util.cache_from_source(str(src))).exists(), src
-
