@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -161,7 +162,7 @@ def test_sixteen_processes_race_for_two_hundred_tasks(q, short_tmp):
 
 
 WORKER = """
-import sys
+import os, sys, time
 from orcr_tasks.opener import open_queue
 from orcr_tasks.worker import Worker
 
@@ -179,7 +180,11 @@ class Agentless:  # the SDK's shape; answers at once, so the race is all in the 
     def close(self):
         pass
 
-Worker(open_queue(sys.argv[1]), "builder", slots=2, drain=True, sdk_factory=Agentless).run()
+queue = open_queue(sys.argv[1])
+open(sys.argv[2], "w").close()
+while not os.path.exists(sys.argv[3]):  # the start gate, as RACER's
+    time.sleep(0.01)
+Worker(queue, "builder", slots=2, drain=True, sdk_factory=Agentless).run()
 """
 
 
@@ -188,16 +193,32 @@ def every_log(logs) -> str:
     return "\n".join(f"--- {log.name} ---\n{log.read_text()}" for log in logs)
 
 
+def tally(done: list[str], of: int = 200) -> str:
+    """What went wrong with ``done`` (task ids, one per build or claim), first in a
+    failure's message: a rerun's reason keeps only its first lines, and 16 logs' headers
+    filled them once (CI, a PostgreSQL leg), so whether a task was built twice or never
+    was lost."""
+    twice = sorted(t for t, n in Counter(done).items() if n > 1)
+    never = sorted({f"t{n:03d}" for n in range(of)} - set(done))
+    return f"{len(done)} of {of}; twice: {twice[:20]}; never: {never[:20]}"
+
+
 def test_sixteen_worker_processes_build_two_hundred_tasks_once_each(q, short_tmp):
     """The whole builder loop (claim, heartbeat, results, the locked finish) in 16
     processes of 2 slots each; counted from the files and the workers' logs."""
     for n in range(200):
         q.add(f"task {n}", "x", task_id=f"t{n:03d}")
     logs = [short_tmp / f"worker{i}.log" for i in range(16)]
-    procs = []
+    go, procs = short_tmp / "go", []
     for log in logs:
         with open(log, "w") as fh:
-            procs.append(subprocess.Popen([sys.executable, "-c", WORKER, spec(q)], stderr=fh))
+            argv = [sys.executable, "-c", WORKER, spec(q), f"{log}.ready", str(go)]
+            procs.append(subprocess.Popen(argv, stderr=fh))
+    # held at the gate until all 16 have imported and opened the queue: with Agentless
+    # answering at once, the first to start built all 200 alone before the others had
+    # imported (CI, the PostgreSQL leg: "it was a race" below failed, then passed rerun)
+    until(lambda: all(Path(f"{log}.ready").exists() for log in logs), 120, what="16 workers")
+    go.touch()
     assert [p.wait(300) for p in procs] == [0] * 16, every_log(logs)
     built = [
         ln.split()[3].rstrip(":")
@@ -205,8 +226,9 @@ def test_sixteen_worker_processes_build_two_hundred_tasks_once_each(q, short_tmp
         for ln in log.read_text().splitlines()
         if ln.endswith("built -> review/")
     ]
-    assert len(built) == 200 and len(set(built)) == 200, every_log(logs)
-    assert sum(1 for log in logs if "built" in log.read_text()) > 1, every_log(logs)
+    assert len(built) == 200 and len(set(built)) == 200, f"{tally(built)}\n{every_log(logs)}"
+    builders = sum(1 for log in logs if "built" in log.read_text())
+    assert builders > 1, f"{builders} worker built them all\n{every_log(logs)}"  # a race
     assert all(v == ["review"] for v in states_of(q).values()) and len(states_of(q)) == 200, (
         every_log(logs)
     )
