@@ -74,3 +74,32 @@ def test_a_stalled_follower_loses_nothing_to_retention(tmp_path):
         server.bus.notify()
         peer.sock.close()
         close_store()
+
+
+def test_a_pin_that_lets_go_with_no_write_after_it_gets_a_retention_pass(tmp_path):
+    """The monitor's retention runs after a write, and also once the oldest pin has
+    moved: a pin behind at the last write (the notifier's, a follower's) lets go with
+    no write after it, and its rows go at the next step, not at some later write.
+    Planted: the pin left out of RetentionPasses' key -> the pass after the move
+    deletes nothing -> fails."""
+    from orcr_core.store import events
+    from orcr_core.store.db import close_store, open_store
+    from orcr_core.store.models import db
+
+    open_store(tmp_path / "store.db")
+    bus, passes = events.Bus(), events.RetentionPasses()
+    try:
+        with db.atomic("IMMEDIATE"):
+            for _ in range(20):
+                events.emit("test.event")
+        pin = bus.pin(3)
+        writes = db.write_transactions
+        assert passes.after_step(bus, writes, keep=5, keep_per_loop=None) == 3  # held at 3
+        assert passes.after_step(bus, writes, keep=5, keep_per_loop=None) == 0  # no change
+        bus.move_pin(pin, 20)  # the holder read on; nothing was written since
+        assert passes.after_step(bus, writes, keep=5, keep_per_loop=None) == 12
+        assert [r[0] for r in db.execute_sql("SELECT seq FROM event ORDER BY seq")] == list(
+            range(16, 21)
+        )
+    finally:
+        close_store()

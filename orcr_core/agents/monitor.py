@@ -70,7 +70,7 @@ class Monitor:
         self._fast: set[str] = set()  # visited every poll_every
         self._snapshot_polling = True
         self._writes_seen = -1
-        self._retention_seen = -1
+        self.retention = events.RetentionPasses()
         self._next_poll = 0.0
         self._next_reconcile = 0.0
         self.timers = Timers()
@@ -222,11 +222,12 @@ class Monitor:
         if db.write_transactions != self._writes_seen:
             with self._cond:
                 self._reload = True  # this step wrote: re-read the rows, re-arm their timers
-        if db.write_transactions != self._retention_seen:  # events come only with writes
-            self._retention_seen = db.write_transactions
-            events.apply_retention(
-                srv.bus, int(cfg.get("events.retention")), int(cfg.get("loops.keep_events"))
-            )
+        self.retention.after_step(  # after a write, or once a pin has moved
+            srv.bus,
+            db.write_transactions,
+            int(cfg.get("events.retention")),
+            int(cfg.get("loops.keep_events")),
+        )
 
     # -- rows, watches, timers --------------------------------------------
     def _load(self, rearm_all: bool = True) -> None:

@@ -138,6 +138,28 @@ class Bus:
             return min(seq for seq, _ in self._pins.values()) if self._pins else None
 
 
+class RetentionPasses:
+    """When the monitor runs :func:`apply_retention`: after a write (events come only
+    with writes), and when the oldest pin has moved since the last pass. A pin that
+    held a pass back (a follower reading on, the notifier's cursor behind, a watch's
+    grace running out) can let go with no write after it; the rows it held then stayed
+    until some later write (a CI rerun of ``test_watch.py``'s retention-floor test,
+    whose agents had settled while the notifier's pin was still behind).
+    Planted: the pin left out of the key -> ``tests/test_follow_pin.py`` fails."""
+
+    def __init__(self) -> None:
+        self._seen: tuple[int, int | None] | None = None
+
+    def after_step(self, bus: Bus, writes: int, keep: int, keep_per_loop: int | None) -> int:
+        """A pass if ``writes`` (the store's write transactions) or the oldest pin
+        moved since the last one; the rows it deleted."""
+        key = (writes, bus.oldest_pin())
+        if key == self._seen:
+            return 0
+        self._seen = key
+        return apply_retention(bus, keep, keep_per_loop)
+
+
 #: the per-loop pass runs once this many new rows have been written since the last
 _LOOP_PASS_EVERY = 1000
 _loop_pass_at = [0]
