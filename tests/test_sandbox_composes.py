@@ -184,6 +184,10 @@ def test_a_resumed_echo_agent_is_again_sandboxed_and_in_its_group(live, short_tm
         assert o.wait(uuid, timeout=30)["turn_status"] == "completed"
         _kill_multiplexer(live)
         until(lambda: o.get(uuid)["status"] == "ended", 30, "lost")
+        # its checkout is kept or removed right after the end: until then resume answers
+        # worktree_busy, "try again in a moment" (CI: a rerun when it was asked at once)
+        until(lambda: o.get(uuid)["worktree"]["state"] not in ("requested", "created"), 30,
+              "the ended agent's checkout kept")  # fmt: skip
         live.run("agent", "resume", uuid, check=True)
         until(lambda: o.get(uuid)["status"] == "idle", 30, "resumed, idle")
         starts = _starts(live, uuid)
