@@ -121,6 +121,14 @@ def test_every_verb_reads_the_queue_from_the_environment(q):
 
 # -- claims ---------------------------------------------------------------------------
 
+
+def open_gate(logs: list[Path], go: Path) -> None:
+    """Wait until every process has written its ``<log>.ready`` (imported, queue open),
+    then let them all go at once (RACER's and WORKER's start gate)."""
+    until(lambda: all(Path(f"{log}.ready").exists() for log in logs), 120, "all at the gate")
+    go.touch()
+
+
 RACER = """
 import json, os, sys
 from orcr_tasks.opener import open_queue
@@ -149,8 +157,7 @@ def test_sixteen_processes_race_for_two_hundred_tasks(q, short_tmp):
     ]
     # opened, then held at the gate: the first to start cannot take all 200 before the
     # last has imported (it did on PostgreSQL under load: a rerun)
-    until(lambda: all(Path(f"{log}.ready").exists() for log in logs), 120, what="16 racers")
-    go.touch()
+    open_gate(logs, go)
     assert [p.wait(120) for p in procs] == [0] * 16
     claims = [ln for log in logs for ln in log.read_text().split()]
     assert len(claims) == 200 and len(set(claims)) == 200  # none twice, none lost
@@ -217,8 +224,7 @@ def test_sixteen_worker_processes_build_two_hundred_tasks_once_each(q, short_tmp
     # held at the gate until all 16 have imported and opened the queue: with Agentless
     # answering at once, the first to start built all 200 alone before the others had
     # imported (CI, the PostgreSQL leg: "it was a race" below failed, then passed rerun)
-    until(lambda: all(Path(f"{log}.ready").exists() for log in logs), 120, what="16 workers")
-    go.touch()
+    open_gate(logs, go)
     assert [p.wait(300) for p in procs] == [0] * 16, every_log(logs)
     built = [
         ln.split()[3].rstrip(":")
