@@ -290,3 +290,32 @@ def test_timers_forget_drops_only_agents_gone_and_skips_when_none_are():
     assert t.due(2.5) == [("a", "guard")]  # b's guard is gone with b
     t.forget({"b"})  # a leaves: its gc entry goes too, the agentless one stays
     assert t.due(10.0) == [("", "loop")]
+
+
+def test_a_restore_awaited_for_seconds_keeps_one_look_again_timer(monkeypatch):
+    """A pane whose herdr restore may be under way is looked at again 1 s after each
+    step (``panes._confirm_later`` with ``first_seen`` = now). Each step armed one
+    more entry at a later instant, and each entry's step armed another: the steps
+    grew by the poll rate every second (the [herdr] resume tests made ~200 snapshots
+    and 200 pane.process_info calls a second by the end of the 10 s grace). Planted:
+    ``_confirm_later`` arming with ``Timers.arm`` -> a second entry pending at the
+    second step -> fails."""
+    from types import SimpleNamespace
+
+    from orcr_core.agents import panes
+    from orcr_core.agents.timers import Timers
+
+    clock = SimpleNamespace(now=1000.0)
+    fake_time = SimpleNamespace(time=lambda: clock.now, monotonic=lambda: clock.now)
+    monkeypatch.setattr(panes, "time", fake_time)
+    server = SimpleNamespace(monitor=SimpleNamespace(timers=Timers()))
+    timers = server.monitor.timers
+    fired_in_last_second = 0
+    for step in range(200):  # a step every poll_every (50 ms) for 10 s, as the wait lasts
+        clock.now = 1000.0 + step * 0.05
+        fired = timers.due(clock.now)
+        if step >= 180:
+            fired_in_last_second += len(fired)
+        panes._confirm_later(server, clock.now)  # the "wait" branch's call
+        assert len(timers) <= 1, (step, len(timers))
+    assert fired_in_last_second <= 1

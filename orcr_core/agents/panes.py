@@ -183,7 +183,7 @@ def _confirm_later(server: ServerContext, first_seen: float) -> None:
     monitor = getattr(server, "monitor", None)
     if monitor is not None:
         at = time.time() + max(0.0, first_seen + LOST_CONFIRM - time.monotonic()) + 0.01
-        monitor.timers.arm(at, "", "lost")
+        monitor.timers.arm_soonest(at, "", "lost")
 
 
 def closing_why(agent: Agent) -> str | None:

@@ -31,6 +31,17 @@ class Timers:
             self._agents[uuid] = self._agents.get(uuid, 0) + 1
             heapq.heappush(self._heap, entry)
 
+    def arm_soonest(self, at: float, uuid: str, kind: str) -> None:
+        """Like :meth:`arm`, unless an entry of the same ``uuid`` and ``kind`` is due no
+        later: for a hint whose only effect is a step, which arms it again while it is
+        still needed. Armed anew by every step, a plain entry ``at`` a moving instant
+        (now + 1 s) made each step that fired it arm one more: steps grew by one poll
+        rate every second (a herdr restore awaited for 10 s: ~200 snapshots a second)."""
+        with self._lock:
+            if any(e[1] == uuid and e[2] == kind and e[0] <= at for e in self._heap):
+                return
+        self.arm(at, uuid, kind)
+
     def next_at(self) -> float | None:
         with self._lock:
             return self._heap[0][0] if self._heap else None
