@@ -96,6 +96,10 @@ class HerdrClient:
     ):
         self.socket_path = str(socket_path)
         self.timeout, self.attempts, self.backoff = timeout, attempts, backoff
+        #: ``time.monotonic()`` of herdr's last reply (an error reply too), 0.0 once a
+        #: request found it not answering: what ``HerdrDriver.ensure_session`` trusts
+        #: instead of a ping of its own
+        self.answered_at = 0.0
 
     def _connect(self, timeout: float) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -136,6 +140,7 @@ class HerdrClient:
             try:
                 reply = self._exchange(sock, payload)
             except TimeoutError:
+                self.answered_at = 0.0
                 raise DriverError(
                     f"herdr did not answer {method} within {self.timeout:g}s",
                     code="herdr_timeout",
@@ -151,6 +156,7 @@ class HerdrClient:
             finally:
                 sock.close()
             if reply is None:
+                self.answered_at = 0.0
                 if method in READ_ONLY:
                     last = f"connection dropped during {method}"
                     continue
@@ -159,7 +165,10 @@ class HerdrClient:
                     code="connection_lost",
                     retryable=True,
                 )
+            # a stop's reply is herdr's last: it answers no more
+            self.answered_at = 0.0 if method == "server.stop" else time.monotonic()
             return self._result(method, reply, rid)
+        self.answered_at = 0.0
         raise self._unavailable(last)
 
     @staticmethod

@@ -51,6 +51,8 @@ __all__ = ["HERDR_CONFIG", "SUPPORTED_PROTOCOLS", "HerdrDriver", "tab_label"]
 HERDR_CONFIG = server.HERDR_CONFIG
 SUBMIT_DELAY = 0.3  # herdr's own AGENT_PROMPT_SUBMIT_DELAY
 START_TIMEOUT = 15.0
+#: seconds: a herdr reply this recent stands for the ping ``ensure_session`` sends
+ANSWERED_RECENTLY = 0.5
 DEFAULT_SUBSCRIPTIONS = [
     {"type": t}
     for t in (
@@ -113,6 +115,10 @@ class HerdrDriver:
         return {**facts, "socket": self.socket_path, "session": self.session}
 
     def _answers(self) -> bool:
+        """A reply within ``ANSWERED_RECENTLY`` (the last step's snapshot), else a
+        ``ping``: every step and promotion asks, and a ping is a connection of its own."""
+        if time.monotonic() - self.client.answered_at < ANSWERED_RECENTLY:
+            return True
         try:
             self.client.request("ping", {}, attempts=1)
             return True

@@ -117,6 +117,41 @@ def test_ensure_session_starts_a_detached_server(
     assert violations() == []
 
 
+def test_ensure_session_trusts_a_recent_reply_and_pings_once_it_is_old(
+    shim_env, drivers, config_factory, monkeypatch
+):
+    """Every monitor step and promotion calls ensure_session: a herdr reply within
+    ANSWERED_RECENTLY stands for its ping (one connection each, half of what a
+    waiting [herdr] test sent). An old reply, a failed request or a ``server.stop``
+    makes it ping again (the stop: test_ensure_session_starts_a_detached_server).
+    Planted: the recent-reply check dropped -> a ping after the snapshot -> fails;
+    answered_at not cleared when a request finds herdr gone -> no restart -> fails."""
+    driver = HerdrDriver(config_factory())
+    drivers.append(driver)
+    driver.ensure_session()
+    sent: list[str] = []
+    real = driver.client.request
+
+    def spy(method, params=None, attempts=None):
+        sent.append(method)
+        return real(method, params, attempts)
+
+    monkeypatch.setattr(driver.client, "request", spy)
+    driver.snapshot()
+    driver.ensure_session()
+    assert sent == ["session.snapshot"]  # the snapshot's reply said herdr answers
+    driver.client.answered_at -= 1.0
+    driver.ensure_session()
+    assert sent == ["session.snapshot", "ping"]
+    first = driver._server
+    first.kill()  # herdr dies: the next request finds it gone, the next step restarts it
+    first.wait(10)
+    with pytest.raises(DriverError):
+        driver.snapshot()
+    driver.ensure_session()
+    assert driver._server is not first and driver._server.poll() is None
+
+
 @pytest.mark.parametrize("protocol", [20, 22])
 def test_own_server_starts_from_a_clean_environment(
     shim_env, drivers, config_factory, monkeypatch, protocol

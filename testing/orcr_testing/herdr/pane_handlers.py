@@ -271,18 +271,22 @@ def pane_process_info(emu: Emulator, params: dict, rid: str) -> dict:
         info["tty"] = proc.tty
         pgid = proc.foreground_pgid()
         info["foreground_process_group_id"] = pgid
-        try:
-            for p in psutil.process_iter(["pid", "name", "cmdline", "cwd"]):
-                if pgid is not None and _pgid(p.info["pid"]) == pgid:
-                    argv = p.info["cmdline"] or []
-                    item = {"pid": p.info["pid"], "name": p.info["name"] or ""}
-                    if argv:
-                        item.update(argv0=argv[0], argv=argv, cmdline=" ".join(argv))
-                    if p.info["cwd"]:
-                        item["cwd"] = p.info["cwd"]
-                    info["foreground_processes"].append(item)
-        except (OSError, psutil.Error):
-            pass
+        # the group's members first (one getpgid per pid), then their details: reading
+        # every process's argv and cwd made each call cost the machine's process count
+        for pid in psutil.pids() if pgid is not None else ():
+            if _pgid(pid) != pgid:
+                continue
+            try:
+                d = psutil.Process(pid).as_dict(["name", "cmdline", "cwd"])
+            except (OSError, psutil.Error):
+                continue
+            argv = d["cmdline"] or []
+            item = {"pid": pid, "name": d["name"] or ""}
+            if argv:
+                item.update(argv0=argv[0], argv=argv, cmdline=" ".join(argv))
+            if d["cwd"]:
+                item["cwd"] = d["cwd"]
+            info["foreground_processes"].append(item)
     info = {k: v for k, v in info.items() if v is not None}
     return {"type": "pane_process_info", "process_info": info}
 
