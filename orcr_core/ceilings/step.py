@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Container
 from typing import TYPE_CHECKING
 
 from orcr_core import ceilings
@@ -223,7 +224,7 @@ def release(uuid: str) -> None:
             log.warning("agent %s: its group stays for the sweep: %s", uuid, exc)
 
 
-def sweep(live: set[str]) -> list[str]:
+def sweep(live: Container[str]) -> list[str]:
     """Remove the groups of agents not live (killing what is left in them)."""
     backend = ceilings.current().backend
     if backend is None:

@@ -30,6 +30,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Container
 from pathlib import Path
 
 SHOWN = ("LoadState", "ActiveState", "Result", "MemoryCurrent", "MemoryPeak", "MemoryHigh",
@@ -208,7 +209,7 @@ class SystemdScopes:
         self._cache_at = 0.0
         return True
 
-    def sweep(self, live: set[str]) -> list[str]:
+    def sweep(self, live: Container[str]) -> list[str]:
         """Scopes (and kept ceilings) of agents that are not live: killed, forgotten."""
         r = _systemctl("list-units", "--type=scope", "--all", "--plain", "--no-legend",
                        f"{self.prefix}*.scope")  # fmt: skip
@@ -220,7 +221,7 @@ class SystemdScopes:
         if self.state.is_dir():
             found |= {p.stem for p in self.state.glob("*.json") if re.fullmatch(_UUID, p.stem)}
         removed = []
-        for uuid in sorted(found - live):
+        for uuid in sorted(u for u in found if u not in live):
             _systemctl("kill", "--signal=SIGKILL", self.scope(uuid))
             _systemctl("stop", self.scope(uuid))
             if self.remove(uuid):

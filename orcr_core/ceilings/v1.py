@@ -28,6 +28,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Container
 from pathlib import Path
 
 from orcr_core.ceilings.cgroupfs import keyed
@@ -176,7 +177,7 @@ class CgroupV1:
             faults.point("group_removed")  # the first: the others still there
         return gone
 
-    def sweep(self, live: set[str]) -> list[str]:
+    def sweep(self, live: Container[str]) -> list[str]:
         """Groups of agents that are not live: their leftover processes are killed
         and the groups removed (a crash between a group made and its agent's end)."""
         removed = []

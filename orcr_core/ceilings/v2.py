@@ -33,6 +33,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Container
 
 from orcr_core.ceilings.cgroupfs import KernelFs, keyed
 from orcr_core.ceilings.hierarchy import open_root
@@ -221,7 +222,7 @@ class CgroupV2:
             except (ProcessLookupError, ValueError):
                 pass
 
-    def sweep(self, live: set[str]) -> list[str]:
+    def sweep(self, live: Container[str]) -> list[str]:
         """Groups of agents that are not live: their processes killed, the groups removed."""
         removed = []
         for name in self.fs.children(self.fleet):
