@@ -40,6 +40,10 @@ def _replace_with_shell(live, pane_id: str) -> None:
 
 
 def test_a_pane_restored_as_a_shell_is_not_the_agent(live):
+    # tmux says nothing of a respawned pane (its control mode shows only the new
+    # process's output): the reconciler's pass finds it, which at the default 30 s ran
+    # into this test's own 30 s wait (r/gone ended after 29.6 s on a quiet machine)
+    live.config(live.mux.config() + '[timings]\npoll_every = "50ms"\nreconcile_every = "1s"\n')
     live.start_server()
     live.run("agent", "run", "-p", "echo", "--path", "r/gone", "hi", check=True)
     live.run("agent", "wait", "r/gone", "--timeout", "30s", check=True)
