@@ -417,6 +417,19 @@ def test_recovery_skips_a_fire_missed_while_the_server_was_down(loops):
     assert len(_loop_events(loops, "paused", "loop.paused_hold")) == 2  # at start, at recovery
 
 
+def test_supervisors_are_kept_warm_only_while_a_loop_is_active(loops):
+    """A server with no active loop starts no spare supervisor (each is a Python
+    start); a loop's creation wakes the timer, which warms two. Planted: the spares
+    refilled at start as before -> 2 with no loop -> fails; _keep_warm never called
+    -> none after the loop's creation -> fails."""
+    with loops.sdk() as o:
+        until(lambda: o.status()["loops"]["ticks"] >= 1, what="the first tick")
+        time.sleep(1)  # the quiet period under test: a spare would be up by now
+        assert o.status()["loops"]["warm_supervisors"] == 0
+        o.loop_create("yearly", ["/bin/true"], cron="0 0 1 1 *", tz="UTC")
+        until(lambda: o.status()["loops"]["warm_supervisors"] == 2, what="two warm spares")
+
+
 def test_the_timer_sleeps_until_the_next_fire_instead_of_scanning(loops):
     with loops.sdk() as o:
         for i in range(20):
