@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import json
 import os
 import secrets
@@ -41,24 +42,29 @@ _RENAME_NOREPLACE = 1  # Linux renameat2(2)
 _RENAME_EXCL = 0x4  # macOS renamex_np(2)
 
 
+@functools.cache
 def _libc():
+    """The C library, at the first rename: the process's own symbols first (Python
+    links it), ``find_library`` only where they lack both calls. That runs
+    ``ldconfig -p``, which every server start paid when this module imported."""
     try:
+        own = ctypes.CDLL(None, use_errno=True)
+        if hasattr(own, "renameat2") or hasattr(own, "renamex_np"):
+            return own
         return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
     except OSError:
         return None
 
 
-_LIBC = _libc()
-
-
 def _native(src: bytes, dst: bytes) -> int | None:
     """0 on success, an errno, or None when the system has no such call."""
-    if _LIBC is None:
+    libc = _libc()
+    if libc is None:
         return None
-    if sys.platform == "darwin" and hasattr(_LIBC, "renamex_np"):
-        rc = _LIBC.renamex_np(src, dst, ctypes.c_uint(_RENAME_EXCL))
-    elif hasattr(_LIBC, "renameat2"):
-        rc = _LIBC.renameat2(_AT_FDCWD, src, _AT_FDCWD, dst, ctypes.c_uint(_RENAME_NOREPLACE))
+    if sys.platform == "darwin" and hasattr(libc, "renamex_np"):
+        rc = libc.renamex_np(src, dst, ctypes.c_uint(_RENAME_EXCL))
+    elif hasattr(libc, "renameat2"):
+        rc = libc.renameat2(_AT_FDCWD, src, _AT_FDCWD, dst, ctypes.c_uint(_RENAME_NOREPLACE))
     else:
         return None
     return 0 if rc == 0 else ctypes.get_errno()

@@ -382,3 +382,23 @@ def test_usage_lines_show_dir_as_optional(verb):
     r = cli(verb, "--help")
     usage = r.stdout.splitlines()[0]
     assert "[DIR]" in usage, usage
+
+
+def test_rename_noreplace_refuses_an_empty_directory_through_the_kernel(tmp_path):
+    """A claim's rename never replaces an empty directory: the kernel refuses it
+    (``renameat2(RENAME_NOREPLACE)`` from the process's own C library, looked up at
+    the first rename, not at import: ``find_library`` ran ``ldconfig`` in every
+    server). Planted: ``_libc`` finding no C library -> ``_native`` answers None
+    (only the check-then-rename fallback is left) -> fails."""
+    import errno
+
+    from orcr_tasks import files
+
+    src, dst = tmp_path / "claim", tmp_path / "taken"
+    src.mkdir()
+    dst.mkdir()
+    if sys.platform.startswith("linux"):
+        assert files._native(os.fsencode(src), os.fsencode(dst)) in (errno.EEXIST, errno.ENOTEMPTY)
+    with pytest.raises(FileExistsError):
+        files.rename_noreplace(src, dst)
+    assert src.is_dir() and dst.is_dir()
