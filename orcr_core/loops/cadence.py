@@ -23,8 +23,6 @@ import time
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from croniter import CroniterBadCronError, CroniterBadDateError, croniter
-
 #: search at most this far ahead for a next fire (``0 0 30 2 *`` never fires)
 HORIZON = timedelta(days=366 * 5)
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)(s|m|h|d)")
@@ -74,6 +72,10 @@ _FIELD_OK = re.compile(r"[0-9a-zA-Z*/,\-]+")
 
 
 def _croniter_ok(expr: str) -> bool:
+    # croniter (and dateutil under it) imports only where a cron is read: ~9 ms that
+    # every server start paid, loops or none
+    from croniter import CroniterBadCronError, croniter
+
     try:
         croniter(expr, datetime(2000, 1, 1))
     except (CroniterBadCronError, ValueError, KeyError, TypeError):
@@ -139,6 +141,8 @@ def _transition(lo: datetime, hi: datetime, tz: ZoneInfo) -> datetime:
 
 def next_fire(expr: str, tz_name: str, after: float) -> float | None:
     """The first fire strictly after ``after`` (None when there is none within 5 years)."""
+    from croniter import CroniterBadDateError, croniter
+
     tz = zone(tz_name)
     fixed = is_fixed_time(expr)
     after_dt = datetime.fromtimestamp(after, UTC)
