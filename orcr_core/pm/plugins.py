@@ -62,9 +62,9 @@ def load_plugins(pm: pluggy.PluginManager) -> None:
         module = ep.load()
         pm.register(module, name=ep.name)
         dist = getattr(ep, "dist", None)
-        if dist is not None:
+        if dist is not None:  # its METADATA is parsed only for ``orcr plugins`` (describe)
             pm._orcr_dists = getattr(pm, "_orcr_dists", {})
-            pm._orcr_dists[ep.name] = (dist.metadata["Name"], dist.version)
+            pm._orcr_dists[ep.name] = dist
     for modname in _names("ORCR_PLUGIN_MODULES") or ():
         if pm.get_plugin(modname) is None:
             pm.register(importlib.import_module(modname), name=modname)
@@ -125,7 +125,8 @@ def describe(pm: pluggy.PluginManager) -> list[dict]:
     dists = getattr(pm, "_orcr_dists", {})
     rows = []
     for name, plugin in sorted(pm.list_name_plugin(), key=lambda p: p[0]):
-        dist, version = dists.get(name, (None, None))
+        found = dists.get(name)
+        dist, version = (found.metadata["Name"], found.version) if found else (None, None)
         hooks = sorted(h.name for h in pm.get_hookcallers(plugin) or ())
         rows.append({"name": name, "distribution": dist, "version": version, "hooks": hooks})
     return rows
