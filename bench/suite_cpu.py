@@ -11,7 +11,7 @@ machine has both); a process a test leaves running is counted in later tests.
     python bench/suite_cpu.py [/tmp/suite-cpu.jsonl]                # the report
 
 ``SUITE_CPU_OUT`` names another output file. The report prints the total, the e2e
-share, the files and tests that cost most, and the multiplexer legs' shares
+share, the workers' own share (``own``: ``time.process_time()``), the files and tests that cost most, and the multiplexer legs' shares
 (``[tmux]``, ``[herdr]``, ``[herdr08]``). Figures: docs/internals.md "Running the tests".
 """
 
@@ -54,12 +54,14 @@ def pytest_runtest_protocol(item, nextitem):
     if _group is None:
         yield
         return
-    cpu, wall = _usage(), time.monotonic()
+    cpu, wall, own = _usage(), time.monotonic(), time.process_time()
     yield
     row = {
         "id": item.nodeid,
         "cpu": round(_usage() - cpu, 3),
         "wall": round(time.monotonic() - wall, 3),
+        # the worker's own share: the test's code, its polls, in-process emulators
+        "own": round(time.process_time() - own, 3),
         "e2e": item.get_closest_marker("e2e") is not None,
     }
     with open(OUT, "a") as fh:
@@ -82,6 +84,8 @@ def report(path: str) -> None:
         f"{len(rows)} tests, {total:.0f} s of CPU, worker wall summed {sum(r['wall'] for r in rows):.0f} s"
     )
     print(f"e2e: {len(e2e)} tests, {sum(r['cpu'] for r in e2e):.0f} s of CPU")
+    own = sum(r.get("own", 0.0) for r in rows)
+    print(f"in the pytest workers themselves: {own:.0f} s (the rest: what the tests started)")
     files: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     legs: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     for r in rows:
