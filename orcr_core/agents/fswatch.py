@@ -41,6 +41,21 @@ except (ImportError, OSError):  # pragma: no cover - non-Linux
     INotify = None
 
 
+def _own_libc() -> None:
+    """inotify_simple finds libc with ``ctypes.util.find_library``, which runs
+    ``ldconfig -p`` (a fork of the whole server at every start); the process's own
+    symbols have ``inotify_init1`` already. Its module-level ``_libc`` (inotify_simple
+    1.x-2.x, pinned) is set first; left alone where the symbols lack it."""
+    import ctypes
+
+    import inotify_simple
+
+    if getattr(inotify_simple, "_libc", False) is None:
+        own = ctypes.CDLL(None, use_errno=True)
+        if hasattr(own, "inotify_init1"):
+            inotify_simple._libc = own
+
+
 class TranscriptWatcher:
     """Calls ``on_change(uuid)`` when an agent's transcript file may have grown
     (``on_change(None)``: anything may have; poll every agent)."""
@@ -63,6 +78,7 @@ class TranscriptWatcher:
             self.error = "no inotify on this platform: transcripts are polled"
         else:
             try:
+                _own_libc()
                 self._inotify = INotify()
             except OSError as exc:  # fs.inotify.max_user_instances reached
                 self.error = f"inotify unavailable: {exc}"
