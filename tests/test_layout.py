@@ -51,6 +51,8 @@ INTERNAL_USES = {
     "writes for a Gemini CLI agent",
     ("orcr_testing", "orcr_core.ceilings.v1"): "the orcr_home fixture drops its test "
     "instance's ceiling groups at teardown (no public call ends an instance for good)",
+    ("orcr_testing", "orcr_core.cli.fast"): "OrcrHome.run runs the CLI's fast path in the "
+    "test process (orcr_testing/incli.py), as click's CliRunner runs a click command",
 }
 
 #: import edges that may close a circle, each with why. Empty: the CLI's lazy

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from orcr_core.kit.testing import until
+from orcr_testing.incli import in_process
 from orcr_testing.procgroup import TestGroup
 
 
@@ -116,6 +117,10 @@ class OrcrHome:
             text=True,
             timeout=timeout,
         )
+
+    def listening(self) -> bool:
+        """Whether a server holds this home's lock as listening (:func:`_listening_holder`)."""
+        return _listening_holder(self.path / "run" / "server.lock") is not None
 
     def wait_socket(self, timeout: float = 15.0) -> None:
         """Wait until a live server listens: the lock file names a running process as
@@ -220,15 +225,22 @@ class OrcrHome:
         check: bool = False,
         timeout: float = 60,
         env: dict | None = None,
+        process: bool = False,
     ) -> subprocess.CompletedProcess:
-        res = subprocess.run(
-            [sys.executable, "-m", "orcr_core.cli", *args],
-            env=dict(self.env, **(env or {})),
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        """``orcr ARGS``: the CLI's fast path run in this process (:func:`in_process`)
+        when it can, else a CLI process; ``process=True`` always the process."""
+        res = None
+        if not process and input is None and env is None and self.listening():
+            res = in_process(self.env, [str(a) for a in args])
+        if res is None:
+            res = subprocess.run(
+                [sys.executable, "-m", "orcr_core.cli", *args],
+                env=dict(self.env, **(env or {})),
+                input=input,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         if check and res.returncode != 0:
             raise AssertionError(f"orcr {' '.join(args)} exited {res.returncode}: {res.stderr}")
         return res
