@@ -22,6 +22,10 @@ CALLS = [
     ("agent", "wait", "c/a", "--timeout", "0.5s"),
     ("agent", "wait", "c/nobody", "--timeout", "1s"),
     ("agent", "kill", "c/a", "--json"),
+    ("config", "get", "concurrency.max"),  # click's path, run here too
+    ("config", "set", "concurrency.max", "0"),  # refused: its words and exit code
+    ("config", "get", "no.such.key"),
+    ("server", "status", "--json"),
 ]
 
 
@@ -38,8 +42,8 @@ def test_a_call_in_this_process_returns_what_the_process_returns(orcr_home, call
     env_before = dict(os.environ)
     here = orcr_home.run(*call)
     assert dict(os.environ) == env_before  # the worker's environment is back
-    if call[1] in ("run", "kill"):  # not idempotent: the process would do something else
-        assert here.returncode == 0, here.stderr
+    if call[1] in ("run", "kill", "status"):  # not idempotent, or times and memory in it
+        assert here.returncode == 0 and here.stdout.strip(), here.stderr
         return
     there = orcr_home.run(*call, process=True)
     assert (here.returncode, _same(here.stdout, orcr_home), _same(here.stderr, orcr_home)) == (

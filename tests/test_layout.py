@@ -53,6 +53,8 @@ INTERNAL_USES = {
     "instance's ceiling groups at teardown (no public call ends an instance for good)",
     ("orcr_testing", "orcr_core.cli.fast"): "OrcrHome.run runs the CLI's fast path in the "
     "test process (orcr_testing/incli.py), as click's CliRunner runs a click command",
+    ("orcr_testing", "orcr_core.cli.app"): "and, for config and server status, its click "
+    "group (orcr_testing/incli.py)",
 }
 
 #: import edges that may close a circle, each with why. Empty: the CLI's lazy
