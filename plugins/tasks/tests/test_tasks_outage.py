@@ -162,6 +162,14 @@ def test_a_worker_rides_a_server_restart_mid_build(live, q, short_tmp, how):
             60,
             what="both agents to start",
         )
+        # mid-build, not mid-start: a kill before a pane is recorded fails the start by
+        # design (test_crash); a CLI process per call used to leave the time for it
+        uuids = [q.read_heartbeat(t)["uuid"] for t in ("one", "two")]
+        until(
+            lambda: all(live.get(u)["status"] in ("working", "idle") for u in uuids),
+            60,
+            what="both agents running",
+        )
         pid = json.loads(live.run("server", "status", "--json", check=True).stdout)["pid"]
         if how == "kill9":
             os.kill(pid, signal.SIGKILL)
