@@ -565,7 +565,10 @@ class Tui:
             while not self.quit:
                 self.advance()
                 self.draw()
-                timeout = max(0.0, self.due - time.monotonic()) if self.steps else None
+                # a turn paused on a question waits for keys alone: its past ``due`` made
+                # every select return at once (a core spun until the answer)
+                waiting = self.steps and not self.paused
+                timeout = max(0.0, self.due - time.monotonic()) if waiting else None
                 if self.held_paste:
                     if time.monotonic() >= self.held_until:
                         self.release_paste()
