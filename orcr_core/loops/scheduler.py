@@ -176,8 +176,7 @@ class Scheduler:
         """Warm spares while a loop is active (a tick that found one): a server with
         none, as most are, starts no Python for fires that cannot come (two
         ``python -I -S`` per server start, ~35 ms of CPU between them)."""
-        if len(self._spares) < SPARES and self._spare_lock.acquire(blocking=False):
-            self._spare_lock.release()  # not refilling now: refill in the background
+        if len(self._spares) < SPARES:  # the refill holds the lock: one at a time
             threading.Thread(target=self._refill_spare, name="orcr-spare", daemon=True).start()
 
     def _refill_spare(self) -> None:

@@ -1,4 +1,5 @@
-"""``orcr agent run|ls|get|kill|wait|send|read`` run in the test's own process.
+"""``orcr agent run|ls|get|kill|wait|send|read``, ``config get|set|unset`` and ``server
+status`` run in the test's own process.
 
 The CLI's fast path (``orcr_core/cli/fast.py``) runs these verbs without click, through
 ``orcr_core/cli/agent_verbs.py``: the same bodies the click commands run. Here it runs
