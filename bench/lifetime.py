@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _harness import cpu_seconds  # noqa: E402
+from _harness import TICK, cpu_seconds  # noqa: E402
 from idle import Fleet  # noqa: E402
 
 GOAL_MS = 30.0
@@ -46,6 +46,12 @@ def _all(store: Path, n: int, done, what: str, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: {sorted({r[0] for r in rows})}")
         time.sleep(0.2)
+
+
+def _sys_seconds(pid: int) -> float:
+    """The kernel's share of :func:`cpu_seconds` (stime, every thread)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[12]) / TICK
 
 
 def main(n: int, profile: str | None = None) -> None:
@@ -78,7 +84,7 @@ def main(n: int, profile: str | None = None) -> None:
             )
             time.sleep(1.0)  # py-spy attaches
         with Orcr(Client(fleet.home / "run" / "orcr.sock", autostart=False)) as o:
-            c = cpu_seconds(pid)
+            c, s0, w0 = cpu_seconds(pid), _sys_seconds(pid), o.status()["write_transactions"]
 
             def mark(name):
                 nonlocal c
@@ -97,6 +103,8 @@ def main(n: int, profile: str | None = None) -> None:
             o.kill("life/*")
             _all(store, n, lambda s, t: s == "ended", "kill", 60 + n)
             mark("kill")
+            sys_ms = (_sys_seconds(pid) - s0) * 1000 / n
+            writes = (o.status()["write_transactions"] - w0) / n
         if spy is not None:
             spy.send_signal(2)  # SIGINT: py-spy writes what it sampled
             spy.wait(30)
@@ -107,6 +115,7 @@ def main(n: int, profile: str | None = None) -> None:
     for name, ms in phases:
         print(f"  {name:15} {ms:7.1f} ms")
     print(f"  {'lifetime':15} {total:7.1f} ms (goal <= {GOAL_MS:.0f})")
+    print(f"  of which system {sys_ms:.1f} ms; store write transactions per agent {writes:.1f}")
 
 
 if __name__ == "__main__":

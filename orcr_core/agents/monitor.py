@@ -35,6 +35,7 @@ from orcr_core.agents import (
     transcripts,
     turns,
 )
+from orcr_core.agents.active_rows import ActiveRows
 from orcr_core.agents.fswatch import TranscriptWatcher
 from orcr_core.agents.launch import pane_of
 from orcr_core.agents.timers import Timers
@@ -70,6 +71,7 @@ class Monitor:
         self._fast: set[str] = set()  # visited every poll_every
         self._snapshot_polling = True
         self._writes_seen = -1
+        self.rows = ActiveRows()  # the rows as last read: which moved since
         self.retention = events.RetentionPasses()
         self._next_poll = 0.0
         self._next_reconcile = 0.0
@@ -233,38 +235,31 @@ class Monitor:
     def _load(self, rearm_all: bool = True) -> None:
         """Re-read the active rows (only after some write: none while the fleet is steady).
 
-        A row the store holds exactly as the one in memory keeps that object, and its
-        timers stay as armed, unless ``rearm_all`` (a reconciliation pass, a config
-        change, the first load): at 250 agents, making every row again and re-arming
-        every timer after each write was most of a turn end's latency (bench/idle.py).
-        The comparison is with the object's own values, so an object a rolled-back
-        transaction left changed is made again."""
+        Only the rows that moved are made again (:class:`ActiveRows`); the others keep
+        their objects, and their timers stay as armed, unless ``rearm_all`` (a
+        reconciliation pass, a config change, the first load). At 250 agents, making
+        every row again and re-arming every timer after each write was most of a turn
+        end's latency (bench/idle.py)."""
         self._writes_seen = db.write_transactions
         sql, params, fields = Agent.compiled(
             "monitored", lambda: Agent.select().where(Agent.status.in_(MONITORED))
         )  # after every write: compiled once (bench/lifetime.py)
-        names = [name for name, _ in fields]
-        at = names.index("uuid")
         old = self.agents
-        rows: dict[str, Agent] = {}
-        changed: list[Agent] = []
-        for raw in db.execute_sql(sql, params):
-            before = old.get(raw[at])
-            if before is not None and _same(before.__data__, names, raw):
-                rows[raw[at]] = before
-                continue
-            agent = rows[raw[at]] = Agent.from_row(fields, raw)
-            changed.append(agent)
+        rows, changed = self.rows.read(sql, params, fields, old)
+        for agent in changed:
+            uuid = agent.uuid
+            before = old.get(uuid)
             if before is None or (before.status, before.turn, before.agent_session_value) != (
                 agent.status,
                 agent.turn,
                 agent.agent_session_value,
             ):
                 with self._cond:
-                    self._dirty.add(agent.uuid)  # a new state: read its transcript once now
+                    self._dirty.add(uuid)  # a new state: read its transcript once now
             if before is not None and hasattr(before, "_mux_status"):
                 agent._mux_status = before._mux_status
         for uuid in old.keys() - rows.keys():
+            self.rows.drop(uuid)
             self.watcher.unwatch(uuid)
             self.server.lost_at.pop(uuid, None)
             self._stall_at.pop(uuid, None)
@@ -434,13 +429,3 @@ def _guard_expired(
         pipeline.close_pane(server, agent, pane_of(agent), "stuck-start guard")
     except DriverError:
         pass  # reconciliation closes the late pane by label
-
-
-def _same(data: dict, names: list[str], raw: tuple) -> bool:
-    """The store's row ``raw`` holds exactly the values of ``data`` (an Agent's own):
-    its fields are text, numbers and booleans, whose stored values compare equal to
-    the Python ones (1 == True)."""
-    for name, value in zip(names, raw, strict=True):
-        if data.get(name) != value:
-            return False
-    return True

@@ -8,6 +8,7 @@ config changes; it never polls.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -377,6 +378,10 @@ class Server:
         if self.driver is not None:  # (else the multiplexer is down: nothing can be typed)
             delivery.resume_sends(self)  # an ``agent send`` a crash interrupted
         log.info("orcr server %s listening on %s", os.getpid(), self.socket_path)
+        # everything the start made (modules, the registry, config) lives as long as
+        # the server: out of the cyclic GC's passes, which otherwise walk it again and
+        # again for the garbage of each request (bench/lifetime.py)
+        gc.freeze()
         self.stopping.wait()
         lockfile.mark_stopping(self._lock_fd)  # before the socket goes: clients wait
         listener.close()

@@ -214,6 +214,18 @@ def _pane_close_index(database) -> None:
     )
 
 
+def _agent_rev(database) -> None:
+    # a row's revision, bumped by SQLite itself on every UPDATE of the row (by any
+    # writer, raw SQL included): the monitor re-reads after a write only the rows whose
+    # revision moved (agents/monitor.py). Not a model field, so no save ever writes it;
+    # the trigger's own UPDATE does not fire it again (recursive_triggers is off)
+    add_columns(database, "agent", {"rev": "INTEGER NOT NULL DEFAULT 0"})
+    database.execute_sql(
+        "CREATE TRIGGER IF NOT EXISTS agent_rev AFTER UPDATE ON agent FOR EACH ROW "
+        "BEGIN UPDATE agent SET rev = OLD.rev + 1 WHERE id = OLD.id; END"
+    )
+
+
 MIGRATIONS: list[tuple[str, callable]] = [
     ("0001_initial", _initial),
     ("0002_agent_status_seq_index", _status_seq_index),
@@ -237,6 +249,7 @@ MIGRATIONS: list[tuple[str, callable]] = [
     ("agent_rm", _rm),
     ("agent_past_tokens", _past_tokens),
     ("event_pane_close_index", _pane_close_index),
+    ("agent_rev", _agent_rev),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
