@@ -491,3 +491,44 @@ def test_an_answer_counts_only_for_the_start_it_was_given_in(short_tmp):
         assert dialogs.answered_since_start(SimpleNamespace(uuid="u2")) is True
     finally:
         store_db.close_store()
+
+
+def test_wait_ready_reads_a_new_tui_once_it_wrote_and_once_more_for_the_lag(monkeypatch):
+    """A new TUI that wrote nothing yet is not read at once (its screen is blank);
+    once it wrote, its screen is read at the next pause, and once more ``LAG`` after
+    that write when the read found nothing drawn (the multiplexer behind), not at
+    every pause. Virtual time. Planted: the first read at once again -> 2 and 3 reads
+    -> fails; every pause read for 0.3 s after a write (as before) -> 3 reads -> fails;
+    no read again after the lag -> the lagging draw seen at 4.2 s -> fails."""
+    from types import SimpleNamespace
+
+    from orcr_core.agents import dialogs
+
+    now = [0.0]
+    clock = SimpleNamespace(
+        monotonic=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)
+    )
+    monkeypatch.setattr(dialogs, "time", clock)
+    cases = {  # name: (its writes (at, wchar after), drawn on screen at, reads)
+        "draws at its first write": (((1.0, 120),), 1.0, 1),
+        "writes a file, then draws": (((0.1, 50), (0.3, 170)), 0.3, 2),
+        "the multiplexer draws late": (((1.0, 120),), 1.3, 2),
+    }
+    for name, (writes, drawn, count) in cases.items():
+        now[0], reads = 0.0, []
+
+        def io(pid, writes=writes):
+            wchar = max([w for at, w in writes if now[0] >= at], default=0)
+            return (int(now[0] * 1000), wchar)  # it loads itself meanwhile
+
+        monkeypatch.setattr(dialogs.procs, "io_counts", io)
+
+        def read(pane, reads=reads, drawn=drawn):
+            reads.append(now[0])
+            return "> " if now[0] >= drawn else ""
+
+        driver = SimpleNamespace(read=read, program_pid=lambda pane: 4242)
+        dialogs.wait_ready(driver, pane=None)
+        assert reads[0] >= writes[0][0], (name, reads)
+        assert len(reads) == count, (name, reads)
+        assert reads[-1] <= drawn + dialogs.LAG + dialogs.READ_EVERY[1], (name, reads)

@@ -215,9 +215,9 @@ def _unblock(agent: Agent) -> None:
 
 #: the first and the longest pause between two screen reads of :func:`wait_ready`
 READ_EVERY = (0.05, 0.25)
-#: seconds after the program's last write during which its screen is read at every
-#: pause (the multiplexer may not have drawn yet what was just written)
-ACTIVE = 0.3
+#: a blank screen read less than this after its program's last write is read once
+#: more this long after that write: the multiplexer may not have drawn it yet
+LAG = 0.2
 #: seconds between two reads of a blank screen whose program neither wrote nor read
 #: meanwhile: it may wait for a child of its own that draws (a sandbox's launcher)
 QUIET_READ = 1.0
@@ -232,9 +232,12 @@ class FirstDraw:
     server CPU, bench/lifetime.py), and a TUI slow to start on a busy machine draws
     nothing for seconds. A driver that knows the program's pid (:class:`ProgramProcess`)
     lets orcr watch its I/O (``/proc/<pid>/io``, a few microseconds): the screen is
-    read when the program wrote; while it reads (loading itself) and writes nothing,
-    every :data:`QUIET_MAX`; once it does neither (waiting for a child that draws?),
-    every :data:`QUIET_READ`. Without a pid to watch, at every call."""
+    read once the program wrote since the last read (and once more :data:`LAG` after
+    a write the read came too soon after); while it reads (loading itself) and writes
+    nothing, every :data:`QUIET_MAX`; once it does neither (waiting for a child that
+    draws?), every :data:`QUIET_READ`. A program that wrote nothing yet (a new TUI) is
+    not read before it writes or those pauses pass: its screen is blank. Without a pid
+    to watch, at every call."""
 
     def __init__(self, driver, pane: PaneRef) -> None:
         self._pid = None
@@ -245,11 +248,13 @@ class FirstDraw:
                 pid = None
             if pid and procs.io_counts(pid) is not None:
                 self._pid = pid
-        # what it did before the first read (a wrapper joining its cgroup, say): the
-        # first read is due at once, the next when it writes again
         self._seen = procs.io_counts(self._pid) if self._pid else None
         self._wrote = self._read = float("-inf")
         self._busy = time.monotonic()
+        if self._seen is not None and self._seen[1] == 0:
+            # it wrote nothing yet: nothing drawn, no read due before it writes (a new
+            # TUI; a start resumed after a restart has written, and is read at once)
+            self._read = self._busy
 
     def due(self) -> bool:
         if self._pid is None:
@@ -265,7 +270,8 @@ class FirstDraw:
         self._seen = counts
         since = now - self._read
         if (
-            now - self._wrote < ACTIVE
+            self._wrote > self._read  # it wrote since the last read
+            or (self._read - self._wrote < LAG <= now - self._wrote)  # read too soon after
             or since >= QUIET_MAX
             or (since >= QUIET_READ and now - self._busy >= QUIET_READ)
         ):

@@ -35,6 +35,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -69,6 +70,9 @@ from orcr_tmux.snapshot import Panes
 from orcr_tmux.tmuxcli import Tmux, TmuxError, no_format
 
 _MARK = re.compile(r"[A-Za-z0-9_-]+")
+#: seconds a workspace session found or made stands for the ``has-session`` that
+#: ``ensure_workspace`` would send (a burst of starts asks once, not once per agent)
+SEEN_RECENTLY = 0.5
 
 
 def _session_target(workspace_id: str) -> str:
@@ -114,6 +118,7 @@ class TmuxDriver:
         self._server = TmuxServer(self.tmux)
         self._panes = Panes(self._server)
         self._prompt = Prompt(self.tmux, delay=0.3)
+        self._seen: dict[str, float] = {}  # workspace session -> when found or made
 
     @property
     def prompt_delay(self) -> float:
@@ -142,7 +147,12 @@ class TmuxDriver:
     # -- workspaces and agents ------------------------------------------------------------
 
     def ensure_workspace(self, level1: str) -> str:
-        return self._ensure_session(SESSION_PREFIX + level1, "@orcr_workspace", level1)
+        name = SESSION_PREFIX + level1
+        if time.monotonic() - self._seen.get(name, float("-inf")) < SEEN_RECENTLY:
+            return name
+        self._ensure_session(name, "@orcr_workspace", level1)
+        self._seen[name] = time.monotonic()
+        return name
 
     def _ensure_session(self, name: str, option: str, value: str) -> str:
         """The session ``name``, created with its placeholder window when missing."""
@@ -197,7 +207,6 @@ class TmuxDriver:
         session = _session_target(spec.workspace_id)
         token = "orcr-new-" + secrets.token_hex(8)
         window = f"{session}:={token}"
-        env_args = [a for k, v in spec.env.items() for a in ("-e", f"{k}={v}")]
         marks = [
             ["set-option", "-p", "-t", window, option, value]
             for option, value in (
@@ -207,7 +216,24 @@ class TmuxDriver:
             if value
         ]
         try:
-            out = self.tmux.run(
+            out = self._new_window(spec, session, window, token, marks)
+        except DriverError as exc:
+            vouched = self._seen.pop(spec.workspace_id, None) is not None
+            if exc.code != "workspace_not_found" or not vouched:
+                raise
+            # a workspace ensure_workspace found or made went since (its has-session
+            # skipped within SEEN_RECENTLY): made again, once, as has-session would have
+            self.ensure_workspace(spec.workspace_id[len(SESSION_PREFIX) :])
+            out = self._new_window(spec, session, window, token, marks)
+        window_id, pane_id = out.split()[:2]
+        return PaneRef(workspace_id=spec.workspace_id, tab_id=window_id, pane_id=pane_id)
+
+    def _new_window(self, spec: StartSpec, session: str, window: str, token: str, marks) -> str:
+        """The window of :meth:`start`, labelled and marked in one command group: its
+        ``window_id pane_id``."""
+        env_args = [a for k, v in spec.env.items() for a in ("-e", f"{k}={v}")]
+        try:
+            return self.tmux.run(
                 ["new-window", "-d", "-P", "-F", "#{window_id} #{pane_id}", "-t", session + ":",
                  "-n", token, "-c", no_format(spec.cwd), *env_args, "--", *safe_argv(spec.argv)],
                 ["set-option", "-p", "-t", window, LABEL_OPTION, spec.label],
@@ -223,15 +249,12 @@ class TmuxDriver:
             if exc.output.strip() and exc.code == "not_found":
                 # The window was made, but its program exited before tmux got to
                 # the options: report the pane; it is already gone.
-                out = exc.output
-            elif exc.code in ("not_found", "server_not_running"):
+                return exc.output
+            if exc.code in ("not_found", "server_not_running"):
                 raise DriverError(
                     f"workspace {spec.workspace_id!r} not found: {exc}", code="workspace_not_found"
                 ) from exc
-            else:
-                raise
-        window_id, pane_id = out.split()[:2]
-        return PaneRef(workspace_id=spec.workspace_id, tab_id=window_id, pane_id=pane_id)
+            raise
 
     def _check_program(self, spec: StartSpec) -> None:
         """Refuse a program not on PATH up front: tmux would start it, the exec

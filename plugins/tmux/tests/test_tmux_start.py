@@ -191,3 +191,30 @@ def test_concurrent_starts_get_distinct_labelled_panes(h, driver):
     assert errors == []
     labels = {p.pane_id: p.label for p in driver.snapshot()}
     assert labels == {ref.pane_id: f"alpha/w{i}" for i, ref in refs.items()}
+
+
+def test_a_burst_of_starts_asks_tmux_for_the_workspace_once(h, driver, sandbox, monkeypatch):
+    """``ensure_workspace`` found or made within ``SEEN_RECENTLY`` sends no
+    ``has-session``; a start into a workspace it vouched for that went meanwhile (killed
+    by hand) makes it again, once, as ``has-session`` would have. Planted: no memory
+    of the session -> 5 has-session calls -> fails; no second try in start ->
+    workspace_not_found -> fails."""
+    from orcr_tmux import driver as tmux_driver
+
+    sent = []
+    run = driver.tmux.run
+
+    def counting(*commands, **kw):
+        sent.append(commands[0][0])
+        return run(*commands, **kw)
+
+    monkeypatch.setattr(driver.tmux, "run", counting)
+    monkeypatch.setattr(tmux_driver, "SEEN_RECENTLY", 60.0)  # however slow the machine
+    names = {driver.ensure_workspace("alpha") for _ in range(5)}
+    assert names == {"orcr-alpha"} and sent.count("has-session") == 1, sent
+    run(["kill-session", "-t", "=orcr-alpha"])  # gone behind orcr's back
+    ws = driver.ensure_workspace("alpha")  # vouched for: not asked again
+    ref = driver.start(
+        StartSpec(ws, "alpha/one", str(sandbox.root), (h.PY, "-c", "import time; time.sleep(30)"))
+    )
+    assert ref.pane_id in h.pane_ids()
