@@ -1,14 +1,5 @@
-"""orcr's bundled generic providers: ``echo`` (a tiny real agent) and ``command`` (any argv)."""
+"""orcr's bundled generic providers: ``echo`` (a tiny real agent) and ``command`` (any argv).
 
-import orcr_core
+The plugin itself (its hook) is :mod:`orcr_providers.plugin`, the entry point's target."""
 
 __version__ = "0.1.0"
-
-
-@orcr_core.hookimpl
-def register_providers(register):
-    from orcr_providers.command import CommandProvider
-    from orcr_providers.echo import EchoProvider
-
-    register(EchoProvider())
-    register(CommandProvider())

@@ -6,6 +6,7 @@ import sys
 
 import orcr_providers
 import pytest
+from orcr_providers import plugin as providers_plugin
 from orcr_providers.command import CommandProvider
 from orcr_providers.echo import EchoProvider
 from orcr_providers.echo_reader import EchoTranscriptReader
@@ -22,7 +23,7 @@ def _spec(tmp_path, **options) -> LaunchSpec:
 
 def test_both_register_through_the_hook():
     pm = get_plugin_manager(load=False)
-    pm.register(orcr_providers, name="providers")
+    pm.register(providers_plugin, name="providers")
     reg = build_registry(pm)
     assert set(reg.providers) == {"echo", "command"}
     for provider in reg.providers.values():
@@ -86,3 +87,14 @@ def test_command_without_argv_names_the_config_key(tmp_path):
 def test_command_has_no_reader(tmp_path):
     with pytest.raises(ProviderError, match="no transcript"):
         CommandProvider().open_reader(str(tmp_path / "x"))
+
+
+def test_an_echo_agent_starts_without_the_plugin_machinery():
+    """``python -m orcr_providers.echo_agent`` imports the package first: its hook lives
+    in ``orcr_providers.plugin``, so an echo agent's start loads no pluggy (~15 ms of
+    every agent start in the suite). Planted: the hook back in ``__init__`` -> fails."""
+    import subprocess
+
+    code = "import sys, orcr_providers.echo_agent; print(sorted(m for m in ('pluggy', 'orcr_core.hookspecs') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
