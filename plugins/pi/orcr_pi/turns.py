@@ -50,18 +50,19 @@ from typing import Any
 
 from orcr_core.contracts import ScreenState, Turn, TurnState, Usage
 
+#: (Patterns as text, used case-insensitively: compiled at the first error, through
+#: ``re``'s own cache, not at every server start, where they were ~4 ms.)
 #: pi's own test of a transient error (``isRetryableAssistantError``, pi-ai
 #: ``utils/retry.js``, 1.6.0; a superset of 0.73.1's ``AgentSession._isRetryableError``):
 #: an error matching :data:`NOT_RETRYABLE` (quota, billing) is never retried
-NOT_RETRYABLE = re.compile(
+NOT_RETRYABLE = (
     r"GoUsageLimitError|FreeUsageLimitError|Monthly usage limit reached|available balance|"
     r"insufficient_quota|out of budget|quota exceeded|billing|"
     r"subscription_sharing_usage_limit_exceeded|"
     r"subscription_sharing_workplace_individual_usage_limit_exceeded|"
-    r'"code"\s*:\s*"?1308(?![0-9])',
-    re.IGNORECASE,
+    r'"code"\s*:\s*"?1308(?![0-9])'
 )
-RETRYABLE = re.compile(
+RETRYABLE = (
     r"overloaded|server_busy|servers are currently busy|currently experiencing high demand|"
     r"model is at capacity|rate.?limit|too many requests|"
     r"(?<![a-z0-9])(?:429|500|502|503|504|520|524)(?![a-z0-9])|"
@@ -80,32 +81,32 @@ RETRYABLE = re.compile(
     r"cut short after the reply had begun|pending stream has been canceled|retry delay|"
     r"you can retry your request|try your request again|please retry your request|"
     r"ResourceExhausted|subscription_sharing_usage_unavailable|"
-    r"subscription_sharing_user_unavailable",
-    re.IGNORECASE,
+    r"subscription_sharing_user_unavailable"
 )
 
 
 #: a turn's error that is a usage or rate limit: an HTTP 429 (pi's errors start with the
 #: status, "429 {...}"), or a quota or usage limit in the provider's words (the
 #: quota half of :data:`NOT_RETRYABLE`)
-LIMIT = re.compile(
+LIMIT = (
     r"^(?:Retry failed after \d+ attempts: )?429\b|rate_limit_error|insufficient_quota|"
     r"GoUsageLimitError|FreeUsageLimitError|usage limit reached|quota exceeded|"
-    r"subscription_sharing(?:_workplace_individual)?_usage_limit_exceeded",
-    re.IGNORECASE,
+    r"subscription_sharing(?:_workplace_individual)?_usage_limit_exceeded"
 )
 
 
 def limit_error(error: str) -> ScreenState | None:
     """``waiting`` (``usage_limit``, no reset known) when ``error`` is a usage limit."""
-    if not LIMIT.search(error):
+    if not re.search(LIMIT, error, re.IGNORECASE):
         return None
     return ScreenState("waiting", kind="usage_limit", reason="usage limit")
 
 
 def retryable(error: str) -> bool:
     """Whether pi retries a request that failed with ``error`` (its errorMessage)."""
-    return not NOT_RETRYABLE.search(error) and bool(RETRYABLE.search(error))
+    return not re.search(NOT_RETRYABLE, error, re.IGNORECASE) and bool(
+        re.search(RETRYABLE, error, re.IGNORECASE)
+    )
 
 
 #: pi's default ``retry.baseDelayMs`` (seconds) and ``retry.maxRetries``
