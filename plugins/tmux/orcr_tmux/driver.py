@@ -51,6 +51,7 @@ from orcr_core.contracts import (
 from orcr_core.kit.argv import missing_program
 from orcr_tmux import control
 from orcr_tmux import server as tmux_server
+from orcr_tmux.channel import QueryChannel
 from orcr_tmux.keys import tmux_key
 from orcr_tmux.layout import (
     HEIGHT,
@@ -116,9 +117,11 @@ class TmuxDriver:
             socket=get("tmux.socket", "") or dirs.mux_name(),
         )
         self._server = TmuxServer(self.tmux)
-        self._panes = Panes(self._server)
+        self._channel = QueryChannel(self.tmux)  # screen reads, pids: one client
+        self._panes = Panes(self._server, self._channel.query)
         self._prompt = Prompt(self.tmux, delay=0.3)
         self._seen: dict[str, float] = {}  # workspace session -> when found or made
+        self._started: dict[str, int] = {}  # a pane start() just made -> its program's pid
 
     @property
     def prompt_delay(self) -> float:
@@ -225,7 +228,10 @@ class TmuxDriver:
             # skipped within SEEN_RECENTLY): made again, once, as has-session would have
             self.ensure_workspace(spec.workspace_id[len(SESSION_PREFIX) :])
             out = self._new_window(spec, session, window, token, marks)
-        window_id, pane_id = out.split()[:2]
+        window_id, pane_id, pid = out.split()[:3]
+        if len(self._started) > 256:
+            self._started.clear()  # starts whose program's pid nobody asked for
+        self._started[pane_id] = int(pid)
         return PaneRef(workspace_id=spec.workspace_id, tab_id=window_id, pane_id=pane_id)
 
     def _new_window(self, spec: StartSpec, session: str, window: str, token: str, marks) -> str:
@@ -234,7 +240,7 @@ class TmuxDriver:
         env_args = [a for k, v in spec.env.items() for a in ("-e", f"{k}={v}")]
         try:
             return self.tmux.run(
-                ["new-window", "-d", "-P", "-F", "#{window_id} #{pane_id}", "-t", session + ":",
+                ["new-window", "-d", "-P", "-F", "#{window_id} #{pane_id} #{pane_pid}", "-t", session + ":",
                  "-n", token, "-c", no_format(spec.cwd), *env_args, "--", *safe_argv(spec.argv)],
                 ["set-option", "-p", "-t", window, LABEL_OPTION, spec.label],
                 *marks,
@@ -361,7 +367,7 @@ class TmuxDriver:
             self.tmux.run(*commands)
 
     def read(self, pane: PaneRef) -> str:
-        return self.tmux.run(["capture-pane", "-p", "-t", pane.pane_id])
+        return self._channel.query(["capture-pane", "-p", "-t", pane.pane_id])
 
     def session_pointer(self, pane: PaneRef) -> SessionPointer | None:
         """tmux knows nothing about agent sessions."""
@@ -383,8 +389,11 @@ class TmuxDriver:
         return self._panes.pane_pid(pane)
 
     def program_pid(self, pane: PaneRef) -> int | None:
-        """The agent's program itself: tmux runs the argv in the pane with no shell."""
-        return self._panes.pane_pid(pane)
+        """The agent's program itself: tmux runs the argv in the pane with no shell. The
+        first ask for a pane :meth:`start` just made is answered from its ``new-window``
+        (one tmux client fewer per start); every later one asks tmux."""
+        pid = self._started.pop(pane.pane_id, None)
+        return pid if pid is not None else self._panes.pane_pid(pane)
 
     def events(
         self,

@@ -26,9 +26,11 @@ class Panes:
     reads through the :class:`~orcr_tmux.server.TmuxServer` part, tells it which
     server answered, and asks it whether a refused listing is an outage."""
 
-    def __init__(self, server: TmuxServer):
+    def __init__(self, server: TmuxServer, query=None):
         self.server = server
         self.tmux = server.tmux
+        #: read-only queries: over the driver's control-mode channel when it has one
+        self.query = query or self.tmux.run
 
     def snapshot(self, parking: str) -> list[PaneInfo]:
         """Every live pane on orcr's tmux server but the workspace placeholders.
@@ -78,7 +80,7 @@ class Panes:
     def pane_pid(self, pane: PaneRef) -> int | None:
         """The pid of the pane's process (``#{pane_pid}``); None when the pane is gone."""
         try:
-            out = self.tmux.run(["display-message", "-p", "-t", pane.pane_id, "#{pane_pid}"])
+            out = self.query(["display-message", "-p", "-t", pane.pane_id, "#{pane_pid}"])
         except TmuxError as exc:
             if exc.code in ("not_found", "server_not_running"):
                 return None

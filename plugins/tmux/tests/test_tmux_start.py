@@ -218,3 +218,24 @@ def test_a_burst_of_starts_asks_tmux_for_the_workspace_once(h, driver, sandbox, 
         StartSpec(ws, "alpha/one", str(sandbox.root), (h.PY, "-c", "import time; time.sleep(30)"))
     )
     assert ref.pane_id in h.pane_ids()
+
+
+def test_the_first_ask_for_a_new_panes_program_is_answered_from_its_start(h, driver, sandbox):
+    """``program_pid`` of a pane ``start`` just made comes from its ``new-window``
+    output (one tmux client fewer per agent start), and is the pane's own pid; a later
+    ask goes to tmux. Planted: a wrong pid kept at start -> fails."""
+    ws = driver.ensure_workspace("alpha")
+    ref = driver.start(
+        StartSpec(ws, "alpha/one", str(sandbox.root), (h.PY, "-c", "import time; time.sleep(30)"))
+    )
+    sent = []
+    run, query = driver.tmux.run, driver._panes.query
+    driver.tmux.run = lambda *c, **kw: (sent.append(c[0][0]), run(*c, **kw))[1]
+    driver._panes.query = lambda *c: (sent.append(c[0][0]), query(*c))[1]
+    try:
+        first = driver.program_pid(ref)
+        assert sent == []
+        assert first == driver.pane_pid(ref) == driver.program_pid(ref)
+        assert sent.count("display-message") == 2, sent  # (list-sessions: the channel)
+    finally:
+        driver.tmux.run, driver._panes.query = run, query
