@@ -243,7 +243,48 @@ def test_children_map_reads_a_parent_past_a_command_name_with_parentheses(tmp_pa
     try:
         child = int(parent.stdout.readline())  # its pid, maybe before its exec
         until(lambda: psutil.Process(child).name().startswith("x) 7"), 10, what="the exec")
+        assert child in procs._proc_children().get(parent.pid, [])  # the table pass
         assert child in procs.children_map().get(parent.pid, [])
+    finally:
+        _cleanup({p.pid: p.create_time() for p in psutil.Process(parent.pid).children()})
+        parent.kill()
+        parent.wait()
+
+
+THREADED = """
+import subprocess, sys, threading
+procs, forked = [], threading.Event()
+def other():  # forks, then lives on: the child is listed under this thread
+    procs.append(subprocess.Popen(["sleep", "1000"]))
+    forked.set()
+    threading.Event().wait()
+threading.Thread(target=other, daemon=True).start()
+forked.wait()
+procs.append(subprocess.Popen(["sleep", "1001"]))
+print(" ".join(str(p.pid) for p in procs), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_tree_read_from_the_children_lists_is_the_table_passs(tmp_path):
+    """Where Linux keeps each thread's children (``/proc/<pid>/task/*/children``), a
+    tree is read from its root down, not from the whole process table: the same tree,
+    children a thread forked included. Planted: the main thread's list only -> the
+    sleeper the other thread forked is missed -> fails."""
+    import sys
+
+    if not procs._TASK_CHILDREN:
+        import pytest
+
+        pytest.skip("no /proc/<pid>/task/<tid>/children on this kernel")
+    parent = subprocess.Popen([sys.executable, "-c", THREADED], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        kids = [int(p) for p in parent.stdout.readline().split()]
+        root = (parent.pid, procs.start_of(parent.pid))
+        lists = procs.tree(root, procs._ChildrenLists())
+        assert set(kids) <= set(lists) and parent.pid in lists
+        assert lists == procs.tree(root, procs._proc_children())
     finally:
         _cleanup({p.pid: p.create_time() for p in psutil.Process(parent.pid).children()})
         parent.kill()

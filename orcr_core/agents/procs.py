@@ -27,8 +27,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import psutil
 
@@ -124,13 +125,18 @@ def io_counts(pid: int) -> tuple[int, int] | None:
     return (counts[b"rchar"], counts[b"wchar"]) if len(counts) == 2 else None
 
 
-def _children_map() -> dict[int, list[int]]:
-    """Every process's children, from one pass over the process table.
+def _children_map() -> Kids:
+    """Every process's children: read when asked where Linux keeps each thread's
+    children list (:class:`_ChildrenLists`), else from one pass over the process table.
 
-    On Linux it reads each ``/proc/<pid>/stat`` once and takes its ppid: psutil's
+    The table pass reads each ``/proc/<pid>/stat`` once and takes its ppid: psutil's
     ``process_iter`` reads each twice and builds a Process for each, which was most
     of an agent's kill and a good part of the monitor's second (bench/lifetime.py).
+    Even so it reads every process on the machine (~10 ms at 1,000) to walk a tree of
+    a few.
     """
+    if _TASK_CHILDREN:
+        return _ChildrenLists()
     if _PROC_STAT:
         return _proc_children()
     kids: dict[int, list[int]] = {}
@@ -139,6 +145,37 @@ def _children_map() -> dict[int, list[int]]:
         if ppid is not None:
             kids.setdefault(ppid, []).append(p.pid)
     return kids
+
+
+class Kids(Protocol):
+    """Each process's children, as a dict of them reads: ``kids.get(pid, ())``."""
+
+    def get(self, pid: int, default: Sequence[int] = ()) -> Sequence[int]: ...
+
+
+#: Linux's children list of each thread (``CONFIG_PROC_CHILDREN``)
+_TASK_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+class _ChildrenLists:
+    """A process's children read when asked, from ``/proc/<pid>/task/*/children``
+    (every thread's: a child is listed under the thread that forked it): a walk from an
+    agent's root reads its tree only. Like the table pass, a snapshot of a moving
+    tree: what forks after its parent was read is found by the next walk."""
+
+    def get(self, pid: int, default: Sequence[int] = ()) -> Sequence[int]:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return default
+        found: list[int] = []
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                    found.extend(int(c) for c in fh.read().split())
+            except (OSError, ValueError):
+                continue  # the thread ended meanwhile
+        return found or default
 
 
 def _proc_children() -> dict[int, list[int]]:
@@ -160,8 +197,8 @@ def _proc_children() -> dict[int, list[int]]:
     return kids
 
 
-def children_map() -> dict[int, list[int]]:
-    """Every process's children (empty when the process table cannot be read)."""
+def children_map() -> Kids:
+    """Every process's children (none when the process table cannot be read)."""
     try:
         return _children_map()
     except psutil.Error:
@@ -208,12 +245,12 @@ def stamp_like(pid: int, like: str, start: float | None = None) -> str | None:
         return None
 
 
-def tree(root: Proc, kids: dict[int, list[int]]) -> dict[int, float]:
+def tree(root: Proc, kids: Kids) -> dict[int, float]:
     """``root`` and its descendants, if ``root`` is still the recorded process."""
     return _tree(root, kids)
 
 
-def _tree(root: Proc, kids: dict[int, list[int]]) -> dict[int, float]:
+def _tree(root: Proc, kids: Kids) -> dict[int, float]:
     """``root`` and its descendants, if ``root`` is still the recorded process."""
     pid, ctime = root
     if start_of(pid) != ctime:
