@@ -74,6 +74,8 @@ _MARK = re.compile(r"[A-Za-z0-9_-]+")
 #: seconds a workspace session found or made stands for the ``has-session`` that
 #: ``ensure_workspace`` would send (a burst of starts asks once, not once per agent)
 SEEN_RECENTLY = 0.5
+#: tries of a new session while tmux answers that its server exited (it was killed)
+EXITING_TRIES = 5
 
 
 def _session_target(workspace_id: str) -> str:
@@ -168,16 +170,24 @@ class TmuxDriver:
             # just started, no session in it yet) as not_found
             if exc.code not in ("not_found", "server_not_running"):
                 raise
-        try:
-            self.tmux.run(
-                ["new-session", "-d", "-s", name, "-n", "orcr", "-c", "/", "-x", WIDTH, "-y", HEIGHT,
-                 "--", *PLACEHOLDER_ARGV],
-                ["set-option", "-t", target + ":", option, value],
-                ["set-option", "-p", "-t", target + ":", ROLE_OPTION, "placeholder"],
-            )  # fmt: skip
-        except TmuxError as exc:
-            if "duplicate session" not in str(exc):
-                raise
+        for attempt in range(EXITING_TRIES):
+            try:
+                self.tmux.run(
+                    ["new-session", "-d", "-s", name, "-n", "orcr", "-c", "/", "-x", WIDTH,
+                     "-y", HEIGHT, "--", *PLACEHOLDER_ARGV],
+                    ["set-option", "-t", target + ":", option, value],
+                    ["set-option", "-p", "-t", target + ":", ROLE_OPTION, "placeholder"],
+                )  # fmt: skip
+            except TmuxError as exc:
+                if "duplicate session" in str(exc):
+                    break
+                if exc.code != "server_not_running" or attempt == EXITING_TRIES - 1:
+                    raise
+                # a server still exiting (killed a moment ago) answered "server exited
+                # unexpectedly": the next client starts a new one
+                time.sleep(0.1)
+                continue
+            break
         return name
 
     def start(self, spec: StartSpec) -> PaneRef:
