@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -147,12 +147,6 @@ def _children_map() -> Kids:
     return kids
 
 
-class Kids(Protocol):
-    """Each process's children, as a dict of them reads: ``kids.get(pid, ())``."""
-
-    def get(self, pid: int, default: Sequence[int] = ()) -> Sequence[int]: ...
-
-
 #: Linux's children list of each thread (``CONFIG_PROC_CHILDREN``)
 _TASK_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
@@ -176,6 +170,10 @@ class _ChildrenLists:
             except (OSError, ValueError):
                 continue  # the thread ended meanwhile
         return found or default
+
+
+#: each process's children, as a dict of them reads: ``kids.get(pid, ())``
+Kids = dict[int, list[int]] | _ChildrenLists
 
 
 def _proc_children() -> dict[int, list[int]]:
