@@ -497,9 +497,11 @@ def test_wait_ready_reads_a_new_tui_once_it_wrote_and_once_more_for_the_lag(monk
     """A new TUI that wrote nothing yet is not read at once (its screen is blank);
     once it wrote, its screen is read at the next pause, and once more ``LAG`` after
     that write when the read found nothing drawn (the multiplexer behind), not at
-    every pause. Virtual time. Planted: the first read at once again -> 2 and 3 reads
-    -> fails; every pause read for 0.3 s after a write (as before) -> 3 reads -> fails;
-    no read again after the lag -> the lagging draw seen at 4.2 s -> fails."""
+    every pause; a launcher whose child may have drawn is read at once. Virtual time.
+    Planted: the first read at once again -> 2 and 3 reads -> fails; every pause read
+    for 0.3 s after a write (as before) -> 3 reads -> fails; no read again after the
+    lag -> the lagging draw seen at 4.2 s -> fails; the children not asked -> the
+    launcher read at 3 s -> fails."""
     from types import SimpleNamespace
 
     from orcr_core.agents import dialogs
@@ -522,6 +524,7 @@ def test_wait_ready_reads_a_new_tui_once_it_wrote_and_once_more_for_the_lag(monk
             return (int(now[0] * 1000), wchar)  # it loads itself meanwhile
 
         monkeypatch.setattr(dialogs.procs, "io_counts", io)
+        monkeypatch.setattr(dialogs.procs, "has_children", lambda pid: False)
 
         def read(pane, reads=reads, drawn=drawn):
             reads.append(now[0])
@@ -532,3 +535,12 @@ def test_wait_ready_reads_a_new_tui_once_it_wrote_and_once_more_for_the_lag(monk
         assert reads[0] >= writes[0][0], (name, reads)
         assert len(reads) == count, (name, reads)
         assert reads[-1] <= drawn + dialogs.LAG + dialogs.READ_EVERY[1], (name, reads)
+    # a launcher that wrote nothing but has a child (which drew long ago): read at once
+    now[0], reads = 0.0, []
+    monkeypatch.setattr(dialogs.procs, "io_counts", lambda pid: (int(now[0] * 1000), 0))
+    monkeypatch.setattr(dialogs.procs, "has_children", lambda pid: True)
+    driver = SimpleNamespace(
+        read=lambda pane: reads.append(now[0]) or "> ", program_pid=lambda pane: 4242
+    )
+    dialogs.wait_ready(driver, pane=None)
+    assert reads == [0.0]

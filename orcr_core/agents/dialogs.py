@@ -235,9 +235,9 @@ class FirstDraw:
     read once the program wrote since the last read (and once more :data:`LAG` after
     a write the read came too soon after); while it reads (loading itself) and writes
     nothing, every :data:`QUIET_MAX`; once it does neither (waiting for a child that
-    draws?), every :data:`QUIET_READ`. A program that wrote nothing yet (a new TUI) is
-    not read before it writes or those pauses pass: its screen is blank. Without a pid
-    to watch, at every call."""
+    draws?), every :data:`QUIET_READ`. A program that wrote nothing yet and has no child
+    (a new TUI) is not read before it writes or those pauses pass: its screen is blank.
+    Without a pid to watch, at every call."""
 
     def __init__(self, driver, pane: PaneRef) -> None:
         self._pid = None
@@ -251,9 +251,10 @@ class FirstDraw:
         self._seen = procs.io_counts(self._pid) if self._pid else None
         self._wrote = self._read = float("-inf")
         self._busy = time.monotonic()
-        if self._seen is not None and self._seen[1] == 0:
-            # it wrote nothing yet: nothing drawn, no read due before it writes (a new
-            # TUI; a start resumed after a restart has written, and is read at once)
+        if self._seen is not None and self._seen[1] == 0 and not procs.has_children(self._pid):
+            # it wrote nothing yet and started nothing that could have: nothing drawn, no
+            # read due before it writes (a new TUI; a start resumed after a restart has
+            # written, and a launcher's child may have drawn: both are read at once)
             self._read = self._busy
 
     def due(self) -> bool:

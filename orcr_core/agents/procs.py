@@ -195,6 +195,14 @@ def _proc_children() -> dict[int, list[int]]:
     return kids
 
 
+def has_children(pid: int) -> bool:
+    """Whether ``pid`` has a child now; True when this cannot be told cheaply (no
+    children lists: a whole table pass is not worth it)."""
+    if not _TASK_CHILDREN:
+        return True
+    return bool(_ChildrenLists().get(pid))
+
+
 def children_map() -> Kids:
     """Every process's children (none when the process table cannot be read)."""
     try:
