@@ -55,6 +55,12 @@ def _kinds(live, uuid: str, prefix: str = "pane.move") -> list[tuple[str, dict]]
     return [(e["kind"], e["data"]) for e in live.events(uuid) if e["kind"].startswith(prefix)]
 
 
+def _with(live, uuid: str, kind: str, count: int) -> list | None:
+    """The agent's events (kind, data), once ``kind`` is among them ``count`` times."""
+    events = [(e["kind"], e["data"]) for e in live.events(uuid)]
+    return events if [k for k, _ in events].count(kind) >= count else None
+
+
 def _idle_agent(live, path: str = "p/one", prompt: str = "first") -> dict:
     live.run("agent", "run", "-p", "echo", "--path", path, prompt, check=True)
     live.run("agent", "wait", path, "--timeout", "60s", check=True)
@@ -86,7 +92,9 @@ def test_idle_agent_is_parked_then_unparked_by_a_prompt(live):
     back = live.get("p/one")
     assert not back["parked"] and back["move_state"] is None
     assert _places(live, "p/one") == [_home_place(live, "p")]
-    events = [(e["kind"], e["data"]) for e in live.events(agent["uuid"])]
+    # the delivery's job records prompt.applied once it has confirmed the turn, which
+    # may be after the echo agent's quick turn has already ended (idle)
+    events = until(lambda: _with(live, agent["uuid"], "prompt.applied", 2), 30, what="applied")
     kinds = [k for k, _ in events]
     second = max(i for i, k in enumerate(kinds) if k == "prompt.requested")
     unpark = kinds.index("pane.move_requested", second)
