@@ -40,6 +40,7 @@ import time
 from collections.abc import Sequence
 
 from orcr_core.contracts import DriverError
+from orcr_tmux.control import bound_to_this_thread, end_client
 from orcr_tmux.layout import SESSION_PREFIX
 from orcr_tmux.tmuxcli import Tmux, TmuxError, classify
 
@@ -110,8 +111,6 @@ class QueryChannel:
         ready = threading.Event()
 
         def hold() -> None:  # the client lives as long as this thread (PDEATHSIG)
-            from orcr_tmux.control import bound_to_this_thread
-
             try:
                 started["proc"] = subprocess.Popen(
                     bound_to_this_thread(argv),
@@ -137,20 +136,8 @@ class QueryChannel:
 
     def _close(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        for stream in (proc.stdin, proc.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
-        if proc.poll() is None:
-            proc.terminate()
-        try:
-            proc.wait(2)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None:
+            end_client(proc)
 
     def _ask(self, line: str) -> tuple[bool, list[str]]:
         """Send one request; its first command list's outcome and output."""

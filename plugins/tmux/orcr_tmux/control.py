@@ -112,6 +112,22 @@ def bound_to_this_thread(argv: list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", _PDEATHSIG, str(os.getpid()), *argv]
 
 
+def end_client(proc: subprocess.Popen) -> None:
+    """End a control client: its stdin closed, TERM, KILL after 2 s; reaped."""
+    for stream in (proc.stdin, proc.stdout):
+        try:
+            stream.close()
+        except OSError:
+            pass
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(2)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _sessions(tmux: Tmux) -> list[str]:
     try:
         out = tmux.run(["list-sessions", "-F", "#{session_name}"])
@@ -179,15 +195,4 @@ def events(
     finally:
         sel.close()
         for proc in procs:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
-            if proc.poll() is None:
-                proc.terminate()
-            try:
-                proc.wait(2)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
+            end_client(proc)
