@@ -40,8 +40,7 @@ import time
 from collections.abc import Sequence
 
 from orcr_core.contracts import DriverError
-from orcr_tmux.control import bound_to_this_thread, end_client
-from orcr_tmux.layout import SESSION_PREFIX
+from orcr_tmux.control import bound_to_this_thread, control_argv, end_client, sessions
 from orcr_tmux.tmuxcli import Tmux, TmuxError, classify
 
 #: arguments sent as ``'...'`` on a command line: anything else goes as a process
@@ -70,15 +69,16 @@ class QueryChannel:
         line = _command_line(commands)
         if line is None:
             return self.tmux.run(*commands)
+        blocks = None
         with self._lock:
-            if self._proc is None and not self._connect():
-                return self.tmux.run(*commands)
-            try:
-                blocks = self._ask(line)
-            except _Desync:
-                self._close()
-                return self.tmux.run(*commands)
-            self.answered += 1
+            if self._proc is not None or self._connect():
+                try:
+                    blocks = self._ask(line)
+                    self.answered += 1
+                except _Desync:
+                    self._close()
+        if blocks is None:  # as a client process, outside the lock
+            return self.tmux.run(*commands)
         ok, content = blocks
         out = "".join(f"{text}\n" for text in content)
         if ok:
@@ -97,16 +97,12 @@ class QueryChannel:
             return False
         self._retry_at = time.monotonic() + RETRY_AFTER
         try:
-            out = self.tmux.run(["list-sessions", "-F", "#{session_name}"])
+            names = sessions(self.tmux)
         except DriverError:
             return False
-        names = [n for n in out.split() if n.startswith(SESSION_PREFIX)]
         if not names:
             return False
-        argv = self.tmux.argv(
-            ["attach-session", "-t", "=" + names[0], "-f", "no-output,ignore-size"]
-        )
-        argv.insert(1, "-C")
+        argv = control_argv(self.tmux, names[0])
         started: dict = {}
         ready = threading.Event()
 

@@ -128,7 +128,16 @@ def end_client(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _sessions(tmux: Tmux) -> list[str]:
+def control_argv(tmux: Tmux, session: str) -> list[str]:
+    """A control client attached to ``session`` that gets no pane output and never
+    resizes a window (``-f no-output,ignore-size``)."""
+    argv = tmux.argv(["attach-session", "-t", "=" + session, "-f", "no-output,ignore-size"])
+    argv.insert(1, "-C")
+    return argv
+
+
+def sessions(tmux: Tmux) -> list[str]:
+    """orcr's sessions on its tmux server (none when no server runs)."""
     try:
         out = tmux.run(["list-sessions", "-F", "#{session_name}"])
     except TmuxError as exc:
@@ -144,17 +153,15 @@ def events(
     on_start: Callable[[], None] | None = None,
 ) -> Iterator[dict]:
     """Yield pane events until a session comes or goes (then the caller reconnects)."""
-    names = _sessions(tmux)
+    names = sessions(tmux)
     if not names:
         raise DriverError("no orcr tmux session to follow yet", code="no_session", retryable=True)
     procs: list[subprocess.Popen] = []
     sel = selectors.DefaultSelector()
     try:
         for name in names:
-            argv = tmux.argv(["attach-session", "-t", "=" + name, "-f", "no-output,ignore-size"])
-            argv.insert(1, "-C")
             proc = subprocess.Popen(
-                bound_to_this_thread(argv),
+                bound_to_this_thread(control_argv(tmux, name)),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,

@@ -178,16 +178,15 @@ class TmuxDriver:
                     ["set-option", "-t", target + ":", option, value],
                     ["set-option", "-p", "-t", target + ":", ROLE_OPTION, "placeholder"],
                 )  # fmt: skip
+                return name
             except TmuxError as exc:
                 if "duplicate session" in str(exc):
-                    break
+                    return name
                 if exc.code != "server_not_running" or attempt == EXITING_TRIES - 1:
                     raise
                 # a server still exiting (killed a moment ago) answered "server exited
                 # unexpectedly": the next client starts a new one
                 time.sleep(0.1)
-                continue
-            break
         return name
 
     def start(self, spec: StartSpec) -> PaneRef:
@@ -246,7 +245,7 @@ class TmuxDriver:
 
     def _new_window(self, spec: StartSpec, session: str, window: str, token: str, marks) -> str:
         """The window of :meth:`start`, labelled and marked in one command group: its
-        ``window_id pane_id``."""
+        ``window_id pane_id pane_pid``."""
         env_args = [a for k, v in spec.env.items() for a in ("-e", f"{k}={v}")]
         try:
             return self.tmux.run(

@@ -239,3 +239,23 @@ def test_the_first_ask_for_a_new_panes_program_is_answered_from_its_start(h, dri
         assert sent.count("display-message") == 2, sent  # (list-sessions: the channel)
     finally:
         driver.tmux.run, driver._panes.query = run, query
+
+
+def test_a_new_session_asked_of_a_server_still_exiting_is_asked_again(h, driver, monkeypatch):
+    """tmux answers "server exited unexpectedly" to a client that reached a server being
+    killed: the session is asked for again. Planted: one try only -> fails."""
+    from orcr_tmux.tmuxcli import TmuxError
+
+    run, refused = driver.tmux.run, []
+
+    def exiting_once(*commands, **kw):
+        if commands[0][0] == "new-session" and not refused:
+            refused.append(1)
+            raise TmuxError(
+                "tmux new-session failed: server exited unexpectedly", code="server_not_running"
+            )
+        return run(*commands, **kw)
+
+    monkeypatch.setattr(driver.tmux, "run", exiting_once)
+    assert driver.ensure_workspace("alpha") == "orcr-alpha" and refused
+    assert run(["has-session", "-t", "=orcr-alpha"]) == ""
